@@ -1,0 +1,30 @@
+"""aotpack: ahead-of-time GPU kernel bundles as manylinux wheels that need only the NVIDIA driver.
+
+The pipeline, one module per stage: ``recipe`` (YAML -> Recipe) -> ``plan`` (variants) ->
+``compilers`` (cubins) -> ``codegen`` (C tables, binding, Python package) -> ``native`` (the
+extension module) -> ``wheel`` -> ``repair`` (auditwheel). ``build`` runs them all; ``cli`` is the
+command line.
+"""
+
+__version__ = "0.1.0"
+
+from .build import BuildResult, build  # noqa: E402
+from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError  # noqa: E402
+from .plan import Variant, plan  # noqa: E402
+from .recipe import Recipe, load  # noqa: E402
+
+__all__ = [
+    "AotpackError",
+    "BuildResult",
+    "CompileError",
+    "Recipe",
+    "RecipeError",
+    "ToolFailed",
+    "ToolNotFound",
+    "Variant",
+    "WheelError",
+    "__version__",
+    "build",
+    "load",
+    "plan",
+]

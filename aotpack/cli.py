@@ -1,0 +1,92 @@
+"""The command line: ``aotpack build`` and ``aotpack plan``. The only place errors are caught."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .build import build
+from .compilers import Outcome, Pruned
+from .errors import AotpackError
+from .plan import Variant, plan
+from .recipe import load
+
+
+class _Progress:
+    """A one-line counter on a terminal, plain lines otherwise (CI logs)."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total, self.done, self.failed = total, 0, 0
+        self.tty = sys.stderr.isatty()
+        self.quiet = quiet
+        self.start = time.monotonic()
+
+    def __call__(self, variant: Variant, outcome: Outcome) -> None:
+        self.done += 1
+        if isinstance(outcome, Pruned):
+            self.failed += 1
+            if not self.quiet:
+                print(f"\npruned {outcome.variant_id}: {outcome.reason}" if self.tty else
+                      f"pruned {outcome.variant_id}: {outcome.reason}", file=sys.stderr)  # fmt: skip
+        if self.quiet:
+            return
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        line = f"[{self.done}/{self.total}] {self.failed} failed, {elapsed:.0f}s, eta {eta:.0f}s  {variant.id}"
+        if self.tty:
+            print(f"\r\033[K{line}", end="" if self.done < self.total else "\n", file=sys.stderr, flush=True)
+        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
+            print(line, file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aotpack", description="Ahead-of-time GPU kernel bundles as wheels.")
+    parser.add_argument("--version", action="version", version=f"aotpack {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="compile a recipe into a repaired manylinux wheel")
+    b.add_argument("recipe", type=Path)
+    b.add_argument("-o", "--out-dir", type=Path, default=Path("dist"), help="where the wheel goes (default: dist)")
+    b.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: all cores)")
+    b.add_argument("--strict", action="store_true", help="fail when any variant fails to compile")
+    b.add_argument("--only", action="append", default=[], metavar="GLOB", help="build only variant ids matching")
+    b.add_argument("--keep-build-dir", type=Path, default=None, help="keep generated C and objects here")
+    b.add_argument("-q", "--quiet", action="store_true")
+    b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
+    p = sub.add_parser("plan", help="list the variant ids a recipe builds")
+    p.add_argument("recipe", type=Path)
+    p.add_argument("--only", action="append", default=[], metavar="GLOB")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    try:
+        if args.command == "plan":
+            for variant in plan(load(args.recipe), tuple(args.only)):
+                print(variant.id)
+            return 0
+        total = len(plan(load(args.recipe), tuple(args.only)))
+        result = build(
+            args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
+            keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet),
+        )  # fmt: skip
+        pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
+        print(f"built {result.wheel} ({result.variants} variants{pruned})")
+        return 0
+    except AotpackError as exc:
+        print(f"aotpack: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("aotpack: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

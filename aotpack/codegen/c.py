@@ -1,0 +1,226 @@
+"""The generated C: per-kernel tables and expression functions (kernels.c) and the CPython module
+(module.c). The runtime in ``aotpack/runtime`` does the work; this file only describes kernels."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from .. import expr, facts
+from ..plan import specializations
+from ..recipe import Arg, Kernel
+from . import BuildInput, KernelBuild
+
+_KIND = {"i32": "AOT_ARG_I32", "i64": "AOT_ARG_I64", "u32": "AOT_ARG_U32", "u64": "AOT_ARG_U64",
+         "fp32": "AOT_ARG_F32", "fp64": "AOT_ARG_F64"}  # fmt: skip
+
+
+def c_string(text: str) -> str:
+    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{out}"'
+
+
+def c_bytes(data: bytes, width: int = 96) -> str:
+    """A byte string as a C string literal (compiles much faster than an initializer list)."""
+    lines = []
+    for start in range(0, len(data), width):
+        chunk = data[start : start + width]
+        lines.append('"' + "".join(f"\\x{b:02x}" for b in chunk) + '"')
+    return "\n  ".join(lines) if lines else '""'
+
+
+def int_constexprs(kernel: Kernel) -> tuple[str, ...]:
+    """The constexprs the grid may read: those whose every value is an integer."""
+    return tuple(
+        name
+        for name in kernel.constexpr_names
+        if all(isinstance(c.value(name), int) and not isinstance(c.value(name), bool) for c in kernel.configs)
+    )
+
+
+def _needs_shapes(kernel: Kernel) -> bool:
+    exprs = [*kernel.grid, *(e for _, e in kernel.key)]
+    exprs += [e for a in kernel.args for e in (a.default, a.extent) if e is not None]
+    return any(expr.tensor_calls(e) for e in exprs) or any(a.extent or a.contiguous for a in kernel.args)
+
+
+def _param(arg: Arg, kernel: Kernel) -> str:
+    typevars = [n for n, _ in kernel.types]
+    if arg.pointer:
+        kind, dtype = "AOT_ARG_PTR", -1 if arg.typevar else facts.dtypes()[arg.dtype].code
+    else:
+        kind, dtype = _KIND[arg.dtype], -1
+    typevar = typevars.index(arg.dtype) if arg.typevar else -1
+    flags = [int(bool(arg.divisible_by)), int(arg.launch_only), int(arg.default is not None), int(arg.contiguous)]
+    return f"{{{c_string(arg.name)}, {kind}, {dtype}, {typevar}, {', '.join(map(str, flags))}}}"
+
+
+def _emitter(kernel: Kernel, consts: tuple[str, ...]) -> Callable[[expr.Expr], str]:
+    index = {a.name: i for i, a in enumerate(kernel.args)}
+
+    def resolve(name: str) -> str:
+        return f"c[{consts.index(name)}]" if name in consts else f"x->i[{index[name]}]"
+
+    return lambda e: expr.to_c(e, resolve, index.__getitem__)
+
+
+def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> str:
+    k = build.kernel
+    n = k.name
+    consts = int_constexprs(k)
+    emit = _emitter(k, consts)
+    targets = k.targets
+    bindings = k.bindings
+    variant_index = {v.id: i for i, (v, _) in enumerate(build.variants)}
+    lines = [f"/* ---- kernel {n}: {k.source} */"]
+    lines.append(f"static const aot_param {n}_params[] = {{")
+    lines += [f"  {_param(a, k)}," for a in k.args]
+    lines.append("};")
+    typevar_names = [c_string(v) for v, _ in k.types] or ["NULL"]
+    lines.append(f"static const char *const {n}_typevars[] = {{{', '.join(typevar_names)}}};")
+    codes = [str(facts.dtypes()[d].code) for b in bindings for _, d in b] or ["0"]
+    lines.append(f"static const int8_t {n}_bindings[] = {{{', '.join(codes)}}};")
+    arch = facts.archs()
+    lines.append(f"static const aot_target {n}_targets[] = {{")
+    lines += [f"  {{{c_string(t)}, {arch[t].capability}, {int(arch[t].specific)}}}," for t in targets]
+    lines.append("};")
+    const_values = [str(c.value(name)) for c in k.configs for name in consts] or ["0"]
+    lines.append(f"static const int64_t {n}_consts[] = {{{', '.join(const_values)}}};")
+    rules = []
+    for rule in k.rules:
+        target = targets.index(rule.arch) if rule.arch else -1
+        binding = bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
+        key = ", ".join(str(v) for v in rule.key)
+        rules.append(f"  {{{target}, {binding}, {k.configs.index(rule.config)}, {{{key}}}}},")
+    lines.append(f"static const aot_rule {n}_rules[] = {{")
+    lines += rules or ["  {-1, -1, 0, {0}},"]
+    lines.append("};")
+    lines.append(f"static const aot_variant {n}_variants[] = {{")
+    for variant, art in build.variants:
+        image = image_names[variant.id]
+        where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, {targets.index(variant.target)}"
+        lines.append(
+            f"  {{{c_string(variant.id)}, {where}, {int(variant.hinted)}, {image}, sizeof {image} - 1, "
+            f"{c_string(art.entry)}, {art.shared}, {art.num_warps}, {art.extra_pointer_params}, "
+            f"{build.min_driver[variant.target]}}},"
+        )
+    lines.append("};")
+    slots = []
+    specs = specializations(k)
+    for b, cfg, t in itertools.product(bindings, k.configs, targets):
+        def find(spec: str) -> int:
+            for variant, _ in build.variants:
+                if (variant.binding, variant.config, variant.target, variant.specialization) == (b, cfg, t, spec):
+                    return variant_index[variant.id]
+            return -1
+
+        safe, hinted = (find("safe"), find("hinted")) if "hinted" in specs else (find("plain"), -1)
+        slots.append(f"{safe}, {hinted}")
+    lines.append(f"static const int {n}_variant_of[] = {{")
+    lines += [f"  {s}," for s in slots]
+    lines.append("};")
+    lines.append(f"static void *_Atomic {n}_functions[{max(1, len(build.variants))} * AOT_MAX_DEVICES];")
+
+    body = [f"  if (!(x->given & (UINT64_C(1) << {i}))) x->i[{i}] = {emit(a.default)};"
+            for i, a in enumerate(k.args) if a.default is not None]  # fmt: skip
+    lines += _function(f"{n}_defaults", "aot_call *x", body)
+    body = [f"  out[{i}] = {emit(a.extent) if a.extent is not None else '0'};" for i, a in enumerate(k.args)]
+    lines += _function(f"{n}_extents", "aot_call *x, int64_t *out", body)
+    body = [f"  grid[{i}] = {emit(g)};" for i, g in enumerate(k.grid)]
+    lines += _function(f"{n}_grid", "aot_call *x, const int64_t *c, int64_t grid[3]", body)
+    body = [f"  key[{i}] = {emit(e)};" for i, (_, e) in enumerate(k.key)]
+    lines += _function(f"{n}_key", "aot_call *x, int64_t *key", body)
+
+    fields = [
+        c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
+        str(len(bindings)), f"{n}_bindings", str(len(targets)), f"{n}_targets", str(len(k.configs)),
+        str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
+        str(int(k.bucket == "pow2")), str(len(k.rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
+        f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
+        f"{n}_functions",
+    ]  # fmt: skip
+    lines.append(f"const aot_kernel aot_kernel_{n} = {{")
+    lines += [f"  {f}," for f in fields]
+    lines.append("};")
+    return "\n".join(lines) + "\n"
+
+
+def _function(name: str, params: str, body: list[str]) -> list[str]:
+    """A static function; every parameter is marked used, since a kernel's expressions may not read it."""
+    names = [p.split("*")[-1].split()[-1].split("[")[0] for p in params.split(",")]
+    return [f"static void {name}({params}) {{", *(f"  (void){n};" for n in names), *body, "}"]
+
+
+def kernels_c(build: BuildInput) -> str:
+    """kernels.c: dtype tables, cubin images and every kernel's descriptor."""
+    dtypes = list(facts.dtypes().values())
+    out = [
+        "/* Generated by aotpack; do not edit. */",
+        '#include "aot_runtime.h"',
+        "",
+        f"const int aot_num_dtypes = {len(dtypes)};",
+        f"const char *const aot_dtype_names[] = {{{', '.join(c_string(d.name) for d in dtypes)}}};",
+        f"const char *const aot_dtype_torch_names[] = {{{', '.join(c_string(d.torch) for d in dtypes)}}};",
+        "const char *const aot_dtype_typestrs[] = {"
+        + ", ".join(c_string(d.typestr) if d.typestr else "NULL" for d in dtypes)
+        + "};",
+        f"const int aot_dtype_sizes[] = {{{', '.join(str(d.size) for d in dtypes)}}};",
+        "",
+    ]
+    image_names: dict[str, str] = {}
+    count = 0
+    for kb in build.kernels:
+        for variant, art in kb.variants:
+            name = f"image_{count}"
+            count += 1
+            image_names[variant.id] = name
+            out.append(f"/* {variant.id} */")
+            out.append(f"static const unsigned char {name}[] __attribute__((aligned(16))) =\n  {c_bytes(art.image)};")
+    out.append("")
+    for kb in build.kernels:
+        out.append(kernel_c(kb, build.recipe.package, image_names))
+    return "\n".join(out)
+
+
+def text_signature(kernel: Kernel) -> str:
+    parts = ["$module"]
+    for arg in kernel.args:
+        parts.append(f"{arg.name}=None" if arg.default is not None else arg.name)
+    return f"{kernel.name}({', '.join(parts)}, *, stream=None, variant=None)"
+
+
+def module_c(build: BuildInput, docs: dict[str, str]) -> str:
+    """module.c: the CPython extension (limited API) exposing one function per kernel."""
+    out = ["/* Generated by aotpack; do not edit. */", '#include "aot_python.h"', ""]
+    methods = []
+    for kb in build.kernels:
+        n = kb.kernel.name
+        out.append(f"extern const aot_kernel aot_kernel_{n};")
+        for prefix, fn in (("", "aot_py_call"), ("_select_", "aot_py_select")):
+            out.append(f"static PyObject *py{prefix or '_'}{n}(PyObject *module, PyObject *args, PyObject *kwargs) {{")
+            out.append("  (void)module;")
+            out.append(f"  return {fn}(&aot_kernel_{n}, args, kwargs);")
+            out.append("}")
+        doc = f"{text_signature(kb.kernel)}\n--\n\n{docs[n]}"
+        methods.append(f"  {{{c_string(n)}, (PyCFunction)(void (*)(void))py_{n}, METH_VARARGS | METH_KEYWORDS, "
+                       f"{c_string(doc)}}},")  # fmt: skip
+        methods.append(
+            f"  {{{c_string('_select_' + n)}, (PyCFunction)(void (*)(void))py_select_{n}, METH_VARARGS | METH_KEYWORDS, "
+            f"{c_string('The id of the variant a call with these arguments would launch.')}}},"
+        )
+    out.append("")
+    out.append("static PyMethodDef methods[] = {")
+    out += methods
+    out.append("  {NULL, NULL, 0, NULL},")
+    out.append("};")
+    out.append("")
+    out.append("static struct PyModuleDef module_def = {")
+    out.append(f'  PyModuleDef_HEAD_INIT, "_native", {c_string(build.recipe.summary)}, -1, methods, NULL, NULL, NULL, NULL,')
+    out.append("};")
+    out.append("")
+    out.append("PyMODINIT_FUNC PyInit__native(void) {")
+    out.append("  PyObject *module = PyModule_Create(&module_def);")
+    out.append("  if (module != NULL && aot_py_init(module) < 0) Py_CLEAR(module);")
+    out.append("  return module;")
+    out.append("}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,175 @@
+"""The generated Python side: docstrings, ``__init__.py``, ``__init__.pyi`` and the manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import expr
+from ..recipe import Arg, Kernel
+from . import BuildInput, KernelBuild
+
+
+def _arg_type(arg: Arg) -> str:
+    hint = f":{arg.divisible_by}" if arg.divisible_by else ""
+    return f"{'*' if arg.pointer else ''}{arg.dtype}{hint}"
+
+
+def docstring(kb: KernelBuild) -> str:
+    k = kb.kernel
+    lines = [k.doc or f"The {k.name} kernel.", "", "Arguments:"]
+    for arg in k.args:
+        what = "pointer to " + arg.dtype if arg.pointer else arg.dtype
+        extra = []
+        if arg.default is not None:
+            extra.append(f"default {expr.unparse(arg.default)}")
+        if arg.extent is not None:
+            extra.append(f"extent {expr.unparse(arg.extent)}")
+        if arg.divisible_by:
+            extra.append(f"{arg.divisible_by}-divisible variants when it is")
+        if arg.contiguous:
+            extra.append("contiguous")
+        lines.append(f"  {arg.name}: {what}{' (' + '; '.join(extra) + ')' if extra else ''}")
+    lines.append("  stream: CUstream handle or torch.cuda.Stream (default: torch's current stream for torch "
+                 "tensors, else the legacy default stream)")  # fmt: skip
+    lines.append("  variant: a variant id to launch instead of the dispatcher's choice (for tuning and tests)")
+    for var, choices in k.types:
+        lines.append(f"Type {var}: {', '.join(choices)}")
+    key = ", ".join(f"{name} = {expr.unparse(e)}" if name != expr.unparse(e) else name for name, e in k.key)
+    lines.append(f"Key: {key or 'none'} ({k.bucket} buckets); dispatch table: {len(k.rules)} rows; "
+                 f"default config {k.default.label}")  # fmt: skip
+    lines.append(f"Targets: {', '.join(k.targets)}; {len(kb.variants)} variants"
+                 + (f" ({len(kb.pruned)} pruned at build time)" if kb.pruned else ""))  # fmt: skip
+    return "\n".join(lines)
+
+
+def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
+    recipe = build.recipe
+    kernels: dict[str, Any] = {}
+    for kb in build.kernels:
+        k = kb.kernel
+        kernels[k.name] = {
+            "source": _source_text(k, recipe.path),
+            "backend": k.backend,
+            "args": [
+                {
+                    "name": a.name,
+                    "type": _arg_type(a),
+                    **({"default": expr.unparse(a.default)} if a.default is not None else {}),
+                    **({"extent": expr.unparse(a.extent)} if a.extent is not None else {}),
+                    **({"launch_only": True} if a.launch_only else {}),
+                }
+                for a in k.args
+            ],
+            "types": {var: list(choices) for var, choices in k.types},
+            "grid": [expr.unparse(g) for g in k.grid],
+            "key": {name: expr.unparse(e) for name, e in k.key},
+            "bucket": k.bucket,
+            "default_config": k.default.label,
+            "dispatch": [
+                {"key": list(r.key), "config": r.config.label, "arch": r.arch, "types": dict(r.types or ())}
+                for r in k.rules
+            ],
+            "targets": list(k.targets),
+            "min_driver_cuda": {t: _cuda_text(v) for t, v in kb.min_driver.items()},
+            "variants": [
+                {
+                    "id": v.id,
+                    "target": v.target,
+                    "types": dict(v.binding),
+                    "config": v.config.label,
+                    "specialization": v.specialization,
+                    "entry": art.entry,
+                    "shared_bytes": art.shared,
+                    "num_warps": art.num_warps,
+                    "image_bytes": len(art.image),
+                    "image_sha256": hashlib.sha256(art.image).hexdigest(),
+                    "compiler": dict(art.metadata),
+                }
+                for v, art in kb.variants
+            ],
+            "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
+        }
+    return {
+        "package": recipe.package,
+        "version": recipe.version,
+        "aotpack": aotpack_version,
+        "toolchain": dict(build.versions),
+        "targets": sorted({t for kb in build.kernels for t in kb.kernel.targets}),
+        "kernels": kernels,
+    }
+
+
+def _source_text(kernel: Kernel, recipe_path: Path) -> str:
+    """The kernel's source as the recipe names it (a path relative to the recipe, or a module)."""
+    src = kernel.source
+    where = os.path.relpath(src.path, recipe_path.parent) if src.path else src.module
+    return f"{where}:{src.function}"
+
+
+def _cuda_text(version: int) -> str:
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def init_py(build: BuildInput) -> str:
+    names = [kb.kernel.name for kb in build.kernels]
+    recipe = build.recipe
+    return f'''"""{recipe.summary}
+
+Built by aotpack from {recipe.path.name}. Kernels: {", ".join(names)}.
+Every kernel takes CUDA tensors (torch, or objects with __cuda_array_interface__) or integer device
+pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.
+"""
+
+import json as _json
+from importlib import resources as _resources
+
+from ._native import CudaError
+from ._native import {", ".join(names)}
+from . import _native
+
+__version__ = {recipe.version!r}
+__all__ = ["CudaError", "select", {", ".join(repr(n) for n in names)}]
+__aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").read_text())
+
+
+def select(kernel, *args, **kwargs):
+    """The id of the variant that ``kernel(*args, **kwargs)`` would launch on its device (no launch)."""
+    try:
+        chooser = getattr(_native, "_select_" + kernel)
+    except AttributeError:
+        raise ValueError(f"unknown kernel {{kernel!r}}; this package has {", ".join(names)}") from None
+    return chooser(*args, **kwargs)
+'''
+
+
+def init_pyi(build: BuildInput) -> str:
+    lines = [
+        "from typing import Any, Optional",
+        "",
+        "# A pointer argument: a CUDA torch.Tensor, an object with __cuda_array_interface__, or an int.",
+        "Pointer = Any",
+        "",
+        "__version__: str",
+        "__aotpack__: dict[str, Any]",
+        "",
+        "class CudaError(RuntimeError): ...",
+        "",
+        "def select(kernel: str, *args: Any, **kwargs: Any) -> str: ...",
+    ]
+    for kb in build.kernels:
+        params = []
+        for arg in kb.kernel.args:
+            py = "Pointer" if arg.pointer else ("float" if arg.dtype.startswith("fp") else "int")
+            params.append(f"{arg.name}: Optional[{py}] = None" if arg.default is not None else f"{arg.name}: {py}")
+        lines.append(
+            f"def {kb.kernel.name}({', '.join(params)}, *, stream: Any = None, variant: Optional[str] = None) -> None: ..."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def manifest_json(build: BuildInput, aotpack_version: str) -> str:
+    return json.dumps(manifest(build, aotpack_version), indent=1, sort_keys=True) + "\n"

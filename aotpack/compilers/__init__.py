@@ -1,0 +1,95 @@
+"""Variant -> Artifact. Each backend (Triton today) implements ``Compiler``; ``COMPILERS`` maps a
+recipe's backend name to it. ``compile_all`` runs the variants in parallel worker processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Protocol
+
+from ..plan import Variant
+from ..recipe import Backend, Kernel
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact:
+    """A compiled variant: the cubin and what the launcher needs to know about it."""
+
+    variant_id: str
+    image: bytes
+    entry: str
+    shared: int  # dynamic shared memory in bytes
+    num_warps: int
+    num_ctas: int
+    extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
+    metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pruned:
+    """A variant that did not compile, with the reason."""
+
+    variant_id: str
+    reason: str
+
+
+Outcome = Artifact | Pruned
+
+
+class Compiler(Protocol):
+    def versions(self) -> Mapping[str, str]:
+        """Toolchain versions recorded in the manifest."""
+        ...
+
+    def check(self, kernels: Iterable[Kernel]) -> None:
+        """Check the recipe against the kernel sources before compiling; raise RecipeError."""
+        ...
+
+    def min_driver_cuda(self, target: str) -> int:
+        """The oldest CUDA driver version that loads this backend's code for the target."""
+        ...
+
+    def compile(self, variant: Variant) -> Outcome:
+        """Compile one variant (runs in a worker process)."""
+        ...
+
+
+def compiler_for(backend: Backend) -> Compiler:
+    from .triton import TritonCompiler
+
+    registry: dict[Backend, type[TritonCompiler]] = {"triton": TritonCompiler}
+    return registry[backend]()
+
+
+def _compile_one(variant: Variant) -> Outcome:
+    return compiler_for(variant.kernel.backend).compile(variant)
+
+
+def compile_all(
+    variants: Iterable[Variant],
+    jobs: int | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[Variant, Outcome], None] | None = None,
+) -> dict[str, Outcome]:
+    """Compile every variant; returns outcomes by variant id (in the plan's order)."""
+    variants = list(variants)
+    own = executor is None
+    if executor is None:
+        workers = max(1, min(jobs or os.cpu_count() or 1, len(variants)))
+        executor = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
+        futures = {executor.submit(_compile_one, v): v for v in variants}
+        done: dict[str, Outcome] = {}
+        for future in as_completed(futures):
+            variant = futures[future]
+            outcome = future.result()
+            done[variant.id] = outcome
+            if progress is not None:
+                progress(variant, outcome)
+    finally:
+        if own:
+            executor.shutdown(cancel_futures=True)
+    return {v.id: done[v.id] for v in variants}

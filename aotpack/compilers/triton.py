@@ -1,0 +1,168 @@
+"""The Triton backend: ``triton.compile(ASTSource(...), target=GPUTarget(...))`` per variant.
+
+This needs no GPU and no driver (Triton's ``tools/compile.py`` does; it is not used). The compiled
+kernel's parameters are the recipe's runtime arguments in order, followed by two pointers Triton
+adds (global and profile scratch), which the runtime passes as null when the variant needs none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
+
+from .. import facts
+from ..errors import RecipeError, ToolNotFound
+from ..plan import Variant
+from ..recipe import Kernel, Source
+from . import Artifact, Outcome, Pruned
+
+SUPPORTED = ((3, 9), (3, 10))  # Triton releases this backend is tested with: [first, last)
+
+
+def _triton() -> Any:
+    try:
+        import triton
+    except ImportError:
+        raise ToolNotFound("Triton is not installed; run: pip install 'triton>=3.9'") from None
+    version = tuple(int(p) for p in triton.__version__.split(".")[:2])
+    if not SUPPORTED[0] <= version < SUPPORTED[1]:
+        raise ToolNotFound(
+            f"Triton {triton.__version__} is installed; aotpack supports Triton 3.9.x. Run: pip install 'triton~=3.9.0'"
+        )
+    return triton
+
+
+@cache
+def _load_function(source: Source) -> Any:
+    """Import the @triton.jit function (cached per worker process)."""
+    _triton()
+    if source.path is not None:
+        folder = str(source.path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)  # so the kernel file can import its helper modules
+        name = f"_aotpack_src_{abs(hash(str(source.path)))}"
+        spec = importlib.util.spec_from_file_location(name, source.path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    else:
+        assert source.module is not None
+        module = importlib.import_module(source.module)
+    return getattr(module, source.function, None)
+
+
+class TritonCompiler:
+    def versions(self) -> Mapping[str, str]:
+        triton = _triton()
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        out = {"triton": triton.__version__}
+        for label, arch in (("ptxas (sm_8x)", 80), ("ptxas (sm_90 and newer)", 90)):
+            tool = get_ptxas(arch)
+            out[label] = f"{tool.version} ({os.path.basename(tool.path)})"
+        return out
+
+    def min_driver_cuda(self, target: str) -> int:
+        """The oldest CUDA driver (1000*major + 10*minor) that loads this target's cubins: the one
+        of the target itself and at least the major release of the ptxas that built them."""
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        arch = facts.archs()[target]
+        major = int(get_ptxas(arch.capability).version.split(".")[0])
+        return max(arch.min_driver_cuda, major * 1000)
+
+    def check(self, kernels: Iterable[Kernel]) -> None:
+        triton = _triton()
+        for kernel in kernels:
+            try:
+                fn = _load_function(kernel.source)
+            except Exception as exc:  # the user's module failed to import: say where
+                raise RecipeError(
+                    f"kernels.{kernel.name}.triton: importing {kernel.source} failed: {type(exc).__name__}: {exc}",
+                    kernel.where,
+                ) from None
+            if not isinstance(fn, triton.runtime.JITFunction):
+                raise RecipeError(
+                    f"kernels.{kernel.name}.triton: {kernel.source} is not a @triton.jit function", kernel.where
+                )
+            params = [p for p in fn.params]
+            runtime = [p.name for p in params if not p.is_constexpr]
+            constexprs = {p.name for p in params if p.is_constexpr}
+            declared = [a.name for a in kernel.args if not a.launch_only]
+            if runtime != declared:
+                raise RecipeError(
+                    f"kernels.{kernel.name}.args: list the kernel's runtime parameters in its order: "
+                    f"{', '.join(runtime)} (the recipe has {', '.join(declared)}; mark arguments the kernel "
+                    "does not take 'launch_only: true')",
+                    kernel.args[0].where,
+                )
+            missing = constexprs - set(kernel.constexpr_names)
+            extra = set(kernel.constexpr_names) - constexprs
+            if missing or extra:
+                parts = []
+                if missing:
+                    parts.append(f"give values for {', '.join(sorted(missing))}")
+                if extra:
+                    parts.append(f"{', '.join(sorted(extra))} {'is' if len(extra) == 1 else 'are'} not "
+                                 f"tl.constexpr parameters of {kernel.source.function}")  # fmt: skip
+                raise RecipeError(f"kernels.{kernel.name}.constexprs: {'; '.join(parts)}", kernel.where)
+
+    def compile(self, variant: Variant) -> Outcome:
+        triton = _triton()
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        kernel = variant.kernel
+        fn = _load_function(kernel.source)
+        signature: dict[str, str] = {}
+        attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+        for index, name in enumerate(fn.arg_names):
+            if name in kernel.constexpr_names:
+                signature[name] = "constexpr"
+                continue
+            arg = kernel.arg(name)
+            signature[name] = ("*" if arg.pointer else "") + variant.dtype_of(name)
+            if variant.hinted and arg.divisible_by:
+                attrs[(index,)] = [["tt.divisibility", arg.divisible_by]]
+        arch = facts.archs()[variant.target]
+        target = GPUTarget("cuda", arch.capability, 32)
+        options: dict[str, Any] = {"enable_fp_fusion": True, **dict(kernel.options)}
+        options.update(num_warps=variant.config.num_warps, num_stages=variant.config.num_stages)
+        src = ASTSource(fn=fn, signature=signature, constexprs=dict(variant.config.constexprs), attrs=attrs)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compiled = triton.compile(src, target=target, options=options)
+        except Exception as exc:  # Triton reports compile failures as assorted exception types
+            reason = str(exc).strip().splitlines()
+            return Pruned(variant_id=variant.id, reason=f"{type(exc).__name__}: {reason[-1] if reason else ''}")
+        meta = compiled.metadata
+        if meta.global_scratch_size > 0 or meta.profile_scratch_size > 0:
+            return Pruned(variant_id=variant.id, reason="needs global scratch memory, which aotpack cannot allocate yet")
+        facts_ = {
+            "shared": meta.shared,
+            "num_warps": meta.num_warps,
+            "num_stages": meta.num_stages,
+            "num_ctas": meta.num_ctas,
+            "arch": meta.arch,
+            "triton_hash": meta.hash,
+        }
+        return Artifact(
+            variant_id=variant.id,
+            image=compiled.asm["cubin"],
+            entry=meta.name,
+            shared=meta.shared,
+            num_warps=meta.num_warps,
+            num_ctas=meta.num_ctas,
+            extra_pointer_params=2,
+            metadata=tuple((k, str(v)) for k, v in facts_.items()),
+        )
+
+

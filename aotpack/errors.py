@@ -1,0 +1,77 @@
+"""The one error hierarchy of aotpack.
+
+Every error a user can cause or fix is an ``AotpackError``; the CLI's ``main()`` catches it once,
+prints its message and exits with its ``exit_code``. Messages say what is wrong, where, and what to
+do next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """A position in a recipe file (1-based line and column)."""
+
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class AotpackError(Exception):
+    """Base of every error aotpack reports to its user."""
+
+    exit_code = 1
+
+
+class RecipeError(AotpackError):
+    """The recipe is invalid; the message starts with ``file:line:col``."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, where: Location | None = None) -> None:
+        self.where = where
+        self.bare_message = message
+        super().__init__(f"{where}: {message}" if where else message)
+
+    def __reduce__(self) -> tuple[type[RecipeError], tuple[str, Location | None]]:
+        return (type(self), (self.bare_message, self.where))
+
+
+class ToolNotFound(AotpackError):
+    """A tool aotpack needs (Triton, a C compiler, auditwheel) is missing or too old."""
+
+    exit_code = 3
+
+
+class ToolFailed(AotpackError):
+    """An external command failed; keeps the command line, return code and output."""
+
+    exit_code = 4
+
+    def __init__(self, command: tuple[str, ...], returncode: int, output: str, hint: str = "") -> None:
+        self.command = command
+        self.returncode = returncode
+        self.output = output
+        self.hint = hint
+        text = f"command failed with exit code {returncode}: {' '.join(command)}\n{output.rstrip()}"
+        super().__init__(f"{text}\n{hint}" if hint else text)
+
+    def __reduce__(self) -> tuple[type[ToolFailed], tuple[tuple[str, ...], int, str, str]]:
+        return (type(self), (self.command, self.returncode, self.output, self.hint))
+
+
+class CompileError(AotpackError):
+    """A kernel has no variant left after compilation (or any failed under ``--strict``)."""
+
+    exit_code = 5
+
+
+class WheelError(AotpackError):
+    """The wheel could not be assembled, repaired or checked."""
+
+    exit_code = 6

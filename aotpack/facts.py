@@ -1,0 +1,63 @@
+"""Tables of facts shipped as package data (GPU targets, element types), checked when loaded."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arch:
+    name: str
+    capability: int
+    specific: bool
+    triton: bool
+    family: str
+    min_driver_cuda: int
+
+    @property
+    def major(self) -> int:
+        return self.capability // 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class DType:
+    name: str
+    code: int
+    size: int
+    torch: str
+    typestr: str | None
+    scalar: bool
+    c: str | None
+
+
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("aotpack").joinpath("data").joinpath(name).read_text()
+    table: dict[str, Any] = json.loads(text)
+    table.pop("_doc", None)
+    return table
+
+
+@cache
+def archs() -> dict[str, Arch]:
+    table = {name: Arch(name=name, **fields) for name, fields in _load("archs.json").items()}
+    for arch in table.values():
+        expected = f"sm_{arch.capability}{'a' if arch.specific else ''}"
+        if arch.name != expected:
+            raise AssertionError(f"archs.json: {arch.name} does not match its capability ({expected})")
+    return table
+
+
+@cache
+def dtypes() -> dict[str, DType]:
+    table = {}
+    for code, (name, fields) in enumerate(_load("dtypes.json").items()):
+        fields.setdefault("c", None)
+        dtype = DType(name=name, code=code, **fields)
+        if dtype.scalar != (dtype.c is not None):
+            raise AssertionError(f"dtypes.json: {name}: a scalar type needs its C type, and only it")
+        table[name] = dtype
+    return table

@@ -1,0 +1,84 @@
+"""Generated C + the runtime -> the CPython extension module ``_native.abi3.so``.
+
+The C is compiled by zig's clang (``ziglang`` from PyPI) for glibc 2.17, so the wheel qualifies for
+manylinux2014 whatever the build host's glibc; on the limited API of CPython 3.9 (abi3), so one
+wheel serves every CPython from 3.9 on. No CUDA headers or libraries are needed: the runtime
+dlopens the driver.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import sysconfig
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from . import _tools
+from .errors import ToolNotFound
+
+RUNTIME_FILES = ("aot_runtime.h", "aot_runtime.c", "aot_python.h", "aot_python.c")
+GLIBC = "2.17"
+LIMITED_API = "0x03090000"
+WARNINGS = ("-Wall", "-Wextra", "-Werror")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NativeBuild:
+    """What to compile, planned as data."""
+
+    sources: tuple[Path, ...]
+    include_dirs: tuple[Path, ...]
+    output: Path
+    machine: str = "x86_64"
+
+    def command(self, compiler: tuple[str, ...]) -> tuple[str, ...]:
+        return (
+            *compiler, "-target", f"{self.machine}-linux-gnu.{GLIBC}", "-shared", "-fPIC", "-O2", "-std=c11",
+            *WARNINGS, "-fvisibility=hidden", f"-DPy_LIMITED_API={LIMITED_API}",
+            *(f"-I{d}" for d in self.include_dirs), "-o", str(self.output),
+            *(str(s) for s in self.sources), "-ldl", "-lpthread",
+        )  # fmt: skip
+
+
+def zig_cc() -> tuple[str, ...]:
+    if importlib.util.find_spec("ziglang") is None:
+        raise ToolNotFound("the C compiler aotpack uses is missing; run: pip install ziglang")
+    return (sys.executable, "-m", "ziglang", "cc")
+
+
+def python_include() -> Path:
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").is_file():
+        raise ToolNotFound(
+            f"Python.h not found in {include}; install the Python development headers (e.g. python3-dev)"
+        )
+    return include
+
+
+def copy_runtime(folder: Path) -> tuple[Path, ...]:
+    """Write the shipped runtime sources into ``folder``; returns the .c files."""
+    files = []
+    for name in RUNTIME_FILES:
+        target = folder / name
+        target.write_text(resources.files("aotpack").joinpath("runtime").joinpath(name).read_text())
+        files.append(target)
+    return tuple(f for f in files if f.suffix == ".c")
+
+
+def compile_extension(build_dir: Path, generated: dict[str, str], module_name: str = "_native") -> Path:
+    """Compile the generated C files (name -> text) with the runtime; returns the .so path."""
+    runtime_sources = copy_runtime(build_dir)
+    sources = []
+    for name, text in sorted(generated.items()):
+        path = build_dir / name
+        path.write_text(text)
+        sources.append(path)
+    plan = NativeBuild(
+        sources=(*sources, *runtime_sources),
+        include_dirs=(build_dir, python_include()),
+        output=build_dir / f"{module_name}.abi3.so",
+    )
+    _tools.run(plan.command(zig_cc()), hint="the generated C failed to compile; please report this as a bug")
+    return plan.output

@@ -1,0 +1,632 @@
+"""YAML recipe -> validated, frozen ``Recipe``.
+
+Every value keeps its position in the file, so each error names ``file:line:col``, the key path
+and what was expected; unknown keys get a "did you mean" suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import keyword
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import yaml
+
+from . import expr, facts
+from .errors import Location, RecipeError
+
+Backend = Literal["triton"]
+Bucket = Literal["exact", "pow2"]
+ConstValue = int | float | bool | str
+
+BACKENDS: tuple[Backend, ...] = ("triton",)
+BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
+HINTS = (16,)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+_PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
+_VERSION = re.compile(r"^\d+(\.\d+)*([ab]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")
+_TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+))?$")
+RESERVED_ARGS = ("stream",)
+
+
+# ---------------------------------------------------------------- the data the pipeline passes on
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """A kernel function: a file relative to the recipe, or an importable module."""
+
+    path: Path | None
+    module: str | None
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.path or self.module}:{self.function}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arg:
+    """One runtime argument of a kernel, in the kernel's parameter order."""
+
+    name: str
+    pointer: bool
+    dtype: str  # a dtype name, or the name of one of the kernel's type variables
+    typevar: bool
+    divisible_by: int | None  # pointers: byte alignment; integers: divisibility
+    default: expr.Expr | None = None  # scalars the caller may leave out
+    extent: expr.Expr | None = None  # pointers: how many elements from the pointer the kernel may touch
+    contiguous: bool = False
+    launch_only: bool = False  # read by the grid, key or checks, not passed to the kernel
+    where: Location
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """One point of the tuning grid: constexpr values and launch options."""
+
+    constexprs: tuple[tuple[str, ConstValue], ...]
+    num_warps: int
+    num_stages: int
+
+    @property
+    def label(self) -> str:
+        parts = [f"{k}={_const_text(v)}" for k, v in self.constexprs]
+        return ",".join([*parts, f"w{self.num_warps}", f"s{self.num_stages}"])
+
+    def value(self, name: str) -> ConstValue:
+        return dict(self.constexprs)[name]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """A dispatch-table row: for this key bucket (and arch, types), launch this config."""
+
+    key: tuple[int, ...]
+    config: Config
+    arch: str | None
+    types: tuple[tuple[str, str], ...] | None
+    where: Location
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kernel:
+    name: str
+    backend: Backend
+    source: Source
+    doc: str
+    args: tuple[Arg, ...]
+    types: tuple[tuple[str, tuple[str, ...]], ...]
+    constexpr_names: tuple[str, ...]
+    configs: tuple[Config, ...]
+    default: Config
+    grid: tuple[expr.Expr, expr.Expr, expr.Expr]
+    key: tuple[tuple[str, expr.Expr], ...]
+    bucket: Bucket
+    rules: tuple[Rule, ...]
+    targets: tuple[str, ...]
+    options: tuple[tuple[str, ConstValue], ...]
+    where: Location
+
+    def arg(self, name: str) -> Arg:
+        return next(a for a in self.args if a.name == name)
+
+    @property
+    def bindings(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Every assignment of dtypes to the type variables (one empty binding if none)."""
+        names = [n for n, _ in self.types]
+        return tuple(tuple(zip(names, combo)) for combo in itertools.product(*(v for _, v in self.types)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    path: Path
+    package: str
+    version: str
+    summary: str
+    targets: tuple[str, ...]
+    kernels: tuple[Kernel, ...]
+
+
+def _const_text(value: ConstValue) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# ---------------------------------------------------------------- positioned YAML
+
+
+@dataclass(frozen=True)
+class _Node:
+    """A YAML node with its position and key path, and typed accessors that raise RecipeError."""
+
+    node: yaml.Node
+    path: str
+    file: str
+    _loader: yaml.SafeLoader = field(repr=False, compare=False)
+
+    @property
+    def where(self) -> Location:
+        mark = self.node.start_mark
+        return Location(self.file, mark.line + 1, mark.column + 1)
+
+    def fail(self, message: str) -> RecipeError:
+        return RecipeError(f"{self.path}: {message}" if self.path else message, self.where)
+
+    def _child(self, node: yaml.Node, name: str) -> _Node:
+        path = f"{self.path}.{name}" if self.path and not name.startswith("[") else f"{self.path}{name}"
+        return _Node(node, path, self.file, self._loader)
+
+    def scalar(self) -> Any:
+        if not isinstance(self.node, yaml.ScalarNode):
+            raise self.fail(f"expected a single value, got a {_kind(self.node)}")
+        return self._loader.construct_object(self.node)
+
+    def mapping(self, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, _Node]:
+        if not isinstance(self.node, yaml.MappingNode):
+            raise self.fail(f"expected a mapping, got a {_kind(self.node)}")
+        out: dict[str, _Node] = {}
+        for key_node, value_node in self.node.value:
+            key_at = self._child(key_node, "")
+            key = key_at.scalar()
+            if not isinstance(key, str):
+                raise key_at.fail(f"keys must be strings, got {key!r}")
+            if allowed and key not in allowed:
+                raise RecipeError(_unknown_key(key, self.path, allowed), key_at.where)
+            if key in out:
+                raise RecipeError(f"duplicate key {key!r} in {self.path or 'the recipe'}", key_at.where)
+            out[key] = self._child(value_node, key)
+        for key in required:
+            if key not in out:
+                raise self.fail(f"missing required key {key!r}")
+        return out
+
+    def items(self) -> Iterator[tuple[str, _Node, Location]]:
+        """Entries of a free-form mapping (names chosen by the user), in file order."""
+        if not isinstance(self.node, yaml.MappingNode):
+            raise self.fail(f"expected a mapping, got a {_kind(self.node)}")
+        seen: set[str] = set()
+        for key_node, value_node in self.node.value:
+            key_at = self._child(key_node, "")
+            key = key_at.scalar()
+            if not isinstance(key, str):
+                key = str(key)
+            if key in seen:
+                raise RecipeError(f"duplicate key {key!r} in {self.path}", key_at.where)
+            seen.add(key)
+            yield key, self._child(value_node, key), key_at.where
+
+    def sequence(self, allow_scalar: bool = False) -> list[_Node]:
+        if isinstance(self.node, yaml.SequenceNode):
+            return [self._child(n, f"[{i}]") for i, n in enumerate(self.node.value)]
+        if allow_scalar and isinstance(self.node, yaml.ScalarNode):
+            return [self]
+        raise self.fail(f"expected a list, got a {_kind(self.node)}")
+
+    def string(self, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        value = self.scalar()
+        if not isinstance(value, str) or value == "":
+            raise self.fail(f"expected a non-empty string, got {value!r}")
+        if pattern is not None and not pattern.match(value):
+            raise self.fail(f"{value!r} is not {what}")
+        return value
+
+    def integer(self, minimum: int | None = None) -> int:
+        value = self.scalar()
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(f"expected an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.fail(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    def boolean(self) -> bool:
+        value = self.scalar()
+        if not isinstance(value, bool):
+            raise self.fail(f"expected true or false, got {value!r}")
+        return value
+
+    def expression(self, check: Callable[[expr.Expr], None]) -> expr.Expr:
+        value = self.scalar()
+        try:
+            node = expr.parse(value) if isinstance(value, (int, str)) else None
+            if node is None:
+                raise expr.ExprError(f"expected an integer expression, got {value!r}", 0)
+            check(node)
+        except expr.ExprError as exc:
+            quoted = 1 if isinstance(self.node, yaml.ScalarNode) and self.node.style in ("'", '"') else 0
+            where = self.where
+            at = Location(where.file, where.line, where.column + quoted + exc.offset)
+            hint = ""
+            if isinstance(value, str) and value.count("(") > value.count(")"):
+                hint = " (inside a YAML [...] list, quote an expression that contains a comma)"
+            raise RecipeError(f"{self.path}: {exc}{hint}", at) from None
+        return node
+
+
+def _kind(node: yaml.Node) -> str:
+    return {yaml.ScalarNode: "value", yaml.SequenceNode: "list", yaml.MappingNode: "mapping"}[type(node)]
+
+
+def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
+    where = f" in {path}" if path else ""
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    hint = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(allowed)})"
+    return f"unknown key {key!r}{where}{hint}"
+
+
+# ---------------------------------------------------------------- recipe parsing
+
+_TOP_KEYS = ("package", "version", "summary", "targets", "kernels")
+_KERNEL_KEYS = (
+    "triton", "doc", "args", "types", "constexprs", "num_warps", "num_stages", "grid", "key", "bucket",
+    "default", "dispatch", "targets", "options",
+)  # fmt: skip
+_ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only")
+_RULE_KEYS = ("key", "config", "arch", "types")
+_OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas")
+_CONFIG_LAUNCH = ("num_warps", "num_stages")
+
+
+def load(path: str | Path) -> Recipe:
+    """Read and validate a recipe file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RecipeError(f"cannot read recipe {path}: {exc.strerror}") from None
+    return parse(text, path)
+
+
+def parse(text: str, path: Path) -> Recipe:
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = Location(str(path), mark.line + 1, mark.column + 1) if mark else None
+        raise RecipeError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where) from None
+    finally:
+        loader.dispose()
+    if root is None:
+        raise RecipeError("the recipe is empty", Location(str(path), 1, 1))
+    top = _Node(root, "", str(path), loader).mapping(_TOP_KEYS, required=("package", "version", "kernels"))
+    package = top["package"].string(_PACKAGE, "a valid package name (lower case letters, digits, _)")
+    if keyword.iskeyword(package):
+        raise top["package"].fail(f"{package!r} is a Python keyword")
+    version = str(top["version"].scalar())
+    if not _VERSION.match(version):
+        raise top["version"].fail(f"{version!r} is not a valid version (such as 1.0.2)")
+    targets = _targets(top["targets"]) if "targets" in top else ()
+    kernels: list[Kernel] = []
+    for name, node, where in top["kernels"].items():
+        if not _IDENT.match(name) or keyword.iskeyword(name) or name.startswith("_"):
+            raise RecipeError(f"kernel name {name!r} must be a Python identifier not starting with '_'", where)
+        kernels.append(_kernel(name, node, where, path.parent, targets))
+    if not kernels:
+        raise top["kernels"].fail("the recipe lists no kernels")
+    summary = top["summary"].string() if "summary" in top else f"Ahead-of-time compiled GPU kernels: {package}"
+    return Recipe(
+        path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels)
+    )
+
+
+def _targets(node: _Node) -> tuple[str, ...]:
+    known = facts.archs()
+    out: list[str] = []
+    for item in node.sequence(allow_scalar=True):
+        name = item.string()
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f" — did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+            raise item.fail(f"unknown target {name!r}{hint}")
+        if name in out:
+            raise item.fail(f"target {name!r} is listed twice")
+        out.append(name)
+    if not out:
+        raise node.fail("expected at least one target")
+    return tuple(out)
+
+
+def _kernel(name: str, node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...]) -> Kernel:
+    k = node.mapping(_KERNEL_KEYS, required=("triton", "args", "grid"))
+    source = _source(k["triton"], root)
+    targets = _targets(k["targets"]) if "targets" in k else recipe_targets
+    if not targets:
+        raise node.fail("no targets: set 'targets' in the recipe or in this kernel")
+    for t in targets:
+        if not facts.archs()[t].triton:
+            at = k["targets"] if "targets" in k else node
+            raise at.fail(
+                f"Triton cannot build {t!r}: it builds 9.0 and newer only as the arch-specific target; "
+                f"use '{t}a'"
+            )
+
+    types: list[tuple[str, tuple[str, ...]]] = []
+    for var, values, var_at in k["types"].items() if "types" in k else ():
+        if not _IDENT.match(var) or var in facts.dtypes():
+            raise RecipeError(f"type variable {var!r} must be an identifier that is not a dtype name", var_at)
+        choices = tuple(_dtype(v, pointer=True) for v in values.sequence())
+        if len(set(choices)) != len(choices) or not choices:
+            raise values.fail("expected a non-empty list of distinct dtypes")
+        types.append((var, choices))
+    typevars = dict(types)
+
+    constexprs: list[tuple[str, tuple[ConstValue, ...]]] = []
+    for cname, values, c_at in k["constexprs"].items() if "constexprs" in k else ():
+        if not _IDENT.match(cname):
+            raise RecipeError(f"constexpr name {cname!r} is not an identifier", c_at)
+        vals = tuple(_const(v) for v in values.sequence(allow_scalar=True))
+        if not vals or len(set(vals)) != len(vals):
+            raise values.fail("expected a non-empty list of distinct values")
+        constexprs.append((cname, vals))
+    constexpr_names = tuple(n for n, _ in constexprs)
+
+    args = _args(k["args"], typevars, constexpr_names)
+    for var in typevars:
+        if not any(a.typevar and a.dtype == var for a in args):
+            raise k["types"].fail(f"type variable {var!r} is used by no pointer argument")
+    scalars = {a.name for a in args if not a.pointer}
+    pointers = {a.name for a in args if a.pointer}
+    int_consts = {n for n, vals in constexprs if all(isinstance(v, int) and not isinstance(v, bool) for v in vals)}
+
+    def checker(allowed: set[str], allow_tensors: bool) -> Callable[[expr.Expr], None]:
+        def check(e: expr.Expr) -> None:
+            for n in expr.names(e):
+                if n.id not in allowed:
+                    if n.id in pointers:
+                        msg = f"{n.id!r} is a pointer argument; use numel({n.id}) or size({n.id}, 0)"
+                    else:
+                        close = difflib.get_close_matches(n.id, sorted(allowed), n=1)
+                        hint = f" — did you mean {close[0]!r}?" if close else ""
+                        msg = f"unknown name {n.id!r}{hint} (known: {', '.join(sorted(allowed)) or 'none'})"
+                    raise expr.ExprError(msg, n.offset)
+            for call in expr.tensor_calls(e):
+                target = cast(expr.Name, call.args[0])
+                if not allow_tensors:
+                    raise expr.ExprError(f"{call.func}() is not allowed here", call.offset)
+                if target.id not in pointers:
+                    raise expr.ExprError(f"{call.func}() needs a pointer argument, not {target.id!r}", target.offset)
+
+        return check
+
+    int_scalars = {a.name for a in args if not a.pointer and facts.dtypes()[a.dtype].c not in ("float", "double")}
+    # scalar defaults and pointer extents are checked after all args are known
+    args = tuple(_arg_exprs(k["args"], args, checker(int_scalars, True)))
+    grid_nodes = k["grid"].sequence(allow_scalar=True)
+    if not 1 <= len(grid_nodes) <= 3:
+        raise k["grid"].fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
+    grid_check = checker(int_scalars | int_consts, True)
+    grid = [g.expression(grid_check) for g in grid_nodes]
+    grid += [expr.Num(1)] * (3 - len(grid))
+
+    key: list[tuple[str, expr.Expr]] = []
+    if "key" in k:
+        key_check = checker(int_scalars, True)
+        if isinstance(k["key"].node, yaml.MappingNode):
+            for kname, knode, _ in k["key"].items():
+                key.append((kname, knode.expression(key_check)))
+        else:
+            for knode in k["key"].sequence(allow_scalar=True):
+                e = knode.expression(key_check)
+                key.append((expr.unparse(e), e))
+    bucket: Bucket = "exact"
+    if "bucket" in k:
+        b = k["bucket"].string()
+        if b not in BUCKETS:
+            raise k["bucket"].fail(f"unknown bucket rule {b!r} (expected one of: {', '.join(BUCKETS)})")
+        bucket = cast(Bucket, b)
+
+    warps = _int_list(k["num_warps"], power_of_two=True) if "num_warps" in k else (4,)
+    stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
+    configs = tuple(
+        Config(constexprs=tuple(zip(constexpr_names, combo)), num_warps=w, num_stages=s)
+        for combo in itertools.product(*(v for _, v in constexprs))
+        for w in warps
+        for s in stages
+    )
+    default = _config_ref(k["default"], configs, constexprs) if "default" in k else configs[0]
+    rules = _rules(k["dispatch"], configs, constexprs, key, targets, types) if "dispatch" in k else ()
+    options = _options(k["options"]) if "options" in k else ()
+    doc = k["doc"].string() if "doc" in k else ""
+    return Kernel(
+        name=name, backend="triton", source=source, doc=doc, args=args, types=tuple(types),
+        constexpr_names=constexpr_names, configs=configs, default=default,
+        grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
+        options=options, where=where,
+    )  # fmt: skip
+
+
+def _source(node: _Node, root: Path) -> Source:
+    text = node.string()
+    where, sep, function = text.rpartition(":")
+    if not sep or not _IDENT.match(function) or not where:
+        raise node.fail(f"expected 'path/to/file.py:function' or 'package.module:function', got {text!r}")
+    if where.endswith(".py") or "/" in where:
+        file = (root / where).resolve()
+        if not file.is_file():
+            raise node.fail(f"kernel source {where!r} not found (looked for {file})")
+        return Source(path=file, module=None, function=function)
+    if not all(_IDENT.match(part) for part in where.split(".")):
+        raise node.fail(f"{where!r} is neither a .py file nor a module path")
+    return Source(path=None, module=where, function=function)
+
+
+def _dtype(node: _Node, pointer: bool) -> str:
+    name = node.string()
+    known = facts.dtypes()
+    if name in known and (pointer or known[name].scalar):
+        return name
+    choices = list(known) if pointer else [n for n, d in known.items() if d.scalar]
+    close = difflib.get_close_matches(name, choices, n=1)
+    hint = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(choices)})"
+    raise node.fail(f"unknown {'element' if pointer else 'scalar'} type {name!r}{hint}")
+
+
+def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[str, ...]) -> list[Arg]:
+    out: list[Arg] = []
+    for name, value, where in node.items():
+        if not _IDENT.match(name) or name in RESERVED_ARGS or keyword.iskeyword(name):
+            raise RecipeError(f"argument name {name!r} is reserved or not an identifier", where)
+        if name in constexprs:
+            raise RecipeError(f"{name!r} is both an argument and a constexpr", where)
+        fields = value.mapping(_ARG_KEYS, required=("type",)) if isinstance(value.node, yaml.MappingNode) else {}
+        type_node = fields.get("type", value)
+        m = _TYPE.match(type_node.string())
+        if m is None:
+            raise type_node.fail(f"expected a type such as '*fp16', '*fp32:16', 'i32' or 'i64:16', got {type_node.scalar()!r}")
+        pointer, dtype = m["ptr"] is not None, m["dtype"]
+        typevar = dtype in typevars
+        if typevar and not pointer:
+            raise type_node.fail(f"type variable {dtype!r} can only type a pointer")
+        if not typevar:
+            known = facts.dtypes().get(dtype)
+            if known is None or not (pointer or known.scalar):
+                choices = [*typevars, *(n for n, d in facts.dtypes().items() if pointer or d.scalar)]
+                close = difflib.get_close_matches(dtype, choices, n=1)
+                hint = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(choices)})"
+                raise type_node.fail(f"unknown {'element' if pointer else 'scalar'} type {dtype!r}{hint}")
+        hint = int(m["hint"]) if m["hint"] else None
+        if hint is not None:
+            if hint not in HINTS:
+                raise type_node.fail(f"divisibility hint :{hint} is not supported (Triton takes :16)")
+            if not pointer and facts.dtypes()[dtype].c in ("float", "double"):
+                raise type_node.fail("a float argument cannot carry a divisibility hint")
+        if not pointer and ("extent" in fields or "contiguous" in fields):
+            raise (fields.get("extent") or fields["contiguous"]).fail("only pointer arguments take 'extent' and 'contiguous'")
+        if pointer and "default" in fields:
+            raise fields["default"].fail("pointer arguments take no default")
+        contiguous = fields["contiguous"].boolean() if "contiguous" in fields else False
+        launch_only = fields["launch_only"].boolean() if "launch_only" in fields else False
+        if launch_only and pointer:
+            raise fields["launch_only"].fail("only scalar arguments can be launch_only")
+        out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, divisible_by=hint,
+                       contiguous=contiguous, launch_only=launch_only, where=where))  # fmt: skip
+    if not out:
+        raise node.fail("a kernel needs at least one argument")
+    return out
+
+
+def _has_default(node: _Node) -> bool:
+    return isinstance(node.node, yaml.MappingNode) and any(k.value == "default" for k, _ in node.node.value)
+
+
+def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None]) -> Iterator[Arg]:
+    nodes = {name: value for name, value, _ in node.items()}
+    for arg in args:
+        value = nodes[arg.name]
+        if not isinstance(value.node, yaml.MappingNode):
+            yield arg
+            continue
+        fields = value.mapping(_ARG_KEYS)
+        default = fields["default"].expression(check) if "default" in fields else None
+        extent = fields["extent"].expression(check) if "extent" in fields else None
+        if default is not None:
+            defaulted = {a.name for a in args if a.name != arg.name and a.name in nodes and _has_default(nodes[a.name])}
+            for n in expr.names(default):
+                if n.id == arg.name or n.id in defaulted:
+                    raise RecipeError(
+                        f"{fields['default'].path}: a default may read only arguments without a default, "
+                        f"not {n.id!r}",
+                        fields["default"].where,
+                    )
+        yield Arg(**{**arg.__dict__, "default": default, "extent": extent})
+
+
+def _int_list(node: _Node, power_of_two: bool = False) -> tuple[int, ...]:
+    out: list[int] = []
+    for item in node.sequence(allow_scalar=True):
+        value = item.integer(minimum=1)
+        if power_of_two and value & (value - 1):
+            raise item.fail(f"expected a power of two, got {value}")
+        if value in out:
+            raise item.fail(f"{value} is listed twice")
+        out.append(value)
+    return tuple(out)
+
+
+def _const(node: _Node) -> ConstValue:
+    value = node.scalar()
+    if not isinstance(value, (int, float, bool, str)):
+        raise node.fail(f"expected a number, boolean or string, got {value!r}")
+    return cast(ConstValue, value)
+
+
+def _config_ref(
+    node: _Node, configs: tuple[Config, ...], constexprs: list[tuple[str, tuple[ConstValue, ...]]]
+) -> Config:
+    """A config named by a partial mapping; fields with a single choice may be left out."""
+    names = tuple(n for n, _ in constexprs)
+    fields = node.mapping((*names, *_CONFIG_LAUNCH))
+    wanted: dict[str, ConstValue] = {}
+    for name, value in fields.items():
+        wanted[name] = value.integer() if name in _CONFIG_LAUNCH else _const(value)
+    matches = [
+        c for c in configs
+        if all((getattr(c, n) if n in _CONFIG_LAUNCH else c.value(n)) == v for n, v in wanted.items())
+    ]  # fmt: skip
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise node.fail(f"no config of the grid matches {_show(wanted)}")
+    free = [n for n in (*names, *_CONFIG_LAUNCH) if n not in wanted and len({_field(c, n) for c in matches}) > 1]
+    raise node.fail(f"{_show(wanted)} matches {len(matches)} configs; also give {', '.join(free)}")
+
+
+def _field(config: Config, name: str) -> ConstValue:
+    return cast(ConstValue, getattr(config, name)) if name in _CONFIG_LAUNCH else config.value(name)
+
+
+def _show(values: dict[str, ConstValue]) -> str:
+    return "{" + ", ".join(f"{k}: {_const_text(v)}" for k, v in values.items()) + "}"
+
+
+def _rules(
+    node: _Node,
+    configs: tuple[Config, ...],
+    constexprs: list[tuple[str, tuple[ConstValue, ...]]],
+    key: list[tuple[str, expr.Expr]],
+    targets: tuple[str, ...],
+    types: list[tuple[str, tuple[str, ...]]],
+) -> tuple[Rule, ...]:
+    if not key:
+        raise node.fail("a dispatch table needs a 'key'")
+    out: list[Rule] = []
+    seen: set[tuple[Any, ...]] = set()
+    for item in node.sequence():
+        fields = item.mapping(_RULE_KEYS, required=("key", "config"))
+        values = tuple(v.integer() for v in fields["key"].sequence(allow_scalar=True))
+        if len(values) != len(key):
+            raise fields["key"].fail(f"expected {len(key)} key values ({', '.join(n for n, _ in key)}), got {len(values)}")
+        arch = fields["arch"].string() if "arch" in fields else None
+        if arch is not None and arch not in targets:
+            raise fields["arch"].fail(f"{arch!r} is not one of this kernel's targets ({', '.join(targets)})")
+        bound: tuple[tuple[str, str], ...] | None = None
+        if "types" in fields:
+            tv = dict(types)
+            pairs = []
+            for var, dnode, _ in fields["types"].items():
+                if var not in tv:
+                    raise dnode.fail(f"unknown type variable {var!r}")
+                dtype = dnode.string()
+                if dtype not in tv[var]:
+                    raise dnode.fail(f"{dtype!r} is not one of {var}'s types ({', '.join(tv[var])})")
+                pairs.append((var, dtype))
+            bound = tuple(sorted(pairs))
+        ident = (values, arch, bound)
+        if ident in seen:
+            raise item.fail("this key is already in the dispatch table")
+        seen.add(ident)
+        config = _config_ref(fields["config"], configs, constexprs)
+        out.append(Rule(key=values, config=config, arch=arch, types=bound, where=item.where))
+    return tuple(out)
+
+
+def _options(node: _Node) -> tuple[tuple[str, ConstValue], ...]:
+    fields = node.mapping(_OPTION_KEYS)
+    out: list[tuple[str, ConstValue]] = []
+    for name, value in fields.items():
+        out.append((name, value.boolean() if name == "enable_fp_fusion" else value.integer(minimum=1)))
+    return tuple(sorted(out))

@@ -1,0 +1,372 @@
+/* See aot_python.h. Torch is never imported here: when the caller has imported it, its tensor type,
+ * dtypes and current-stream getter are looked up once and used as a fast path. */
+#include "aot_python.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static PyObject *cuda_error;   /* <package>.CudaError */
+static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
+static PyObject *torch_dtypes[64];
+static PyObject *torch_raw_stream; /* torch._C._cuda_getCurrentRawStream */
+static PyObject *s_data_ptr, *s_get_device, *s_dtype, *s_shape, *s_stride, *s_cai, *s_cuda_stream;
+
+/* str(obj) into buf (the limited API of 3.9 has no borrowed UTF-8 view). */
+static const char *text_of(PyObject *obj, char *buf, size_t size) {
+  PyObject *str = obj ? PyObject_Str(obj) : NULL;
+  PyObject *bytes = str ? PyUnicode_AsUTF8String(str) : NULL;
+  const char *s = bytes ? PyBytes_AsString(bytes) : NULL;
+  snprintf(buf, size, "%s", s ? s : "?");
+  Py_XDECREF(bytes);
+  Py_XDECREF(str);
+  PyErr_Clear();
+  return buf;
+}
+
+static const char *type_name(PyObject *obj, char *buf, size_t size) {
+  PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+  text_of(name, buf, size);
+  Py_XDECREF(name);
+  return buf;
+}
+
+int aot_py_init(PyObject *module) {
+  PyObject *name = PyObject_GetAttrString(module, "__name__");
+  if (name == NULL) return -1;
+  char qual[256];
+  text_of(name, qual, sizeof qual - 16);
+  Py_DECREF(name);
+  char *native = strstr(qual, "._native"); /* the error belongs to the package, not its extension */
+  if (native != NULL) *native = '\0';
+  strcat(qual, ".CudaError");
+  cuda_error = PyErr_NewExceptionWithDoc(qual, "A CUDA driver error, or no usable GPU or driver.", PyExc_RuntimeError,
+                                         NULL);
+  if (cuda_error == NULL) return -1;
+  Py_INCREF(cuda_error);
+  if (PyModule_AddObject(module, "CudaError", cuda_error) < 0) return -1;
+#define AOT_INTERN(var, text) \
+  if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
+  AOT_INTERN(s_data_ptr, "data_ptr");
+  AOT_INTERN(s_get_device, "get_device");
+  AOT_INTERN(s_dtype, "dtype");
+  AOT_INTERN(s_shape, "shape");
+  AOT_INTERN(s_stride, "stride");
+  AOT_INTERN(s_cai, "__cuda_array_interface__");
+  AOT_INTERN(s_cuda_stream, "cuda_stream");
+#undef AOT_INTERN
+  return 0;
+}
+
+static PyObject *raise(const aot_error *err) {
+  PyObject *type = err->status == AOT_E_TYPE ? PyExc_TypeError : err->status == AOT_E_VALUE ? PyExc_ValueError
+                                                                                              : cuda_error;
+  PyErr_SetString(type, err->message);
+  return NULL;
+}
+
+/* torch.Tensor and torch's dtypes, looked up once the caller has imported torch. */
+static int torch_ready(void) {
+  if (torch_tensor != NULL) return 1;
+  PyObject *modules = PyImport_GetModuleDict();
+  PyObject *torch = modules ? PyDict_GetItemString(modules, "torch") : NULL; /* borrowed */
+  if (torch == NULL) return 0;
+  PyObject *tensor = PyObject_GetAttrString(torch, "Tensor");
+  if (tensor == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  for (int code = 0; code < aot_num_dtypes && code < 64; code++) {
+    torch_dtypes[code] = PyObject_GetAttrString(torch, aot_dtype_torch_names[code]);
+    if (torch_dtypes[code] == NULL) PyErr_Clear(); /* an older torch without this dtype */
+  }
+  PyObject *c = PyObject_GetAttrString(torch, "_C");
+  torch_raw_stream = c ? PyObject_GetAttrString(c, "_cuda_getCurrentRawStream") : NULL;
+  Py_XDECREF(c);
+  if (torch_raw_stream == NULL) PyErr_Clear();
+  torch_tensor = tensor;
+  return 1;
+}
+
+static int int_tuple(PyObject *seq, int64_t *out, int max, const char *arg, const char *what, aot_error *err) {
+  PyObject *tuple = PySequence_Tuple(seq);
+  if (tuple == NULL) {
+    PyErr_Clear();
+    return aot_fail(err, AOT_E_TYPE, "argument %s: its %s is not a sequence", arg, what);
+  }
+  Py_ssize_t n = PyTuple_Size(tuple);
+  if (n > max) {
+    Py_DECREF(tuple);
+    return aot_fail(err, AOT_E_VALUE, "argument %s has %zd dimensions; at most %d are supported", arg, n, max);
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    out[i] = PyLong_AsLongLong(PyTuple_GetItem(tuple, i));
+    if (out[i] == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      Py_DECREF(tuple);
+      return aot_fail(err, AOT_E_TYPE, "argument %s: its %s holds a non-integer", arg, what);
+    }
+  }
+  Py_DECREF(tuple);
+  return (int)n;
+}
+
+static int torch_arg(PyObject *obj, aot_tensor *t, int need_shape, const char *arg, aot_error *err) {
+  PyObject *dev = PyObject_CallMethodObjArgs(obj, s_get_device, NULL);
+  if (dev == NULL) return -1;
+  long device = PyLong_AsLong(dev);
+  Py_DECREF(dev);
+  if (device < 0) {
+    char where[64];
+    PyObject *dev_obj = PyObject_GetAttrString(obj, "device");
+    text_of(dev_obj, where, sizeof where);
+    Py_XDECREF(dev_obj);
+    return aot_fail(err, AOT_E_VALUE, "argument %s is on %s; expected a CUDA tensor", arg, where);
+  }
+  PyObject *ptr = PyObject_CallMethodObjArgs(obj, s_data_ptr, NULL);
+  if (ptr == NULL) return -1;
+  t->ptr = PyLong_AsUnsignedLongLong(ptr);
+  Py_DECREF(ptr);
+  PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
+  if (dtype == NULL) return -1;
+  t->dtype = -2;
+  for (int code = 0; code < aot_num_dtypes; code++)
+    if (torch_dtypes[code] == dtype) t->dtype = code;
+  if (t->dtype == -2) {
+    char name[64];
+    text_of(dtype, name, sizeof name);
+    Py_DECREF(dtype);
+    return aot_fail(err, AOT_E_TYPE, "argument %s has dtype %s, which no kernel here takes", arg, name);
+  }
+  Py_DECREF(dtype);
+  if (need_shape) {
+    PyObject *shape = PyObject_GetAttr(obj, s_shape);
+    PyObject *strides = shape ? PyObject_CallMethodObjArgs(obj, s_stride, NULL) : NULL;
+    int ok = strides != NULL && (t->ndim = int_tuple(shape, t->shape, AOT_MAX_DIMS, arg, "shape", err)) >= 0 &&
+             int_tuple(strides, t->strides, AOT_MAX_DIMS, arg, "stride", err) >= 0;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    if (!ok) return -1;
+  }
+  return (int)device;
+}
+
+/* An object with __cuda_array_interface__ (CuPy, Numba, ...). Its device is the pointer's. */
+static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err) {
+  if (!PyDict_Check(cai)) return aot_fail(err, AOT_E_TYPE, "argument %s: __cuda_array_interface__ is not a dict", arg);
+  PyObject *data = PyDict_GetItemString(cai, "data");
+  PyObject *typestr = PyDict_GetItemString(cai, "typestr");
+  PyObject *shape = PyDict_GetItemString(cai, "shape");
+  PyObject *strides = PyDict_GetItemString(cai, "strides");
+  if (data == NULL || !PyTuple_Check(data) || typestr == NULL || shape == NULL)
+    return aot_fail(err, AOT_E_TYPE, "argument %s: malformed __cuda_array_interface__", arg);
+  t->ptr = PyLong_AsUnsignedLongLong(PyTuple_GetItem(data, 0));
+  if (PyErr_Occurred()) return -1;
+  char ts[16];
+  text_of(typestr, ts, sizeof ts);
+  t->dtype = -2;
+  for (int code = 0; code < aot_num_dtypes; code++)
+    if (aot_dtype_typestrs[code] && strcmp(aot_dtype_typestrs[code], ts) == 0) t->dtype = code;
+  if (t->dtype == -2) return aot_fail(err, AOT_E_TYPE, "argument %s has typestr %s, which no kernel here takes", arg, ts);
+  if ((t->ndim = int_tuple(shape, t->shape, AOT_MAX_DIMS, arg, "shape", err)) < 0) return -1;
+  if (strides == NULL || strides == Py_None) {
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) t->strides[d] = s, s *= t->shape[d];
+  } else {
+    if (int_tuple(strides, t->strides, AOT_MAX_DIMS, arg, "strides", err) < 0) return -1;
+    for (int d = 0; d < t->ndim; d++) {
+      int64_t size = aot_dtype_sizes[t->dtype];
+      if (t->strides[d] % size != 0)
+        return aot_fail(err, AOT_E_VALUE, "argument %s: a stride is not a whole number of elements", arg);
+      t->strides[d] /= size;
+    }
+  }
+  if (t->ptr == 0) return -2; /* an empty array: no device to read off */
+  return aot_pointer_device(t->ptr, arg, err);
+}
+
+/* Fill one pointer argument; returns its device, -2 when it names none, -1 on error. */
+static int pointer_arg(const aot_kernel *k, PyObject *obj, aot_tensor *t, const char *arg, int *is_torch,
+                       aot_error *err) {
+  t->dtype = -1;
+  t->ndim = -1;
+  if (torch_ready() && PyObject_TypeCheck(obj, (PyTypeObject *)torch_tensor)) {
+    *is_torch = 1;
+    return torch_arg(obj, t, k->needs_shapes, arg, err);
+  }
+  if (PyLong_Check(obj)) {
+    t->ptr = PyLong_AsUnsignedLongLong(obj);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return aot_fail(err, AOT_E_VALUE, "argument %s: a raw pointer must be a non-negative 64-bit integer", arg);
+    }
+    return t->ptr == 0 ? -2 : aot_pointer_device(t->ptr, arg, err);
+  }
+  PyObject *cai = PyObject_GetAttr(obj, s_cai);
+  if (cai != NULL) {
+    int device = cai_arg(cai, t, arg, err);
+    Py_DECREF(cai);
+    return device;
+  }
+  PyErr_Clear();
+  char tname[64];
+  return aot_fail(err, AOT_E_TYPE,
+                  "argument %s: expected a CUDA tensor, an object with __cuda_array_interface__ or an integer "
+                  "device pointer, got %s",
+                  arg, type_name(obj, tname, sizeof tname));
+}
+
+static int scalar_arg(const aot_param *prm, PyObject *obj, aot_call *call, int p, aot_error *err) {
+  if (prm->kind == AOT_ARG_F32 || prm->kind == AOT_ARG_F64) {
+    call->f[p] = PyFloat_AsDouble(obj);
+    if (call->f[p] == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      char tname[64];
+      return aot_fail(err, AOT_E_TYPE, "argument %s: expected a float, got %s", prm->name,
+                      type_name(obj, tname, sizeof tname));
+    }
+    return 0;
+  }
+  PyObject *index = PyNumber_Index(obj);
+  if (index == NULL) {
+    PyErr_Clear();
+    char tname[64];
+    return aot_fail(err, AOT_E_TYPE, "argument %s: expected an integer, got %s", prm->name,
+                    type_name(obj, tname, sizeof tname));
+  }
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  if (overflow > 0 && prm->kind == AOT_ARG_U64) v = (long long)PyLong_AsUnsignedLongLong(index);
+  Py_DECREF(index);
+  if (PyErr_Occurred() || (overflow && prm->kind != AOT_ARG_U64) || (overflow < 0)) {
+    PyErr_Clear();
+    return aot_fail(err, AOT_E_VALUE, "argument %s: the integer is out of range", prm->name);
+  }
+  call->i[p] = v;
+  return 0;
+}
+
+static int stream_of(PyObject *obj, uint64_t *out, aot_error *err) {
+  PyObject *handle = PyLong_Check(obj) ? (Py_INCREF(obj), obj) : PyObject_GetAttr(obj, s_cuda_stream);
+  if (handle == NULL) {
+    PyErr_Clear();
+    char tname[64];
+    return aot_fail(err, AOT_E_TYPE,
+                    "argument stream: expected an integer CUstream handle or an object with .cuda_stream "
+                    "(torch.cuda.Stream), got %s",
+                    type_name(obj, tname, sizeof tname));
+  }
+  *out = PyLong_AsUnsignedLongLong(handle);
+  Py_DECREF(handle);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return aot_fail(err, AOT_E_VALUE, "argument stream: not a valid stream handle");
+  }
+  return 0;
+}
+
+/* Parse the call; on success returns the device and sets *stream and *forced. */
+static int parse(const aot_kernel *k, PyObject *args, PyObject *kwargs, aot_call *call, uint64_t *stream,
+                 int *forced) {
+  aot_error *err = call->err;
+  PyObject *values[AOT_MAX_ARGS] = {NULL};
+  PyObject *stream_obj = NULL;
+  *forced = -1;
+  Py_ssize_t nargs = PyTuple_Size(args);
+  if (nargs > k->nparams)
+    return aot_fail(err, AOT_E_TYPE, "%s() takes at most %d positional arguments (%zd given)", k->name, k->nparams,
+                    nargs);
+  for (Py_ssize_t i = 0; i < nargs; i++) values[i] = PyTuple_GetItem(args, i);
+  if (kwargs != NULL) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      if (PyUnicode_CompareWithASCIIString(key, "stream") == 0) {
+        stream_obj = value;
+        continue;
+      }
+      if (PyUnicode_CompareWithASCIIString(key, "variant") == 0) {
+        char id[256];
+        if (value == Py_None) continue;
+        if (!PyUnicode_Check(value))
+          return aot_fail(err, AOT_E_TYPE, "argument variant: expected a variant id (str)");
+        if ((*forced = aot_find_variant(k, text_of(value, id, sizeof id), err)) < 0) return -1;
+        continue;
+      }
+      int p = 0;
+      while (p < k->nparams && PyUnicode_CompareWithASCIIString(key, k->params[p].name) != 0) p++;
+      char name[128];
+      if (p == k->nparams)
+        return aot_fail(err, AOT_E_TYPE, "%s() got an unexpected keyword argument '%s'", k->name,
+                        text_of(key, name, sizeof name));
+      if (values[p] != NULL)
+        return aot_fail(err, AOT_E_TYPE, "%s() got multiple values for argument '%s'", k->name, k->params[p].name);
+      values[p] = value;
+    }
+  }
+  for (int p = 0; p < k->nparams; p++) {
+    if (values[p] == NULL && !k->params[p].has_default)
+      return aot_fail(err, AOT_E_TYPE, "%s() missing required argument '%s'", k->name, k->params[p].name);
+  }
+  int device = -2, device_from = -1, any_torch = 0;
+  call->given = 0;
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    if (values[p] == NULL || (values[p] == Py_None && prm->has_default)) continue;
+    call->given |= UINT64_C(1) << p;
+    if (prm->kind != AOT_ARG_PTR) {
+      if (scalar_arg(prm, values[p], call, p, err) < 0) return -1;
+      continue;
+    }
+    int is_torch = 0;
+    int dev = pointer_arg(k, values[p], &call->t[p], prm->name, &is_torch, err);
+    if (dev == -1) return -1;
+    any_torch |= is_torch;
+    if (dev >= 0 && device >= 0 && dev != device)
+      return aot_fail(err, AOT_E_VALUE, "argument %s is on cuda:%d but %s is on cuda:%d; put all on one device",
+                      prm->name, dev, k->params[device_from].name, device);
+    if (dev >= 0 && device < 0) device = dev, device_from = p;
+  }
+  if (device < 0) device = 0; /* only empty or null pointers: any device will do */
+  *stream = 0;
+  if (stream_obj != NULL && stream_obj != Py_None) {
+    if (stream_of(stream_obj, stream, err) < 0) return -1;
+  } else if (any_torch && torch_raw_stream != NULL) {
+    PyObject *s = PyObject_CallFunction(torch_raw_stream, "i", device);
+    if (s == NULL) return -1;
+    *stream = PyLong_AsUnsignedLongLong(s);
+    Py_DECREF(s);
+    if (PyErr_Occurred()) return -1;
+  }
+  return device;
+}
+
+PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
+  aot_error err = {AOT_OK, ""};
+  aot_call call;
+  call.kernel = k;
+  call.err = &err;
+  uint64_t stream;
+  int forced;
+  int device = parse(k, args, kwargs, &call, &stream, &forced);
+  if (device < 0) return PyErr_Occurred() ? NULL : raise(&err);
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, forced);
+  Py_END_ALLOW_THREADS
+  if (rc != 0) return raise(&err);
+  Py_RETURN_NONE;
+}
+
+PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
+  aot_error err = {AOT_OK, ""};
+  aot_call call;
+  call.kernel = k;
+  call.err = &err;
+  uint64_t stream;
+  int forced;
+  int device = parse(k, args, kwargs, &call, &stream, &forced);
+  if (device < 0) return PyErr_Occurred() ? NULL : raise(&err);
+  int v = aot_select(k, &call, device, forced);
+  if (v < 0) return raise(&err);
+  return PyUnicode_FromString(k->variants[v].id);
+}

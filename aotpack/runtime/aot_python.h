@@ -1,0 +1,19 @@
+/* The CPython side of the runtime (limited API, abi3): turns a Python call into an aot_call. */
+#ifndef AOT_PYTHON_H
+#define AOT_PYTHON_H
+
+#include <Python.h>
+
+#include "aot_runtime.h"
+
+/* Call kernel `k` with Python arguments (tensors, __cuda_array_interface__ objects or int
+ * pointers; scalars; keyword `stream`). Returns None, or NULL with a Python exception set. */
+PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs);
+
+/* The variant id the call would launch on its device, without launching. */
+PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs);
+
+/* Module setup: creates `<package>.CudaError` and adds it to the module. */
+int aot_py_init(PyObject *module);
+
+#endif

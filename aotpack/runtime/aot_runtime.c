@@ -1,0 +1,561 @@
+/* aotpack runtime; see aot_runtime.h. */
+#include "aot_runtime.h"
+
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- the driver, loaded once */
+
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+  CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  CU_MEMORYTYPE_HOST = 1,
+};
+
+static struct {
+  int (*Init)(unsigned);
+  int (*DriverGetVersion)(int *);
+  int (*DeviceGetCount)(int *);
+  int (*DeviceGet)(CUdevice *, int);
+  int (*DeviceGetAttribute)(int *, int, CUdevice);
+  int (*DeviceGetName)(char *, int, CUdevice);
+  int (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  int (*CtxGetCurrent)(CUcontext *);
+  int (*CtxPushCurrent)(CUcontext);
+  int (*CtxPopCurrent)(CUcontext *);
+  int (*ModuleLoadData)(CUmodule *, const void *);
+  int (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  int (*FuncSetAttribute)(CUfunction, int, int);
+  int (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                      aot_stream, void **, void **);
+  int (*PointerGetAttribute)(void *, int, CUdeviceptr);
+  int (*GetErrorName)(int, const char **);
+  int (*GetErrorString)(int, const char **);
+} cu;
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static aot_error driver_error; /* written once under driver_once, read-only after */
+static int driver_version;
+static int device_count;
+
+int aot_fail(aot_error *err, aot_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->message, sizeof err->message, fmt, ap);
+  va_end(ap);
+  err->status = status;
+  return -1;
+}
+
+static const char *cu_name(int rc) {
+  const char *name = NULL;
+  if (cu.GetErrorName == NULL || cu.GetErrorName(rc, &name) != CUDA_SUCCESS || name == NULL) return "unknown";
+  return name;
+}
+
+static int cu_fail(aot_error *err, int rc, const char *what) {
+  const char *text = NULL;
+  if (cu.GetErrorString == NULL || cu.GetErrorString(rc, &text) != CUDA_SUCCESS || text == NULL) text = "";
+  return aot_fail(err, AOT_E_CUDA, "%s failed: %s (%d): %s", what, cu_name(rc), rc, text);
+}
+
+static void load_driver(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    const char *why = dlerror();
+    aot_fail(&driver_error, AOT_E_CUDA,
+             "no NVIDIA driver: libcuda.so.1 could not be loaded (%s). These kernels need a machine with an "
+             "NVIDIA GPU and its driver installed",
+             why ? why : "not found");
+    return;
+  }
+#define AOT_SYM(field, symbol)                                                                               \
+  do {                                                                                                       \
+    *(void **)&cu.field = dlsym(lib, symbol);                                                                \
+    if (cu.field == NULL) {                                                                                  \
+      aot_fail(&driver_error, AOT_E_CUDA, "the NVIDIA driver's libcuda.so.1 lacks %s; update the driver",   \
+               symbol);                                                                                      \
+      return;                                                                                                \
+    }                                                                                                        \
+  } while (0)
+  AOT_SYM(GetErrorName, "cuGetErrorName");
+  AOT_SYM(GetErrorString, "cuGetErrorString");
+  AOT_SYM(Init, "cuInit");
+  AOT_SYM(DriverGetVersion, "cuDriverGetVersion");
+  AOT_SYM(DeviceGetCount, "cuDeviceGetCount");
+  AOT_SYM(DeviceGet, "cuDeviceGet");
+  AOT_SYM(DeviceGetAttribute, "cuDeviceGetAttribute");
+  AOT_SYM(DeviceGetName, "cuDeviceGetName");
+  AOT_SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  AOT_SYM(CtxGetCurrent, "cuCtxGetCurrent");
+  AOT_SYM(CtxPushCurrent, "cuCtxPushCurrent_v2");
+  AOT_SYM(CtxPopCurrent, "cuCtxPopCurrent_v2");
+  AOT_SYM(ModuleLoadData, "cuModuleLoadData");
+  AOT_SYM(ModuleGetFunction, "cuModuleGetFunction");
+  AOT_SYM(FuncSetAttribute, "cuFuncSetAttribute");
+  AOT_SYM(LaunchKernel, "cuLaunchKernel");
+  AOT_SYM(PointerGetAttribute, "cuPointerGetAttribute");
+#undef AOT_SYM
+  int rc = cu.Init(0);
+  if (rc == CUDA_ERROR_NO_DEVICE) {
+    aot_fail(&driver_error, AOT_E_CUDA, "no CUDA device: the NVIDIA driver is installed but sees no GPU "
+                                        "(cuInit: CUDA_ERROR_NO_DEVICE); check CUDA_VISIBLE_DEVICES");
+    return;
+  }
+  if (rc != CUDA_SUCCESS) {
+    cu_fail(&driver_error, rc, "initializing the NVIDIA driver (cuInit)");
+    return;
+  }
+  if ((rc = cu.DriverGetVersion(&driver_version)) != CUDA_SUCCESS ||
+      (rc = cu.DeviceGetCount(&device_count)) != CUDA_SUCCESS) {
+    cu_fail(&driver_error, rc, "querying the NVIDIA driver");
+    return;
+  }
+  driver_error.status = AOT_OK;
+}
+
+static int driver(aot_error *err) {
+  pthread_once(&driver_once, load_driver);
+  if (driver_error.status != AOT_OK) {
+    *err = driver_error;
+    return -1;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- devices, initialized lazily */
+
+typedef struct {
+  atomic_int ready; /* 0: not yet, 1: ready */
+  CUcontext context;
+  int capability;
+  int max_shared_optin;
+  char name[128];
+} device_state;
+
+static device_state devices[AOT_MAX_DEVICES];
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static device_state *device(int ordinal, aot_error *err) {
+  if (driver(err) != 0) return NULL;
+  if (ordinal < 0 || ordinal >= device_count || ordinal >= AOT_MAX_DEVICES) {
+    aot_fail(err, AOT_E_VALUE, "CUDA device %d does not exist (this machine has %d)", ordinal, device_count);
+    return NULL;
+  }
+  device_state *d = &devices[ordinal];
+  if (atomic_load_explicit(&d->ready, memory_order_acquire)) return d;
+  pthread_mutex_lock(&load_lock);
+  int rc = CUDA_SUCCESS, major = 0, minor = 0;
+  CUdevice dev;
+  if (!atomic_load_explicit(&d->ready, memory_order_relaxed)) {
+    if ((rc = cu.DeviceGet(&dev, ordinal)) == CUDA_SUCCESS &&
+        (rc = cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) == CUDA_SUCCESS &&
+        (rc = cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) == CUDA_SUCCESS &&
+        (rc = cu.DeviceGetAttribute(&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                    dev)) == CUDA_SUCCESS &&
+        (rc = cu.DeviceGetName(d->name, (int)sizeof d->name, dev)) == CUDA_SUCCESS &&
+        (rc = cu.DevicePrimaryCtxRetain(&d->context, dev)) == CUDA_SUCCESS) {
+      d->capability = major * 10 + minor;
+      atomic_store_explicit(&d->ready, 1, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&load_lock);
+  if (rc != CUDA_SUCCESS) {
+    char what[64];
+    snprintf(what, sizeof what, "opening CUDA device %d", ordinal);
+    cu_fail(err, rc, what);
+    return NULL;
+  }
+  return d;
+}
+
+int aot_pointer_device(uint64_t ptr, const char *arg, aot_error *err) {
+  if (driver(err) != 0) return -1;
+  int ordinal = -1, memtype = 0;
+  int rc = cu.PointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)ptr);
+  if (rc == CUDA_SUCCESS) rc = cu.PointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)ptr);
+  if (rc != CUDA_SUCCESS || memtype == CU_MEMORYTYPE_HOST)
+    return aot_fail(err, AOT_E_VALUE, "argument %s: 0x%" PRIx64 " is not a CUDA device pointer (%s)", arg, ptr,
+                    rc != CUDA_SUCCESS ? cu_name(rc) : "host memory");
+  return ordinal;
+}
+
+/* ---------------------------------------------------------------- expression helpers */
+
+static int64_t expr_fail(aot_call *x, const char *what) {
+  if (x->err->status == AOT_OK)
+    aot_fail(x->err, AOT_E_VALUE, "%s(): %s", x->kernel->name, what);
+  return 0;
+}
+
+int64_t aot_floordiv(aot_call *x, int64_t a, int64_t b) {
+  if (b == 0) return expr_fail(x, "division by zero in a launch expression; check the arguments");
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+int64_t aot_mod(aot_call *x, int64_t a, int64_t b) {
+  if (b == 0) return expr_fail(x, "modulo by zero in a launch expression; check the arguments");
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+int64_t aot_cdiv(aot_call *x, int64_t a, int64_t b) { return -aot_floordiv(x, -a, b); }
+
+int64_t aot_next_pow2(aot_call *x, int64_t a) {
+  (void)x;
+  int64_t p = 1;
+  while (p < a && p < (INT64_C(1) << 62)) p <<= 1;
+  return p;
+}
+
+static const aot_tensor *shaped(aot_call *x, int param, const char *fn) {
+  const aot_tensor *t = &x->t[param];
+  if (t->ndim < 0) {
+    if (x->err->status == AOT_OK)
+      aot_fail(x->err, AOT_E_TYPE,
+               "argument %s: %s() needs its shape, but it was passed as a raw pointer; pass a tensor or give "
+               "the arguments computed from it explicitly",
+               x->kernel->params[param].name, fn);
+    return NULL;
+  }
+  return t;
+}
+
+int64_t aot_numel(aot_call *x, int param) {
+  const aot_tensor *t = shaped(x, param, "numel");
+  if (t == NULL) return 0;
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+static int64_t dim_of(aot_call *x, int param, int64_t dim, const char *fn, int strides) {
+  const aot_tensor *t = shaped(x, param, fn);
+  if (t == NULL) return 0;
+  if (dim < 0 || dim >= t->ndim) {
+    if (x->err->status == AOT_OK)
+      aot_fail(x->err, AOT_E_VALUE, "argument %s: %s(%s, %" PRId64 ") needs a tensor of at least %" PRId64
+               " dimensions, got %d", x->kernel->params[param].name, fn, x->kernel->params[param].name, dim,
+               dim + 1, t->ndim);
+    return 0;
+  }
+  return strides ? t->strides[dim] : t->shape[dim];
+}
+
+int64_t aot_size(aot_call *x, int param, int64_t dim) { return dim_of(x, param, dim, "size", 0); }
+int64_t aot_stride(aot_call *x, int param, int64_t dim) { return dim_of(x, param, dim, "stride", 1); }
+
+/* ---------------------------------------------------------------- choosing a variant */
+
+static int bind_types(const aot_kernel *k, const aot_call *call, aot_error *err) {
+  int bound[AOT_MAX_ARGS];
+  int from[AOT_MAX_ARGS];
+  for (int v = 0; v < k->ntypevars; v++) bound[v] = -1;
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    int dtype = call->t[p].dtype;
+    if (prm->kind != AOT_ARG_PTR || dtype < 0) continue;
+    if (prm->typevar < 0) {
+      if (dtype != prm->dtype)
+        return aot_fail(err, AOT_E_TYPE, "argument %s: expected dtype %s, got %s", prm->name,
+                        aot_dtype_names[prm->dtype], aot_dtype_names[dtype]);
+    } else if (bound[prm->typevar] < 0) {
+      bound[prm->typevar] = dtype;
+      from[prm->typevar] = p;
+    } else if (bound[prm->typevar] != dtype) {
+      return aot_fail(err, AOT_E_TYPE, "argument %s: expected dtype %s (the dtype of %s), got %s", prm->name,
+                      aot_dtype_names[bound[prm->typevar]], k->params[from[prm->typevar]].name,
+                      aot_dtype_names[dtype]);
+    }
+  }
+  for (int v = 0; v < k->ntypevars; v++) {
+    if (bound[v] < 0)
+      return aot_fail(err, AOT_E_TYPE,
+                      "%s(): cannot tell the dtype %s from raw pointers; pass at least one tensor typed by %s",
+                      k->name, k->typevar_names[v], k->typevar_names[v]);
+  }
+  for (int b = 0; b < k->nbindings; b++) {
+    int match = 1;
+    for (int v = 0; v < k->ntypevars; v++) match &= k->bindings[b * k->ntypevars + v] == bound[v];
+    if (match) return b;
+  }
+  char have[256] = "";
+  size_t off = 0;
+  for (int v = 0; v < k->ntypevars && off < sizeof have; v++)
+    off += (size_t)snprintf(have + off, sizeof have - off, "%s%s=%s", v ? ", " : "", k->typevar_names[v],
+                            aot_dtype_names[bound[v]]);
+  return aot_fail(err, AOT_E_TYPE, "%s(): no variant was built for %s; see %s.%s.__doc__ for the built dtypes",
+                  k->name, have, k->package, k->name);
+}
+
+static int check_call(const aot_kernel *k, aot_call *call) {
+  int64_t need[AOT_MAX_ARGS];
+  k->extents(call, need);
+  if (call->err->status != AOT_OK) return -1;
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    const aot_tensor *t = &call->t[p];
+    if (prm->kind == AOT_ARG_I32 && (call->i[p] < INT32_MIN || call->i[p] > INT32_MAX))
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in i32", prm->name,
+                      call->i[p]);
+    if (prm->kind == AOT_ARG_U32 && (call->i[p] < 0 || call->i[p] > (int64_t)UINT32_MAX))
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in u32", prm->name,
+                      call->i[p]);
+    if (prm->kind != AOT_ARG_PTR || t->ndim < 0) continue;
+    int64_t numel = 1, span = 1, expect = 1;
+    int contiguous = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      numel *= t->shape[d];
+      if (t->strides[d] < 0)
+        return aot_fail(call->err, AOT_E_VALUE, "argument %s: negative strides are not supported", prm->name);
+      span += (t->shape[d] - 1) * t->strides[d];
+      if (t->shape[d] != 1 && t->strides[d] != expect) contiguous = 0;
+      expect *= t->shape[d];
+    }
+    if (numel == 0) span = 0;
+    if (prm->contiguous && !contiguous)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s must be contiguous; call .contiguous() on it",
+                      prm->name);
+    if (need[p] > span)
+      return aot_fail(call->err, AOT_E_VALUE,
+                      "argument %s is too small: the kernel may touch %" PRId64 " elements from its start, "
+                      "the tensor spans %" PRId64,
+                      prm->name, need[p], span);
+  }
+  return 0;
+}
+
+static int64_t bucket(const aot_kernel *k, int64_t v) {
+  if (!k->pow2_buckets) return v;
+  return aot_next_pow2(NULL, v);
+}
+
+/* The config for a key: the table's row for the key rounded up to the table's next value in each
+ * dimension (clamped at the largest), else the default. */
+static int choose_config(const aot_kernel *k, aot_call *call, int target, int binding) {
+  if (k->nrules == 0) return k->default_config;
+  int64_t key[AOT_MAX_KEY], want[AOT_MAX_KEY];
+  k->key(call, key);
+  for (int d = 0; d < k->nkey; d++) {
+    int64_t v = bucket(k, key[d]), up = INT64_MAX, top = INT64_MIN;
+    for (int r = 0; r < k->nrules; r++) {
+      const aot_rule *rule = &k->rules[r];
+      if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding))
+        continue;
+      int64_t c = rule->key[d];
+      if (c >= v && c < up) up = c;
+      if (c > top) top = c;
+    }
+    want[d] = up != INT64_MAX ? up : top;
+  }
+  int best = -1, best_score = -1;
+  for (int r = 0; r < k->nrules; r++) {
+    const aot_rule *rule = &k->rules[r];
+    if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding)) continue;
+    int same = 1;
+    for (int d = 0; d < k->nkey; d++) same &= rule->key[d] == want[d];
+    int score = (rule->target >= 0) * 2 + (rule->binding >= 0);
+    if (same && score > best_score) best = r, best_score = score;
+  }
+  return best >= 0 ? k->rules[best].config : k->default_config;
+}
+
+static int choose_target(const aot_kernel *k, const device_state *d, aot_error *err) {
+  int best = -1;
+  for (int t = 0; t < k->ntargets; t++) {
+    const aot_target *tg = &k->targets[t];
+    if (tg->capability == d->capability) return t; /* exact code for this chip */
+    if (!tg->specific && tg->capability / 10 == d->capability / 10 && tg->capability < d->capability &&
+        (best < 0 || tg->capability > k->targets[best].capability))
+      best = t;
+  }
+  if (best >= 0) return best;
+  char have[256] = "";
+  size_t off = 0;
+  for (int t = 0; t < k->ntargets && off < sizeof have; t++)
+    off += (size_t)snprintf(have + off, sizeof have - off, "%s%s", t ? ", " : "", k->targets[t].id);
+  return aot_fail(err, AOT_E_CUDA,
+                  "%s(): the GPU (%s) has compute capability %d.%d, but %s was built for %s; rebuild with a "
+                  "target for this GPU",
+                  k->name, d->name, d->capability / 10, d->capability % 10, k->package, have);
+}
+
+static int guards_hold(const aot_kernel *k, const aot_call *call) {
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    if (!prm->div16) continue;
+    uint64_t v = prm->kind == AOT_ARG_PTR ? call->t[p].ptr : (uint64_t)call->i[p];
+    if (v % 16 != 0) return 0;
+  }
+  return 1;
+}
+
+static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced) {
+  aot_error *err = call->err;
+  int binding = bind_types(k, call, err);
+  if (binding < 0) return -1;
+  k->defaults(call);
+  if (err->status != AOT_OK || check_call(k, call) != 0) return -1;
+  int target = choose_target(k, d, err);
+  if (target < 0) return -1;
+  if (forced >= 0) {
+    const aot_variant *var = &k->variants[forced];
+    if (var->binding != binding)
+      return aot_fail(err, AOT_E_TYPE, "variant %s does not take this call's dtypes", var->id);
+    if (var->target != target)
+      return aot_fail(err, AOT_E_VALUE, "variant %s is not the code for this GPU (%s, which runs %s code)", var->id,
+                      d->name, k->targets[target].id);
+    if (var->hinted && !guards_hold(k, call))
+      return aot_fail(err, AOT_E_VALUE,
+                      "variant %s assumes 16-divisible arguments, and this call's are not; pass a safe variant",
+                      var->id);
+    return forced;
+  }
+  int config = choose_config(k, call, target, binding);
+  if (err->status != AOT_OK) return -1;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    const int *slot = &k->variant_of[((binding * k->nconfigs + config) * k->ntargets + target) * 2];
+    int v = (slot[1] >= 0 && guards_hold(k, call)) ? slot[1] : slot[0];
+    if (v >= 0) return v;
+    config = k->default_config; /* the chosen config did not compile for this target: fall back */
+  }
+  return aot_fail(err, AOT_E_CUDA, "%s(): no variant of %s compiled for %s; see the build log", k->name, k->name,
+                  k->targets[target].id);
+}
+
+int aot_select(const aot_kernel *k, aot_call *call, int device_ordinal, int forced) {
+  call->kernel = k;
+  device_state *d = device(device_ordinal, call->err);
+  return d == NULL ? -1 : choose(k, call, d, forced);
+}
+
+int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err) {
+  for (int v = 0; v < k->nvariants; v++)
+    if (strcmp(k->variants[v].id, id) == 0) return v;
+  return aot_fail(err, AOT_E_VALUE, "%s(): no variant %s; the package's __aotpack__ manifest lists them", k->name,
+                  id);
+}
+
+/* ---------------------------------------------------------------- loading and launching */
+
+static CUfunction function(const aot_kernel *k, int v, int ordinal, const device_state *d, aot_error *err) {
+  void *_Atomic *slot = &k->functions[(size_t)v * AOT_MAX_DEVICES + (size_t)ordinal];
+  CUfunction fn = (CUfunction)atomic_load_explicit(slot, memory_order_acquire);
+  if (fn != NULL) return fn;
+  const aot_variant *var = &k->variants[v];
+  if (driver_version < var->min_driver) {
+    aot_fail(err, AOT_E_CUDA,
+             "the NVIDIA driver supports CUDA %d.%d, but %s needs a driver for CUDA %d.%d or newer; update the "
+             "driver",
+             driver_version / 1000, driver_version % 1000 / 10, var->id, var->min_driver / 1000,
+             var->min_driver % 1000 / 10);
+    return NULL;
+  }
+  if ((int)var->shared > d->max_shared_optin) {
+    aot_fail(err, AOT_E_CUDA, "%s needs %u bytes of shared memory; %s allows %d per block", var->id, var->shared,
+             d->name, d->max_shared_optin);
+    return NULL;
+  }
+  pthread_mutex_lock(&load_lock);
+  fn = (CUfunction)atomic_load_explicit(slot, memory_order_relaxed);
+  if (fn == NULL) {
+    CUmodule module = NULL;
+    CUcontext popped;
+    int rc = cu.CtxPushCurrent(d->context);
+    if (rc != CUDA_SUCCESS) {
+      cu_fail(err, rc, "making the device's context current");
+    } else {
+      char what[512];
+      if ((rc = cu.ModuleLoadData(&module, var->image)) != CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "loading %s on device %d (%s)", var->id, ordinal, d->name);
+        cu_fail(err, rc, what);
+      } else if ((rc = cu.ModuleGetFunction(&fn, module, var->entry)) != CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "finding %s in %s", var->entry, var->id);
+        cu_fail(err, rc, what);
+        fn = NULL;
+      } else if (var->shared > 48 * 1024 &&
+                 (rc = cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)var->shared)) !=
+                     CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "allowing %u bytes of shared memory for %s", var->shared, var->id);
+        cu_fail(err, rc, what);
+        fn = NULL;
+      } else {
+        atomic_store_explicit(slot, (void *)fn, memory_order_release);
+      }
+      cu.CtxPopCurrent(&popped);
+    }
+  }
+  pthread_mutex_unlock(&load_lock);
+  return fn;
+}
+
+int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stream, int forced) {
+  aot_error *err = call->err;
+  call->kernel = k;
+  device_state *d = device(ordinal, err);
+  if (d == NULL) return -1;
+  int v = choose(k, call, d, forced);
+  if (v < 0) return -1;
+  int64_t grid[3];
+  k->grid(call, &k->consts[(size_t)k->variants[v].config * (size_t)k->nconsts], grid);
+  if (err->status != AOT_OK) return -1;
+  static const int64_t limit[3] = {INT32_MAX, 65535, 65535};
+  for (int i = 0; i < 3; i++) {
+    if (grid[i] <= 0) return 0; /* nothing to do */
+    if (grid[i] > limit[i])
+      return aot_fail(err, AOT_E_VALUE, "%s(): grid dimension %d is %" PRId64 ", above the CUDA limit %" PRId64,
+                      k->name, i, grid[i], limit[i]);
+  }
+  CUfunction fn = function(k, v, ordinal, d, err);
+  if (fn == NULL) return -1;
+
+  void *params[AOT_MAX_ARGS + 4];
+  float f32[AOT_MAX_ARGS];
+  static const uint64_t null_ptr = 0;
+  int n = 0;
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    if (prm->launch_only) continue;
+    switch (prm->kind) {
+    case AOT_ARG_PTR: params[n++] = &call->t[p].ptr; break;
+    case AOT_ARG_F32: f32[p] = (float)call->f[p]; params[n++] = &f32[p]; break;
+    case AOT_ARG_F64: params[n++] = &call->f[p]; break;
+    default: params[n++] = &call->i[p]; break; /* little-endian: the low bytes hold 32-bit values */
+    }
+  }
+  for (int e = 0; e < k->variants[v].extra_ptrs; e++) params[n++] = (void *)&null_ptr;
+
+  CUcontext current = NULL, popped;
+  int rc = cu.CtxGetCurrent(&current);
+  int pushed = rc == CUDA_SUCCESS && current != d->context;
+  if (pushed && (rc = cu.CtxPushCurrent(d->context)) != CUDA_SUCCESS)
+    return cu_fail(err, rc, "making the device's context current");
+  const aot_variant *var = &k->variants[v];
+  rc = cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], 32u * var->num_warps, 1, 1,
+                       var->shared, stream, params, NULL);
+  if (pushed) cu.CtxPopCurrent(&popped);
+  if (rc != CUDA_SUCCESS) {
+    char what[512];
+    snprintf(what, sizeof what, "launching %s on device %d", var->id, ordinal);
+    return cu_fail(err, rc, what);
+  }
+  return 0;
+}

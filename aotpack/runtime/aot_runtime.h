@@ -1,0 +1,157 @@
+/* aotpack runtime: loads the NVIDIA driver at run time, keeps one module per device and variant,
+ * picks the variant for a call (type binding, problem key, arch, specialization guards) and launches
+ * it. Shipped unchanged inside every generated wheel; the tables it reads are generated. Nothing here
+ * exits or aborts: every failure comes back as an aot_error. */
+#ifndef AOT_RUNTIME_H
+#define AOT_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AOT_MAX_ARGS 64
+#define AOT_MAX_DIMS 8
+#define AOT_MAX_KEY 8
+#define AOT_MAX_DEVICES 64
+#define AOT_ERR_LEN 768
+
+/* The few driver API types the runtime needs; the driver itself is dlopen'ed. */
+typedef int aot_cu_result;
+typedef struct aot_cu_stream_st *aot_stream;
+typedef struct aot_cu_func_st *aot_function;
+
+typedef enum { AOT_OK = 0, AOT_E_TYPE, AOT_E_VALUE, AOT_E_CUDA } aot_status;
+
+typedef struct {
+  aot_status status;
+  char message[AOT_ERR_LEN];
+} aot_error;
+
+typedef enum {
+  AOT_ARG_PTR = 0, AOT_ARG_I32, AOT_ARG_I64, AOT_ARG_U32, AOT_ARG_U64, AOT_ARG_F32, AOT_ARG_F64
+} aot_arg_kind;
+
+typedef struct {
+  const char *name;
+  uint8_t kind;        /* aot_arg_kind */
+  int8_t dtype;        /* pointers: element dtype code, or -1 when a type variable types it */
+  int8_t typevar;      /* pointers: index of the kernel's type variable, or -1 */
+  uint8_t div16;       /* hinted variants assume: address (pointer) or value (integer) % 16 == 0 */
+  uint8_t launch_only; /* read by grid/key/checks only; not a kernel parameter */
+  uint8_t has_default;
+  uint8_t contiguous;  /* pointers: the tensor must be contiguous */
+} aot_param;
+
+/* What the caller passed for a pointer argument. Raw pointers have dtype and ndim -1. */
+typedef struct {
+  uint64_t ptr;
+  int dtype;
+  int ndim;
+  int64_t shape[AOT_MAX_DIMS];
+  int64_t strides[AOT_MAX_DIMS]; /* in elements */
+} aot_tensor;
+
+struct aot_kernel;
+
+/* One call's argument values, indexed by parameter. Expressions read them; a failed expression
+ * (division by zero, size() of a raw pointer) records its message in err and the call fails. */
+typedef struct aot_call {
+  const struct aot_kernel *kernel;
+  uint64_t given; /* bit i: argument i was passed by the caller */
+  aot_tensor t[AOT_MAX_ARGS];
+  int64_t i[AOT_MAX_ARGS];
+  double f[AOT_MAX_ARGS];
+  aot_error *err;
+} aot_call;
+
+typedef struct {
+  const char *id;
+  int capability;
+  uint8_t specific;
+} aot_target;
+
+typedef struct {
+  const char *id;
+  int binding, config, target; /* indices into the kernel's tables */
+  uint8_t hinted;              /* compiled assuming the div16 hints hold */
+  const unsigned char *image;
+  size_t image_size;
+  const char *entry;
+  uint32_t shared;     /* dynamic shared memory bytes */
+  uint16_t num_warps;
+  uint8_t extra_ptrs;  /* trailing null pointer params (Triton's scratch buffers) */
+  int min_driver;      /* CUDA driver version, 1000*major + 10*minor */
+} aot_variant;
+
+typedef struct {
+  int target;   /* index into the kernel's targets, or -1: any */
+  int binding;  /* index into the kernel's type bindings, or -1: any */
+  int config;
+  int64_t key[AOT_MAX_KEY];
+} aot_rule;
+
+typedef struct aot_kernel {
+  const char *name;
+  const char *package;
+  int nparams;
+  const aot_param *params;
+  int ntypevars;
+  const char *const *typevar_names;
+  int nbindings;
+  const int8_t *bindings;      /* nbindings x ntypevars dtype codes */
+  int ntargets;
+  const aot_target *targets;
+  int nconfigs;
+  int default_config;
+  int nconsts;
+  const int64_t *consts;       /* nconfigs x nconsts: integer constexprs the grid reads */
+  int nkey;
+  uint8_t pow2_buckets;
+  int nrules;
+  const aot_rule *rules;
+  int nvariants;
+  const aot_variant *variants;
+  const int *variant_of;       /* [binding][config][target][hinted] -> variant index or -1 */
+  uint8_t needs_shapes;        /* expressions read numel/size/stride */
+  void (*defaults)(aot_call *call);
+  void (*extents)(aot_call *call, int64_t *out); /* per param: elements the kernel may touch, or 0 */
+  void (*grid)(aot_call *call, const int64_t *consts, int64_t grid[3]);
+  void (*key)(aot_call *call, int64_t *key);
+  void *_Atomic *functions;    /* nvariants x AOT_MAX_DEVICES loaded functions (mutable) */
+} aot_kernel;
+
+/* Dtype names by code, generated from the package's dtype table. */
+extern const char *const aot_dtype_names[];
+extern const char *const aot_dtype_torch_names[];
+extern const char *const aot_dtype_typestrs[]; /* __cuda_array_interface__ typestr, or NULL */
+extern const int aot_dtype_sizes[];
+extern const int aot_num_dtypes;
+
+/* Launch a kernel: bind types, fill defaults, check the call, choose the variant (or take variant
+ * `forced` when >= 0, after checking it can run this call), launch on `stream` of `device`.
+ * Returns 0, or -1 with err filled in. */
+int aot_launch(const aot_kernel *k, aot_call *call, int device, aot_stream stream, int forced);
+
+/* The variant aot_launch would choose, without launching (-1 and err on failure). */
+int aot_select(const aot_kernel *k, aot_call *call, int device, int forced);
+
+/* The index of the variant with this id, or -1 and err. */
+int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err);
+
+/* The CUDA device that owns a device pointer (-1 and err when it is not device memory). */
+int aot_pointer_device(uint64_t ptr, const char *arg, aot_error *err);
+
+/* Set an error; returns -1. */
+int aot_fail(aot_error *err, aot_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Expression helpers used by the generated code; they record errors in call->err. */
+int64_t aot_cdiv(aot_call *x, int64_t a, int64_t b);
+int64_t aot_floordiv(aot_call *x, int64_t a, int64_t b);
+int64_t aot_mod(aot_call *x, int64_t a, int64_t b);
+int64_t aot_next_pow2(aot_call *x, int64_t a);
+int64_t aot_numel(aot_call *x, int param);
+int64_t aot_size(aot_call *x, int param, int64_t dim);
+int64_t aot_stride(aot_call *x, int param, int64_t dim);
+static inline int64_t aot_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t aot_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+#endif

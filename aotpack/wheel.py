@@ -1,0 +1,86 @@
+"""Files -> a reproducible wheel: sorted entries, fixed timestamps (SOURCE_DATE_EPOCH) and
+permissions, RECORD with sha256 hashes, written atomically."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ZIP_EPOCH = 315532800  # 1980-01-01, the earliest time a zip file can hold
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelSpec:
+    distribution: str  # normalized: letters, digits, _
+    version: str
+    tag: str  # e.g. cp39-abi3-linux_x86_64
+    summary: str
+    requires_python: str
+    generator: str
+    files: tuple[tuple[str, bytes], ...]  # path inside the wheel -> content (package files only)
+
+    @property
+    def filename(self) -> str:
+        return f"{self.distribution}-{self.version}-{self.tag}.whl"
+
+    @property
+    def dist_info(self) -> str:
+        return f"{self.distribution}-{self.version}.dist-info"
+
+
+def source_date_epoch() -> int:
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    return max(ZIP_EPOCH, int(value)) if value and value.isdigit() else ZIP_EPOCH
+
+
+def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:
+    metadata = (
+        "Metadata-Version: 2.1\n"
+        f"Name: {spec.distribution}\n"
+        f"Version: {spec.version}\n"
+        f"Summary: {spec.summary}\n"
+        f"Requires-Python: {spec.requires_python}\n"
+    )
+    wheel = (
+        "Wheel-Version: 1.0\n"
+        f"Generator: {spec.generator}\n"
+        "Root-Is-Purelib: false\n"
+        f"Tag: {spec.tag}\n"
+    )
+    return ((f"{spec.dist_info}/METADATA", metadata.encode()), (f"{spec.dist_info}/WHEEL", wheel.encode()))
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def write_wheel(spec: WheelSpec, out_dir: Path) -> Path:
+    entries = sorted([*spec.files, *metadata_files(spec)])
+    record_name = f"{spec.dist_info}/RECORD"
+    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in entries)
+    record += f"{record_name},,\n"
+    entries.append((record_name, record.encode()))
+    stamp = time.gmtime(source_date_epoch())[:6]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / spec.filename
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".whl")
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in entries:
+                info = zipfile.ZipInfo(name, date_time=stamp)
+                mode = 0o755 if name.endswith(".so") else 0o644
+                info.external_attr = (0o100000 | mode) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data, compresslevel=9)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return target
