@@ -8,9 +8,9 @@ command line.
 
 __version__ = "0.1.0"
 
-from .build import BuildResult, build  # noqa: E402
+from .pipeline import BuildResult, build  # noqa: E402
 from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError  # noqa: E402
-from .plan import Variant, plan  # noqa: E402
+from .plan import Variant, plan_variants  # noqa: E402
 from .recipe import Recipe, load  # noqa: E402
 
 __all__ = [
@@ -26,5 +26,5 @@ __all__ = [
     "__version__",
     "build",
     "load",
-    "plan",
+    "plan_variants",
 ]

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .build import build
+from .pipeline import build
 from .compilers import Outcome, Pruned
 from .errors import AotpackError
-from .plan import Variant, plan
+from .plan import Variant, plan_variants
 from .recipe import load
 
 
@@ -69,10 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
         if args.command == "plan":
-            for variant in plan(load(args.recipe), tuple(args.only)):
+            for variant in plan_variants(load(args.recipe), tuple(args.only)):
                 print(variant.id)
             return 0
-        total = len(plan(load(args.recipe), tuple(args.only)))
+        total = len(plan_variants(load(args.recipe), tuple(args.only)))
         result = build(
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
             keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet),

@@ -47,7 +47,7 @@ def specializations(kernel: Kernel) -> tuple[Specialization, ...]:
     return ("hinted", "safe") if has_hints else ("plain",)
 
 
-def plan(recipe: Recipe, select: tuple[str, ...] = ()) -> tuple[Variant, ...]:
+def plan_variants(recipe: Recipe, select: tuple[str, ...] = ()) -> tuple[Variant, ...]:
     """Every variant of the recipe in a stable order; ``select`` keeps ids matching any glob."""
     variants = tuple(
         Variant(kernel=kernel, binding=binding, config=config, target=target, specialization=spec)

@@ -304,7 +304,7 @@ def parse(text: str, path: Path) -> Recipe:
     for name, node, where in top["kernels"].items():
         if not _IDENT.match(name) or keyword.iskeyword(name) or name.startswith("_"):
             raise RecipeError(f"kernel name {name!r} must be a Python identifier not starting with '_'", where)
-        kernels.append(_kernel(name, node, where, path.parent, targets))
+        kernels.append(_kernel(name, node, where, path.parent, targets, top.get("targets")))
     if not kernels:
         raise top["kernels"].fail("the recipe lists no kernels")
     summary = top["summary"].string() if "summary" in top else f"Ahead-of-time compiled GPU kernels: {package}"
@@ -330,7 +330,9 @@ def _targets(node: _Node) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _kernel(name: str, node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...]) -> Kernel:
+def _kernel(
+    name: str, node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...], targets_at: _Node | None
+) -> Kernel:
     k = node.mapping(_KERNEL_KEYS, required=("triton", "args", "grid"))
     source = _source(k["triton"], root)
     targets = _targets(k["targets"]) if "targets" in k else recipe_targets
@@ -338,10 +340,10 @@ def _kernel(name: str, node: _Node, where: Location, root: Path, recipe_targets:
         raise node.fail("no targets: set 'targets' in the recipe or in this kernel")
     for t in targets:
         if not facts.archs()[t].triton:
-            at = k["targets"] if "targets" in k else node
+            at = k["targets"] if "targets" in k else targets_at or node
             raise at.fail(
-                f"Triton cannot build {t!r}: it builds 9.0 and newer only as the arch-specific target; "
-                f"use '{t}a'"
+                f"Triton cannot build {t!r} (kernel {name!r}): it builds 9.0 and newer only as the "
+                f"arch-specific target; use '{t}a'"
             )
 
     types: list[tuple[str, tuple[str, ...]]] = []

@@ -22,9 +22,10 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
         mask = start + cols < n_cols
         x = tl.load(in_row + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
         new_max = tl.maximum(running_max, x)
-        # lanes that have seen only -inf keep a zero sum instead of NaN
+        # lanes that have seen only -inf keep a zero sum instead of NaN (exp(-inf - -inf))
         scale = tl.where(new_max == float("-inf"), 0.0, tl.exp(running_max - new_max))
-        running_sum = running_sum * scale + tl.where(mask, tl.exp(x - new_max), 0.0)
+        fresh = tl.where(mask & (new_max != float("-inf")), tl.exp(x - new_max), 0.0)
+        running_sum = running_sum * scale + fresh
         running_max = new_max
 
     row_max = tl.max(running_max, axis=0)

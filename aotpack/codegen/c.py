@@ -72,7 +72,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     targets = k.targets
     bindings = k.bindings
     variant_index = {v.id: i for i, (v, _) in enumerate(build.variants)}
-    lines = [f"/* ---- kernel {n}: {k.source} */"]
+    lines = [f"/* ---- kernel {n}: {k.source.function} */"]
     lines.append(f"static const aot_param {n}_params[] = {{")
     lines += [f"  {_param(a, k)}," for a in k.args]
     lines.append("};")

@@ -307,18 +307,21 @@ static int bind_types(const aot_kernel *k, const aot_call *call, aot_error *err)
 }
 
 static int check_call(const aot_kernel *k, aot_call *call) {
-  int64_t need[AOT_MAX_ARGS];
-  k->extents(call, need);
-  if (call->err->status != AOT_OK) return -1;
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
-    const aot_tensor *t = &call->t[p];
     if (prm->kind == AOT_ARG_I32 && (call->i[p] < INT32_MIN || call->i[p] > INT32_MAX))
       return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in i32", prm->name,
                       call->i[p]);
     if (prm->kind == AOT_ARG_U32 && (call->i[p] < 0 || call->i[p] > (int64_t)UINT32_MAX))
       return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in u32", prm->name,
                       call->i[p]);
+  }
+  int64_t need[AOT_MAX_ARGS];
+  k->extents(call, need);
+  if (call->err->status != AOT_OK) return -1;
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    const aot_tensor *t = &call->t[p];
     if (prm->kind != AOT_ARG_PTR || t->ndim < 0) continue;
     int64_t numel = 1, span = 1, expect = 1;
     int contiguous = 1;

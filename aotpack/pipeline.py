@@ -40,7 +40,7 @@ def build(
     progress: Progress | None = None,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
-    variants = plan.plan(rec, select)
+    variants = plan.plan_variants(rec, select)
     backends = {k.backend for k in rec.kernels}
     versions: dict[str, str] = {"aotpack": __version__}
     min_driver: dict[str, int] = {}

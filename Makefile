@@ -1,0 +1,32 @@
+# aotpack developer entry points. `make demo` builds the demo wheel, `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test unit lint gpu-test clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## build recipes/demo.yaml into dist/
+	$(VENV)/bin/aotpack build recipes/demo.yaml -o dist
+
+test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU)
+	$(VENV)/bin/ruff check aotpack tests benchmarks
+	$(VENV)/bin/mypy
+	$(PY) -m pytest tests
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+# On a GPU host (no network needed): install the wheel from dist/ into a scratch folder and run the
+# GPU tests and the launch benchmark against it. Logs go to $$OUT when set.
+gpu-test:
+	bash benchmarks/gpu_round.sh
+
+clean:
+	rm -rf dist build .pytest_cache .mypy_cache .ruff_cache

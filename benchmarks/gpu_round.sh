@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole GPU round in one call: install the built wheel(s) from dist/, run tests/gpu and the
+# benchmarks. Needs python3 with torch (CUDA), triton and pytest; builds nothing.
+set -uo pipefail
+out=${OUT:-$(mktemp -d)}
+site=$(mktemp -d)
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-index --target "$site" dist/*.whl || exit 1
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+python3 -m pytest tests/gpu -v -p no:cacheprovider -W error -W ignore::DeprecationWarning 2>&1 | tee "$out/gpu-tests.log"
+status=${PIPESTATUS[0]}
+python3 benchmarks/launch.py 2>&1 | tee "$out/launch.log"
+exit $status

@@ -1,0 +1,120 @@
+"""Per-call overhead and time to first result: aotpack vs Triton JIT vs torch eager.
+
+Run on a GPU host with torch, triton and the demo wheel installed (``make gpu-test`` does). The
+kernel is the demo's vector add on a tiny input (4096 fp32), so the host-side cost of a call is
+what is measured. Results are printed as ratios against Triton JIT measured in the same run.
+
+  per call:      median over 7 rounds of (time for 2000 back-to-back calls + one synchronize) / 2000
+  first result:  a fresh process, from after `import torch` and input allocation to the first
+                 synchronized result (import of the kernel package + first launch); Triton's cache
+                 is warm (the same process ran once before), aotpack has no cache at all
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CALLS, ROUNDS, N = 2000, 7, 4096
+
+FIRST_RESULT = r"""
+import sys, time, torch
+sys.path.insert(0, {examples!r})
+x = torch.randn({n}, device="cuda"); y = torch.randn({n}, device="cuda"); out = torch.empty_like(x)
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+if {which!r} == "aotpack":
+    import demo_kernels
+    demo_kernels.add(x, y, out)
+else:
+    import triton
+    from add import add_kernel
+    add_kernel[(triton.cdiv({n}, 1024),)](x, y, out, {n}, BLOCK=1024)
+torch.cuda.synchronize()
+t1 = time.perf_counter()
+assert torch.equal(out, x + y)
+print(t1 - t0)
+"""
+
+
+def per_call(fn) -> float:
+    import torch
+
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    rounds = []
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        torch.cuda.synchronize()
+        rounds.append((time.perf_counter() - t0) / CALLS)
+    return statistics.median(rounds)
+
+
+def first_result(which: str) -> float:
+    code = FIRST_RESULT.format(examples=str(ROOT / "examples"), n=N, which=which)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    import torch
+    import triton
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    import demo_kernels
+    from add import add_kernel
+
+    x, y = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(N, 1024),)
+    calls = {
+        "aotpack": lambda: demo_kernels.add(x, y, out),
+        "aotpack (all args, stream=)": lambda: demo_kernels.add(x, y, out, N, stream=0),
+        "triton JIT": lambda: add_kernel[grid](x, y, out, N, BLOCK=1024),
+        "torch eager": lambda: torch.add(x, y, out=out),
+    }
+    for fn in calls.values():  # correctness first, on fresh random data
+        x.copy_(torch.randn_like(x))
+        out.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        assert torch.equal(out, x + y)
+    times = {name: per_call(fn) for name, fn in calls.items()}
+
+    first_result("triton")  # warm Triton's cache
+    first = {
+        "aotpack": statistics.median(first_result("aotpack") for _ in range(3)),
+        "triton JIT (warm cache)": statistics.median(first_result("triton") for _ in range(3)),
+    }
+    device = torch.cuda.get_device_name()
+    print(f"\n# launch overhead on {device}; torch {torch.__version__}, triton {triton.__version__}")
+    print(f"{'per call':32} {'us':>8} {'vs triton JIT':>14}")
+    anchor = times["triton JIT"]
+    for name, t in times.items():
+        print(f"{name:32} {t * 1e6:8.2f} {t / anchor:13.2f}x")
+    print(f"\n{'first result, fresh process':32} {'ms':>8} {'speed-up':>14}")
+    anchor = first["triton JIT (warm cache)"]
+    for name, t in first.items():
+        print(f"{name:32} {t * 1e3:8.2f} {anchor / t:13.1f}x")
+    ratio_call = times["aotpack"] / times["triton JIT"]
+    ratio_first = first["triton JIT (warm cache)"] / first["aotpack"]
+    print(f"\ntargets: per call <= 0.5x triton JIT: {ratio_call:.2f}x ({'met' if ratio_call <= 0.5 else 'MISSED'}); "
+          f"first result >= 50x faster: {ratio_first:.0f}x ({'met' if ratio_first >= 50 else 'MISSED'})")
+    result = {"device": device, "per_call_s": times, "first_result_s": first}
+    out_dir = os.environ.get("OUT")
+    if out_dir:
+        Path(out_dir, "launch.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

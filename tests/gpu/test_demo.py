@@ -1,0 +1,324 @@
+"""Every demo kernel and variant against torch on random data, with poisoned outputs, odd sizes,
+misaligned views, streams, graphs, threads and bad input."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+demo = pytest.importorskip("demo_kernels", reason="install the demo wheel (make gpu-test does)")
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="session")
+def target() -> str:
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+
+
+def variants_for(kernel: str, target: str) -> list[dict]:
+    return [v for v in demo.__aotpack__["kernels"][kernel]["variants"] if v["target"] == target]
+
+
+def poisoned(*shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+def rel_err(out, ref):
+    out, ref = out.double(), ref.double()
+    assert not torch.isnan(out).any(), "unwritten (NaN-poisoned) output elements"
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def ids(kernel, target):
+    return [v["id"] for v in variants_for(kernel, target)]
+
+
+def test_every_target_of_this_gpu_is_built(target):
+    for kernel in ("add", "softmax", "matmul"):
+        assert ids(kernel, target), f"no {kernel} variant for {target}"
+
+
+# ---------------------------------------------------------------- add
+
+
+@pytest.mark.parametrize("n", [1, 1000, 4096, 100_003, 1 << 20])
+@pytest.mark.parametrize("dtype", DTYPES.values())
+def test_add_dispatched(n, dtype):
+    x = torch.randn(n, device="cuda").to(dtype)
+    y = torch.randn(n, device="cuda").to(dtype)
+    out = poisoned(n, dtype=dtype)
+    demo.add(x, y, out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+def test_add_every_variant(target):
+    for vid in ids("add", target):
+        variant = next(v for v in variants_for("add", target) if v["id"] == vid)
+        dtype = DTYPES[variant["types"]["T"]]
+        n = 65_536 + 16 * 7 if variant["specialization"] == "hinted" else 65_536 + 5
+        x = torch.randn(n, device="cuda").to(dtype)
+        y = torch.randn(n, device="cuda").to(dtype)
+        out = poisoned(n, dtype=dtype)
+        demo.add(x, y, out, variant=vid)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x + y, rtol=0, atol=0, msg=lambda m: f"{vid}: {m}")
+
+
+def test_misaligned_view_runs_the_safe_variant():
+    base = torch.randn(4097, device="cuda")
+    x, y = base[1:], torch.randn(4096, device="cuda")
+    out = poisoned(4096, dtype=torch.float32)
+    assert x.data_ptr() % 16 != 0
+    assert demo.select("add", x, y, out).endswith("/safe")
+    aligned = demo.select("add", base[:4096], y, out)
+    assert aligned.endswith("/hinted")
+    demo.add(x, y, out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="16-divisible"):
+        demo.add(x, y, out, variant=aligned)
+
+
+def test_odd_length_runs_the_safe_variant():
+    x, y = torch.randn(1001, device="cuda"), torch.randn(1001, device="cuda")
+    out = poisoned(1001, dtype=torch.float32)
+    assert demo.select("add", x, y, out).endswith("/safe")
+    assert demo.select("add", x[:992], y[:992], out[:992]).endswith("/hinted")
+
+
+def test_dispatch_table_rounds_up_and_clamps(target):
+    def config(n):
+        x = torch.empty(n, device="cuda")
+        return demo.select("add", x, x, x).split("/")[1]
+
+    assert config(100) == "T=fp32,BLOCK=512,w4,s1"  # below the first row: its bucket
+    assert config(5000) == "T=fp32,BLOCK=1024,w4,s1"  # 8192 rounds up to the 1M row
+    assert config(1 << 26) == "T=fp32,BLOCK=2048,w8,s1"  # above the last row: clamped
+
+
+# ---------------------------------------------------------------- softmax
+
+
+@pytest.mark.parametrize("cols", [1, 100, 1000, 1025, 4096, 7919])
+@pytest.mark.parametrize("dtype", DTYPES.values())
+def test_softmax_dispatched(cols, dtype):
+    x = (torch.randn(37, cols, device="cuda") * 4).to(dtype)
+    out = poisoned(37, cols, dtype=dtype)
+    demo.softmax(out, x)
+    torch.cuda.synchronize()
+    assert rel_err(out, torch.softmax(x.double(), dim=1)) < TOL[dtype] * 4
+
+
+def test_softmax_every_variant_on_strided_rows(target):
+    for variant in variants_for("softmax", target):
+        dtype = DTYPES[variant["types"]["T"]]
+        wide = (torch.randn(53, 3000, device="cuda") * 3).to(dtype)
+        x = wide[:, :2999]  # row stride 3000, 2999 columns
+        out = poisoned(53, 2999, dtype=dtype)
+        demo.softmax(out, x, variant=variant["id"])
+        torch.cuda.synchronize()
+        assert rel_err(out, torch.softmax(x.double(), dim=1)) < TOL[dtype] * 4, variant["id"]
+
+
+def test_softmax_handles_minus_infinity():
+    x = torch.randn(4, 300, device="cuda")
+    x[:, :299] = float("-inf")
+    out = poisoned(4, 300, dtype=torch.float32)
+    demo.softmax(out, x)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, torch.softmax(x, dim=1))
+
+
+# ---------------------------------------------------------------- matmul
+
+
+@pytest.mark.parametrize("mnk", [(64, 64, 64), (257, 193, 129), (512, 512, 512), (1000, 3000, 700)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_matmul_dispatched(mnk, dtype):
+    m, n, k = mnk
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    b = torch.randn(k, n, device="cuda").to(dtype)
+    c = poisoned(m, n, dtype=dtype)
+    demo.matmul(a, b, c)
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) < TOL[dtype]
+
+
+def test_matmul_every_variant(target):
+    for variant in variants_for("matmul", target):
+        dtype = DTYPES[variant["types"]["T"]]
+        m, n, k = (256, 192, 128) if variant["specialization"] == "hinted" else (255, 190, 131)
+        a = torch.randn(m, k, device="cuda").to(dtype)
+        b = torch.randn(k, n, device="cuda").to(dtype)
+        c = poisoned(m, n, dtype=dtype)
+        demo.matmul(a, b, c, variant=variant["id"])
+        torch.cuda.synchronize()
+        assert rel_err(c, a.double() @ b.double()) < TOL[dtype], variant["id"]
+
+
+def test_matmul_transposed_operand():
+    a = torch.randn(300, 200, device="cuda", dtype=torch.float16).t()  # 200 x 300, column-major
+    b = torch.randn(300, 130, device="cuda", dtype=torch.float16)
+    c = poisoned(200, 130, dtype=torch.float16)
+    assert demo.select("matmul", a, b, c).endswith("/safe")  # stride_am == 1 is not 16-divisible
+    demo.matmul(a, b, c)
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) < TOL[torch.float16]
+
+
+# ---------------------------------------------------------------- streams, graphs, threads, interop
+
+
+@pytest.mark.parametrize("how", ["torch current stream", "stream=torch.cuda.Stream", "stream=int handle"])
+def test_launches_on_the_callers_stream(how):
+    """The side stream is kept busy; a launch queued on it must not have run when the default
+    stream, which does not wait for it, takes a snapshot of the output."""
+    n = 1 << 20
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = poisoned(n, dtype=torch.float32)
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(500_000_000)  # a few hundred milliseconds of GPU time
+    if how == "torch current stream":
+        with torch.cuda.stream(side):
+            demo.add(x, y, out)
+    elif how == "stream=torch.cuda.Stream":
+        demo.add(x, y, out, stream=side)
+    else:
+        demo.add(x, y, out, stream=side.cuda_stream)
+    snapshot = out.clone()  # on the default stream
+    torch.cuda.current_stream().synchronize()
+    assert torch.isnan(snapshot).all(), "the kernel ran before the stream it was given was free"
+    side.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+def test_cuda_graph_capture_and_replay():
+    x = torch.randn(3000, device="cuda", dtype=torch.float16)
+    y = torch.randn(3000, device="cuda", dtype=torch.float16)
+    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 64, device="cuda", dtype=torch.float16)
+    out, sm, c = torch.empty_like(x), torch.empty(256, 128, device="cuda", dtype=torch.float16), torch.empty(
+        256, 64, device="cuda", dtype=torch.float16
+    )
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up (loads the modules) outside capture
+        demo.add(x, y, out)
+        demo.softmax(sm, a)
+        demo.matmul(a, b, c)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        demo.add(x, y, out)
+        demo.softmax(sm, a)
+        demo.matmul(a, b, c)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        a.copy_(torch.randn_like(a))
+        out.fill_(float("nan"))
+        sm.fill_(float("nan"))
+        c.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+        assert rel_err(sm, torch.softmax(a.double(), dim=1)) < 4e-3
+        assert rel_err(c, a.double() @ b.double()) < 2e-3
+
+
+def test_first_calls_from_many_threads_in_a_fresh_process():
+    code = textwrap.dedent(
+        """
+        import threading, torch, demo_kernels as d
+        n = 1 << 16
+        xs = [torch.randn(n, device="cuda") for _ in range(16)]
+        outs = [torch.full((n,), float("nan"), device="cuda") for _ in range(16)]
+        torch.cuda.synchronize()
+        errors = []
+        barrier = threading.Barrier(16)
+        def work(i):
+            try:
+                barrier.wait()
+                d.add(xs[i], xs[i], outs[i])
+                d.matmul(xs[i][:4096].view(64, 64).half(), xs[i][:4096].view(64, 64).half(),
+                         torch.empty(64, 64, device="cuda", dtype=torch.half))
+            except Exception as e:
+                errors.append(repr(e))
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        torch.cuda.synchronize()
+        assert not errors, errors
+        for x, o in zip(xs, outs):
+            assert torch.equal(o, x + x)
+        print("ok")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
+
+
+class _Cai:
+    """A minimal __cuda_array_interface__ producer (as CuPy or Numba would be)."""
+
+    def __init__(self, t):
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+        self._keep = t
+
+
+def test_cuda_array_interface_and_raw_pointers():
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    out = poisoned(5000, dtype=torch.float32)
+    demo.add(_Cai(x), _Cai(y), _Cai(out))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    out.fill_(float("nan"))
+    demo.add(x.data_ptr(), y.data_ptr(), out, n_elements=5000)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    with pytest.raises(TypeError, match="cannot tell the dtype T"):
+        demo.add(x.data_ptr(), y.data_ptr(), out.data_ptr(), n_elements=5000)
+    with pytest.raises(TypeError, match="raw pointer"):
+        demo.add(x.data_ptr(), y.data_ptr(), out.data_ptr())
+
+
+# ---------------------------------------------------------------- bad input is an exception, never a crash
+
+
+def test_bad_input_raises_naming_the_argument():
+    x = torch.randn(100, device="cuda")
+    out = torch.empty(100, device="cuda")
+    cases = [
+        (lambda: demo.add(x, x), TypeError, "missing required argument 'out_ptr'"),
+        (lambda: demo.add(x, x, out, 100, 5), TypeError, "at most 4 positional"),
+        (lambda: demo.add(x, x, out, bogus=1), TypeError, "unexpected keyword argument 'bogus'"),
+        (lambda: demo.add(x, x.int(), out), TypeError, "argument y_ptr: expected dtype fp32 .the dtype of x_ptr., got i32"),
+        (lambda: demo.add(x, x.double(), out), TypeError, "y_ptr"),
+        (lambda: demo.add(x, x.cpu(), out), ValueError, "argument y_ptr is on cpu"),
+        (lambda: demo.add(x, x[:50], out), ValueError, "argument y_ptr is too small"),
+        (lambda: demo.add(x, x, out, n_elements="7"), TypeError, "argument n_elements: expected an integer"),
+        (lambda: demo.add(x, x, out, n_elements=1 << 40), ValueError, "n_elements .* does not fit in i32"),
+        (lambda: demo.add(x, [1, 2], out), TypeError, "argument y_ptr: expected a CUDA tensor"),
+        (lambda: demo.add(x, x, out, stream="s"), TypeError, "argument stream"),
+        (lambda: demo.add(x, x, out, variant="nope"), ValueError, "no variant nope"),
+        (lambda: demo.add(x, 12345, out), ValueError, "argument y_ptr: 0x3039 is not a CUDA device pointer"),
+        (lambda: demo.softmax(out, x), ValueError, "size\\(in_ptr, 1\\) needs a tensor of at least 2 dimensions"),
+        (lambda: demo.matmul(x.half().view(10, 10), x.half().view(10, 10), out.view(10, 10)), TypeError, "c_ptr"),
+    ]
+    for call, exc, pattern in cases:
+        with pytest.raises(exc, match=pattern):
+            call()
+    # the context is healthy after all of that
+    demo.add(x, x, out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + x)

@@ -1,0 +1,95 @@
+"""Generated C and Python checked as text, from fake artifacts (no Triton, compiler or GPU)."""
+
+from pathlib import Path
+
+import pytest
+
+from aotpack import codegen, native, plan, recipe
+from aotpack.codegen import c as codegen_c
+from aotpack.codegen import python as codegen_py
+from aotpack.compilers import Artifact, Pruned
+
+from .test_recipe import GOOD
+
+
+def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
+    rec = recipe.parse(GOOD, folder / "r.yaml")
+    variants = plan.plan_variants(rec)
+    outcomes = {
+        v.id: Pruned(variant_id=v.id, reason="out of registers")
+        if prune and prune in v.id
+        else Artifact(variant_id=v.id, image=v.id.encode(), entry="add_kernel", shared=1024, num_warps=v.config.num_warps,
+                      num_ctas=1, extra_pointer_params=2, metadata=(("arch", v.target),))  # fmt: skip
+        for v in variants
+    }
+    kernels = codegen.group(rec, variants, outcomes, {"sm_80": 12000, "sm_90a": 13000})
+    return codegen.BuildInput(recipe=rec, kernels=kernels, versions=(("triton", "3.9.0"),))
+
+
+def test_kernel_tables(kernel_dir):
+    text = codegen_c.kernels_c(fake_build(kernel_dir))
+    assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 1, 0, 0, 0},' in text
+    assert '  {"n_elements", AOT_ARG_I32, -1, -1, 1, 0, 1, 0},\n};' in text
+    assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
+    assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0},\n  {"sm_90a", 90, 1},\n};' in text
+    assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
+    assert "static const aot_rule add_rules[] = {\n  {-1, -1, 1, {4096}},\n};" in text
+    # [binding][config][target] -> (safe, hinted): variants are planned hinted-then-safe
+    assert "static const int add_variant_of[] = {\n  1, 0,\n  17, 16,\n  3, 2," in text
+    assert (
+        "static void add_grid(aot_call *x, const int64_t *c, int64_t grid[3]) {\n  (void)x;\n  (void)c;\n"
+        "  (void)grid;\n  grid[0] = aot_cdiv(x, x->i[3], c[0]);\n  grid[1] = INT64_C(1);\n"
+        "  grid[2] = INT64_C(1);\n}"
+    ) in text
+    assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
+    assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
+    assert '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, "add_kernel", 1024, 4, 2, 12000' in text
+    assert 'static const unsigned char image_0[] __attribute__((aligned(16))) =\n  "\\x61\\x64\\x64' in text
+
+
+def test_pruned_variants_leave_holes_the_dispatcher_skips(kernel_dir):
+    build = fake_build(kernel_dir, prune="BLOCK=256,w4,s3/sm_80/hinted")
+    text = codegen_c.kernels_c(build)
+    assert "static const int add_variant_of[] = {\n  0, -1," in text
+    assert [v.id for v, _ in build.kernels[0].pruned] == [
+        "add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", "add/T=fp16,BLOCK=256,w4,s3/sm_80/hinted"]  # fmt: skip
+
+
+def test_module_and_stubs(kernel_dir):
+    build = fake_build(kernel_dir)
+    docs = {"add": codegen_py.docstring(build.kernels[0])}
+    module = codegen_c.module_c(build, docs)
+    assert '"add($module, x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)\\n--\\n\\n' in module
+    assert "PyMODINIT_FUNC PyInit__native(void) {" in module
+    stubs = codegen_py.init_pyi(build)
+    assert (
+        "def add(x_ptr: Pointer, y_ptr: Pointer, out_ptr: Pointer, n_elements: Optional[int] = None, *, "
+        "stream: Any = None, variant: Optional[str] = None) -> None: ..."
+    ) in stubs
+    compile(codegen_py.init_py(build), "__init__.py", "exec")
+    assert "Key: n_elements (pow2 buckets); dispatch table: 1 rows; default config BLOCK=1024,w4,s3" in docs["add"]
+
+
+def test_manifest(kernel_dir):
+    m = codegen_py.manifest(fake_build(kernel_dir), "0.1.0")
+    add = m["kernels"]["add"]
+    assert m["package"] == "kit" and m["targets"] == ["sm_80", "sm_90a"]
+    assert add["source"] == "add.py:add_kernel"
+    assert add["args"][3] == {"name": "n_elements", "type": "i32:16", "default": "numel(out_ptr)"}
+    assert add["min_driver_cuda"] == {"sm_80": "12.0", "sm_90a": "13.0"}
+    assert len(add["variants"]) == 32 and add["pruned"] == []
+    assert add["dispatch"] == [{"key": [4096], "config": "BLOCK=256,w8,s3", "arch": None, "types": {}}]
+
+
+def test_native_command_is_planned_as_data(tmp_path):
+    build = native.NativeBuild(sources=(tmp_path / "a.c",), include_dirs=(tmp_path,), output=tmp_path / "m.so")
+    assert build.command(("zigcc",)) == (
+        "zigcc", "-target", "x86_64-linux-gnu.2.17", "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra",
+        "-Werror", "-fvisibility=hidden", "-DPy_LIMITED_API=0x03090000", f"-I{tmp_path}", "-o",
+        str(tmp_path / "m.so"), str(tmp_path / "a.c"), "-ldl", "-lpthread",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "literal"), [(b"", '""'), (b"\x00\xff", '"\\x00\\xff"')])
+def test_c_bytes(data, literal):
+    assert codegen_c.c_bytes(data) == literal

@@ -1,0 +1,62 @@
+import pytest
+
+from aotpack import expr
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "value"),
+    [
+        ("cdiv(n, BLOCK)", {"n": 1000, "BLOCK": 256}, 4),
+        ("cdiv(n, BLOCK)", {"n": 0, "BLOCK": 256}, 0),
+        ("-7 // 2", {}, -4),
+        ("-7 % 3", {}, 2),
+        ("7 % -3", {}, -2),
+        ("max(1, M // 64) * 2 + min(a, b, 3)", {"M": 10, "a": 5, "b": 4}, 5),
+        ("next_pow2(1000) - next_pow2(1) + next_pow2(0)", {}, 1024),
+        ("(a + b) * c - -d", {"a": 1, "b": 2, "c": 3, "d": 4}, 13),
+        (42, {}, 42),
+    ],
+)
+def test_evaluate(text, env, value):
+    assert expr.evaluate(expr.parse(text), env) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "offset"),
+    [
+        ("cdiv(a)", "cdiv() takes 2 arguments, got 1", 0),
+        ("a +", "expected a number, a name or '(' but found 'the end'", 3),
+        ("foo(1)", "unknown function 'foo' (known: cdiv, max, min, next_pow2, numel, size, stride)", 0),
+        ("a $ b", "unexpected character '$'", 2),
+        ("size(a, b)", "size() takes a constant dimension", 8),
+        ("numel(2)", "numel() takes a pointer argument's name first", 0),
+        ("(a", "expected ')' but found 'the end'", 2),
+        ("a b", "unexpected 'b' after the expression", 2),
+        ("a / b", "unexpected character '/'", 2),
+    ],
+)
+def test_parse_errors(text, message, offset):
+    with pytest.raises(expr.ExprError) as info:
+        expr.parse(text)
+    assert (str(info.value), info.value.offset) == (message, offset)
+
+
+def test_division_by_zero_is_an_error_not_a_crash():
+    with pytest.raises(ZeroDivisionError):
+        expr.evaluate(expr.parse("a // b"), {"a": 1, "b": 0})
+
+
+def test_to_c_is_floor_semantics_with_error_context():
+    e = expr.parse("cdiv(M, BM) * max(N // 2, 1) % 3 + size(a, 1)")
+    c = expr.to_c(e, lambda n: f"v[{n}]", lambda n: 7)
+    assert c == (
+        "(aot_mod(x, (aot_cdiv(x, v[M], v[BM]) * aot_max(aot_floordiv(x, v[N], INT64_C(2)), INT64_C(1))), "
+        "INT64_C(3)) + aot_size(x, 7, INT64_C(1)))"
+    )
+
+
+def test_names_and_tensor_calls():
+    e = expr.parse("cdiv(numel(x), B) + stride(y, 0) * k")
+    assert [n.id for n in expr.names(e)] == ["B", "k"]
+    assert [c.func for c in expr.tensor_calls(e)] == ["numel", "stride"]
+    assert expr.unparse(e) == "(cdiv(numel(x), B) + (stride(y, 0) * k))"

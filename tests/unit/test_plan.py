@@ -1,0 +1,42 @@
+from pathlib import Path
+
+import pytest
+
+from aotpack import plan, recipe
+from aotpack.errors import RecipeError
+
+from .test_recipe import GOOD
+
+
+def load(folder: Path) -> recipe.Recipe:
+    return recipe.parse(GOOD, folder / "r.yaml")
+
+
+def test_plan_is_the_full_product_with_stable_ids(kernel_dir):
+    variants = plan.plan_variants(load(kernel_dir))
+    # 2 targets x 2 types x 4 configs x (hinted, safe)
+    assert len(variants) == 32
+    assert len({v.id for v in variants}) == 32
+    assert variants[0].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted"
+    assert variants[1].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80/safe"
+    assert variants[-1].id == "add/T=fp16,BLOCK=1024,w8,s3/sm_90a/safe"
+    assert [v.id for v in plan.plan_variants(load(kernel_dir))] == [v.id for v in variants]
+    assert variants[-1].dtype_of("x_ptr") == "fp16" and variants[-1].dtype_of("n_elements") == "i32"
+
+
+def test_no_hints_means_one_plain_variant(kernel_dir):
+    text = GOOD.replace('"*T:16"', '"*T"').replace('"i32:16"', '"i32"')
+    variants = plan.plan_variants(recipe.parse(text, kernel_dir / "r.yaml"))
+    assert len(variants) == 16 and variants[0].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80"
+
+
+def test_select_by_glob(kernel_dir):
+    chosen = plan.plan_variants(load(kernel_dir), ("add/T=fp16,*/sm_90a/*",))
+    assert len(chosen) == 8 and all("T=fp16" in v.id and "sm_90a" in v.id for v in chosen)
+
+
+def test_selection_must_keep_the_default(kernel_dir):
+    with pytest.raises(RecipeError, match="without its default config BLOCK=1024,w4,s3"):
+        plan.plan_variants(load(kernel_dir), ("add/*BLOCK=256*",))
+    with pytest.raises(RecipeError, match="no variant id matches nothing"):
+        plan.plan_variants(load(kernel_dir), ("nothing",))

@@ -1,0 +1,134 @@
+"""Recipe validation: every error message, exactly, with its file:line:col."""
+
+from pathlib import Path
+
+import pytest
+
+from aotpack import expr, recipe
+from aotpack.errors import RecipeError
+
+GOOD = """\
+package: kit
+version: 1.0.0
+targets: [sm_80, sm_90a]
+kernels:
+  add:
+    triton: add.py:add_kernel
+    types: {T: [fp32, fp16]}
+    args:
+      x_ptr: {type: "*T:16", extent: n_elements}
+      y_ptr: "*T:16"
+      out_ptr: "*T:16"
+      n_elements: {type: "i32:16", default: numel(out_ptr)}
+    constexprs: {BLOCK: [256, 1024]}
+    num_warps: [4, 8]
+    grid: ["cdiv(n_elements, BLOCK)"]
+    key: [n_elements]
+    bucket: pow2
+    default: {BLOCK: 1024, num_warps: 4}
+    dispatch:
+      - {key: [4096], config: {BLOCK: 256, num_warps: 8}}
+"""
+
+
+def parse(text: str, folder: Path) -> recipe.Recipe:
+    return recipe.parse(text, folder / "r.yaml")
+
+
+def test_good_recipe(kernel_dir: Path) -> None:
+    r = parse(GOOD, kernel_dir)
+    (k,) = r.kernels
+    assert r.package == "kit" and r.targets == ("sm_80", "sm_90a")
+    assert [a.name for a in k.args] == ["x_ptr", "y_ptr", "out_ptr", "n_elements"]
+    assert k.arg("x_ptr").typevar and k.arg("x_ptr").divisible_by == 16
+    assert k.arg("n_elements").default == expr.parse("numel(out_ptr)")
+    assert [c.label for c in k.configs] == ["BLOCK=256,w4,s3", "BLOCK=256,w8,s3", "BLOCK=1024,w4,s3", "BLOCK=1024,w8,s3"]
+    assert k.default.label == "BLOCK=1024,w4,s3"
+    assert k.bindings == ((("T", "fp32"),), (("T", "fp16"),))
+    assert k.rules[0].key == (4096,) and k.rules[0].config.label == "BLOCK=256,w8,s3"
+    assert k.grid[1] == expr.Num(1) and k.grid[2] == expr.Num(1)
+    assert k.source.path == kernel_dir / "add.py" and k.source.function == "add_kernel"
+
+
+def edit(old: str, new: str) -> str:
+    assert old in GOOD, old
+    return GOOD.replace(old, new, 1)
+
+
+CASES = [
+    (edit("    num_warps: [4, 8]", "    num_warp: [4, 8]"),
+     "r.yaml:14:5: unknown key 'num_warp' in kernels.add — did you mean 'num_warps'?"),
+    (edit("package: kit", "package: Kit-1"),
+     "r.yaml:1:10: package: 'Kit-1' is not a valid package name (lower case letters, digits, _)"),
+    (edit("version: 1.0.0", "version: one"), "r.yaml:2:10: version: 'one' is not a valid version (such as 1.0.2)"),
+    (edit("targets: [sm_80, sm_90a]", "targets: [sm_80, sm_91]"),
+     "r.yaml:3:18: targets[1]: unknown target 'sm_91' — did you mean 'sm_90'?"),
+    (edit("targets: [sm_80, sm_90a]", "targets: [sm_80, sm_90]"),
+     "r.yaml:3:10: targets: Triton cannot build 'sm_90' (kernel 'add'): it builds 9.0 and newer only as the "
+     "arch-specific target; use 'sm_90a'"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: "*fp33"'),
+     "r.yaml:10:14: kernels.add.args.y_ptr: unknown element type 'fp33' — did you mean 'fp32'?"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: "*T:8"'),
+     "r.yaml:10:14: kernels.add.args.y_ptr: divisibility hint :8 is not supported (Triton takes :16)"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: "T"'),
+     "r.yaml:10:14: kernels.add.args.y_ptr: type variable 'T' can only type a pointer"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: {type: "*T", default: 3}'),
+     "r.yaml:10:36: kernels.add.args.y_ptr.default: pointer arguments take no default"),
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', "    grid: [cdiv(n_elements, BLOCK)]"),
+     "r.yaml:15:27: kernels.add.grid[0]: expected ')' but found 'the end' (inside a YAML [...] list, quote an "
+     "expression that contains a comma)"),
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', '    grid: ["cdiv(n_elemnts, BLOCK)"]'),
+     "r.yaml:15:18: kernels.add.grid[0]: unknown name 'n_elemnts' — did you mean 'n_elements'? "
+     "(known: BLOCK, n_elements)"),
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', '    grid: ["cdiv(x_ptr, BLOCK)"]'),
+     "r.yaml:15:18: kernels.add.grid[0]: 'x_ptr' is a pointer argument; use numel(x_ptr) or size(x_ptr, 0)"),
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', '    grid: ["floor(n_elements)"]'),
+     "r.yaml:15:13: kernels.add.grid[0]: unknown function 'floor' (known: cdiv, max, min, next_pow2, numel, "
+     "size, stride)"),
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', "    grid: [1, 2, 3, 4]"),
+     "r.yaml:15:11: kernels.add.grid: expected 1 to 3 grid expressions, got 4"),
+    (edit("    key: [n_elements]", "    key: [BLOCK]"),
+     "r.yaml:16:11: kernels.add.key[0]: unknown name 'BLOCK' (known: n_elements)"),
+    (edit("    bucket: pow2", "    bucket: log2"),
+     "r.yaml:17:13: kernels.add.bucket: unknown bucket rule 'log2' (expected one of: exact, pow2)"),
+    (edit("    num_warps: [4, 8]", "    num_warps: [4, 6]"),
+     "r.yaml:14:20: kernels.add.num_warps[1]: expected a power of two, got 6"),
+    (edit("    default: {BLOCK: 1024, num_warps: 4}", "    default: {BLOCK: 1024}"),
+     "r.yaml:18:14: kernels.add.default: {BLOCK: 1024} matches 2 configs; also give num_warps"),
+    (edit("    default: {BLOCK: 1024, num_warps: 4}", "    default: {BLOCK: 512, num_warps: 4}"),
+     "r.yaml:18:14: kernels.add.default: no config of the grid matches {BLOCK: 512, num_warps: 4}"),
+    (edit("      - {key: [4096], config: {BLOCK: 256, num_warps: 8}}", "      - {key: [4096, 2], config: {BLOCK: 256}}"),
+     "r.yaml:20:15: kernels.add.dispatch[0].key: expected 1 key values (n_elements), got 2"),
+    (edit("    triton: add.py:add_kernel", "    triton: missing.py:add_kernel"),
+     "r.yaml:6:13: kernels.add.triton: kernel source 'missing.py' not found (looked for {dir}/missing.py)"),
+    (edit("    triton: add.py:add_kernel", "    triton: add_kernel"),
+     "r.yaml:6:13: kernels.add.triton: expected 'path/to/file.py:function' or 'package.module:function', got "
+     "'add_kernel'"),
+    (edit("    types: {T: [fp32, fp16]}", "    types: {T: [fp32, fp32]}"),
+     "r.yaml:7:16: kernels.add.types.T: expected a non-empty list of distinct dtypes"),
+    (edit('      n_elements: {type: "i32:16", default: numel(out_ptr)}', '      n_elements: {type: "i32:16", default: n_elements}'),
+     "r.yaml:12:45: kernels.add.args.n_elements.default: a default may read only arguments without a default, "
+     "not 'n_elements'"),
+    (GOOD + "  add:\n    triton: add.py:add_kernel\n", "r.yaml:21:3: duplicate key 'add' in kernels"),
+    (GOOD.replace("version: 1.0.0\n", ""), "r.yaml:1:1: missing required key 'version'"),
+    ("package: [1\n", "r.yaml:2:1: invalid YAML: expected ',' or ']', but got '<stream end>'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "message"), CASES, ids=[m.split(": ", 1)[1][:50] for _, m in CASES])
+def test_recipe_errors(kernel_dir: Path, text: str, message: str) -> None:
+    with pytest.raises(RecipeError) as info:
+        parse(text, kernel_dir)
+    assert str(info.value) == f"{kernel_dir}/" + message.replace("{dir}", str(kernel_dir))
+
+
+def test_demo_recipe_loads() -> None:
+    demo = recipe.load(Path(__file__).parents[2] / "recipes" / "demo.yaml")
+    assert [k.name for k in demo.kernels] == ["add", "softmax", "matmul"]
+    assert all(len(k.configs) >= 4 and k.targets == ("sm_80", "sm_90a") for k in demo.kernels)
+    assert demo.kernels[1].arg("n_rows").launch_only
+
+
+def test_missing_file_is_a_recipe_error(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="cannot read recipe"):
+        recipe.load(tmp_path / "nope.yaml")

@@ -1,0 +1,60 @@
+import base64
+import hashlib
+import zipfile
+
+import pytest
+
+from aotpack import repair, wheel
+from aotpack.errors import WheelError
+
+
+def spec(**changes):
+    fields = dict(
+        distribution="kit", version="1.0", tag="cp39-abi3-linux_x86_64", summary="s", requires_python=">=3.9",
+        generator="aotpack test", files=(("kit/_native.abi3.so", b"\x7fELF"), ("kit/__init__.py", b"x = 1\n")),
+    )  # fmt: skip
+    fields.update(changes)
+    return wheel.WheelSpec(**fields)
+
+
+def test_wheel_is_reproducible_and_well_formed(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    first = wheel.write_wheel(spec(), tmp_path / "a").read_bytes()
+    second = wheel.write_wheel(spec(), tmp_path / "b").read_bytes()
+    assert first == second
+    with zipfile.ZipFile(tmp_path / "a" / "kit-1.0-cp39-abi3-linux_x86_64.whl") as zf:
+        names = zf.namelist()
+        assert names == sorted(names[:-1]) + ["kit-1.0.dist-info/RECORD"]
+        infos = {i.filename: i for i in zf.infolist()}
+        assert infos["kit/_native.abi3.so"].external_attr >> 16 == 0o100755
+        assert infos["kit/__init__.py"].date_time == (2023, 11, 14, 22, 13, 20)
+        record = zf.read("kit-1.0.dist-info/RECORD").decode().splitlines()
+        for line in record[:-1]:
+            name, digest, size = line.split(",")
+            data = zf.read(name)
+            expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert digest == f"sha256={expected}" and int(size) == len(data)
+        assert "Requires-Dist" not in zf.read("kit-1.0.dist-info/METADATA").decode()
+        assert "Tag: cp39-abi3-linux_x86_64" in zf.read("kit-1.0.dist-info/WHEEL").decode()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000100")  # zip times have 2 s steps
+    assert wheel.write_wheel(spec(), tmp_path / "c").read_bytes() != first
+    assert not list((tmp_path / "a").glob(".tmp-*")), "no temporary file is left behind"
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("k-1-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", True),
+        ("k-1-cp39-abi3-manylinux_2_28_x86_64.whl", True),
+        ("k-1-cp39-abi3-manylinux_2_34_x86_64.whl", False),
+        ("k-1-cp39-abi3-linux_x86_64.whl", False),
+    ],
+)
+def test_tag_policy(tmp_path, monkeypatch, name, ok):
+    monkeypatch.setattr(repair._tools, "run", lambda *a, **k: "is consistent with manylinux_2_17_x86_64")
+    path = tmp_path / name
+    if ok:
+        repair.check_tag(path)
+    else:
+        with pytest.raises(WheelError, match="manylinux_2_28 or lower"):
+            repair.check_tag(path)
