@@ -8,10 +8,10 @@ command line.
 
 __version__ = "0.1.0"
 
-from .pipeline import BuildResult, build  # noqa: E402
-from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError  # noqa: E402
-from .plan import Variant, plan_variants  # noqa: E402
-from .recipe import Recipe, load  # noqa: E402
+from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError
+from .pipeline import BuildResult, build
+from .plan import Variant, plan_variants
+from .recipe import Recipe, load
 
 __all__ = [
     "AotpackError",

@@ -12,9 +12,7 @@ from .errors import ToolFailed, ToolNotFound
 log = logging.getLogger("aotpack")
 
 
-def run(
-    command: Sequence[str], *, env: Mapping[str, str] | None = None, hint: str = "", cwd: str | None = None
-) -> str:
+def run(command: Sequence[str], *, env: Mapping[str, str] | None = None, hint: str = "", cwd: str | None = None) -> str:
     """Run a command; return its combined output."""
     command = tuple(str(c) for c in command)
     log.debug("$ %s", " ".join(command))

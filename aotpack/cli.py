@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .pipeline import build
 from .compilers import Outcome, Pruned
 from .errors import AotpackError
+from .pipeline import build
 from .plan import Variant, plan_variants
 from .recipe import load
 
@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    level = logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING if getattr(args, "quiet", False) else logging.INFO
+    verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
         if args.command == "plan":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, Union
+from typing import Protocol
 
 
 class ExprError(ValueError):
@@ -55,7 +55,7 @@ class Call:
     offset: int = 0
 
 
-Expr = Union[Num, Name, Neg, BinOp, Call]
+Expr = Num | Name | Neg | BinOp | Call
 
 # name -> (minimum, maximum) argument count; tensor functions take a tensor argument first
 SCALAR_FUNCTIONS: Mapping[str, tuple[int, int]] = {
@@ -102,7 +102,7 @@ class _Parser:
 
     def expect(self, value: str) -> None:
         if not self.take(value):
-            kind, tok, off = self.peek()
+            _, tok, off = self.peek()
             raise ExprError(f"expected {value!r} but found {tok or 'the end'!r}", off)
 
     def expr(self) -> Expr:
@@ -238,7 +238,10 @@ class TensorInfo(Protocol):
 
 def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInfo] | None = None) -> int:
     """Evaluate with Python integers, exactly as the generated C does (floor division)."""
-    ev = lambda n: evaluate(n, env, tensors)  # noqa: E731
+
+    def ev(n: Expr) -> int:
+        return evaluate(n, env, tensors)
+
     if isinstance(node, Num):
         return node.value
     if isinstance(node, Name):
@@ -268,7 +271,10 @@ def to_c(node: Expr, resolve: Callable[[str], str], tensor_index: Callable[[str]
     """Emit C over int64_t. ``resolve`` maps a name to a C expression; runtime helpers
     (``aot_cdiv`` ...) take the evaluation context ``x`` so that a division by zero or a missing
     shape becomes an error, never a crash."""
-    emit = lambda n: to_c(n, resolve, tensor_index)  # noqa: E731
+
+    def emit(n: Expr) -> str:
+        return to_c(n, resolve, tensor_index)
+
     if isinstance(node, Num):
         return f"INT64_C({node.value})"
     if isinstance(node, Name):

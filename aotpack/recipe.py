@@ -119,7 +119,7 @@ class Kernel:
     def bindings(self) -> tuple[tuple[tuple[str, str], ...], ...]:
         """Every assignment of dtypes to the type variables (one empty binding if none)."""
         names = [n for n, _ in self.types]
-        return tuple(tuple(zip(names, combo)) for combo in itertools.product(*(v for _, v in self.types)))
+        return tuple(tuple(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in self.types)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,9 +308,7 @@ def parse(text: str, path: Path) -> Recipe:
     if not kernels:
         raise top["kernels"].fail("the recipe lists no kernels")
     summary = top["summary"].string() if "summary" in top else f"Ahead-of-time compiled GPU kernels: {package}"
-    return Recipe(
-        path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels)
-    )
+    return Recipe(path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels))
 
 
 def _targets(node: _Node) -> tuple[str, ...]:
@@ -366,12 +364,11 @@ def _kernel(
         constexprs.append((cname, vals))
     constexpr_names = tuple(n for n, _ in constexprs)
 
-    args = _args(k["args"], typevars, constexpr_names)
+    raw_args = _args(k["args"], typevars, constexpr_names)
     for var in typevars:
-        if not any(a.typevar and a.dtype == var for a in args):
+        if not any(a.typevar and a.dtype == var for a in raw_args):
             raise k["types"].fail(f"type variable {var!r} is used by no pointer argument")
-    scalars = {a.name for a in args if not a.pointer}
-    pointers = {a.name for a in args if a.pointer}
+    pointers = {a.name for a in raw_args if a.pointer}
     int_consts = {n for n, vals in constexprs if all(isinstance(v, int) and not isinstance(v, bool) for v in vals)}
 
     def checker(allowed: set[str], allow_tensors: bool) -> Callable[[expr.Expr], None]:
@@ -394,9 +391,9 @@ def _kernel(
 
         return check
 
-    int_scalars = {a.name for a in args if not a.pointer and facts.dtypes()[a.dtype].c not in ("float", "double")}
+    int_scalars = {a.name for a in raw_args if not a.pointer and facts.dtypes()[a.dtype].c not in ("float", "double")}
     # scalar defaults and pointer extents are checked after all args are known
-    args = tuple(_arg_exprs(k["args"], args, checker(int_scalars, True)))
+    args = tuple(_arg_exprs(k["args"], raw_args, checker(int_scalars, True)))
     grid_nodes = k["grid"].sequence(allow_scalar=True)
     if not 1 <= len(grid_nodes) <= 3:
         raise k["grid"].fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
@@ -419,12 +416,12 @@ def _kernel(
         b = k["bucket"].string()
         if b not in BUCKETS:
             raise k["bucket"].fail(f"unknown bucket rule {b!r} (expected one of: {', '.join(BUCKETS)})")
-        bucket = cast(Bucket, b)
+        bucket = "pow2" if b == "pow2" else "exact"
 
     warps = _int_list(k["num_warps"], power_of_two=True) if "num_warps" in k else (4,)
     stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
     configs = tuple(
-        Config(constexprs=tuple(zip(constexpr_names, combo)), num_warps=w, num_stages=s)
+        Config(constexprs=tuple(zip(constexpr_names, combo, strict=True)), num_warps=w, num_stages=s)
         for combo in itertools.product(*(v for _, v in constexprs))
         for w in warps
         for s in stages
@@ -478,7 +475,8 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
         type_node = fields.get("type", value)
         m = _TYPE.match(type_node.string())
         if m is None:
-            raise type_node.fail(f"expected a type such as '*fp16', '*fp32:16', 'i32' or 'i64:16', got {type_node.scalar()!r}")
+            got = type_node.scalar()
+            raise type_node.fail(f"expected a type such as '*fp16', '*fp32:16', 'i32' or 'i64:16', got {got!r}")
         pointer, dtype = m["ptr"] is not None, m["dtype"]
         typevar = dtype in typevars
         if typevar and not pointer:
@@ -490,21 +488,22 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
                 close = difflib.get_close_matches(dtype, choices, n=1)
                 hint = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(choices)})"
                 raise type_node.fail(f"unknown {'element' if pointer else 'scalar'} type {dtype!r}{hint}")
-        hint = int(m["hint"]) if m["hint"] else None
-        if hint is not None:
-            if hint not in HINTS:
-                raise type_node.fail(f"divisibility hint :{hint} is not supported (Triton takes :16)")
+        divisible_by = int(m["hint"]) if m["hint"] else None
+        if divisible_by is not None:
+            if divisible_by not in HINTS:
+                raise type_node.fail(f"divisibility hint :{divisible_by} is not supported (Triton takes :16)")
             if not pointer and facts.dtypes()[dtype].c in ("float", "double"):
                 raise type_node.fail("a float argument cannot carry a divisibility hint")
         if not pointer and ("extent" in fields or "contiguous" in fields):
-            raise (fields.get("extent") or fields["contiguous"]).fail("only pointer arguments take 'extent' and 'contiguous'")
+            at = fields.get("extent") or fields["contiguous"]
+            raise at.fail("only pointer arguments take 'extent' and 'contiguous'")
         if pointer and "default" in fields:
             raise fields["default"].fail("pointer arguments take no default")
         contiguous = fields["contiguous"].boolean() if "contiguous" in fields else False
         launch_only = fields["launch_only"].boolean() if "launch_only" in fields else False
         if launch_only and pointer:
             raise fields["launch_only"].fail("only scalar arguments can be launch_only")
-        out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, divisible_by=hint,
+        out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, divisible_by=divisible_by,
                        contiguous=contiguous, launch_only=launch_only, where=where))  # fmt: skip
     if not out:
         raise node.fail("a kernel needs at least one argument")
@@ -530,8 +529,7 @@ def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None])
             for n in expr.names(default):
                 if n.id == arg.name or n.id in defaulted:
                     raise RecipeError(
-                        f"{fields['default'].path}: a default may read only arguments without a default, "
-                        f"not {n.id!r}",
+                        f"{fields['default'].path}: a default may read only arguments without a default, not {n.id!r}",
                         fields["default"].where,
                     )
         yield Arg(**{**arg.__dict__, "default": default, "extent": extent})
@@ -553,7 +551,7 @@ def _const(node: _Node) -> ConstValue:
     value = node.scalar()
     if not isinstance(value, (int, float, bool, str)):
         raise node.fail(f"expected a number, boolean or string, got {value!r}")
-    return cast(ConstValue, value)
+    return value
 
 
 def _config_ref(
@@ -601,7 +599,8 @@ def _rules(
         fields = item.mapping(_RULE_KEYS, required=("key", "config"))
         values = tuple(v.integer() for v in fields["key"].sequence(allow_scalar=True))
         if len(values) != len(key):
-            raise fields["key"].fail(f"expected {len(key)} key values ({', '.join(n for n, _ in key)}), got {len(values)}")
+            names = ", ".join(n for n, _ in key)
+            raise fields["key"].fail(f"expected {len(key)} key values ({names}), got {len(values)}")
         arch = fields["arch"].string() if "arch" in fields else None
         if arch is not None and arch not in targets:
             raise fields["arch"].fail(f"{arch!r} is not one of this kernel's targets ({', '.join(targets)})")

@@ -22,8 +22,9 @@ def repair(wheel: Path, out_dir: Path, machine: str = "x86_64") -> Path:
     env = {**os.environ, "PATH": path, "SOURCE_DATE_EPOCH": str(source_date_epoch())}
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".repair-") as tmp:
+        plat = f"{TARGET_POLICY}_{machine}"
         _tools.run(
-            [sys.executable, "-m", "auditwheel", "repair", "--plat", f"{TARGET_POLICY}_{machine}", "-w", tmp, str(wheel)],
+            [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "-w", tmp, str(wheel)],
             env=env,
             hint=f"auditwheel could not give the wheel the {TARGET_POLICY} tag; see its output above",
         )
@@ -52,5 +53,3 @@ def check_tag(wheel: Path) -> None:
     out = _tools.run([sys.executable, "-m", "auditwheel", "show", str(wheel)])
     if "manylinux_2_17" not in out and TARGET_POLICY not in out:
         raise WheelError(f"auditwheel show does not confirm {TARGET_POLICY} for {wheel.name}:\n{out}")
-
-

@@ -47,12 +47,7 @@ def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:
         f"Summary: {spec.summary}\n"
         f"Requires-Python: {spec.requires_python}\n"
     )
-    wheel = (
-        "Wheel-Version: 1.0\n"
-        f"Generator: {spec.generator}\n"
-        "Root-Is-Purelib: false\n"
-        f"Tag: {spec.tag}\n"
-    )
+    wheel = f"Wheel-Version: 1.0\nGenerator: {spec.generator}\nRoot-Is-Purelib: false\nTag: {spec.tag}\n"
     return ((f"{spec.dist_info}/METADATA", metadata.encode()), (f"{spec.dist_info}/WHEEL", wheel.encode()))
 
 

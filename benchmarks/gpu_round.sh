@@ -11,4 +11,5 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/dev
 python3 -m pytest tests/gpu -v -p no:cacheprovider -W error -W ignore::DeprecationWarning 2>&1 | tee "$out/gpu-tests.log"
 status=${PIPESTATUS[0]}
 python3 benchmarks/launch.py 2>&1 | tee "$out/launch.log"
+python3 benchmarks/launch_breakdown.py 2>&1 | tee "$out/launch_breakdown.log"
 exit $status

@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable
 
 from .. import expr, facts
-from ..plan import specializations
+from ..plan import Specialization, specializations
 from ..recipe import Arg, Kernel
 from . import BuildInput, KernelBuild
 
@@ -71,7 +71,6 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     emit = _emitter(k, consts)
     targets = k.targets
     bindings = k.bindings
-    variant_index = {v.id: i for i, (v, _) in enumerate(build.variants)}
     lines = [f"/* ---- kernel {n}: {k.source.function} */"]
     lines.append(f"static const aot_param {n}_params[] = {{")
     lines += [f"  {_param(a, k)}," for a in k.args]
@@ -98,7 +97,8 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     lines.append(f"static const aot_variant {n}_variants[] = {{")
     for variant, art in build.variants:
         image = image_names[variant.id]
-        where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, {targets.index(variant.target)}"
+        where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
+        where += str(targets.index(variant.target))
         lines.append(
             f"  {{{c_string(variant.id)}, {where}, {int(variant.hinted)}, {image}, sizeof {image} - 1, "
             f"{c_string(art.entry)}, {art.shared}, {art.num_warps}, {art.extra_pointer_params}, "
@@ -107,14 +107,11 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     lines.append("};")
     slots = []
     specs = specializations(k)
-    for b, cfg, t in itertools.product(bindings, k.configs, targets):
-        def find(spec: str) -> int:
-            for variant, _ in build.variants:
-                if (variant.binding, variant.config, variant.target, variant.specialization) == (b, cfg, t, spec):
-                    return variant_index[variant.id]
-            return -1
-
-        safe, hinted = (find("safe"), find("hinted")) if "hinted" in specs else (find("plain"), -1)
+    index_of = {(v.binding, v.config, v.target, v.specialization): i for i, (v, _) in enumerate(build.variants)}
+    safe_spec: Specialization = "safe" if "hinted" in specs else "plain"
+    for point in itertools.product(bindings, k.configs, targets):
+        safe = index_of.get((*point, safe_spec), -1)
+        hinted = index_of.get((*point, "hinted"), -1)
         slots.append(f"{safe}, {hinted}")
     lines.append(f"static const int {n}_variant_of[] = {{")
     lines += [f"  {s}," for s in slots]
@@ -204,9 +201,10 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
         doc = f"{text_signature(kb.kernel)}\n--\n\n{docs[n]}"
         methods.append(f"  {{{c_string(n)}, (PyCFunction)(void (*)(void))py_{n}, METH_VARARGS | METH_KEYWORDS, "
                        f"{c_string(doc)}}},")  # fmt: skip
+        select_doc = c_string("The id of the variant a call with these arguments would launch.")
         methods.append(
-            f"  {{{c_string('_select_' + n)}, (PyCFunction)(void (*)(void))py_select_{n}, METH_VARARGS | METH_KEYWORDS, "
-            f"{c_string('The id of the variant a call with these arguments would launch.')}}},"
+            f"  {{{c_string('_select_' + n)}, (PyCFunction)(void (*)(void))py_select_{n}, "
+            f"METH_VARARGS | METH_KEYWORDS, {select_doc}}},"
         )
     out.append("")
     out.append("static PyMethodDef methods[] = {")
@@ -215,7 +213,8 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     out.append("};")
     out.append("")
     out.append("static struct PyModuleDef module_def = {")
-    out.append(f'  PyModuleDef_HEAD_INIT, "_native", {c_string(build.recipe.summary)}, -1, methods, NULL, NULL, NULL, NULL,')
+    summary = c_string(build.recipe.summary)
+    out.append(f'  PyModuleDef_HEAD_INIT, "_native", {summary}, -1, methods, NULL, NULL, NULL, NULL,')
     out.append("};")
     out.append("")
     out.append("PyMODINIT_FUNC PyInit__native(void) {")

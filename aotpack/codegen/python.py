@@ -165,9 +165,8 @@ def init_pyi(build: BuildInput) -> str:
         for arg in kb.kernel.args:
             py = "Pointer" if arg.pointer else ("float" if arg.dtype.startswith("fp") else "int")
             params.append(f"{arg.name}: Optional[{py}] = None" if arg.default is not None else f"{arg.name}: {py}")
-        lines.append(
-            f"def {kb.kernel.name}({', '.join(params)}, *, stream: Any = None, variant: Optional[str] = None) -> None: ..."
-        )
+        tail = "*, stream: Any = None, variant: Optional[str] = None) -> None: ..."
+        lines.append(f"def {kb.kernel.name}({', '.join(params)}, {tail}")
     return "\n".join(lines) + "\n"
 
 

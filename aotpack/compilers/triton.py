@@ -141,11 +141,11 @@ class TritonCompiler:
                 warnings.simplefilter("ignore")
                 compiled = triton.compile(src, target=target, options=options)
         except Exception as exc:  # Triton reports compile failures as assorted exception types
-            reason = str(exc).strip().splitlines()
-            return Pruned(variant_id=variant.id, reason=f"{type(exc).__name__}: {reason[-1] if reason else ''}")
+            return Pruned(variant_id=variant.id, reason=_reason(exc, kernel))
         meta = compiled.metadata
         if meta.global_scratch_size > 0 or meta.profile_scratch_size > 0:
-            return Pruned(variant_id=variant.id, reason="needs global scratch memory, which aotpack cannot allocate yet")
+            reason = "needs global scratch memory, which aotpack cannot allocate yet"
+            return Pruned(variant_id=variant.id, reason=reason)
         facts_ = {
             "shared": meta.shared,
             "num_warps": meta.num_warps,
@@ -166,3 +166,16 @@ class TritonCompiler:
         )
 
 
+def _reason(exc: Exception, kernel: Kernel) -> str:
+    """One line saying why a variant failed: Triton's message and, for errors in the kernel's
+    code, the offending source line."""
+    name = type(exc).__name__
+    node, src = getattr(exc, "node", None), getattr(exc, "src", None)
+    message = getattr(exc, "error_message", None)
+    if node is not None and src and hasattr(node, "lineno"):
+        line = src.splitlines()[node.lineno - 1].strip()
+        return f"{name} in {kernel.source.function} (line {node.lineno} of the function): {line}" + (
+            f": {message}" if message else ""
+        )
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return f"{name}: {lines[-1] if lines else 'no message'}"

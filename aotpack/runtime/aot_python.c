@@ -88,7 +88,8 @@ static int torch_ready(void) {
 }
 
 static int int_tuple(PyObject *seq, int64_t *out, int max, const char *arg, const char *what, aot_error *err) {
-  PyObject *tuple = PySequence_Tuple(seq);
+  /* torch.Size and stride() results are tuples already: read them without a copy */
+  PyObject *tuple = PyTuple_Check(seq) ? (Py_INCREF(seq), seq) : PySequence_Tuple(seq);
   if (tuple == NULL) {
     PyErr_Clear();
     return aot_fail(err, AOT_E_TYPE, "argument %s: its %s is not a sequence", arg, what);
@@ -349,11 +350,9 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   int forced;
   int device = parse(k, args, kwargs, &call, &stream, &forced);
   if (device < 0) return PyErr_Occurred() ? NULL : raise(&err);
-  int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, forced);
-  Py_END_ALLOW_THREADS
-  if (rc != 0) return raise(&err);
+  /* The GIL stays held: a launch takes microseconds, and the first call's module load never waits
+   * for Python, so holding it cannot deadlock and saves a release/acquire on every call. */
+  if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, forced) != 0) return raise(&err);
   Py_RETURN_NONE;
 }
 

@@ -70,7 +70,7 @@ def test_add_every_variant(target):
         out = poisoned(n, dtype=dtype)
         demo.add(x, y, out, variant=vid)
         torch.cuda.synchronize()
-        torch.testing.assert_close(out, x + y, rtol=0, atol=0, msg=lambda m: f"{vid}: {m}")
+        assert torch.equal(out, x + y), vid
 
 
 def test_misaligned_view_runs_the_safe_variant():

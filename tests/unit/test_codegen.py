@@ -12,14 +12,16 @@ from aotpack.compilers import Artifact, Pruned
 from .test_recipe import GOOD
 
 
+def artifact(v: plan.Variant) -> Artifact:
+    return Artifact(variant_id=v.id, image=v.id.encode(), entry="add_kernel", shared=1024,
+                    num_warps=v.config.num_warps, num_ctas=1, extra_pointer_params=2, metadata=(("arch", v.target),))
+
+
 def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
     rec = recipe.parse(GOOD, folder / "r.yaml")
     variants = plan.plan_variants(rec)
     outcomes = {
-        v.id: Pruned(variant_id=v.id, reason="out of registers")
-        if prune and prune in v.id
-        else Artifact(variant_id=v.id, image=v.id.encode(), entry="add_kernel", shared=1024, num_warps=v.config.num_warps,
-                      num_ctas=1, extra_pointer_params=2, metadata=(("arch", v.target),))  # fmt: skip
+        v.id: Pruned(variant_id=v.id, reason="out of registers") if prune and prune in v.id else artifact(v)
         for v in variants
     }
     kernels = codegen.group(rec, variants, outcomes, {"sm_80": 12000, "sm_90a": 13000})

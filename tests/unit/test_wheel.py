@@ -24,7 +24,7 @@ def test_wheel_is_reproducible_and_well_formed(tmp_path, monkeypatch):
     assert first == second
     with zipfile.ZipFile(tmp_path / "a" / "kit-1.0-cp39-abi3-linux_x86_64.whl") as zf:
         names = zf.namelist()
-        assert names == sorted(names[:-1]) + ["kit-1.0.dist-info/RECORD"]
+        assert names == [*sorted(names[:-1]), "kit-1.0.dist-info/RECORD"]
         infos = {i.filename: i for i in zf.infolist()}
         assert infos["kit/_native.abi3.so"].external_attr >> 16 == 0o100755
         assert infos["kit/__init__.py"].date_time == (2023, 11, 14, 22, 13, 20)

@@ -1,0 +1,72 @@
+"""Real builds: Triton, zig and auditwheel. One small recipe is built once per session."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aotpack import build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SMALL = """\
+package: small_kernels
+version: 0.2.0
+targets: [sm_80, sm_90a]
+kernels:
+  add:
+    triton: {examples}/add.py:add_kernel
+    types: {{T: [fp32, fp16]}}
+    args:
+      x_ptr: {{type: "*T:16", extent: n_elements}}
+      y_ptr: {{type: "*T:16", extent: n_elements}}
+      out_ptr: {{type: "*T:16", extent: n_elements}}
+      n_elements: {{type: "i32:16", default: numel(out_ptr)}}
+    constexprs: {{BLOCK: [256, 1024]}}
+    num_warps: [4]
+    num_stages: [1]
+    grid: ["cdiv(n_elements, BLOCK)"]
+    key: [n_elements]
+    bucket: pow2
+    default: {{BLOCK: 1024}}
+    dispatch:
+      - {{key: [4096], config: {{BLOCK: 256}}}}
+"""
+
+
+@pytest.fixture(scope="session")
+def small_recipe(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("recipe")
+    path = folder / "small.yaml"
+    path.write_text(SMALL.format(examples=ROOT / "examples"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_wheel(small_recipe, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    return build(small_recipe, out, jobs=2).wheel
+
+
+@pytest.fixture(scope="session")
+def fake_driver(tmp_path_factory) -> Path:
+    """A folder holding a fake libcuda.so.1 (tests/integration/fake_libcuda.c)."""
+    folder = tmp_path_factory.mktemp("fakecuda")
+    subprocess.run(
+        [sys.executable, "-m", "ziglang", "cc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror",
+         "-o", str(folder / "libcuda.so.1"), str(Path(__file__).with_name("fake_libcuda.c")), "-lpthread"],
+        check=True,
+    )  # fmt: skip
+    return folder
+
+
+@pytest.fixture(scope="session")
+def installed(small_wheel, tmp_path_factory) -> Path:
+    """The small wheel installed into a plain folder (put it on PYTHONPATH)."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), str(small_wheel)],
+        check=True,
+    )
+    return target

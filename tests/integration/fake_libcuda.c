@@ -1,0 +1,89 @@
+/* A stand-in for the NVIDIA driver (libcuda.so.1) so the generated runtime's dispatch, loading and
+ * launch path can be tested on machines without a GPU. It records loads and launches in the file
+ * named by $FAKE_CUDA_LOG. Settings: FAKE_CUDA_CC (compute capability, e.g. 90), FAKE_CUDA_DRIVER
+ * (e.g. 13000), FAKE_CUDA_DEVICES (count). Device pointers are any address >= 0x10000. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const void *image;
+  char entry[128];
+} fake_function;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int loads;
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v ? atoi(v) : fallback;
+}
+
+static void record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#include <stdarg.h>
+static void record(const char *fmt, ...) {
+  const char *path = getenv("FAKE_CUDA_LOG");
+  if (!path) return;
+  pthread_mutex_lock(&lock);
+  FILE *f = fopen(path, "a");
+  if (f) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+int cuGetErrorName(int rc, const char **s) { *s = rc == 1 ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_FAKE"; return 0; }
+int cuGetErrorString(int rc, const char **s) { (void)rc; *s = "fake driver error"; return 0; }
+int cuInit(unsigned flags) { (void)flags; return env_int("FAKE_CUDA_DEVICES", 1) > 0 ? 0 : 100; }
+int cuDriverGetVersion(int *v) { *v = env_int("FAKE_CUDA_DRIVER", 13000); return 0; }
+int cuDeviceGetCount(int *n) { *n = env_int("FAKE_CUDA_DEVICES", 1); return 0; }
+int cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
+int cuDeviceGetAttribute(int *v, int attr, int dev) {
+  (void)dev;
+  int cc = env_int("FAKE_CUDA_CC", 90);
+  *v = attr == 75 ? cc / 10 : attr == 76 ? cc % 10 : attr == 97 ? 232448 : 0;
+  return 0;
+}
+int cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "Fake GPU %d", dev); return 0; }
+int cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)(uintptr_t)(0x1000 + dev); return 0; }
+static __thread void *current;
+int cuCtxGetCurrent(void **ctx) { *ctx = current; return 0; }
+int cuCtxPushCurrent_v2(void *ctx) { current = ctx; return 0; }
+int cuCtxPopCurrent_v2(void **ctx) { *ctx = current; current = NULL; return 0; }
+int cuModuleLoadData(void **module, const void *image) {
+  pthread_mutex_lock(&lock);
+  loads++;
+  pthread_mutex_unlock(&lock);
+  record("load %p ctx=%p", image, current);
+  *module = (void *)image;
+  return 0;
+}
+int cuModuleGetFunction(void **fn, void *module, const char *name) {
+  fake_function *f = calloc(1, sizeof *f);
+  f->image = module;
+  snprintf(f->entry, sizeof f->entry, "%s", name);
+  *fn = f;
+  return 0;
+}
+int cuFuncSetAttribute(void *fn, int attr, int value) { (void)fn; record("attr %d=%d", attr, value); return 0; }
+int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void *stream, void **params, void **extra) {
+  (void)extra;
+  fake_function *f = fn;
+  record("launch %s image=%p grid=%u,%u,%u block=%u,%u,%u shared=%u stream=%p p0=%llx p1=%llx p2=%llx p3=%d ctx=%p",
+         f->entry, f->image, gx, gy, gz, bx, by, bz, shared, stream, *(unsigned long long *)params[0],
+         *(unsigned long long *)params[1], *(unsigned long long *)params[2], *(int *)params[3], current);
+  return 0;
+}
+int cuPointerGetAttribute(void *out, int attr, unsigned long long ptr) {
+  if (ptr < 0x10000) return 1;
+  *(int *)out = attr == 2 ? 2 /* device memory */ : (int)(ptr >> 40); /* device ordinal in bits 40.. */
+  return 0;
+}

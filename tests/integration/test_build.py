@@ -1,0 +1,147 @@
+"""Build real wheels and use them where no GPU is: tags, contents, install, import, errors."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from aotpack import build, cli
+from aotpack.errors import RecipeError
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_python(code: str, site: Path, python: str = sys.executable, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(site), **env}
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
+
+
+def test_wheel_is_manylinux2014_abi3_with_no_dependencies(small_wheel):
+    assert small_wheel.name == "small_kernels-0.2.0-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    out = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(small_wheel)], capture_output=True, text=True)
+    assert 'is consistent with the following platform tag: "manylinux_2_17_x86_64"' in out.stdout.replace("\n", " ")
+    with zipfile.ZipFile(small_wheel) as zf:
+        names = set(zf.namelist())
+        assert {"small_kernels/__init__.py", "small_kernels/__init__.pyi", "small_kernels/py.typed",
+                "small_kernels/manifest.json", "small_kernels/_native.abi3.so"} <= names  # fmt: skip
+        metadata = zf.read("small_kernels-0.2.0.dist-info/METADATA").decode()
+    assert "Requires-Dist" not in metadata and "Requires-Python: >=3.9" in metadata
+    assert not [n for n in names if n.endswith(".libs/")], "nothing was grafted: the runtime needs no library"
+
+
+def test_extension_needs_only_libc_and_no_cuda(small_wheel, tmp_path):
+    with zipfile.ZipFile(small_wheel) as zf:
+        zf.extract("small_kernels/_native.abi3.so", tmp_path)
+    so = tmp_path / "small_kernels" / "_native.abi3.so"
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with so.open("rb") as f:
+        elf = ELFFile(f)
+        needed = sorted(t.needed for s in elf.iter_sections() if isinstance(s, DynamicSection)
+                        for t in s.iter_tags() if t.entry.d_tag == "DT_NEEDED")  # fmt: skip
+        symbols = {s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()}
+    assert not any("cuda" in n or "python" in n for n in needed), needed
+    assert "PyInit__native" in symbols
+    assert not any(s.startswith("cu") and s[2:3].isupper() for s in symbols), "the driver is dlopen'ed"
+
+
+def pythons() -> list[str]:
+    """This interpreter, plus the oldest (3.9) and newest (3.13) CPython found on the machine."""
+    found = {sys.executable}
+    for minor in (9, 13):
+        candidates = [shutil.which(f"python3.{minor}"), *map(str, Path("/root/.pyenv/versions").glob(f"3.{minor}.*/bin/python"))]
+        for candidate in candidates:
+            if candidate and subprocess.run([candidate, "-c", "import venv"], capture_output=True).returncode == 0:
+                found.add(candidate)
+                break
+    return sorted(found)
+
+
+@pytest.mark.parametrize("python", pythons())
+def test_installs_in_a_fresh_venv_and_imports_without_a_gpu(small_wheel, tmp_path, python):
+    env_dir = tmp_path / "venv"
+    subprocess.run([python, "-m", "venv", str(env_dir)], check=True)
+    py = str(env_dir / "bin" / "python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", str(small_wheel)], check=True)
+    code = """
+import inspect, small_kernels as k
+print(k.__version__, k.__all__)
+print(inspect.signature(k.add))
+m = k.__aotpack__["kernels"]["add"]
+print(len(m["variants"]), m["targets"])
+try:
+    k.add(1 << 44, 1 << 44, 1 << 44, n_elements=16)
+except k.CudaError as e:
+    print("CudaError:", e)
+"""
+    out = subprocess.run([py, "-c", code], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "0.2.0 ['CudaError', 'select', 'add']"
+    assert lines[1] == "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)"
+    assert lines[2] == "16 ['sm_80', 'sm_90a']"
+    assert lines[3].startswith("CudaError: no NVIDIA driver: libcuda.so.1 could not be loaded")
+
+
+def test_manifest_records_variants_and_toolchain(installed):
+    manifest = json.loads((installed / "small_kernels" / "manifest.json").read_text())
+    add = manifest["kernels"]["add"]
+    assert manifest["toolchain"]["triton"].startswith("3.9")
+    assert {"aotpack", "ptxas (sm_8x)", "ptxas (sm_90 and newer)"} <= set(manifest["toolchain"])
+    ids = [v["id"] for v in add["variants"]]
+    assert ids[0] == "add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted" and len(ids) == 16
+    assert all(len(v["image_sha256"]) == 64 and v["entry"] == "add_kernel" for v in add["variants"])
+    assert add["dispatch"] == [{"arch": None, "config": "BLOCK=256,w4,s1", "key": [4096], "types": {}}]
+
+
+def test_cli_bad_recipe_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("package: x\nversion: 1\nkernels:\n  k:\n    triton: a.py:f\n    num_warp: 4\n")
+    (tmp_path / "a.py").write_text("")
+    out = tmp_path / "dist"
+    assert cli.main(["build", str(bad), "-o", str(out)]) == RecipeError.exit_code
+    err = capsys.readouterr().err
+    assert f"aotpack: error: {bad}:6:5: unknown key 'num_warp' in kernels.k — did you mean 'num_warps'?" in err
+    assert not out.exists()
+
+
+def test_source_mismatch_is_reported_at_the_recipe(small_recipe, tmp_path):
+    text = small_recipe.read_text().replace("      n_elements:", "      count:").replace("(n_elements", "(count")
+    text = text.replace("extent: n_elements", "extent: count").replace("key: [n_elements]", "key: [count]")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(RecipeError, match=r"bad.yaml:9:7: kernels.add.args: list the kernel's runtime parameters"
+                       r" in its order: x_ptr, y_ptr, out_ptr, n_elements \(the recipe has x_ptr, y_ptr, out_ptr, count"):
+        build(bad, tmp_path / "dist")
+    assert not (tmp_path / "dist").exists()
+
+
+def test_failed_variants_are_pruned_and_reported(tmp_path):
+    (tmp_path / "k.py").write_text(
+        "import triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def k(x_ptr, BLOCK: tl.constexpr):\n"
+        "    tl.static_assert(BLOCK <= 64)\n"
+        "    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)\n"
+    )
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "package: prune_kit\nversion: '1'\ntargets: [sm_80]\nkernels:\n  k:\n    triton: k.py:k\n"
+        "    args: {x_ptr: '*fp32'}\n    constexprs: {BLOCK: [64, 128]}\n    grid: [1]\n"
+    )
+    result = build(recipe, tmp_path / "dist", jobs=1)
+    assert [p.variant_id for p in result.pruned] == ["k/BLOCK=128,w4,s3/sm_80"]
+    assert result.pruned[0].reason == (
+        "CompileTimeAssertionFailure in k (line 2 of the function): tl.static_assert(BLOCK <= 64)"
+    )
+    assert result.variants == 1
+    with pytest.raises(Exception, match=r"variants failed to compile \(--strict\)"):
+        build(recipe, tmp_path / "dist2", jobs=1, strict=True)
+    assert not (tmp_path / "dist2").exists()

@@ -1,0 +1,172 @@
+"""The generated runtime driven through a fake libcuda.so.1: dispatch, guards, grids, streams,
+lazy loading from many threads, and the errors a user sees for a wrong GPU or an old driver."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+PRELUDE = """
+import small_kernels as k
+
+class Array:
+    \"\"\"A __cuda_array_interface__ producer with a made-up device address.\"\"\"
+    def __init__(self, ptr, n, typestr="<f4", shape=None, strides=None):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape or (n,), "typestr": typestr,
+                                         "strides": strides, "version": 3}
+A = 0x100000000
+"""
+
+
+def run(code, installed, fake_driver, tmp_path, **env):
+    log = tmp_path / "cuda.log"
+    environment = {**os.environ, "PYTHONPATH": str(installed), "LD_LIBRARY_PATH": str(fake_driver),
+                   "FAKE_CUDA_LOG": str(log), **env}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
+                          env=environment, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines(), (log.read_text().splitlines() if log.exists() else [])
+
+
+def test_dispatch_and_launch(installed, fake_driver, tmp_path):
+    out, log = run(
+        """
+        x, y, o = Array(A, 100000), Array(A + 0x1000000, 100000), Array(A + 0x2000000, 100000)
+        print(k.select("add", x, y, o))
+        k.add(x, y, o)
+        k.add(x, y, o, stream=0x4d2)
+        small = Array(A, 3000)
+        print(k.select("add", small, small, small))
+        k.add(small, small, small)
+        odd = Array(A + 4, 100)
+        print(k.select("add", odd, x, o, n_elements=100))
+        print(k.select("add", Array(A, 64, "<f2"), Array(A, 64, "<f2"), Array(A, 64, "<f2")))
+        """,
+        installed, fake_driver, tmp_path,
+    )  # fmt: skip
+    assert out == [
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted",  # bucket 131072 is past the table's one row: clamped to it
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",  # 3000 is not 16-divisible
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",  # misaligned pointer
+        "add/T=fp16,BLOCK=256,w4,s1/sm_90a/hinted",  # dtype binds T
+    ]
+    launches = [line for line in log if line.startswith("launch")]
+    assert len(launches) == 3
+    assert "grid=391,1,1 block=128,1,1 shared=0 stream=(nil)" in launches[0]
+    assert "p0=100000000 p1=101000000 p2=102000000 p3=100000" in launches[0]
+    assert "stream=0x4d2" in launches[1]
+    assert "grid=12,1,1" in launches[2] and "p3=3000" in launches[2]
+    assert all(line.endswith("ctx=0x1000") for line in launches), "launched in the device's primary context"
+    assert len([line for line in log if line.startswith("load")]) == 2, "one load per variant and device"
+
+
+def test_sm86_runs_sm80_code_and_other_gpus_are_refused(installed, fake_driver, tmp_path):
+    code = """
+    x = Array(A, 4096)
+    try:
+        print(k.select("add", x, x, x))
+    except k.CudaError as e:
+        print("CudaError:", e)
+    """
+    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="86")[0] == [
+        "add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted"
+    ]
+    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="75")[0] == [
+        "CudaError: add(): the GPU (Fake GPU 0) has compute capability 7.5, but small_kernels was built for "
+        "sm_80, sm_90a; rebuild with a target for this GPU"
+    ]
+    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="100")[0][0].startswith(
+        "CudaError: add(): the GPU (Fake GPU 0) has compute capability 10.0"
+    )
+    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_DEVICES="0")[0] == [
+        "CudaError: no CUDA device: the NVIDIA driver is installed but sees no GPU (cuInit: CUDA_ERROR_NO_DEVICE); "
+        "check CUDA_VISIBLE_DEVICES"
+    ]
+
+
+def test_too_old_driver_is_refused_at_load(installed, fake_driver, tmp_path):
+    out, log = run(
+        """
+        x = Array(A, 4096)
+        try:
+            k.add(x, x, x)
+        except k.CudaError as e:
+            print(e)
+        """,
+        installed, fake_driver, tmp_path, FAKE_CUDA_DRIVER="12040",
+    )  # fmt: skip
+    assert out == [
+        "the NVIDIA driver supports CUDA 12.4, but add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted needs a driver for "
+        "CUDA 13.0 or newer; update the driver"
+    ]
+    assert not [line for line in log if line.startswith(("load", "launch"))]
+
+
+def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
+    out, _ = run(
+        """
+        x = Array(A, 4096)
+        cases = [
+            lambda: k.add(x, x),
+            lambda: k.add(x, Array(A, 4096, "<i4"), x),
+            lambda: k.add(x, Array(A, 100), x),
+            lambda: k.add(x, 17, x),
+            lambda: k.add(x, x, x, n_elements=1 << 33),
+            lambda: k.add(x, x, x, stream="fast"),
+            lambda: k.add(x, x, x, variant="add/nope"),
+            lambda: k.add(x, x, x, variant="add/T=fp32,BLOCK=256,w4,s1/sm_80/safe"),
+            lambda: k.add(Array(A + 4, 4096), x, x, variant="add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted"),
+            lambda: k.add(Array(A, 6, shape=(2, 3), strides=(4, 8)), x, x),
+            lambda: k.add(x.__cuda_array_interface__["data"][0], x, x, n_elements=-1),
+            lambda: k.select("mul", x),
+        ]
+        for case in cases:
+            try:
+                case()
+                print("no error")
+            except Exception as e:
+                print(type(e).__name__ + ":", e)
+        """,
+        installed, fake_driver, tmp_path,
+    )  # fmt: skip
+    assert out == [
+        "TypeError: add() missing required argument 'out_ptr'",
+        "TypeError: argument y_ptr: expected dtype fp32 (the dtype of x_ptr), got i32",
+        "ValueError: argument y_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans 100",
+        "ValueError: argument y_ptr: 0x11 is not a CUDA device pointer (CUDA_ERROR_INVALID_VALUE)",
+        "ValueError: argument n_elements = 8589934592 does not fit in i32",
+        "TypeError: argument stream: expected an integer CUstream handle or an object with .cuda_stream "
+        "(torch.cuda.Stream), got str",
+        "ValueError: add(): no variant add/nope; the package's __aotpack__ manifest lists them",
+        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_80/safe is not the code for this GPU (Fake GPU 0, which "
+        "runs sm_90a code)",
+        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted assumes 16-divisible arguments, and this "
+        "call's are not; pass a safe variant",
+        "ValueError: argument x_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans 6",
+        "no error",
+        "ValueError: unknown kernel 'mul'; this package has add",
+    ]
+
+
+def test_first_calls_from_many_threads_load_each_variant_once(installed, fake_driver, tmp_path):
+    _, log = run(
+        """
+        import threading
+        x = Array(A, 1 << 20)
+        barrier = threading.Barrier(16)
+        def work():
+            barrier.wait()
+            for _ in range(50):
+                k.add(x, x, x)
+        threads = [threading.Thread(target=work) for _ in range(16)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        """,
+        installed, fake_driver, tmp_path,
+    )  # fmt: skip
+    assert len([line for line in log if line.startswith("load")]) == 1
+    assert len([line for line in log if line.startswith("launch")]) == 800
