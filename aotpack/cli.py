@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--strict", action="store_true", help="fail when any variant fails to compile")
     b.add_argument("--only", action="append", default=[], metavar="GLOB", help="build only variant ids matching")
     b.add_argument("--keep-build-dir", type=Path, default=None, help="keep generated C and objects here")
+    b.add_argument("--nvcc", default=None, help="the nvcc for CUDA kernels (default: $CUDA_HOME, PATH, pip)")
     b.add_argument("-q", "--quiet", action="store_true")
     b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         total = len(plan_variants(load(args.recipe), tuple(args.only)))
         result = build(
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
-            keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet),
+            keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet), nvcc=args.nvcc,
         )  # fmt: skip
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
         print(f"built {result.wheel} ({result.variants} variants{pruned})")

@@ -24,6 +24,21 @@ class Arch:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Target:
+    """A build target as the runtime sees it: machine code for one arch, or PTX (``compute_XX``)
+    that the driver compiles at load time for that arch or any newer one."""
+
+    name: str
+    arch: Arch
+    ptx: bool
+
+
+def target(name: str) -> Target:
+    ptx = name.startswith("compute_")
+    return Target(name=name, arch=archs()["sm_" + name[len("compute_") :] if ptx else name], ptx=ptx)
+
+
+@dataclass(frozen=True, kw_only=True)
 class DType:
     name: str
     code: int
@@ -32,6 +47,7 @@ class DType:
     typestr: str | None
     scalar: bool
     c: str | None
+    cuda: str  # the CUDA C++ type, for CUDA template entries
 
 
 def _load(name: str) -> dict[str, Any]:

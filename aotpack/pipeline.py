@@ -15,7 +15,7 @@ from pathlib import Path
 from . import __version__, codegen, native, plan, recipe, repair, wheel
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
-from .compilers import Artifact, Outcome, Pruned, compile_all, compiler_for
+from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
 from .errors import CompileError
 
 log = logging.getLogger("aotpack")
@@ -38,29 +38,32 @@ def build(
     select: tuple[str, ...] = (),
     keep_build_dir: Path | None = None,
     progress: Progress | None = None,
+    nvcc: str | None = None,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
     variants = plan.plan_variants(rec, select)
-    backends = {k.backend for k in rec.kernels}
+    compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc)
     versions: dict[str, str] = {"aotpack": __version__}
-    min_driver: dict[str, int] = {}
-    for backend in sorted(backends):
-        compiler = compiler_for(backend)
-        compiler.check(k for k in rec.kernels if k.backend == backend)
+    min_driver: dict[tuple[str, str], int] = {}
+    for backend, compiler in compilers.items():
+        mine = [k for k in rec.kernels if k.backend == backend]
+        compiler.check(mine)
         versions.update(compiler.versions())
-        for kernel in rec.kernels:
+        for kernel in mine:
             for target in kernel.targets:
-                min_driver[target] = compiler.min_driver_cuda(target)
+                min_driver[kernel.name, target] = compiler.min_driver_cuda(target)
     log.info("compiling %d variants of %d kernels", len(variants), len(rec.kernels))
-    outcomes = compile_all(variants, jobs=jobs, progress=progress)
+    outcomes = compile_all(variants, compilers, jobs=jobs, progress=progress)
     pruned = tuple(o for o in outcomes.values() if isinstance(o, Pruned))
     if pruned and strict:
         lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in pruned)
         raise CompileError(f"{len(pruned)} variants failed to compile (--strict):\n{lines}")
     for kernel in rec.kernels:
-        mine = [v for v in variants if v.kernel is kernel]
-        if not any(isinstance(outcomes[v.id], Artifact) for v in mine):
-            reasons = "\n".join(f"  {v.id}: {outcomes[v.id].reason}" for v in mine[:5])  # type: ignore[union-attr]
+        tried = [v for v in variants if v.kernel is kernel]
+        if not any(isinstance(outcomes[v.id], Artifact) for v in tried):
+            reasons = "\n".join(
+                f"  {p.variant_id}: {p.reason}" for p in pruned if p.variant_id.startswith(kernel.name + "/")
+            )
             raise CompileError(f"{kernel.where}: kernel {kernel.name!r}: no variant compiled:\n{reasons}")
     inputs = codegen.BuildInput(
         recipe=rec, kernels=codegen.group(rec, variants, outcomes, min_driver), versions=tuple(sorted(versions.items()))

@@ -10,6 +10,7 @@ import difflib
 import itertools
 import keyword
 import re
+import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +21,11 @@ import yaml
 from . import expr, facts
 from .errors import Location, RecipeError
 
-Backend = Literal["triton"]
+Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
 ConstValue = int | float | bool | str
 
-BACKENDS: tuple[Backend, ...] = ("triton",)
+BACKENDS: tuple[Backend, ...] = ("triton", "cuda")
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
 HINTS = (16,)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
@@ -69,14 +70,16 @@ class Arg:
 class Config:
     """One point of the tuning grid: constexpr values and launch options."""
 
-    constexprs: tuple[tuple[str, ConstValue], ...]
-    num_warps: int
-    num_stages: int
+    constexprs: tuple[tuple[str, ConstValue], ...]  # Triton constexprs, or CUDA -D defines
+    num_warps: int | None  # Triton only
+    num_stages: int | None  # Triton only
 
     @property
     def label(self) -> str:
         parts = [f"{k}={_const_text(v)}" for k, v in self.constexprs]
-        return ",".join([*parts, f"w{self.num_warps}", f"s{self.num_stages}"])
+        if self.num_warps is not None:
+            parts += [f"w{self.num_warps}", f"s{self.num_stages}"]
+        return ",".join(parts) or "base"
 
     def value(self, name: str) -> ConstValue:
         return dict(self.constexprs)[name]
@@ -91,6 +94,17 @@ class Rule:
     arch: str | None
     types: tuple[tuple[str, str], ...] | None
     where: Location
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaLaunch:
+    """What a CUDA kernel needs beyond the shared fields: how to build it and how to launch it."""
+
+    entry: str  # a name, or a template such as "rmsnorm<{T}, {BLOCK}>" filled per variant
+    include_dirs: tuple[Path, ...]
+    nvcc_flags: tuple[str, ...]
+    block: tuple[expr.Expr, expr.Expr, expr.Expr]
+    shared: expr.Expr  # dynamic shared memory in bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +124,7 @@ class Kernel:
     rules: tuple[Rule, ...]
     targets: tuple[str, ...]
     options: tuple[tuple[str, ConstValue], ...]
+    cuda: CudaLaunch | None = None
     where: Location
 
     def arg(self, name: str) -> Arg:
@@ -260,10 +275,10 @@ def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
 # ---------------------------------------------------------------- recipe parsing
 
 _TOP_KEYS = ("package", "version", "summary", "targets", "kernels")
-_KERNEL_KEYS = (
-    "triton", "doc", "args", "types", "constexprs", "num_warps", "num_stages", "grid", "key", "bucket",
-    "default", "dispatch", "targets", "options",
-)  # fmt: skip
+_COMMON_KEYS = ("doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets")
+_TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options")
+_CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
+_KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
 _ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only")
 _RULE_KEYS = ("key", "config", "arch", "types")
 _OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas")
@@ -331,13 +346,27 @@ def _targets(node: _Node) -> tuple[str, ...]:
 def _kernel(
     name: str, node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...], targets_at: _Node | None
 ) -> Kernel:
-    k = node.mapping(_KERNEL_KEYS, required=("triton", "args", "grid"))
-    source = _source(k["triton"], root)
-    targets = _targets(k["targets"]) if "targets" in k else recipe_targets
+    k = node.mapping(_KERNEL_KEYS, required=("args", "grid"))
+    if ("triton" in k) == ("cuda" in k):
+        raise node.fail("give exactly one of 'triton' (a @triton.jit function) or 'cuda' (a .cu file)")
+    backend: Backend = "triton" if "triton" in k else "cuda"
+    other = _CUDA_KEYS if backend == "triton" else _TRITON_KEYS
+    for other_key in other:
+        if other_key in k:
+            raise k[other_key].fail(f"{other_key!r} is for {'CUDA' if backend == 'triton' else 'Triton'} kernels")
+    if backend == "cuda" and "entry" not in k:
+        raise node.fail("a CUDA kernel needs 'entry': its __global__ function (or template instantiation)")
+    source = _source(k["triton"], root) if backend == "triton" else _cuda_source(k["cuda"], root)
+    if "gencode" in k:
+        if "targets" in k:
+            raise k["gencode"].fail("give 'gencode' or 'targets', not both")
+        targets = _gencode(k["gencode"])
+    else:
+        targets = _targets(k["targets"]) if "targets" in k else recipe_targets
     if not targets:
         raise node.fail("no targets: set 'targets' in the recipe or in this kernel")
     for t in targets:
-        if not facts.archs()[t].triton:
+        if backend == "triton" and not facts.archs()[t].triton:
             at = k["targets"] if "targets" in k else targets_at or node
             raise at.fail(
                 f"Triton cannot build {t!r} (kernel {name!r}): it builds 9.0 and newer only as the "
@@ -355,7 +384,8 @@ def _kernel(
     typevars = dict(types)
 
     constexprs: list[tuple[str, tuple[ConstValue, ...]]] = []
-    for cname, values, c_at in k["constexprs"].items() if "constexprs" in k else ():
+    grid_key = "constexprs" if backend == "triton" else "defines"
+    for cname, values, c_at in k[grid_key].items() if grid_key in k else ():
         if not _IDENT.match(cname):
             raise RecipeError(f"constexpr name {cname!r} is not an identifier", c_at)
         vals = tuple(_const(v) for v in values.sequence(allow_scalar=True))
@@ -418,8 +448,11 @@ def _kernel(
             raise k["bucket"].fail(f"unknown bucket rule {b!r} (expected one of: {', '.join(BUCKETS)})")
         bucket = "pow2" if b == "pow2" else "exact"
 
-    warps = _int_list(k["num_warps"], power_of_two=True) if "num_warps" in k else (4,)
-    stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
+    warps: tuple[int | None, ...] = (None,)
+    stages: tuple[int | None, ...] = (None,)
+    if backend == "triton":
+        warps = _int_list(k["num_warps"], power_of_two=True) if "num_warps" in k else (4,)
+        stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
     configs = tuple(
         Config(constexprs=tuple(zip(constexpr_names, combo, strict=True)), num_warps=w, num_stages=s)
         for combo in itertools.product(*(v for _, v in constexprs))
@@ -430,11 +463,12 @@ def _kernel(
     rules = _rules(k["dispatch"], configs, constexprs, key, targets, types) if "dispatch" in k else ()
     options = _options(k["options"]) if "options" in k else ()
     doc = k["doc"].string() if "doc" in k else ""
+    cuda = _cuda_launch(k, root, grid_check, set(typevars), constexpr_names) if backend == "cuda" else None
     return Kernel(
-        name=name, backend="triton", source=source, doc=doc, args=args, types=tuple(types),
+        name=name, backend=backend, source=source, doc=doc, args=args, types=tuple(types),
         constexpr_names=constexpr_names, configs=configs, default=default,
         grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
-        options=options, where=where,
+        options=options, cuda=cuda, where=where,
     )  # fmt: skip
 
 
@@ -631,3 +665,78 @@ def _options(node: _Node) -> tuple[tuple[str, ConstValue], ...]:
     for name, value in fields.items():
         out.append((name, value.boolean() if name == "enable_fp_fusion" else value.integer(minimum=1)))
     return tuple(sorted(out))
+
+
+def _cuda_source(node: _Node, root: Path) -> Source:
+    file = (root / node.string()).resolve()
+    if not file.is_file():
+        raise node.fail(f"CUDA source {node.string()!r} not found (looked for {file})")
+    return Source(path=file, module=None, function="")
+
+
+_GENCODE = re.compile(r"^arch=compute_(?P<arch>\d+a?),code=(?P<code>(?:sm|compute)_\d+a?)$")
+
+
+def _gencode(node: _Node) -> tuple[str, ...]:
+    """nvcc targets: 'sm_90a' (machine code), 'compute_90' (PTX the driver compiles at load), or the
+    full 'arch=compute_90a,code=sm_90a' form."""
+    known = facts.archs()
+    out: list[str] = []
+    for item in node.sequence(allow_scalar=True):
+        text = item.string()
+        m = _GENCODE.match(text)
+        if m:
+            code_arch = m["code"].split("_")[1]
+            if code_arch != m["arch"]:
+                raise item.fail(f"{text!r}: aotpack builds each code for its own arch; use "
+                                f"'arch=compute_{code_arch},code={m['code']}'")  # fmt: skip
+            text = m["code"]
+        name = "sm_" + text[len("compute_") :] if text.startswith("compute_") else text
+        if name not in known:
+            choices = [*known, *(f"compute_{a[3:]}" for a in known)]
+            close = difflib.get_close_matches(text, choices, n=1)
+            hint = f" — did you mean {close[0]!r}?" if close else f" (known: {', '.join(choices)})"
+            raise item.fail(f"unknown target {text!r}{hint}")
+        if text in out:
+            raise item.fail(f"target {text!r} is listed twice")
+        out.append(text)
+    if not out:
+        raise node.fail("expected at least one target")
+    return tuple(out)
+
+
+def _cuda_launch(
+    k: dict[str, _Node],
+    root: Path,
+    check: Callable[[expr.Expr], None],
+    typevars: set[str],
+    defines: tuple[str, ...],
+) -> CudaLaunch:
+    entry = k["entry"].string()
+    for _, field_name, _, _ in string.Formatter().parse(entry):
+        if field_name is not None and field_name not in typevars and field_name not in defines:
+            known = ", ".join(sorted(typevars | set(defines))) or "none"
+            raise k["entry"].fail(f"unknown placeholder {{{field_name}}} (type variables and defines: {known})")
+    if "block" not in k:
+        raise k["entry"].fail("a CUDA kernel needs 'block': 1 to 3 expressions for the thread block")
+    block_nodes = k["block"].sequence(allow_scalar=True)
+    if not 1 <= len(block_nodes) <= 3:
+        raise k["block"].fail(f"expected 1 to 3 block expressions, got {len(block_nodes)}")
+    block = [b.expression(check) for b in block_nodes] + [expr.Num(1)] * (3 - len(block_nodes))
+    shared = k["shared"].expression(check) if "shared" in k else expr.Num(0)
+    includes = []
+    for item in k["include_dirs"].sequence(allow_scalar=True) if "include_dirs" in k else ():
+        folder = (root / item.string()).resolve()
+        if not folder.is_dir():
+            raise item.fail(f"include directory {item.string()!r} not found (looked for {folder})")
+        includes.append(folder)
+    flags: list[str] = []
+    for item in k["nvcc_flags"].sequence(allow_scalar=True) if "nvcc_flags" in k else ():
+        flag = item.string()
+        if flag.split("=")[0] in ("-gencode", "-arch", "--gpu-architecture", "-code", "-o", "-cubin", "-ptx"):
+            raise item.fail(f"{flag!r} is set by aotpack; list targets under 'gencode'")
+        flags.append(flag)
+    return CudaLaunch(
+        entry=entry, include_dirs=tuple(includes), nvcc_flags=tuple(flags), block=(block[0], block[1], block[2]),
+        shared=shared,
+    )  # fmt: skip

@@ -29,13 +29,16 @@ class BuildInput:
 
 
 def group(
-    recipe: Recipe, variants: tuple[Variant, ...], outcomes: dict[str, Outcome], min_driver: dict[str, int]
+    recipe: Recipe,
+    variants: tuple[Variant, ...],
+    outcomes: dict[str, Outcome],
+    min_driver: dict[tuple[str, str], int],
 ) -> tuple[KernelBuild, ...]:
     out = []
     for kernel in recipe.kernels:
         mine = [v for v in variants if v.kernel is kernel]
         built = tuple((v, o) for v in mine if isinstance(o := outcomes[v.id], Artifact))
         pruned = tuple((v, o) for v in mine if isinstance(o := outcomes[v.id], Pruned))
-        drivers = {t: min_driver[t] for t in kernel.targets}
+        drivers = {t: min_driver[kernel.name, t] for t in kernel.targets}
         out.append(KernelBuild(kernel=kernel, variants=built, pruned=pruned, min_driver=drivers))
     return tuple(out)

@@ -79,9 +79,10 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     lines.append(f"static const char *const {n}_typevars[] = {{{', '.join(typevar_names)}}};")
     codes = [str(facts.dtypes()[d].code) for b in bindings for _, d in b] or ["0"]
     lines.append(f"static const int8_t {n}_bindings[] = {{{', '.join(codes)}}};")
-    arch = facts.archs()
     lines.append(f"static const aot_target {n}_targets[] = {{")
-    lines += [f"  {{{c_string(t)}, {arch[t].capability}, {int(arch[t].specific)}}}," for t in targets]
+    for name in targets:
+        t = facts.target(name)
+        lines.append(f"  {{{c_string(name)}, {t.arch.capability}, {int(t.arch.specific)}, {int(t.ptx)}}},")
     lines.append("};")
     const_values = [str(c.value(name)) for c in k.configs for name in consts] or ["0"]
     lines.append(f"static const int64_t {n}_consts[] = {{{', '.join(const_values)}}};")
@@ -101,7 +102,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         where += str(targets.index(variant.target))
         lines.append(
             f"  {{{c_string(variant.id)}, {where}, {int(variant.hinted)}, {image}, sizeof {image} - 1, "
-            f"{c_string(art.entry)}, {art.shared}, {art.num_warps}, {art.extra_pointer_params}, "
+            f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
             f"{build.min_driver[variant.target]}}},"
         )
     lines.append("};")
@@ -127,6 +128,15 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     lines += _function(f"{n}_grid", "aot_call *x, const int64_t *c, int64_t grid[3]", body)
     body = [f"  key[{i}] = {emit(e)};" for i, (_, e) in enumerate(k.key)]
     lines += _function(f"{n}_key", "aot_call *x, int64_t *key", body)
+    launch_fns = ["NULL", "NULL"]  # Triton: 32 * num_warps threads, the variant's fixed shared memory
+    if k.cuda is not None:
+        body = [f"  block[{i}] = {emit(b)};" for i, b in enumerate(k.cuda.block)]
+        lines += _function(f"{n}_block", "aot_call *x, const int64_t *c, int64_t block[3]", body)
+        launch_fns[0] = f"{n}_block"
+        if k.cuda.shared != expr.Num(0):
+            body = [f"  *bytes = {emit(k.cuda.shared)};"]
+            lines += _function(f"{n}_shared", "aot_call *x, const int64_t *c, int64_t *bytes", body)
+            launch_fns[1] = f"{n}_shared"
 
     fields = [
         c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
@@ -134,7 +144,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
         str(int(k.bucket == "pow2")), str(len(k.rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
         f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
-        f"{n}_functions",
+        f"{n}_functions", *launch_fns,
     ]  # fmt: skip
     lines.append(f"const aot_kernel aot_kernel_{n} = {{")
     lines += [f"  {f}," for f in fields]

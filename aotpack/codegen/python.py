@@ -84,6 +84,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                     "specialization": v.specialization,
                     "entry": art.entry,
                     "shared_bytes": art.shared,
+                    "static_shared_bytes": art.static_shared,
                     "num_warps": art.num_warps,
                     "image_bytes": len(art.image),
                     "image_sha256": hashlib.sha256(art.image).hexdigest(),
@@ -107,7 +108,7 @@ def _source_text(kernel: Kernel, recipe_path: Path) -> str:
     """The kernel's source as the recipe names it (a path relative to the recipe, or a module)."""
     src = kernel.source
     where = os.path.relpath(src.path, recipe_path.parent) if src.path else src.module
-    return f"{where}:{src.function}"
+    return f"{where}:{kernel.cuda.entry if kernel.cuda else src.function}"
 
 
 def _cuda_text(version: int) -> str:

@@ -21,8 +21,9 @@ class Artifact:
     variant_id: str
     image: bytes
     entry: str
-    shared: int  # dynamic shared memory in bytes
-    num_warps: int
+    shared: int  # dynamic shared memory a launch passes, when fixed at build time (Triton)
+    static_shared: int  # shared memory the code declares itself (CUDA __shared__ arrays)
+    num_warps: int  # 0 when the recipe gives the block shape (CUDA)
     num_ctas: int
     extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
     metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
@@ -57,31 +58,37 @@ class Compiler(Protocol):
         ...
 
 
-def compiler_for(backend: Backend) -> Compiler:
+def compilers_for(backends: Iterable[Backend], nvcc: str | None = None) -> dict[Backend, Compiler]:
+    """One compiler per backend the recipe uses, found and checked now (not in the workers)."""
+    from .cuda import NvccCompiler
     from .triton import TritonCompiler
 
-    registry: dict[Backend, type[TritonCompiler]] = {"triton": TritonCompiler}
-    return registry[backend]()
+    found: dict[Backend, Compiler] = {}
+    for backend in sorted(set(backends)):
+        found[backend] = TritonCompiler() if backend == "triton" else NvccCompiler.find(nvcc)
+    return found
 
 
-def _compile_one(variant: Variant) -> Outcome:
-    return compiler_for(variant.kernel.backend).compile(variant)
+def _compile_one(compiler: Compiler, variant: Variant) -> Outcome:
+    return compiler.compile(variant)
 
 
 def compile_all(
     variants: Iterable[Variant],
+    compilers: Mapping[Backend, Compiler],
     jobs: int | None = None,
     executor: Executor | None = None,
     progress: Callable[[Variant, Outcome], None] | None = None,
 ) -> dict[str, Outcome]:
-    """Compile every variant; returns outcomes by variant id (in the plan's order)."""
+    """Compile every variant; returns outcomes by variant id (in the plan's order). ``executor``
+    may be any concurrent.futures.Executor (a process pool by default)."""
     variants = list(variants)
     own = executor is None
     if executor is None:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(variants)))
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        futures = {executor.submit(_compile_one, v): v for v in variants}
+        futures = {executor.submit(_compile_one, compilers[v.kernel.backend], v): v for v in variants}
         done: dict[str, Outcome] = {}
         for future in as_completed(futures):
             variant = futures[future]

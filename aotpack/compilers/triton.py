@@ -159,6 +159,7 @@ class TritonCompiler:
             image=compiled.asm["cubin"],
             entry=meta.name,
             shared=meta.shared,
+            static_shared=0,
             num_warps=meta.num_warps,
             num_ctas=meta.num_ctas,
             extra_pointer_params=2,

@@ -381,16 +381,24 @@ static int choose_config(const aot_kernel *k, aot_call *call, int target, int bi
   return best >= 0 ? k->rules[best].config : k->default_config;
 }
 
+/* Machine code for exactly this chip; else the newest older machine code of the same major (sm_86
+ * runs sm_80 code; 'a' code runs only on its own chip); else the newest PTX the chip can compile. */
 static int choose_target(const aot_kernel *k, const device_state *d, aot_error *err) {
-  int best = -1;
+  int sass = -1, ptx = -1;
   for (int t = 0; t < k->ntargets; t++) {
     const aot_target *tg = &k->targets[t];
-    if (tg->capability == d->capability) return t; /* exact code for this chip */
-    if (!tg->specific && tg->capability / 10 == d->capability / 10 && tg->capability < d->capability &&
-        (best < 0 || tg->capability > k->targets[best].capability))
-      best = t;
+    int fits = tg->capability == d->capability || (!tg->specific && tg->capability < d->capability);
+    if (!fits) continue;
+    if (tg->ptx) {
+      if (ptx < 0 || tg->capability > k->targets[ptx].capability) ptx = t;
+    } else if (tg->capability == d->capability) {
+      return t;
+    } else if (tg->capability / 10 == d->capability / 10 && (sass < 0 || tg->capability > k->targets[sass].capability)) {
+      sass = t;
+    }
   }
-  if (best >= 0) return best;
+  if (sass >= 0) return sass;
+  if (ptx >= 0) return ptx;
   char have[256] = "";
   size_t off = 0;
   for (int t = 0; t < k->ntargets && off < sizeof have; t++)
@@ -472,11 +480,14 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
              var->min_driver % 1000 / 10);
     return NULL;
   }
-  if ((int)var->shared > d->max_shared_optin) {
-    aot_fail(err, AOT_E_CUDA, "%s needs %u bytes of shared memory; %s allows %d per block", var->id, var->shared,
-             d->name, d->max_shared_optin);
+  if ((int)(var->shared + var->static_shared) > d->max_shared_optin) {
+    aot_fail(err, AOT_E_CUDA, "%s needs %u bytes of shared memory; %s allows %d per block", var->id,
+             var->shared + var->static_shared, d->name, d->max_shared_optin);
     return NULL;
   }
+  /* Opt in to more than 48 KB of dynamic shared memory: the fixed amount (Triton), or all the chip
+   * allows beside the static part when the recipe computes it per call (CUDA). */
+  int dynamic_max = k->shared != NULL ? d->max_shared_optin - (int)var->static_shared : (int)var->shared;
   pthread_mutex_lock(&load_lock);
   fn = (CUfunction)atomic_load_explicit(slot, memory_order_relaxed);
   if (fn == NULL) {
@@ -494,10 +505,10 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
         snprintf(what, sizeof what, "finding %s in %s", var->entry, var->id);
         cu_fail(err, rc, what);
         fn = NULL;
-      } else if (var->shared > 48 * 1024 &&
-                 (rc = cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)var->shared)) !=
+      } else if (dynamic_max > 48 * 1024 &&
+                 (rc = cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_max)) !=
                      CUDA_SUCCESS) {
-        snprintf(what, sizeof what, "allowing %u bytes of shared memory for %s", var->shared, var->id);
+        snprintf(what, sizeof what, "allowing %d bytes of shared memory for %s", dynamic_max, var->id);
         cu_fail(err, rc, what);
         fn = NULL;
       } else {
@@ -517,8 +528,12 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
   if (d == NULL) return -1;
   int v = choose(k, call, d, forced);
   if (v < 0) return -1;
-  int64_t grid[3];
-  k->grid(call, &k->consts[(size_t)k->variants[v].config * (size_t)k->nconsts], grid);
+  const aot_variant *var = &k->variants[v];
+  const int64_t *consts = &k->consts[(size_t)var->config * (size_t)k->nconsts];
+  int64_t grid[3], block[3] = {32 * (int64_t)var->num_warps, 1, 1}, shared = var->shared;
+  k->grid(call, consts, grid);
+  if (k->block != NULL) k->block(call, consts, block);
+  if (k->shared != NULL) k->shared(call, consts, &shared);
   if (err->status != AOT_OK) return -1;
   static const int64_t limit[3] = {INT32_MAX, 65535, 65535};
   for (int i = 0; i < 3; i++) {
@@ -527,6 +542,13 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
       return aot_fail(err, AOT_E_VALUE, "%s(): grid dimension %d is %" PRId64 ", above the CUDA limit %" PRId64,
                       k->name, i, grid[i], limit[i]);
   }
+  if (block[0] < 1 || block[1] < 1 || block[2] < 1 || block[0] * block[1] * block[2] > 1024)
+    return aot_fail(err, AOT_E_VALUE, "%s(): block %" PRId64 "x%" PRId64 "x%" PRId64 " is not 1 to 1024 threads",
+                    k->name, block[0], block[1], block[2]);
+  if (shared < 0 || shared + var->static_shared > (int64_t)d->max_shared_optin)
+    return aot_fail(err, AOT_E_VALUE, "%s(): %" PRId64 " bytes of dynamic shared memory (beside %u static) is over "
+                    "the %d bytes %s allows per block", k->name, shared, var->static_shared, d->max_shared_optin,
+                    d->name);
   CUfunction fn = function(k, v, ordinal, d, err);
   if (fn == NULL) return -1;
 
@@ -551,9 +573,8 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
   int pushed = rc == CUDA_SUCCESS && current != d->context;
   if (pushed && (rc = cu.CtxPushCurrent(d->context)) != CUDA_SUCCESS)
     return cu_fail(err, rc, "making the device's context current");
-  const aot_variant *var = &k->variants[v];
-  rc = cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], 32u * var->num_warps, 1, 1,
-                       var->shared, stream, params, NULL);
+  rc = cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], (unsigned)block[0],
+                       (unsigned)block[1], (unsigned)block[2], (unsigned)shared, stream, params, NULL);
   if (pushed) cu.CtxPopCurrent(&popped);
   if (rc != CUDA_SUCCESS) {
     char what[512];

@@ -66,7 +66,8 @@ typedef struct aot_call {
 typedef struct {
   const char *id;
   int capability;
-  uint8_t specific;
+  uint8_t specific; /* an 'a' target: runs only on exactly this capability */
+  uint8_t ptx;      /* PTX the driver compiles at load: runs on this capability and newer */
 } aot_target;
 
 typedef struct {
@@ -76,8 +77,9 @@ typedef struct {
   const unsigned char *image;
   size_t image_size;
   const char *entry;
-  uint32_t shared;     /* dynamic shared memory bytes */
-  uint16_t num_warps;
+  uint32_t shared;        /* dynamic shared memory bytes, when fixed at build time (Triton) */
+  uint32_t static_shared; /* shared memory the code declares (CUDA __shared__) */
+  uint16_t num_warps;     /* block = 32 * num_warps threads, unless the kernel has a block function */
   uint8_t extra_ptrs;  /* trailing null pointer params (Triton's scratch buffers) */
   int min_driver;      /* CUDA driver version, 1000*major + 10*minor */
 } aot_variant;
@@ -117,6 +119,9 @@ typedef struct aot_kernel {
   void (*grid)(aot_call *call, const int64_t *consts, int64_t grid[3]);
   void (*key)(aot_call *call, int64_t *key);
   void *_Atomic *functions;    /* nvariants x AOT_MAX_DEVICES loaded functions (mutable) */
+  /* CUDA kernels: the block shape and dynamic shared memory from the recipe (NULL for Triton) */
+  void (*block)(aot_call *call, const int64_t *consts, int64_t block[3]);
+  void (*shared)(aot_call *call, const int64_t *consts, int64_t *bytes);
 } aot_kernel;
 
 /* Dtype names by code, generated from the package's dtype table. */

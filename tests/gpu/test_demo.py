@@ -42,7 +42,7 @@ def ids(kernel, target):
 
 
 def test_every_target_of_this_gpu_is_built(target):
-    for kernel in ("add", "softmax", "matmul"):
+    for kernel in ("add", "softmax", "matmul", "rmsnorm"):
         assert ids(kernel, target), f"no {kernel} variant for {target}"
 
 
@@ -322,3 +322,73 @@ def test_bad_input_raises_naming_the_argument():
     demo.add(x, x, out)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + x)
+
+
+# ---------------------------------------------------------------- rmsnorm (CUDA C++)
+
+
+def rmsnorm_ref(x, w, eps):
+    x64 = x.double()
+    return x64 * torch.rsqrt(x64.pow(2).mean(dim=1, keepdim=True) + eps) * w.double()
+
+
+@pytest.mark.parametrize("cols", [16, 1000, 1024, 4096, 5000, 16384])
+@pytest.mark.parametrize("dtype", DTYPES.values())
+def test_rmsnorm_dispatched(cols, dtype):
+    x = torch.randn(29, cols, device="cuda").to(dtype)
+    w = torch.randn(cols, device="cuda").to(dtype)
+    out = poisoned(29, cols, dtype=dtype)
+    demo.rmsnorm(out, x, w, 1e-6)
+    torch.cuda.synchronize()
+    assert rel_err(out, rmsnorm_ref(x, w, 1e-6)) < TOL[dtype] * 2
+    spec = demo.select("rmsnorm", out, x, w, 1e-6).rsplit("/", 1)[1]
+    assert spec == ("hinted" if cols % 16 == 0 else "safe")
+
+
+def test_rmsnorm_every_variant(target):
+    for variant in variants_for("rmsnorm", target):
+        dtype = DTYPES[variant["types"]["T"]]
+        cols = 4096 if variant["specialization"] == "hinted" else 4099
+        x = torch.randn(33, cols, device="cuda").to(dtype)
+        w = torch.randn(cols, device="cuda").to(dtype)
+        out = poisoned(33, cols, dtype=dtype)
+        demo.rmsnorm(out, x, w, 1e-5, variant=variant["id"])
+        torch.cuda.synchronize()
+        assert rel_err(out, rmsnorm_ref(x, w, 1e-5)) < TOL[dtype] * 2, variant["id"]
+
+
+def test_rmsnorm_misaligned_and_non_contiguous():
+    base = torch.randn(8 * 1024 + 8, device="cuda", dtype=torch.float16)
+    x = base[8:].view(8, 1024)  # 16 bytes off: still aligned
+    assert demo.select("rmsnorm", torch.empty_like(x), x, torch.ones(1024, device="cuda", dtype=torch.half),
+                       1e-6).endswith("/hinted")  # fmt: skip
+    x = base[1 : 1 + 8 * 1024].view(8, 1024)  # 2 bytes off
+    w = torch.randn(1024, device="cuda", dtype=torch.float16)
+    out = poisoned(8, 1024, dtype=torch.float16)
+    assert demo.select("rmsnorm", out, x, w, 1e-6).endswith("/safe")
+    demo.rmsnorm(out, x, w, 1e-6)
+    torch.cuda.synchronize()
+    assert rel_err(out, rmsnorm_ref(x, w, 1e-6)) < 2e-3
+    with pytest.raises(ValueError, match="argument x must be contiguous"):
+        demo.rmsnorm(out, torch.randn(1024, 8, device="cuda", dtype=torch.half).t(), w, 1e-6)
+    with pytest.raises(TypeError, match="argument eps: expected a float"):
+        demo.rmsnorm(out, x, w, "small")
+
+
+def test_rmsnorm_in_a_cuda_graph():
+    x = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(2048, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        demo.rmsnorm(out, x, w, 1e-6)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        demo.rmsnorm(out, x, w, 1e-6)
+    x.copy_(torch.randn_like(x))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(out, rmsnorm_ref(x, w, 1e-6)) < 1.6e-2

@@ -13,7 +13,7 @@ from .test_recipe import GOOD
 
 
 def artifact(v: plan.Variant) -> Artifact:
-    return Artifact(variant_id=v.id, image=v.id.encode(), entry="add_kernel", shared=1024,
+    return Artifact(variant_id=v.id, image=v.id.encode(), entry="add_kernel", shared=1024, static_shared=0,
                     num_warps=v.config.num_warps, num_ctas=1, extra_pointer_params=2, metadata=(("arch", v.target),))
 
 
@@ -24,7 +24,7 @@ def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
         v.id: Pruned(variant_id=v.id, reason="out of registers") if prune and prune in v.id else artifact(v)
         for v in variants
     }
-    kernels = codegen.group(rec, variants, outcomes, {"sm_80": 12000, "sm_90a": 13000})
+    kernels = codegen.group(rec, variants, outcomes, {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})
     return codegen.BuildInput(recipe=rec, kernels=kernels, versions=(("triton", "3.9.0"),))
 
 
@@ -33,7 +33,7 @@ def test_kernel_tables(kernel_dir):
     assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 1, 0, 0, 0},' in text
     assert '  {"n_elements", AOT_ARG_I32, -1, -1, 1, 0, 1, 0},\n};' in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
-    assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0},\n  {"sm_90a", 90, 1},\n};' in text
+    assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
     assert "static const aot_rule add_rules[] = {\n  {-1, -1, 1, {4096}},\n};" in text
     # [binding][config][target] -> (safe, hinted): variants are planned hinted-then-safe
@@ -45,7 +45,7 @@ def test_kernel_tables(kernel_dir):
     ) in text
     assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
     assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
-    assert '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, "add_kernel", 1024, 4, 2, 12000' in text
+    assert '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, "add_kernel", 1024, 0, 4, 2, 12000' in text
     assert 'static const unsigned char image_0[] __attribute__((aligned(16))) =\n  "\\x61\\x64\\x64' in text
 
 
