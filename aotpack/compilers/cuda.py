@@ -155,6 +155,22 @@ def resolve_entry(wanted: str, symbols: list[str], demangled: list[str]) -> str:
     raise LookupError(f"entry {wanted!r} is not among the compiled kernels ({shown})")
 
 
+def _define_clash(variant: Variant) -> str:
+    """A hint when a define is also declared as a name in the source (the -D macro replaces it)."""
+    assert variant.kernel.source.path is not None
+    text = variant.kernel.source.path.read_text(errors="replace")
+    clashes = [
+        name for name, _ in variant.config.constexprs
+        if re.search(rf"\b(?:int|unsigned|size_t|bool|auto|typename|class)\s+{re.escape(name)}\b", text)
+    ]  # fmt: skip
+    if not clashes:
+        return ""
+    names = ", ".join(clashes)
+    return (
+        f" (note: defines reach nvcc as -D macros, and {variant.kernel.source.path.name} declares {names}; rename it)"
+    )
+
+
 def _demangle(symbols: list[str]) -> list[str]:
     tool = shutil.which("cu++filt") or shutil.which("c++filt")
     if tool is None or not symbols:
@@ -211,8 +227,8 @@ class NvccCompiler:
                 report = _tools.run(job.argv())
             except ToolFailed as exc:
                 lines = [ln for ln in exc.output.splitlines() if "error" in ln] or exc.output.splitlines()[-3:]
-                where = f"{kernel.where} " if kernel.where else ""
-                return Pruned(variant_id=variant.id, reason=f"{where}nvcc failed: {' | '.join(lines)}".strip())
+                reason = f"{kernel.where} nvcc failed: {' | '.join(lines)}{_define_clash(variant)}"
+                return Pruned(variant_id=variant.id, reason=reason)
             image = job.output.read_bytes()
         symbols = _PTX_ENTRY.findall(image.decode(errors="replace")) if ptx else _ENTRY.findall(report)
         try:

@@ -567,6 +567,7 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
     }
   }
   for (int e = 0; e < k->variants[v].extra_ptrs; e++) params[n++] = (void *)&null_ptr;
+  params[n] = NULL; /* the driver reads the kernel's count; tools that walk the list need the end */
 
   CUcontext current = NULL, popped;
   int rc = cu.CtxGetCurrent(&current);

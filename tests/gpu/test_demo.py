@@ -208,8 +208,10 @@ def test_cuda_graph_capture_and_replay():
     y = torch.randn(3000, device="cuda", dtype=torch.float16)
     a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
     b = torch.randn(128, 64, device="cuda", dtype=torch.float16)
-    out, sm, c = torch.empty_like(x), torch.empty(256, 128, device="cuda", dtype=torch.float16), torch.empty(
-        256, 64, device="cuda", dtype=torch.float16
+    out, sm, c = (
+        torch.empty_like(x),
+        torch.empty(256, 128, device="cuda", dtype=torch.float16),
+        torch.empty(256, 64, device="cuda", dtype=torch.float16),
     )
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -302,7 +304,11 @@ def test_bad_input_raises_naming_the_argument():
         (lambda: demo.add(x, x), TypeError, "missing required argument 'out_ptr'"),
         (lambda: demo.add(x, x, out, 100, 5), TypeError, "at most 4 positional"),
         (lambda: demo.add(x, x, out, bogus=1), TypeError, "unexpected keyword argument 'bogus'"),
-        (lambda: demo.add(x, x.int(), out), TypeError, "argument y_ptr: expected dtype fp32 .the dtype of x_ptr., got i32"),
+        (
+            lambda: demo.add(x, x.int(), out),
+            TypeError,
+            "argument y_ptr: expected dtype fp32 .the dtype of x_ptr., got i32",
+        ),
         (lambda: demo.add(x, x.double(), out), TypeError, "y_ptr"),
         (lambda: demo.add(x, x.cpu(), out), ValueError, "argument y_ptr is on cpu"),
         (lambda: demo.add(x, x[:50], out), ValueError, "argument y_ptr is too small"),

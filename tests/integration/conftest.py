@@ -66,7 +66,18 @@ def installed(small_wheel, tmp_path_factory) -> Path:
     """The small wheel installed into a plain folder (put it on PYTHONPATH)."""
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), str(small_wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(small_wheel),
+        ],
         check=True,
     )
     return target

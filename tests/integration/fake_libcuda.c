@@ -77,9 +77,12 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                    unsigned shared, void *stream, void **params, void **extra) {
   (void)extra;
   fake_function *f = fn;
+  unsigned long long p[3] = {0, 0, 0};
+  int p3 = 0;
+  for (int i = 0; i < 3 && params[i]; i++) p[i] = *(unsigned long long *)params[i];
+  if (params[0] && params[1] && params[2] && params[3]) p3 = *(int *)params[3];
   record("launch %s image=%p grid=%u,%u,%u block=%u,%u,%u shared=%u stream=%p p0=%llx p1=%llx p2=%llx p3=%d ctx=%p",
-         f->entry, f->image, gx, gy, gz, bx, by, bz, shared, stream, *(unsigned long long *)params[0],
-         *(unsigned long long *)params[1], *(unsigned long long *)params[2], *(int *)params[3], current);
+         f->entry, f->image, gx, gy, gz, bx, by, bz, shared, stream, p[0], p[1], p[2], p3, current);
   return 0;
 }
 int cuPointerGetAttribute(void *out, int attr, unsigned long long ptr) {

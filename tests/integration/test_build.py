@@ -56,7 +56,10 @@ def pythons() -> list[str]:
     """This interpreter, plus the oldest (3.9) and newest (3.13) CPython found on the machine."""
     found = {sys.executable}
     for minor in (9, 13):
-        candidates = [shutil.which(f"python3.{minor}"), *map(str, Path("/root/.pyenv/versions").glob(f"3.{minor}.*/bin/python"))]
+        candidates = [
+            shutil.which(f"python3.{minor}"),
+            *map(str, Path("/root/.pyenv/versions").glob(f"3.{minor}.*/bin/python")),
+        ]
         for candidate in candidates:
             if candidate and subprocess.run([candidate, "-c", "import venv"], capture_output=True).returncode == 0:
                 found.add(candidate)
@@ -117,8 +120,11 @@ def test_source_mismatch_is_reported_at_the_recipe(small_recipe, tmp_path):
     text = text.replace("extent: n_elements", "extent: count").replace("key: [n_elements]", "key: [count]")
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
-    with pytest.raises(RecipeError, match=r"bad.yaml:9:7: kernels.add.args: list the kernel's runtime parameters"
-                       r" in its order: x_ptr, y_ptr, out_ptr, n_elements \(the recipe has x_ptr, y_ptr, out_ptr, count"):
+    with pytest.raises(
+        RecipeError,
+        match=r"bad.yaml:9:7: kernels.add.args: list the kernel's runtime parameters"
+        r" in its order: x_ptr, y_ptr, out_ptr, n_elements \(the recipe has x_ptr, y_ptr, out_ptr, count",
+    ):
         build(bad, tmp_path / "dist")
     assert not (tmp_path / "dist").exists()
 

@@ -13,8 +13,17 @@ from .test_recipe import GOOD
 
 
 def artifact(v: plan.Variant) -> Artifact:
-    return Artifact(variant_id=v.id, image=v.id.encode(), entry="add_kernel", shared=1024, static_shared=0,
-                    num_warps=v.config.num_warps, num_ctas=1, extra_pointer_params=2, metadata=(("arch", v.target),))
+    return Artifact(
+        variant_id=v.id,
+        image=v.id.encode(),
+        entry="add_kernel",
+        shared=1024,
+        static_shared=0,
+        num_warps=v.config.num_warps,
+        num_ctas=1,
+        extra_pointer_params=2,
+        metadata=(("arch", v.target),),
+    )
 
 
 def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
@@ -45,7 +54,10 @@ def test_kernel_tables(kernel_dir):
     ) in text
     assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
     assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
-    assert '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, "add_kernel", 1024, 0, 4, 2, 12000' in text
+    assert (
+        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, "add_kernel", 1024, 0, 4, 2, 12000'
+        in text
+    )
     assert 'static const unsigned char image_0[] __attribute__((aligned(16))) =\n  "\\x61\\x64\\x64' in text
 
 

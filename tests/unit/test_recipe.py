@@ -42,7 +42,12 @@ def test_good_recipe(kernel_dir: Path) -> None:
     assert [a.name for a in k.args] == ["x_ptr", "y_ptr", "out_ptr", "n_elements"]
     assert k.arg("x_ptr").typevar and k.arg("x_ptr").divisible_by == 16
     assert k.arg("n_elements").default == expr.parse("numel(out_ptr)")
-    assert [c.label for c in k.configs] == ["BLOCK=256,w4,s3", "BLOCK=256,w8,s3", "BLOCK=1024,w4,s3", "BLOCK=1024,w8,s3"]
+    assert [c.label for c in k.configs] == [
+        "BLOCK=256,w4,s3",
+        "BLOCK=256,w8,s3",
+        "BLOCK=1024,w4,s3",
+        "BLOCK=1024,w8,s3",
+    ]
     assert k.default.label == "BLOCK=1024,w4,s3"
     assert k.bindings == ((("T", "fp32"),), (("T", "fp16"),))
     assert k.rules[0].key == (4096,) and k.rules[0].config.label == "BLOCK=256,w8,s3"
@@ -124,7 +129,7 @@ def test_recipe_errors(kernel_dir: Path, text: str, message: str) -> None:
 
 def test_demo_recipe_loads() -> None:
     demo = recipe.load(Path(__file__).parents[2] / "recipes" / "demo.yaml")
-    assert [k.name for k in demo.kernels] == ["add", "softmax", "matmul"]
+    assert [k.name for k in demo.kernels] == ["add", "softmax", "matmul", "rmsnorm"]
     assert all(len(k.configs) >= 4 and k.targets == ("sm_80", "sm_90a") for k in demo.kernels)
     assert demo.kernels[1].arg("n_rows").launch_only
 
