@@ -58,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--nvcc", default=None, help="the nvcc for CUDA kernels (default: $CUDA_HOME, PATH, pip)")
     b.add_argument("-q", "--quiet", action="store_true")
     b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
+    b.add_argument("--winners-only", action="store_true",
+                   help="build only the configs the dispatch tables pick, and the defaults")  # fmt: skip
+    t = sub.add_parser("tune", help="on a GPU host: time every variant of the installed package, write tables")
+    t.add_argument("recipe", type=Path)
+    t.add_argument("-o", "--out-dir", type=Path, default=Path("tables"), help="where the table goes (default: tables)")
+    t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
+    t.add_argument("--reps", type=int, default=30, help="timed runs per variant and key (median)")
+    t.add_argument("--warmup", type=int, default=5, help="untimed runs first")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
     p.add_argument("recipe", type=Path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
@@ -74,10 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             for variant in plan_variants(load(args.recipe), tuple(args.only)):
                 print(variant.id)
             return 0
-        total = len(plan_variants(load(args.recipe), tuple(args.only)))
+        if args.command == "tune":
+            from .tune import Options, tune
+
+            opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
+            print(f"wrote {tune(args.recipe, args.out_dir, opts)}")
+            return 0
+        total = len(plan_variants(load(args.recipe), tuple(args.only), winners_only=args.winners_only))
         result = build(
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
             keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet), nvcc=args.nvcc,
+            winners_only=args.winners_only,
         )  # fmt: skip
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
         print(f"built {result.wheel} ({result.variants} variants{pruned})")

@@ -57,12 +57,17 @@ def python_include() -> Path:
     return include
 
 
+def runtime_text(name: str) -> str:
+    """A file of the runtime every generated wheel ships."""
+    return resources.files("aotpack").joinpath("runtime").joinpath(name).read_text()
+
+
 def copy_runtime(folder: Path) -> tuple[Path, ...]:
     """Write the shipped runtime sources into ``folder``; returns the .c files."""
     files = []
     for name in RUNTIME_FILES:
         target = folder / name
-        target.write_text(resources.files("aotpack").joinpath("runtime").joinpath(name).read_text())
+        target.write_text(runtime_text(name))
         files.append(target)
     return tuple(f for f in files if f.suffix == ".c")
 

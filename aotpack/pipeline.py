@@ -39,9 +39,10 @@ def build(
     keep_build_dir: Path | None = None,
     progress: Progress | None = None,
     nvcc: str | None = None,
+    winners_only: bool = False,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
-    variants = plan.plan_variants(rec, select)
+    variants = plan.plan_variants(rec, select, winners_only=winners_only)
     compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc)
     versions: dict[str, str] = {"aotpack": __version__}
     min_driver: dict[tuple[str, str], int] = {}
@@ -90,6 +91,7 @@ def package(inputs: codegen.BuildInput, work: Path, out_dir: Path) -> Path:
         (f"{pkg}/py.typed", b""),
         (f"{pkg}/manifest.json", codegen_py.manifest_json(inputs, __version__).encode()),
         (f"{pkg}/_native.abi3.so", so.read_bytes()),
+        (f"{pkg}/_aotpack_runtime.py", native.runtime_text("aot_kernels.py").encode()),
     )
     spec = wheel.WheelSpec(
         distribution=pkg, version=rec.version, tag="cp39-abi3-linux_x86_64", summary=rec.summary,

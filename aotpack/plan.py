@@ -43,18 +43,20 @@ class Variant:
 
 
 def specializations(kernel: Kernel) -> tuple[Specialization, ...]:
-    has_hints = any(a.divisible_by for a in kernel.args)
+    has_hints = any(a.hint for a in kernel.args)
     return ("hinted", "safe") if has_hints else ("plain",)
 
 
-def plan_variants(recipe: Recipe, select: tuple[str, ...] = ()) -> tuple[Variant, ...]:
-    """Every variant of the recipe in a stable order; ``select`` keeps ids matching any glob."""
+def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bool = False) -> tuple[Variant, ...]:
+    """Every variant of the recipe in a stable order; ``select`` keeps ids matching any glob;
+    ``winners_only`` keeps the configs some dispatch row picks, and each kernel's default."""
     variants = tuple(
         Variant(kernel=kernel, binding=binding, config=config, target=target, specialization=spec)
         for kernel in recipe.kernels
         for target in kernel.targets
         for binding in kernel.bindings
         for config in kernel.configs
+        if not winners_only or config == kernel.default or any(r.config == config for r in kernel.rules)
         for spec in specializations(kernel)
     )
     if not select:

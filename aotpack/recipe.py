@@ -6,6 +6,7 @@ and what was expected; unknown keys get a "did you mean" suggestion.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import keyword
@@ -18,7 +19,7 @@ from typing import Any, Literal, cast
 
 import yaml
 
-from . import expr, facts
+from . import expr, facts, tables
 from .errors import Location, RecipeError
 
 Backend = Literal["triton", "cuda"]
@@ -27,7 +28,7 @@ ConstValue = int | float | bool | str
 
 BACKENDS: tuple[Backend, ...] = ("triton", "cuda")
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
-HINTS = (16,)
+HINTS = (1, 16)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _VERSION = re.compile(r"^\d+(\.\d+)*([ab]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")
@@ -58,7 +59,9 @@ class Arg:
     pointer: bool
     dtype: str  # a dtype name, or the name of one of the kernel's type variables
     typevar: bool
-    divisible_by: int | None  # pointers: byte alignment; integers: divisibility
+    # What the hinted variant may assume, as in Triton's signatures: 16 = the address (pointers) or
+    # value (integers) is a multiple of 16; 1 = the integer is 1 (Triton compiles it as a constant)
+    hint: int | None
     default: expr.Expr | None = None  # scalars the caller may leave out
     extent: expr.Expr | None = None  # pointers: how many elements from the pointer the kernel may touch
     contiguous: bool = False
@@ -87,12 +90,13 @@ class Config:
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
-    """A dispatch-table row: for this key bucket (and arch, types), launch this config."""
+    """A dispatch-table row: for this key bucket (and arch, types, specialization), launch this config."""
 
     key: tuple[int, ...]
     config: Config
     arch: str | None
     types: tuple[tuple[str, str], ...] | None
+    specialization: Literal["hinted", "safe"] | None = None
     where: Location
 
 
@@ -105,6 +109,18 @@ class CudaLaunch:
     nvcc_flags: tuple[str, ...]
     block: tuple[expr.Expr, expr.Expr, expr.Expr]
     shared: expr.Expr  # dynamic shared memory in bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneSpec:
+    """How ``aotpack tune`` exercises a kernel: an inputs hook ``(key, types) -> (args, outputs)``
+    (outputs: indexes of the arguments the kernel writes), an optional reference hook
+    ``(args) -> [expected output tensors]``, the keys to tune and the accepted relative error."""
+
+    inputs: Source
+    reference: Source | None
+    keys: tuple[tuple[int, ...], ...]
+    rtol: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +141,7 @@ class Kernel:
     targets: tuple[str, ...]
     options: tuple[tuple[str, ConstValue], ...]
     cuda: CudaLaunch | None = None
+    tune: TuneSpec | None = None
     where: Location
 
     def arg(self, name: str) -> Arg:
@@ -145,6 +162,7 @@ class Recipe:
     summary: str
     targets: tuple[str, ...]
     kernels: tuple[Kernel, ...]
+    tables: tuple[Path, ...] = ()
 
 
 def _const_text(value: ConstValue) -> str:
@@ -274,8 +292,9 @@ def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
 
 # ---------------------------------------------------------------- recipe parsing
 
-_TOP_KEYS = ("package", "version", "summary", "targets", "kernels")
-_COMMON_KEYS = ("doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets")
+_TOP_KEYS = ("package", "version", "summary", "targets", "kernels", "tables")
+_TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
+_COMMON_KEYS = ("doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune")
 _TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options")
 _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
 _KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
@@ -323,7 +342,48 @@ def parse(text: str, path: Path) -> Recipe:
     if not kernels:
         raise top["kernels"].fail("the recipe lists no kernels")
     summary = top["summary"].string() if "summary" in top else f"Ahead-of-time compiled GPU kernels: {package}"
-    return Recipe(path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels))
+    table_paths: list[Path] = []
+    for item in top["tables"].sequence(allow_scalar=True) if "tables" in top else ():
+        table_path = (path.parent / item.string()).resolve()
+        try:
+            kernels = _apply_table(tables.read(table_path), kernels, package)
+        except tables.TableError as exc:
+            raise item.fail(str(exc)) from None
+        table_paths.append(table_path)
+    return Recipe(
+        path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
+        tables=tuple(table_paths),
+    )  # fmt: skip
+
+
+def _apply_table(table: tables.Table, kernels: list[Kernel], package: str) -> list[Kernel]:
+    """The kernels with the table's rows added to their dispatch tables (for the table's arch, a
+    table row replaces an inline row of the same key and types)."""
+    if table.package != package:
+        raise tables.TableError(f"the table is for package {table.package!r}, not {package!r}")
+    by_name = {k.name: k for k in kernels}
+    for name, rows in table.kernels:
+        if name not in by_name:
+            raise tables.TableError(f"the table has rows for {name!r}, which the recipe does not define")
+        kernel = by_name[name]
+        if table.arch not in kernel.targets:
+            raise tables.TableError(f"arch {table.arch} is not a target of kernel {name!r}")
+        labels = {c.label: c for c in kernel.configs}
+        new: list[Rule] = []
+        for i, row in enumerate(rows):
+            at = f"kernels.{name}[{i}]"
+            if row.config not in labels:
+                raise tables.TableError(f"{at}: config {row.config!r} is not in the recipe's grid; re-run aotpack tune")
+            if len(row.key) != len(kernel.key):
+                raise tables.TableError(f"{at}: the key has {len(row.key)} values, the recipe's {len(kernel.key)}")
+            if set(dict(row.types)) != {v for v, _ in kernel.types}:
+                raise tables.TableError(f"{at}: types {dict(row.types)} do not name the kernel's type variables")
+            new.append(Rule(key=row.key, config=labels[row.config], arch=table.arch, types=row.types,
+                            specialization=row.specialization, where=kernel.where))  # fmt: skip
+        replaced = {(r.key, r.arch, r.types, r.specialization) for r in new}
+        kept = [r for r in kernel.rules if (r.key, r.arch, r.types, r.specialization) not in replaced]
+        by_name[name] = dataclasses.replace(kernel, rules=(*kept, *new))
+    return [by_name[k.name] for k in kernels]
 
 
 def _targets(node: _Node) -> tuple[str, ...]:
@@ -464,11 +524,12 @@ def _kernel(
     options = _options(k["options"]) if "options" in k else ()
     doc = k["doc"].string() if "doc" in k else ""
     cuda = _cuda_launch(k, root, grid_check, set(typevars), constexpr_names) if backend == "cuda" else None
+    tune = _tune(k["tune"], root, len(key)) if "tune" in k else None
     return Kernel(
         name=name, backend=backend, source=source, doc=doc, args=args, types=tuple(types),
         constexpr_names=constexpr_names, configs=configs, default=default,
         grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
-        options=options, cuda=cuda, where=where,
+        options=options, cuda=cuda, tune=tune, where=where,
     )  # fmt: skip
 
 
@@ -520,14 +581,16 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
             if known is None or not (pointer or known.scalar):
                 choices = [*typevars, *(n for n, d in facts.dtypes().items() if pointer or d.scalar)]
                 close = difflib.get_close_matches(dtype, choices, n=1)
-                hint = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(choices)})"
-                raise type_node.fail(f"unknown {'element' if pointer else 'scalar'} type {dtype!r}{hint}")
-        divisible_by = int(m["hint"]) if m["hint"] else None
-        if divisible_by is not None:
-            if divisible_by not in HINTS:
-                raise type_node.fail(f"divisibility hint :{divisible_by} is not supported (Triton takes :16)")
+                suggestion = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(choices)})"
+                raise type_node.fail(f"unknown {'element' if pointer else 'scalar'} type {dtype!r}{suggestion}")
+        hint = int(m["hint"]) if m["hint"] else None
+        if hint is not None:
+            if hint not in HINTS:
+                raise type_node.fail(f"hint :{hint} is not supported (:16 = multiple of 16, :1 = equals 1)")
             if not pointer and facts.dtypes()[dtype].c in ("float", "double"):
-                raise type_node.fail("a float argument cannot carry a divisibility hint")
+                raise type_node.fail("a float argument cannot carry a hint")
+            if pointer and hint == 1:
+                raise type_node.fail("a pointer cannot be hinted :1 (use :16 for 16-byte alignment)")
         if not pointer and ("extent" in fields or "contiguous" in fields):
             at = fields.get("extent") or fields["contiguous"]
             raise at.fail("only pointer arguments take 'extent' and 'contiguous'")
@@ -537,7 +600,7 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
         launch_only = fields["launch_only"].boolean() if "launch_only" in fields else False
         if launch_only and pointer:
             raise fields["launch_only"].fail("only scalar arguments can be launch_only")
-        out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, divisible_by=divisible_by,
+        out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, hint=hint,
                        contiguous=contiguous, launch_only=launch_only, where=where))  # fmt: skip
     if not out:
         raise node.fail("a kernel needs at least one argument")
@@ -665,6 +728,23 @@ def _options(node: _Node) -> tuple[tuple[str, ConstValue], ...]:
     for name, value in fields.items():
         out.append((name, value.boolean() if name == "enable_fp_fusion" else value.integer(minimum=1)))
     return tuple(sorted(out))
+
+
+def _tune(node: _Node, root: Path, key_length: int) -> TuneSpec:
+    fields = node.mapping(_TUNE_KEYS, required=("inputs", "keys"))
+    if key_length == 0:
+        raise node.fail("tuning needs a 'key' on the kernel")
+    keys = []
+    for item in fields["keys"].sequence():
+        values = tuple(v.integer(minimum=0) for v in item.sequence(allow_scalar=True))
+        if len(values) != key_length:
+            raise item.fail(f"expected {key_length} key values, got {len(values)}")
+        keys.append(values)
+    rtol = fields["rtol"].scalar() if "rtol" in fields else 1e-2
+    if not isinstance(rtol, (int, float)) or isinstance(rtol, bool) or rtol < 0:
+        raise fields["rtol"].fail(f"expected a number >= 0 (0: exact), got {rtol!r}")
+    reference = _source(fields["reference"], root) if "reference" in fields else None
+    return TuneSpec(inputs=_source(fields["inputs"], root), reference=reference, keys=tuple(keys), rtol=float(rtol))
 
 
 def _cuda_source(node: _Node, root: Path) -> Source:

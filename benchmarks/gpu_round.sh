@@ -12,4 +12,10 @@ python3 -m pytest tests/gpu -v -p no:cacheprovider -W error -W ignore::Deprecati
 status=${PIPESTATUS[0]}
 python3 benchmarks/launch.py 2>&1 | tee "$out/launch.log"
 python3 benchmarks/launch_breakdown.py 2>&1 | tee "$out/launch_breakdown.log"
+# the repository itself is importable here (aotpack needs only PyYAML to tune and to read recipes)
+export PYTHONPATH="$PYTHONPATH:$PWD"
+if [ -n "${AOTPACK_TUNE:-}" ]; then
+  python3 -m aotpack tune recipes/demo.yaml -o "$out/tables" 2>&1 | tee "$out/tune.log"
+fi
+python3 benchmarks/dispatch.py 2>&1 | tee "$out/dispatch.log"
 exit $status

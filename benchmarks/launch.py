@@ -14,7 +14,6 @@ what is measured. Results are printed as ratios against Triton JIT measured in t
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -122,10 +121,6 @@ def main() -> None:
         f"\ntargets: per call <= 0.5x triton JIT: {ratio_call:.2f}x ({'met' if ratio_call <= 0.5 else 'MISSED'}); "
         f"first result >= 50x faster: {ratio_first:.0f}x ({'met' if ratio_first >= 50 else 'MISSED'})"
     )
-    result = {"device": device, "per_call_s": times, "first_result_s": first}
-    out_dir = os.environ.get("OUT")
-    if out_dir:
-        Path(out_dir, "launch.json").write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

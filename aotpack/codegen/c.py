@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable
 
 from .. import expr, facts
-from ..plan import Specialization, specializations
+from ..plan import Specialization, Variant, specializations
 from ..recipe import Arg, Kernel
 from . import BuildInput, KernelBuild
 
@@ -51,8 +51,16 @@ def _param(arg: Arg, kernel: Kernel) -> str:
     else:
         kind, dtype = _KIND[arg.dtype], -1
     typevar = typevars.index(arg.dtype) if arg.typevar else -1
-    flags = [int(bool(arg.divisible_by)), int(arg.launch_only), int(arg.default is not None), int(arg.contiguous)]
+    flags = [arg.hint or 0, int(arg.launch_only), int(arg.default is not None), int(arg.contiguous)]
     return f"{{{c_string(arg.name)}, {kind}, {dtype}, {typevar}, {', '.join(map(str, flags))}}}"
+
+
+def _folded(variant: Variant) -> int:
+    """Bit i: argument i is not a parameter of this variant's code (Triton folded its ':1' hint
+    into a constant)."""
+    if variant.kernel.backend != "triton" or not variant.hinted:
+        return 0
+    return sum(1 << i for i, a in enumerate(variant.kernel.args) if a.hint == 1)
 
 
 def _emitter(kernel: Kernel, consts: tuple[str, ...]) -> Callable[[expr.Expr], str]:
@@ -91,9 +99,10 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         target = targets.index(rule.arch) if rule.arch else -1
         binding = bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
         key = ", ".join(str(v) for v in rule.key)
-        rules.append(f"  {{{target}, {binding}, {k.configs.index(rule.config)}, {{{key}}}}},")
+        hinted = {"hinted": 1, "safe": 0, None: -1}[rule.specialization]
+        rules.append(f"  {{{target}, {binding}, {hinted}, {k.configs.index(rule.config)}, {{{key}}}}},")
     lines.append(f"static const aot_rule {n}_rules[] = {{")
-    lines += rules or ["  {-1, -1, 0, {0}},"]
+    lines += rules or ["  {-1, -1, -1, 0, {0}},"]
     lines.append("};")
     lines.append(f"static const aot_variant {n}_variants[] = {{")
     for variant, art in build.variants:
@@ -103,6 +112,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         lines.append(
             f"  {{{c_string(variant.id)}, {where}, {int(variant.hinted)}, {image}, sizeof {image} - 1, "
             f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
+            f"UINT64_C({_folded(variant)}), "
             f"{build.min_driver[variant.target]}}},"
         )
     lines.append("};")
@@ -208,9 +218,17 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
             out.append("  (void)module;")
             out.append(f"  return {fn}(&aot_kernel_{n}, args, kwargs);")
             out.append("}")
+        out.append(f"static PyObject *py_choose_{n}(PyObject *module, PyObject *args) {{")
+        out.append("  (void)module;")
+        out.append(f"  return aot_py_choose(&aot_kernel_{n}, args);")
+        out.append("}")
         doc = f"{text_signature(kb.kernel)}\n--\n\n{docs[n]}"
         methods.append(f"  {{{c_string(n)}, (PyCFunction)(void (*)(void))py_{n}, METH_VARARGS | METH_KEYWORDS, "
                        f"{c_string(doc)}}},")  # fmt: skip
+        methods.append(
+            f"  {{{c_string('_choose_' + n)}, (PyCFunction)(void (*)(void))py_choose_{n}, METH_VARARGS, "
+            f"{c_string('(key, binding, device) -> the variant id the dispatcher picks for these key values.')}}},"
+        )
         select_doc = c_string("The id of the variant a call with these arguments would launch.")
         methods.append(
             f"  {{{c_string('_select_' + n)}, (PyCFunction)(void (*)(void))py_select_{n}, "

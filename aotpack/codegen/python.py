@@ -14,7 +14,7 @@ from . import BuildInput, KernelBuild
 
 
 def _arg_type(arg: Arg) -> str:
-    hint = f":{arg.divisible_by}" if arg.divisible_by else ""
+    hint = f":{arg.hint}" if arg.hint else ""
     return f"{'*' if arg.pointer else ''}{arg.dtype}{hint}"
 
 
@@ -28,8 +28,10 @@ def docstring(kb: KernelBuild) -> str:
             extra.append(f"default {expr.unparse(arg.default)}")
         if arg.extent is not None:
             extra.append(f"extent {expr.unparse(arg.extent)}")
-        if arg.divisible_by:
-            extra.append(f"{arg.divisible_by}-divisible variants when it is")
+        if arg.hint == 16:
+            extra.append("faster variants when it is a multiple of 16" + (" bytes" if arg.pointer else ""))
+        if arg.hint == 1:
+            extra.append("faster variants when it is 1")
         if arg.contiguous:
             extra.append("contiguous")
         lines.append(f"  {arg.name}: {what}{' (' + '; '.join(extra) + ')' if extra else ''}")
@@ -65,12 +67,19 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                 for a in k.args
             ],
             "types": {var: list(choices) for var, choices in k.types},
+            "bindings": [dict(b) for b in k.bindings],
             "grid": [expr.unparse(g) for g in k.grid],
             "key": {name: expr.unparse(e) for name, e in k.key},
             "bucket": k.bucket,
             "default_config": k.default.label,
             "dispatch": [
-                {"key": list(r.key), "config": r.config.label, "arch": r.arch, "types": dict(r.types or ())}
+                {
+                    "key": list(r.key),
+                    "config": r.config.label,
+                    "arch": r.arch,
+                    "types": dict(r.types or ()),
+                    "specialization": r.specialization,
+                }
                 for r in k.rules
             ],
             "targets": list(k.targets),
@@ -118,6 +127,7 @@ def _cuda_text(version: int) -> str:
 def init_py(build: BuildInput) -> str:
     names = [kb.kernel.name for kb in build.kernels]
     recipe = build.recipe
+    kernels = "\n".join(f"{n} = _kernel({n!r}, _native, __aotpack__)" for n in names)
     return f'''"""{recipe.summary}
 
 Built by aotpack from {recipe.path.name}. Kernels: {", ".join(names)}.
@@ -128,22 +138,22 @@ pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.
 import json as _json
 from importlib import resources as _resources
 
-from ._native import CudaError
-from ._native import {", ".join(names)}
 from . import _native
+from ._aotpack_runtime import kernel as _kernel
+from ._native import CudaError
 
 __version__ = {recipe.version!r}
 __all__ = ["CudaError", "select", {", ".join(repr(n) for n in names)}]
 __aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").read_text())
 
+{kernels}
+
 
 def select(kernel, *args, **kwargs):
-    """The id of the variant that ``kernel(*args, **kwargs)`` would launch on its device (no launch)."""
-    try:
-        chooser = getattr(_native, "_select_" + kernel)
-    except AttributeError:
-        raise ValueError(f"unknown kernel {{kernel!r}}; this package has {", ".join(names)}") from None
-    return chooser(*args, **kwargs)
+    """The id of the variant ``kernel`` (a name) would launch; see ``<kernel>.select``."""
+    if kernel not in __all__[2:]:
+        raise ValueError(f"unknown kernel {{kernel!r}}; this package has {", ".join(names)}")
+    return globals()[kernel].select(*args, **kwargs)
 '''
 
 
@@ -167,7 +177,15 @@ def init_pyi(build: BuildInput) -> str:
             py = "Pointer" if arg.pointer else ("float" if arg.dtype.startswith("fp") else "int")
             params.append(f"{arg.name}: Optional[{py}] = None" if arg.default is not None else f"{arg.name}: {py}")
         tail = "*, stream: Any = None, variant: Optional[str] = None) -> None: ..."
-        lines.append(f"def {kb.kernel.name}({', '.join(params)}, {tail}")
+        lines += [
+            "",
+            f"class _{kb.kernel.name}:",
+            f"    def __call__(self, {', '.join(params)}, {tail}",
+            "    def select(self, *args: Any, **kwargs: Any) -> str: ...",
+            "    variants: list[str]",
+            "",
+            f"{kb.kernel.name}: _{kb.kernel.name}",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -123,19 +123,23 @@ class TritonCompiler:
         fn = _load_function(kernel.source)
         signature: dict[str, str] = {}
         attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+        constexprs: dict[str, Any] = dict(variant.config.constexprs)
         for index, name in enumerate(fn.arg_names):
             if name in kernel.constexpr_names:
                 signature[name] = "constexpr"
                 continue
             arg = kernel.arg(name)
             signature[name] = ("*" if arg.pointer else "") + variant.dtype_of(name)
-            if variant.hinted and arg.divisible_by:
-                attrs[(index,)] = [["tt.divisibility", arg.divisible_by]]
+            if variant.hinted and arg.hint == 16:
+                attrs[(index,)] = [["tt.divisibility", 16]]
+            elif variant.hinted and arg.hint == 1:  # folded into the code; the launcher leaves it out
+                signature[name] = "constexpr"
+                constexprs[name] = 1
         arch = facts.archs()[variant.target]
         target = GPUTarget("cuda", arch.capability, 32)
         options: dict[str, Any] = {"enable_fp_fusion": True, **dict(kernel.options)}
         options.update(num_warps=variant.config.num_warps, num_stages=variant.config.num_stages)
-        src = ASTSource(fn=fn, signature=signature, constexprs=dict(variant.config.constexprs), attrs=attrs)
+        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -356,6 +356,21 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   Py_RETURN_NONE;
 }
 
+PyObject *aot_py_choose(const aot_kernel *k, PyObject *args) {
+  aot_error err = {AOT_OK, ""};
+  PyObject *key_obj;
+  int binding, device;
+  if (!PyArg_ParseTuple(args, "Oii", &key_obj, &binding, &device)) return NULL;
+  int64_t key[AOT_MAX_KEY];
+  int n = int_tuple(key_obj, key, AOT_MAX_KEY, "key", "values", &err);
+  if (n < 0) return raise(&err);
+  if (n != k->nkey) return PyErr_Format(PyExc_TypeError, "%s.select(): expected %d key values, got %d", k->name,
+                                        k->nkey, n);
+  int v = aot_choose_key(k, key, binding, device, &err);
+  if (v < 0) return raise(&err);
+  return PyUnicode_FromString(k->variants[v].id);
+}
+
 PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   aot_error err = {AOT_OK, ""};
   aot_call call;

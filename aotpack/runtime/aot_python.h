@@ -13,6 +13,9 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs);
 /* The variant id the call would launch on its device, without launching. */
 PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs);
 
+/* Key-based choice: args (key: tuple of ints, binding: int, device: int) -> variant id. */
+PyObject *aot_py_choose(const aot_kernel *k, PyObject *args);
+
 /* Module setup: creates `<package>.CudaError` and adds it to the module. */
 int aot_py_init(PyObject *module);
 

@@ -353,16 +353,19 @@ static int64_t bucket(const aot_kernel *k, int64_t v) {
 
 /* The config for a key: the table's row for the key rounded up to the table's next value in each
  * dimension (clamped at the largest), else the default. */
-static int choose_config(const aot_kernel *k, aot_call *call, int target, int binding) {
+static int rule_applies(const aot_rule *rule, int target, int binding, int hinted) {
+  return (rule->target < 0 || rule->target == target) && (rule->binding < 0 || rule->binding == binding) &&
+         (rule->hinted < 0 || rule->hinted == hinted);
+}
+
+static int choose_config(const aot_kernel *k, const int64_t *key, int target, int binding, int hinted) {
   if (k->nrules == 0) return k->default_config;
-  int64_t key[AOT_MAX_KEY], want[AOT_MAX_KEY];
-  k->key(call, key);
+  int64_t want[AOT_MAX_KEY];
   for (int d = 0; d < k->nkey; d++) {
     int64_t v = bucket(k, key[d]), up = INT64_MAX, top = INT64_MIN;
     for (int r = 0; r < k->nrules; r++) {
       const aot_rule *rule = &k->rules[r];
-      if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding))
-        continue;
+      if (!rule_applies(rule, target, binding, hinted)) continue;
       int64_t c = rule->key[d];
       if (c >= v && c < up) up = c;
       if (c > top) top = c;
@@ -372,10 +375,10 @@ static int choose_config(const aot_kernel *k, aot_call *call, int target, int bi
   int best = -1, best_score = -1;
   for (int r = 0; r < k->nrules; r++) {
     const aot_rule *rule = &k->rules[r];
-    if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding)) continue;
+    if (!rule_applies(rule, target, binding, hinted)) continue;
     int same = 1;
     for (int d = 0; d < k->nkey; d++) same &= rule->key[d] == want[d];
-    int score = (rule->target >= 0) * 2 + (rule->binding >= 0);
+    int score = (rule->target >= 0) * 4 + (rule->binding >= 0) * 2 + (rule->hinted >= 0);
     if (same && score > best_score) best = r, best_score = score;
   }
   return best >= 0 ? k->rules[best].config : k->default_config;
@@ -412,11 +415,26 @@ static int choose_target(const aot_kernel *k, const device_state *d, aot_error *
 static int guards_hold(const aot_kernel *k, const aot_call *call) {
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
-    if (!prm->div16) continue;
+    if (prm->hint == 1 && call->i[p] != 1) return 0;
+    if (prm->hint != 16) continue;
     uint64_t v = prm->kind == AOT_ARG_PTR ? call->t[p].ptr : (uint64_t)call->i[p];
     if (v % 16 != 0) return 0;
   }
   return 1;
+}
+
+/* The variant for a key: the table's config (or the default when that config did not compile for
+ * this target), hinted when the guards hold and a hinted variant exists. */
+static int variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, int guards, aot_error *err) {
+  int config = choose_config(k, key, target, binding, guards);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    const int *slot = &k->variant_of[((binding * k->nconfigs + config) * k->ntargets + target) * 2];
+    int v = (slot[1] >= 0 && guards) ? slot[1] : slot[0];
+    if (v >= 0) return v;
+    config = k->default_config;
+  }
+  return aot_fail(err, AOT_E_CUDA, "%s(): no variant of %s compiled for %s; see the build log", k->name, k->name,
+                  k->targets[target].id);
 }
 
 static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced) {
@@ -436,20 +454,23 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
                       d->name, k->targets[target].id);
     if (var->hinted && !guards_hold(k, call))
       return aot_fail(err, AOT_E_VALUE,
-                      "variant %s assumes 16-divisible arguments, and this call's are not; pass a safe variant",
+                      "variant %s assumes the recipe's hints (16-divisible, or 1), and this call's arguments break "
+                      "them; pass a safe variant",
                       var->id);
     return forced;
   }
-  int config = choose_config(k, call, target, binding);
+  int64_t key[AOT_MAX_KEY];
+  k->key(call, key);
   if (err->status != AOT_OK) return -1;
-  for (int attempt = 0; attempt < 2; attempt++) {
-    const int *slot = &k->variant_of[((binding * k->nconfigs + config) * k->ntargets + target) * 2];
-    int v = (slot[1] >= 0 && guards_hold(k, call)) ? slot[1] : slot[0];
-    if (v >= 0) return v;
-    config = k->default_config; /* the chosen config did not compile for this target: fall back */
-  }
-  return aot_fail(err, AOT_E_CUDA, "%s(): no variant of %s compiled for %s; see the build log", k->name, k->name,
-                  k->targets[target].id);
+  return variant_for(k, key, target, binding, guards_hold(k, call), err);
+}
+
+int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ordinal, aot_error *err) {
+  device_state *d = device(ordinal, err);
+  if (d == NULL) return -1;
+  if (binding < 0 || binding >= k->nbindings) return aot_fail(err, AOT_E_VALUE, "%s(): no such types", k->name);
+  int target = choose_target(k, d, err);
+  return target < 0 ? -1 : variant_for(k, key, target, binding, 1, err);
 }
 
 int aot_select(const aot_kernel *k, aot_call *call, int device_ordinal, int forced) {
@@ -558,7 +579,7 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
   int n = 0;
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
-    if (prm->launch_only) continue;
+    if (prm->launch_only || (k->variants[v].folded >> p & 1)) continue;
     switch (prm->kind) {
     case AOT_ARG_PTR: params[n++] = &call->t[p].ptr; break;
     case AOT_ARG_F32: f32[p] = (float)call->f[p]; params[n++] = &f32[p]; break;

@@ -35,7 +35,7 @@ typedef struct {
   uint8_t kind;        /* aot_arg_kind */
   int8_t dtype;        /* pointers: element dtype code, or -1 when a type variable types it */
   int8_t typevar;      /* pointers: index of the kernel's type variable, or -1 */
-  uint8_t div16;       /* hinted variants assume: address (pointer) or value (integer) % 16 == 0 */
+  uint8_t hint;        /* hinted variants assume: 16: address (pointer) or value % 16 == 0; 1: value == 1 */
   uint8_t launch_only; /* read by grid/key/checks only; not a kernel parameter */
   uint8_t has_default;
   uint8_t contiguous;  /* pointers: the tensor must be contiguous */
@@ -73,7 +73,7 @@ typedef struct {
 typedef struct {
   const char *id;
   int binding, config, target; /* indices into the kernel's tables */
-  uint8_t hinted;              /* compiled assuming the div16 hints hold */
+  uint8_t hinted;              /* compiled assuming the hints hold */
   const unsigned char *image;
   size_t image_size;
   const char *entry;
@@ -81,12 +81,14 @@ typedef struct {
   uint32_t static_shared; /* shared memory the code declares (CUDA __shared__) */
   uint16_t num_warps;     /* block = 32 * num_warps threads, unless the kernel has a block function */
   uint8_t extra_ptrs;  /* trailing null pointer params (Triton's scratch buffers) */
+  uint64_t folded;     /* bit i: argument i is a constant in this code, not a parameter */
   int min_driver;      /* CUDA driver version, 1000*major + 10*minor */
 } aot_variant;
 
 typedef struct {
   int target;   /* index into the kernel's targets, or -1: any */
   int binding;  /* index into the kernel's type bindings, or -1: any */
+  int hinted;   /* 1: for calls that satisfy the hints, 0: for calls that do not, -1: any */
   int config;
   int64_t key[AOT_MAX_KEY];
 } aot_rule;
@@ -138,6 +140,10 @@ int aot_launch(const aot_kernel *k, aot_call *call, int device, aot_stream strea
 
 /* The variant aot_launch would choose, without launching (-1 and err on failure). */
 int aot_select(const aot_kernel *k, aot_call *call, int device, int forced);
+
+/* The variant the dispatcher picks for bucketed-or-raw key values and a type binding on a device,
+ * assuming the call satisfies the hints (-1 and err on failure). */
+int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int device, aot_error *err);
 
 /* The index of the variant with this id, or -1 and err. */
 int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err);

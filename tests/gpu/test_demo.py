@@ -84,7 +84,7 @@ def test_misaligned_view_runs_the_safe_variant():
     demo.add(x, y, out)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
-    with pytest.raises(ValueError, match="16-divisible"):
+    with pytest.raises(ValueError, match="assumes the recipe's hints"):
         demo.add(x, y, out, variant=aligned)
 
 
@@ -95,14 +95,43 @@ def test_odd_length_runs_the_safe_variant():
     assert demo.select("add", x[:992], y[:992], out[:992]).endswith("/hinted")
 
 
-def test_dispatch_table_rounds_up_and_clamps(target):
-    def config(n):
-        x = torch.empty(n, device="cuda")
-        return demo.select("add", x, x, x).split("/")[1]
+def expected_config(kernel, target, types, key, hinted):
+    """The dispatcher's rule, written again in Python: the rows for this arch, types and
+    specialization (rows that name them beat rows that do not), each key value rounded up to the
+    next row value and clamped at the largest; no matching row: the default config."""
+    info = demo.__aotpack__["kernels"][kernel]
+    spec = "hinted" if hinted else "safe"
+    rows = [
+        r for r in info["dispatch"]
+        if r["arch"] in (None, target) and r["types"] in ({}, types) and r["specialization"] in (None, spec)
+    ]  # fmt: skip
+    if not rows:
+        return info["default_config"]
+    bucketed = [1 << max(0, (v - 1).bit_length()) for v in key] if info["bucket"] == "pow2" else list(key)
+    want = []
+    for d, v in enumerate(bucketed):
+        values = [r["key"][d] for r in rows]
+        want.append(min([c for c in values if c >= v], default=max(values)))
+    same = [r for r in rows if r["key"] == want]
+    same.sort(key=lambda r: (r["arch"] is not None) * 4 + (r["types"] != {}) * 2 + (r["specialization"] is not None),
+              reverse=True)  # fmt: skip
+    return same[0]["config"] if same else info["default_config"]
 
-    assert config(100) == "T=fp32,BLOCK=512,w4,s1"  # below the first row: its bucket
-    assert config(5000) == "T=fp32,BLOCK=1024,w4,s1"  # 8192 rounds up to the 1M row
-    assert config(1 << 26) == "T=fp32,BLOCK=2048,w8,s1"  # above the last row: clamped
+
+@pytest.mark.parametrize("n", [1, 100, 4096, 5000, 70_000, 1_000_000, 3_000_000, 1 << 26])
+def test_dispatch_rounds_up_and_clamps_like_the_table(target, n):
+    x = torch.empty(n, device="cuda")
+    chosen = demo.add.select(x, x, x).split("/")[1]
+    assert chosen == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], hinted=n % 16 == 0)
+    by_key = demo.add.select(n_elements=n, T="fp32")
+    assert by_key.split("/")[1] == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], hinted=True)
+
+
+@pytest.mark.parametrize("mnk", [(64, 64, 64), (300, 200, 100), (1000, 1000, 1000), (5000, 100, 3000)])
+def test_matmul_key_select_matches_the_table(target, mnk):
+    chosen = demo.matmul.select(M=mnk[0], N=mnk[1], K=mnk[2], T="bf16")
+    assert chosen.split("/")[1] == "T=bf16," + expected_config("matmul", target, {"T": "bf16"}, list(mnk), hinted=True)
+    assert chosen.split("/")[2] == target and chosen in demo.matmul.variants
 
 
 # ---------------------------------------------------------------- softmax
@@ -121,8 +150,9 @@ def test_softmax_dispatched(cols, dtype):
 def test_softmax_every_variant_on_strided_rows(target):
     for variant in variants_for("softmax", target):
         dtype = DTYPES[variant["types"]["T"]]
-        wide = (torch.randn(53, 3000, device="cuda") * 3).to(dtype)
-        x = wide[:, :2999]  # row stride 3000, 2999 columns
+        stride = 3008 if variant["specialization"] == "hinted" else 3000  # hinted rows start 16-aligned
+        wide = (torch.randn(53, stride, device="cuda") * 3).to(dtype)
+        x = wide[:, :2999]
         out = poisoned(53, 2999, dtype=dtype)
         demo.softmax(out, x, variant=variant["id"])
         torch.cuda.synchronize()

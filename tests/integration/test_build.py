@@ -101,7 +101,9 @@ def test_manifest_records_variants_and_toolchain(installed):
     ids = [v["id"] for v in add["variants"]]
     assert ids[0] == "add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted" and len(ids) == 16
     assert all(len(v["image_sha256"]) == 64 and v["entry"] == "add_kernel" for v in add["variants"])
-    assert add["dispatch"] == [{"arch": None, "config": "BLOCK=256,w4,s1", "key": [4096], "types": {}}]
+    assert add["dispatch"] == [
+        {"arch": None, "config": "BLOCK=256,w4,s1", "key": [4096], "specialization": None, "types": {}}
+    ]
 
 
 def test_cli_bad_recipe_writes_nothing(tmp_path, capsys):

@@ -144,8 +144,8 @@ def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
         "ValueError: add(): no variant add/nope; the package's __aotpack__ manifest lists them",
         "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_80/safe is not the code for this GPU (Fake GPU 0, which "
         "runs sm_90a code)",
-        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted assumes 16-divisible arguments, and this "
-        "call's are not; pass a safe variant",
+        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted assumes the recipe's hints (16-divisible, "
+        "or 1), and this call's arguments break them; pass a safe variant",
         "ValueError: argument x_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans 6",
         "no error",
         "ValueError: unknown kernel 'mul'; this package has add",

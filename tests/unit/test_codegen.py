@@ -39,12 +39,12 @@ def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
 
 def test_kernel_tables(kernel_dir):
     text = codegen_c.kernels_c(fake_build(kernel_dir))
-    assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 1, 0, 0, 0},' in text
-    assert '  {"n_elements", AOT_ARG_I32, -1, -1, 1, 0, 1, 0},\n};' in text
+    assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0},' in text
+    assert '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 1, 0},\n};' in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
     assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
-    assert "static const aot_rule add_rules[] = {\n  {-1, -1, 1, {4096}},\n};" in text
+    assert "static const aot_rule add_rules[] = {\n  {-1, -1, -1, 1, {4096}},\n};" in text
     # [binding][config][target] -> (safe, hinted): variants are planned hinted-then-safe
     assert "static const int add_variant_of[] = {\n  1, 0,\n  17, 16,\n  3, 2," in text
     assert (
@@ -55,7 +55,7 @@ def test_kernel_tables(kernel_dir):
     assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
     assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
     assert (
-        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, "add_kernel", 1024, 0, 4, 2, 12000'
+        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, "add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000'
         in text
     )
     assert 'static const unsigned char image_0[] __attribute__((aligned(16))) =\n  "\\x61\\x64\\x64' in text
@@ -77,9 +77,10 @@ def test_module_and_stubs(kernel_dir):
     assert "PyMODINIT_FUNC PyInit__native(void) {" in module
     stubs = codegen_py.init_pyi(build)
     assert (
-        "def add(x_ptr: Pointer, y_ptr: Pointer, out_ptr: Pointer, n_elements: Optional[int] = None, *, "
-        "stream: Any = None, variant: Optional[str] = None) -> None: ..."
+        "    def __call__(self, x_ptr: Pointer, y_ptr: Pointer, out_ptr: Pointer, n_elements: Optional[int] = None, "
+        "*, stream: Any = None, variant: Optional[str] = None) -> None: ..."
     ) in stubs
+    assert "add: _add" in stubs
     compile(codegen_py.init_py(build), "__init__.py", "exec")
     assert "Key: n_elements (pow2 buckets); dispatch table: 1 rows; default config BLOCK=1024,w4,s3" in docs["add"]
 
@@ -92,7 +93,9 @@ def test_manifest(kernel_dir):
     assert add["args"][3] == {"name": "n_elements", "type": "i32:16", "default": "numel(out_ptr)"}
     assert add["min_driver_cuda"] == {"sm_80": "12.0", "sm_90a": "13.0"}
     assert len(add["variants"]) == 32 and add["pruned"] == []
-    assert add["dispatch"] == [{"key": [4096], "config": "BLOCK=256,w8,s3", "arch": None, "types": {}}]
+    assert add["dispatch"] == [
+        {"key": [4096], "config": "BLOCK=256,w8,s3", "arch": None, "types": {}, "specialization": None}
+    ]
 
 
 def test_native_command_is_planned_as_data(tmp_path):

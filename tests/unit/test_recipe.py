@@ -40,7 +40,7 @@ def test_good_recipe(kernel_dir: Path) -> None:
     (k,) = r.kernels
     assert r.package == "kit" and r.targets == ("sm_80", "sm_90a")
     assert [a.name for a in k.args] == ["x_ptr", "y_ptr", "out_ptr", "n_elements"]
-    assert k.arg("x_ptr").typevar and k.arg("x_ptr").divisible_by == 16
+    assert k.arg("x_ptr").typevar and k.arg("x_ptr").hint == 16
     assert k.arg("n_elements").default == expr.parse("numel(out_ptr)")
     assert [c.label for c in k.configs] == [
         "BLOCK=256,w4,s3",
@@ -74,7 +74,7 @@ CASES = [
     (edit('      y_ptr: "*T:16"', '      y_ptr: "*fp33"'),
      "r.yaml:10:14: kernels.add.args.y_ptr: unknown element type 'fp33' — did you mean 'fp32'?"),
     (edit('      y_ptr: "*T:16"', '      y_ptr: "*T:8"'),
-     "r.yaml:10:14: kernels.add.args.y_ptr: divisibility hint :8 is not supported (Triton takes :16)"),
+     "r.yaml:10:14: kernels.add.args.y_ptr: hint :8 is not supported (:16 = multiple of 16, :1 = equals 1)"),
     (edit('      y_ptr: "*T:16"', '      y_ptr: "T"'),
      "r.yaml:10:14: kernels.add.args.y_ptr: type variable 'T' can only type a pointer"),
     (edit('      y_ptr: "*T:16"', '      y_ptr: {type: "*T", default: 3}'),

@@ -1,0 +1,130 @@
+"""Tuning tables: plain JSON, one file per package and arch, written by ``aotpack tune`` on a GPU
+host and baked into the dispatcher by ``aotpack build`` (recipe key ``tables:``).
+
+Format ``aotpack-tuning-table/1``::
+
+    {"format": "aotpack-tuning-table/1", "package": "demo_kernels", "arch": "sm_90a",
+     "device": "NVIDIA H100 80GB HBM3", "driver_cuda": "13.0", "date": "2026-11-22",
+     "kernels": {"matmul": [{"key": [512, 512, 512], "types": {"T": "fp16"},
+                             "config": "BLOCK_M=64,...", "median_us": {"<config>": 12.3, ...},
+                             "rejected": {"<config>": "why"}}]}}
+
+Rows hold bucketed keys (the values the dispatcher compares), sorted by types then key; every
+mapping is written with sorted keys so that diffs stay small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+FORMAT = "aotpack-tuning-table/1"
+
+
+class TableError(ValueError):
+    """A malformed table; the message names the file and the row."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    key: tuple[int, ...]
+    types: tuple[tuple[str, str], ...]
+    config: str
+    specialization: Literal["hinted", "safe"] | None = None  # rows for the hinted or the safe variants
+    median_us: tuple[tuple[str, float], ...] = ()
+    rejected: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    package: str
+    arch: str
+    device: str
+    driver_cuda: str
+    date: str
+    kernels: tuple[tuple[str, tuple[Row, ...]], ...] = field(default=())
+
+
+def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
+    at = f"{where}: kernels.{kernel}[{index}]"
+    if not isinstance(raw, dict) or not {"key", "config"} <= set(raw):
+        raise TableError(f"{at}: a row needs 'key' and 'config'")
+    key = raw["key"]
+    if not isinstance(key, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in key):
+        raise TableError(f"{at}.key: expected a list of integers, got {key!r}")
+    types = raw.get("types", {})
+    if not isinstance(types, dict) or not all(isinstance(v, str) for v in types.values()):
+        raise TableError(f"{at}.types: expected a mapping of type variables to dtypes")
+    if not isinstance(raw["config"], str):
+        raise TableError(f"{at}.config: expected a config label such as 'BLOCK=1024,w4,s3'")
+    spec = raw.get("specialization")
+    if spec not in (None, "hinted", "safe"):
+        raise TableError(f"{at}.specialization: expected 'hinted' or 'safe', got {spec!r}")
+    timings = raw.get("median_us", {})
+    rejected = raw.get("rejected", {})
+    return Row(
+        key=tuple(key), types=tuple(sorted(types.items())), config=raw["config"], specialization=spec,
+        median_us=tuple(sorted((str(k), float(v)) for k, v in timings.items())),
+        rejected=tuple(sorted((str(k), str(v)) for k, v in rejected.items())),
+    )  # fmt: skip
+
+
+def read(path: Path) -> Table:
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise TableError(f"cannot read tuning table {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise TableError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise TableError(f'{path}: not a tuning table (expected "format": "{FORMAT}")')
+    for name in ("package", "arch", "device", "driver_cuda", "date"):
+        if not isinstance(raw.get(name), str):
+            raise TableError(f"{path}: missing '{name}'")
+    kernels = raw.get("kernels", {})
+    if not isinstance(kernels, dict):
+        raise TableError(f"{path}: 'kernels' must map kernel names to lists of rows")
+    return Table(
+        package=raw["package"], arch=raw["arch"], device=raw["device"], driver_cuda=raw["driver_cuda"],
+        date=raw["date"],
+        kernels=tuple(
+            (name, tuple(_row(name, i, r, str(path)) for i, r in enumerate(rows)))
+            for name, rows in sorted(kernels.items())
+        ),
+    )  # fmt: skip
+
+
+def to_json(table: Table) -> str:
+    kernels = {
+        name: [
+            {
+                "key": list(r.key),
+                "types": dict(r.types),
+                "config": r.config,
+                **({"specialization": r.specialization} if r.specialization else {}),
+                "median_us": {k: round(v, 3) for k, v in r.median_us},
+                "rejected": dict(r.rejected),
+            }
+            for r in sorted(rows, key=lambda r: (r.types, r.key, r.specialization or ""))
+        ]
+        for name, rows in table.kernels
+    }
+    body = {
+        "format": FORMAT, "package": table.package, "arch": table.arch, "device": table.device,
+        "driver_cuda": table.driver_cuda, "date": table.date, "kernels": kernels,
+    }  # fmt: skip
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+
+def write(table: Table, path: Path) -> Path:
+    """Write atomically (temp file + rename), so a killed tuner leaves the old table intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(to_json(table))
+    os.replace(tmp, path)
+    return path

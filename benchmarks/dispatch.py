@@ -1,0 +1,134 @@
+"""Dispatch quality: the demo's matmul and softmax over 20 problem shapes each, off the tuned
+buckets. For each shape: the dispatched call, the oracle (the fastest variant of this wheel for that
+exact shape, each forced with variant=), and Triton's @triton.autotune over the same config grid
+run JIT in this process (its tuning excluded). Times: CUDA events around each launch, L2 flushed
+before each, median of 30 after 5 warm-ups. Printed as ratios; the target is a median
+dispatched/oracle <= 1.05.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
+
+import demo_kernels  # noqa: E402
+import tuning  # noqa: E402
+from matmul import matmul_kernel  # noqa: E402
+from softmax import softmax_kernel  # noqa: E402
+
+from aotpack import recipe  # noqa: E402
+
+REPS, WARMUP = 30, 5
+FLUSH = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+MATMUL_SHAPES = [
+    (100, 100, 100), (300, 200, 500), (777, 513, 129), (1000, 1000, 1000), (1500, 900, 2048), (2000, 3000, 700),
+    (3000, 3000, 3000), (4000, 4000, 500), (96, 4000, 4000), (4000, 96, 4000), (1234, 4321, 999), (2500, 2500, 64),
+    (640, 6000, 1024), (6000, 640, 1024), (3500, 1800, 2600), (128, 128, 8000), (5000, 5000, 256), (257, 1025, 3000),
+    (1800, 1800, 1800), (3333, 222, 1111),
+]  # fmt: skip
+SOFTMAX_COLS = [100, 200, 300, 500, 700, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000, 7000, 8000, 10000,
+                12000, 14000, 16000]  # fmt: skip
+
+
+def median_us(launch) -> float:
+    for _ in range(WARMUP):
+        launch()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
+    for s, e in zip(starts, ends, strict=True):
+        FLUSH.zero_()
+        s.record()
+        launch()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1000
+
+
+def triton_configs(kernel: recipe.Kernel) -> list[triton.Config]:
+    return [triton.Config(dict(c.constexprs), num_warps=c.num_warps, num_stages=c.num_stages) for c in kernel.configs]
+
+
+def candidates(name: str, args) -> list[str]:
+    """The variants the dispatcher could have chosen for this call: same arch, types, specialization."""
+    chosen = getattr(demo_kernels, name).select(*args).split("/")
+
+    def same(variant: str) -> bool:
+        parts = variant.split("/")
+        return parts[2] == chosen[2] and parts[1].split(",")[0] == chosen[1].split(",")[0] and parts[3:] == chosen[3:]
+
+    return [v for v in getattr(demo_kernels, name).variants if same(v)]
+
+
+def check(out, ref, what):
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    assert err < 2e-2, f"{what}: relative error {err}"
+
+
+def bench_matmul(tuned, m: int, n: int, k: int) -> tuple[str, str, float, float, float]:
+    args, _ = tuning.matmul_inputs({"M": m, "N": n, "K": k}, {"T": "fp16"})
+    a, b, c = args
+    ref = tuning.matmul_reference(args)[0]
+    dispatched = median_us(lambda: demo_kernels.matmul(a, b, c))
+    check(c, ref, f"matmul {m}x{n}x{k}")
+    oracle = min(median_us(lambda v=v: demo_kernels.matmul(a, b, c, variant=v)) for v in candidates("matmul", args))
+
+    def jit() -> None:
+        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+        tuned[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+
+    jit()
+    check(c, ref, f"triton matmul {m}x{n}x{k}")
+    return ("matmul", f"{m}x{n}x{k}", dispatched, oracle, median_us(jit))
+
+
+def bench_softmax(tuned, cols: int) -> tuple[str, str, float, float, float]:
+    args, _ = tuning.softmax_inputs({"n_cols": cols}, {"T": "fp16"})
+    out, x = args
+    ref = tuning.softmax_reference(args)[0]
+    dispatched = median_us(lambda: demo_kernels.softmax(out, x))
+    check(out, ref, f"softmax {cols}")
+    oracle = min(median_us(lambda v=v: demo_kernels.softmax(out, x, variant=v)) for v in candidates("softmax", args))
+
+    def jit() -> None:
+        tuned[(x.shape[0],)](out, x, x.stride(0), out.stride(0), cols)
+
+    jit()
+    check(out, ref, f"triton softmax {cols}")
+    return ("softmax", f"4096x{cols}", dispatched, oracle, median_us(jit))
+
+
+def main() -> None:
+    demo = recipe.load(ROOT / "recipes" / "demo.yaml")
+    kernels = {k.name: k for k in demo.kernels}
+    tuned_matmul = triton.autotune(triton_configs(kernels["matmul"]), key=["M", "N", "K"])(matmul_kernel)
+    tuned_softmax = triton.autotune(triton_configs(kernels["softmax"]), key=["n_cols"])(softmax_kernel)
+    rows = [bench_matmul(tuned_matmul, *shape) for shape in MATMUL_SHAPES]
+    rows += [bench_softmax(tuned_softmax, cols) for cols in SOFTMAX_COLS]
+
+    print(
+        f"\n# dispatch on {torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__} (JIT)"
+    )
+    print(f"{'kernel':8} {'shape':>16} {'dispatched us':>14} {'oracle us':>10} {'vs oracle':>10} {'autotune us':>12} "
+          f"{'vs autotune':>12}")  # fmt: skip
+    for kernel, shape, d, o, t in rows:
+        print(f"{kernel:8} {shape:>16} {d:14.2f} {o:10.2f} {d / o:9.3f}x {t:12.2f} {d / t:11.3f}x")
+    for kernel in ("matmul", "softmax"):
+        mine = [r for r in rows if r[0] == kernel]
+        vs_oracle = statistics.median(r[2] / r[3] for r in mine)
+        vs_autotune = statistics.median(r[2] / r[4] for r in mine)
+        verdict = "met" if vs_oracle <= 1.05 else "MISSED"
+        print(
+            f"{kernel}: median dispatched/oracle {vs_oracle:.3f}x (target <= 1.05: {verdict}); "
+            f"median dispatched/@triton.autotune {vs_autotune:.3f}x over {len(mine)} shapes"
+        )
+
+
+if __name__ == "__main__":
+    main()
