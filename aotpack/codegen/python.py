@@ -69,7 +69,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
             "types": {var: list(choices) for var, choices in k.types},
             "bindings": [dict(b) for b in k.bindings],
             "grid": [expr.unparse(g) for g in k.grid],
-            "key": {name: expr.unparse(e) for name, e in k.key},
+            "key": [[name, expr.unparse(e)] for name, e in k.key],  # a list: the order matters
             "bucket": k.bucket,
             "default_config": k.default.label,
             "dispatch": [

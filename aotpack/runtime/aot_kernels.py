@@ -19,7 +19,7 @@ class Kernel:
         self.__name__ = name
         self._select = getattr(native, "_select_" + name)
         self._choose = getattr(native, "_choose_" + name)
-        self._key = list(entry["key"])
+        self._key = [name for name, _ in entry["key"]]
         self._typevars = list(entry["types"])
         self._bindings = [dict(b) for b in entry["bindings"]]
         self.variants = [v["id"] for v in entry["variants"]]

@@ -351,35 +351,42 @@ static int64_t bucket(const aot_kernel *k, int64_t v) {
   return aot_next_pow2(NULL, v);
 }
 
-/* The config for a key: the table's row for the key rounded up to the table's next value in each
- * dimension (clamped at the largest), else the default. */
 static int rule_applies(const aot_rule *rule, int target, int binding, int hinted) {
   return (rule->target < 0 || rule->target == target) && (rule->binding < 0 || rule->binding == binding) &&
          (rule->hinted < 0 || rule->hinted == hinted);
 }
 
+/* log2 of x (x >= 1), exact at powers of two and linear in between: enough to rank distances. */
+static double log2_approx(int64_t x) {
+  if (x < 1) x = 1;
+  int e = 63 - __builtin_clzll((unsigned long long)x);
+  return e + (double)(x - (INT64_C(1) << e)) / (double)(INT64_C(1) << e);
+}
+
+/* The config for a key. Among the table's rows for this arch, types and specialization (rows that
+ * name them win over rows that do not): the nearest row at or above the bucketed key in every
+ * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
+ * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
 static int choose_config(const aot_kernel *k, const int64_t *key, int target, int binding, int hinted) {
-  if (k->nrules == 0) return k->default_config;
-  int64_t want[AOT_MAX_KEY];
-  for (int d = 0; d < k->nkey; d++) {
-    int64_t v = bucket(k, key[d]), up = INT64_MAX, top = INT64_MIN;
-    for (int r = 0; r < k->nrules; r++) {
-      const aot_rule *rule = &k->rules[r];
-      if (!rule_applies(rule, target, binding, hinted)) continue;
-      int64_t c = rule->key[d];
-      if (c >= v && c < up) up = c;
-      if (c > top) top = c;
-    }
-    want[d] = up != INT64_MAX ? up : top;
-  }
-  int best = -1, best_score = -1;
+  int64_t v[AOT_MAX_KEY];
+  for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]);
+  int best = -1, best_score = -1, best_up = 0;
+  double best_dist = 0;
   for (int r = 0; r < k->nrules; r++) {
     const aot_rule *rule = &k->rules[r];
     if (!rule_applies(rule, target, binding, hinted)) continue;
-    int same = 1;
-    for (int d = 0; d < k->nkey; d++) same &= rule->key[d] == want[d];
     int score = (rule->target >= 0) * 4 + (rule->binding >= 0) * 2 + (rule->hinted >= 0);
-    if (same && score > best_score) best = r, best_score = score;
+    int up = 1;
+    double dist = 0;
+    for (int d = 0; d < k->nkey; d++) {
+      double gap = log2_approx(rule->key[d]) - log2_approx(v[d]);
+      up &= rule->key[d] >= v[d];
+      dist += gap < 0 ? -gap : gap;
+    }
+    if (best < 0 || score > best_score ||
+        (score == best_score && (up > best_up || (up == best_up && dist < best_dist)))) {
+      best = r, best_score = score, best_up = up, best_dist = dist;
+    }
   }
   return best >= 0 ? k->rules[best].config : k->default_config;
 }

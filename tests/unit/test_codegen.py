@@ -110,3 +110,18 @@ def test_native_command_is_planned_as_data(tmp_path):
 @pytest.mark.parametrize(("data", "literal"), [(b"", '""'), (b"\x00\xff", '"\\x00\\xff"')])
 def test_c_bytes(data, literal):
     assert codegen_c.c_bytes(data) == literal
+
+
+def test_manifest_keeps_the_key_order(kernel_dir):
+    import json
+
+    text = GOOD.replace("    key: [n_elements]", "    key: {z: n_elements, a: 2 * n_elements}").replace(
+        "      - {key: [4096], config: {BLOCK: 256, num_warps: 8}}",
+        "      - {key: [4096, 1], config: {BLOCK: 256, num_warps: 8}}",
+    )
+    rec = recipe.parse(text, kernel_dir / "r.yaml")
+    variants = plan.plan_variants(rec)
+    outcomes = {v.id: artifact(v) for v in variants}
+    kernels = codegen.group(rec, variants, outcomes, {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})
+    text = codegen_py.manifest_json(codegen.BuildInput(recipe=rec, kernels=kernels, versions=()), "0")
+    assert json.loads(text)["kernels"]["add"]["key"] == [["z", "n_elements"], ["a", "(2 * n_elements)"]]
