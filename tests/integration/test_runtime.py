@@ -170,3 +170,31 @@ def test_first_calls_from_many_threads_load_each_variant_once(installed, fake_dr
     )  # fmt: skip
     assert len([line for line in log if line.startswith("load")]) == 1
     assert len([line for line in log if line.startswith("launch")]) == 800
+
+
+def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
+    out, _ = run(
+        """
+        import inspect
+        print(k.add.select(n_elements=100, T="fp16"))
+        print(k.add.select(n_elements=1 << 30, T="fp32", device=0))
+        for bad in ({"T": "fp32"}, {"n_elements": 5}):
+            try:
+                k.add.select(**bad)
+            except TypeError as e:
+                print(e)
+        print(k.add, len(k.add.variants), k.add.variants[0])
+        print(inspect.signature(k.add))
+        print(k.add.__doc__.splitlines()[0])
+        """,
+        installed, fake_driver, tmp_path,
+    )  # fmt: skip
+    assert out == [
+        "add/T=fp16,BLOCK=256,w4,s1/sm_90a/hinted",
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted",  # past the table's one row: clamped to it
+        "add.select(): give the key values n_elements",
+        "add.select(): name the types, one of: T=fp32; T=fp16",
+        "<kernel add: 16 variants> 16 add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted",
+        "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)",
+        "The add kernel.",
+    ]
