@@ -1,0 +1,98 @@
+"""Tuning tables: the file format, its errors, and how build bakes rows into dispatch rules."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aotpack import plan, recipe, tables
+from aotpack.errors import RecipeError
+
+from .test_recipe import GOOD
+
+
+def table(**changes) -> tables.Table:
+    rows = (
+        tables.Row(key=(65536,), types=(("T", "fp16"),), config="BLOCK=1024,w8,s3", specialization="hinted",
+                   median_us=(("BLOCK=1024,w8,s3", 4.25), ("BLOCK=256,w4,s3", 5.5)), rejected=(("BLOCK=256,w8,s3", "nan"),)),
+        tables.Row(key=(4096,), types=(("T", "fp32"),), config="BLOCK=256,w4,s3"),
+    )  # fmt: skip
+    fields = dict(package="kit", arch="sm_90a", device="H100", driver_cuda="13.0", date="2026-11-22",
+                  kernels=(("add", rows),))  # fmt: skip
+    fields.update(changes)
+    return tables.Table(**fields)
+
+
+def test_round_trip_is_sorted_and_stable(tmp_path):
+    path = tables.write(table(), tmp_path / "t.json")
+    text = path.read_text()
+    assert tables.to_json(tables.read(path)) == text
+    rows = json.loads(text)["kernels"]["add"]
+    assert [r["types"] for r in rows] == [{"T": "fp16"}, {"T": "fp32"}]  # sorted by types, then key
+    assert rows[0]["specialization"] == "hinted" and "specialization" not in rows[1]
+    assert rows[0]["median_us"] == {"BLOCK=1024,w8,s3": 4.25, "BLOCK=256,w4,s3": 5.5}
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "t.json:1:2: not valid JSON"),
+        ('{"format": "x"}', 't.json: not a tuning table (expected "format": "aotpack-tuning-table/1")'),
+        ('{"format": "aotpack-tuning-table/1", "package": "kit"}', "t.json: missing 'arch'"),
+        ('{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1",'
+         ' "date": "d", "kernels": {"add": [{"key": [1.5], "config": "c"}]}}',
+         "t.json: kernels.add[0].key: expected a list of integers, got [1.5]"),
+        ('{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1",'
+         ' "date": "d", "kernels": {"add": [{"key": [1], "config": "c", "specialization": "fast"}]}}',
+         "t.json: kernels.add[0].specialization: expected 'hinted' or 'safe', got 'fast'"),
+    ],
+)  # fmt: skip
+def test_malformed_tables(tmp_path, text, message):
+    (tmp_path / "t.json").write_text(text)
+    with pytest.raises(tables.TableError) as info:
+        tables.read(tmp_path / "t.json")
+    assert str(info.value).startswith(f"{tmp_path}/{message}")
+
+
+def with_table(folder: Path, t: tables.Table) -> recipe.Recipe:
+    tables.write(t, folder / "tables" / "kit.sm_90a.json")
+    text = GOOD.replace("targets: [sm_80, sm_90a]\n", "targets: [sm_80, sm_90a]\ntables: [tables/kit.sm_90a.json]\n")
+    return recipe.parse(text, folder / "r.yaml")
+
+
+def test_build_bakes_table_rows(kernel_dir):
+    (k,) = with_table(kernel_dir, table()).kernels
+    inline, *baked = k.rules
+    assert inline.arch is None and inline.key == (4096,)
+    assert [(r.key, r.arch, r.types, r.specialization, r.config.label) for r in baked] == [
+        ((65536,), "sm_90a", (("T", "fp16"),), "hinted", "BLOCK=1024,w8,s3"),
+        ((4096,), "sm_90a", (("T", "fp32"),), None, "BLOCK=256,w4,s3"),
+    ]
+
+
+def test_winners_only_keeps_the_picked_configs_and_the_default(kernel_dir):
+    rows = (tables.Row(key=(65536,), types=(("T", "fp16"),), config="BLOCK=256,w8,s3"),)
+    rec = with_table(kernel_dir, table(kernels=(("add", rows),)))
+    winners = plan.plan_variants(rec, winners_only=True)
+    # the inline row and the table row both pick BLOCK=256,w8; the default is BLOCK=1024,w4
+    assert sorted({v.config.label for v in winners}) == ["BLOCK=1024,w4,s3", "BLOCK=256,w8,s3"]
+    assert len(winners) == len(plan.plan_variants(rec)) // 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"package": "other"}, "the table is for package 'other', not 'kit'"),
+        ({"arch": "sm_100a"}, "arch sm_100a is not a target of kernel 'add'"),
+        ({"kernels": (("mul", ()),)}, "the table has rows for 'mul', which the recipe does not define"),
+        ({"kernels": (("add", (tables.Row(key=(1,), types=(("T", "fp16"),), config="BLOCK=64,w4,s3"),)),)},
+         "kernels.add[0]: config 'BLOCK=64,w4,s3' is not in the recipe's grid; re-run aotpack tune"),
+        ({"kernels": (("add", (tables.Row(key=(1, 2), types=(("T", "fp16"),), config="BLOCK=256,w4,s3"),)),)},
+         "kernels.add[0]: the key has 2 values, the recipe's 1"),
+    ],
+)  # fmt: skip
+def test_tables_that_do_not_fit_the_recipe(kernel_dir, changes, message):
+    with pytest.raises(RecipeError) as info:
+        with_table(kernel_dir, table(**changes))
+    assert str(info.value) == f"{kernel_dir}/r.yaml:4:10: tables[0]: {message}"
