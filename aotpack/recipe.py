@@ -12,7 +12,7 @@ import itertools
 import keyword
 import re
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -283,11 +283,15 @@ def _kind(node: yaml.Node) -> str:
     return {yaml.ScalarNode: "value", yaml.SequenceNode: "list", yaml.MappingNode: "mapping"}[type(node)]
 
 
+def _suggest(word: str, choices: Sequence[str], label: str = "expected one of") -> str:
+    """' — did you mean X?' for a near miss, else the list of choices."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" — did you mean {close[0]!r}?" if close else f" ({label}: {', '.join(choices)})"
+
+
 def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
     where = f" in {path}" if path else ""
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    hint = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(allowed)})"
-    return f"unknown key {key!r}{where}{hint}"
+    return f"unknown key {key!r}{where}{_suggest(key, allowed)}"
 
 
 # ---------------------------------------------------------------- recipe parsing
@@ -386,18 +390,29 @@ def _apply_table(table: tables.Table, kernels: list[Kernel], package: str) -> li
     return [by_name[k.name] for k in kernels]
 
 
-def _targets(node: _Node) -> tuple[str, ...]:
-    known = facts.archs()
+_GENCODE = re.compile(r"^arch=compute_(?P<arch>\d+a?),code=(?P<code>(?:sm|compute)_\d+a?)$")
+
+
+def _targets(node: _Node, gencode: bool = False) -> tuple[str, ...]:
+    """Targets: 'sm_90a' (machine code); with ``gencode`` (CUDA kernels) also 'compute_90' (PTX the
+    driver compiles at load) and nvcc's 'arch=compute_90a,code=sm_90a' form."""
+    known = list(facts.archs())
+    choices = [*known, *(f"compute_{a[3:]}" for a in known)] if gencode else known
     out: list[str] = []
     for item in node.sequence(allow_scalar=True):
-        name = item.string()
-        if name not in known:
-            close = difflib.get_close_matches(name, list(known), n=1)
-            hint = f" — did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            raise item.fail(f"unknown target {name!r}{hint}")
-        if name in out:
-            raise item.fail(f"target {name!r} is listed twice")
-        out.append(name)
+        text = item.string()
+        m = _GENCODE.match(text) if gencode else None
+        if m:
+            code_arch = m["code"].split("_")[1]
+            if code_arch != m["arch"]:
+                raise item.fail(f"{text!r}: aotpack builds each code for its own arch; use "
+                                f"'arch=compute_{code_arch},code={m['code']}'")  # fmt: skip
+            text = m["code"]
+        if text not in choices:
+            raise item.fail(f"unknown target {text!r}{_suggest(text, choices, 'known')}")
+        if text in out:
+            raise item.fail(f"target {text!r} is listed twice")
+        out.append(text)
     if not out:
         raise node.fail("expected at least one target")
     return tuple(out)
@@ -420,7 +435,7 @@ def _kernel(
     if "gencode" in k:
         if "targets" in k:
             raise k["gencode"].fail("give 'gencode' or 'targets', not both")
-        targets = _gencode(k["gencode"])
+        targets = _targets(k["gencode"], gencode=True)
     else:
         targets = _targets(k["targets"]) if "targets" in k else recipe_targets
     if not targets:
@@ -437,7 +452,7 @@ def _kernel(
     for var, values, var_at in k["types"].items() if "types" in k else ():
         if not _IDENT.match(var) or var in facts.dtypes():
             raise RecipeError(f"type variable {var!r} must be an identifier that is not a dtype name", var_at)
-        choices = tuple(_dtype(v, pointer=True) for v in values.sequence())
+        choices = tuple(_dtype(v, v.string(), pointer=True) for v in values.sequence())
         if len(set(choices)) != len(choices) or not choices:
             raise values.fail("expected a non-empty list of distinct dtypes")
         types.append((var, choices))
@@ -468,8 +483,8 @@ def _kernel(
                     if n.id in pointers:
                         msg = f"{n.id!r} is a pointer argument; use numel({n.id}) or size({n.id}, 0)"
                     else:
-                        close = difflib.get_close_matches(n.id, sorted(allowed), n=1)
-                        hint = f" — did you mean {close[0]!r}?" if close else ""
+                        near = difflib.get_close_matches(n.id, sorted(allowed), n=1)
+                        hint = f" — did you mean {near[0]!r}?" if near else ""
                         msg = f"unknown name {n.id!r}{hint} (known: {', '.join(sorted(allowed)) or 'none'})"
                     raise expr.ExprError(msg, n.offset)
             for call in expr.tensor_calls(e):
@@ -548,15 +563,13 @@ def _source(node: _Node, root: Path) -> Source:
     return Source(path=None, module=where, function=function)
 
 
-def _dtype(node: _Node, pointer: bool) -> str:
-    name = node.string()
+def _dtype(node: _Node, name: str, pointer: bool, typevars: Iterable[str] = ()) -> str:
+    """``name`` if it is a dtype a pointer (or scalar) can have, or one of ``typevars``."""
     known = facts.dtypes()
-    if name in known and (pointer or known[name].scalar):
+    if name in typevars or (name in known and (pointer or known[name].scalar)):
         return name
-    choices = list(known) if pointer else [n for n, d in known.items() if d.scalar]
-    close = difflib.get_close_matches(name, choices, n=1)
-    hint = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(choices)})"
-    raise node.fail(f"unknown {'element' if pointer else 'scalar'} type {name!r}{hint}")
+    choices = [*typevars, *(n for n, d in known.items() if pointer or d.scalar)]
+    raise node.fail(f"unknown {'element' if pointer else 'scalar'} type {name!r}{_suggest(name, choices)}")
 
 
 def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[str, ...]) -> list[Arg]:
@@ -576,13 +589,7 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
         typevar = dtype in typevars
         if typevar and not pointer:
             raise type_node.fail(f"type variable {dtype!r} can only type a pointer")
-        if not typevar:
-            known = facts.dtypes().get(dtype)
-            if known is None or not (pointer or known.scalar):
-                choices = [*typevars, *(n for n, d in facts.dtypes().items() if pointer or d.scalar)]
-                close = difflib.get_close_matches(dtype, choices, n=1)
-                suggestion = f" — did you mean {close[0]!r}?" if close else f" (expected one of: {', '.join(choices)})"
-                raise type_node.fail(f"unknown {'element' if pointer else 'scalar'} type {dtype!r}{suggestion}")
+        _dtype(type_node, dtype, pointer, typevars if pointer else ())
         hint = int(m["hint"]) if m["hint"] else None
         if hint is not None:
             if hint not in HINTS:
@@ -752,37 +759,6 @@ def _cuda_source(node: _Node, root: Path) -> Source:
     if not file.is_file():
         raise node.fail(f"CUDA source {node.string()!r} not found (looked for {file})")
     return Source(path=file, module=None, function="")
-
-
-_GENCODE = re.compile(r"^arch=compute_(?P<arch>\d+a?),code=(?P<code>(?:sm|compute)_\d+a?)$")
-
-
-def _gencode(node: _Node) -> tuple[str, ...]:
-    """nvcc targets: 'sm_90a' (machine code), 'compute_90' (PTX the driver compiles at load), or the
-    full 'arch=compute_90a,code=sm_90a' form."""
-    known = facts.archs()
-    out: list[str] = []
-    for item in node.sequence(allow_scalar=True):
-        text = item.string()
-        m = _GENCODE.match(text)
-        if m:
-            code_arch = m["code"].split("_")[1]
-            if code_arch != m["arch"]:
-                raise item.fail(f"{text!r}: aotpack builds each code for its own arch; use "
-                                f"'arch=compute_{code_arch},code={m['code']}'")  # fmt: skip
-            text = m["code"]
-        name = "sm_" + text[len("compute_") :] if text.startswith("compute_") else text
-        if name not in known:
-            choices = [*known, *(f"compute_{a[3:]}" for a in known)]
-            close = difflib.get_close_matches(text, choices, n=1)
-            hint = f" — did you mean {close[0]!r}?" if close else f" (known: {', '.join(choices)})"
-            raise item.fail(f"unknown target {text!r}{hint}")
-        if text in out:
-            raise item.fail(f"target {text!r} is listed twice")
-        out.append(text)
-    if not out:
-        raise node.fail("expected at least one target")
-    return tuple(out)
 
 
 def _cuda_launch(

@@ -15,16 +15,14 @@ from __future__ import annotations
 import ctypes
 import datetime
 import importlib
-import importlib.util
 import logging
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import expr, recipe, tables
+from . import _sources, expr, recipe, tables
 from .errors import AotpackError, RecipeError
 
 log = logging.getLogger("aotpack")
@@ -46,17 +44,7 @@ class Options:
 
 
 def _hook(source: recipe.Source) -> Callable[..., Any]:
-    if source.path is not None:
-        name = f"_aotpack_tune_{source.path.stem}"
-        spec = importlib.util.spec_from_file_location(name, source.path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    else:
-        assert source.module is not None
-        module = importlib.import_module(source.module)
-    fn = getattr(module, source.function, None)
+    fn = _sources.load(source)
     if not callable(fn):
         raise TuneError(f"tuning hook {source} is not a function")
     return fn  # type: ignore[no-any-return]

@@ -7,16 +7,12 @@ adds (global and profile scratch), which the runtime passes as null when the var
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 import warnings
 from collections.abc import Iterable, Mapping
-from functools import cache
 from typing import Any
 
-from .. import facts
+from .. import _sources, facts
 from ..errors import RecipeError, ToolNotFound
 from ..plan import Variant
 from ..recipe import Kernel, Source
@@ -38,24 +34,9 @@ def _triton() -> Any:
     return triton
 
 
-@cache
 def _load_function(source: Source) -> Any:
-    """Import the @triton.jit function (cached per worker process)."""
-    _triton()
-    if source.path is not None:
-        folder = str(source.path.parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)  # so the kernel file can import its helper modules
-        name = f"_aotpack_src_{abs(hash(str(source.path)))}"
-        spec = importlib.util.spec_from_file_location(name, source.path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    else:
-        assert source.module is not None
-        module = importlib.import_module(source.module)
-    return getattr(module, source.function, None)
+    _triton()  # a clear error when Triton is missing, before the kernel's own import fails
+    return _sources.load(source)
 
 
 class TritonCompiler:
