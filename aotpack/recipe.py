@@ -142,6 +142,7 @@ class Kernel:
     options: tuple[tuple[str, ConstValue], ...]
     cuda: CudaLaunch | None = None
     tune: TuneSpec | None = None
+    autotune: bool = False  # the kernel may run more than once per call (out of place): runtime tuning may time it
     where: Location
 
     def arg(self, name: str) -> Arg:
@@ -298,7 +299,9 @@ def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
 
 _TOP_KEYS = ("package", "version", "summary", "targets", "kernels", "tables")
 _TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
-_COMMON_KEYS = ("doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune")
+_COMMON_KEYS = (
+    "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune",
+)  # fmt: skip
 _TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options")
 _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
 _KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
@@ -544,7 +547,8 @@ def _kernel(
         name=name, backend=backend, source=source, doc=doc, args=args, types=tuple(types),
         constexpr_names=constexpr_names, configs=configs, default=default,
         grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
-        options=options, cuda=cuda, tune=tune, where=where,
+        options=options, cuda=cuda, tune=tune, autotune=k["autotune"].boolean() if "autotune" in k else False,
+        where=where,
     )  # fmt: skip
 
 

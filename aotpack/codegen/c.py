@@ -148,13 +148,16 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
             lines += _function(f"{n}_shared", "aot_call *x, const int64_t *c, int64_t *bytes", body)
             launch_fns[1] = f"{n}_shared"
 
+    labels = ", ".join(c_string(c.label) for c in k.configs)
+    lines.append(f"static const char *const {n}_config_labels[] = {{{labels}}};")
+    lines.append(f"static aot_memo {n}_memo;")
     fields = [
         c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
         str(len(bindings)), f"{n}_bindings", str(len(targets)), f"{n}_targets", str(len(k.configs)),
         str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
         str(int(k.bucket == "pow2")), str(len(k.rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
         f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
-        f"{n}_functions", *launch_fns,
+        f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
     ]  # fmt: skip
     lines.append(f"const aot_kernel aot_kernel_{n} = {{")
     lines += [f"  {f}," for f in fields]
@@ -196,6 +199,9 @@ def kernels_c(build: BuildInput) -> str:
     out.append("")
     for kb in build.kernels:
         out.append(kernel_c(kb, build.recipe.package, image_names))
+    everyone = ", ".join(f"&aot_kernel_{kb.kernel.name}" for kb in build.kernels)
+    out.append(f"const aot_kernel *const aot_all_kernels[] = {{{everyone}}};")
+    out.append(f"const int aot_num_kernels = {len(build.kernels)};")
     return "\n".join(out)
 
 
@@ -237,6 +243,10 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     out.append("")
     out.append("static PyMethodDef methods[] = {")
     out += methods
+    out.append('  {"_autotune", aot_py_autotune, METH_VARARGS, "_autotune(on: bool): switch runtime autotuning"},')
+    out.append('  {"_memo", aot_py_memo, METH_VARARGS, "_memo(kernel) -> the keys tuned in this process"},')
+    out.append('  {"_memo_put", aot_py_memo_put, METH_VARARGS, "_memo_put(kernel, target, binding, hinted, key, '
+               'config): remember a tuned key"},')  # fmt: skip
     out.append("  {NULL, NULL, 0, NULL},")
     out.append("};")
     out.append("")

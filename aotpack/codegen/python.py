@@ -71,6 +71,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
             "grid": [expr.unparse(g) for g in k.grid],
             "key": [[name, expr.unparse(e)] for name, e in k.key],  # a list: the order matters
             "bucket": k.bucket,
+            "autotune": k.autotune,
             "default_config": k.default.label,
             "dispatch": [
                 {
@@ -138,20 +139,34 @@ pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.
 import json as _json
 from importlib import resources as _resources
 
+import os as _os
+
+from . import _aotpack_runtime as _runtime
 from . import _native
 from ._aotpack_runtime import kernel as _kernel
 from ._native import CudaError
 
 __version__ = {recipe.version!r}
-__all__ = ["CudaError", "select", {", ".join(repr(n) for n in names)}]
+__all__ = ["CudaError", "autotune", "select", {", ".join(repr(n) for n in names)}]
 __aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").read_text())
 
 {kernels}
 
 
+def autotune(enabled=True, cache=None):
+    """Runtime autotuning for keys the baked tables lack (kernels built with ``autotune: true``):
+    timed on first sight, remembered per process, and with ``cache`` (a file path) shared between
+    processes. AOTPACK_AUTOTUNE=1 (and AOTPACK_AUTOTUNE_CACHE) switch it on at import."""
+    _runtime.autotune(_native, __aotpack__, enabled, cache)
+
+
+if _os.environ.get("AOTPACK_AUTOTUNE", "") not in ("", "0"):
+    autotune(True, _os.environ.get("AOTPACK_AUTOTUNE_CACHE") or None)
+
+
 def select(kernel, *args, **kwargs):
     """The id of the variant ``kernel`` (a name) would launch; see ``<kernel>.select``."""
-    if kernel not in __all__[2:]:
+    if kernel not in __all__[3:]:
         raise ValueError(f"unknown kernel {{kernel!r}}; this package has {", ".join(names)}")
     return globals()[kernel].select(*args, **kwargs)
 '''
@@ -170,6 +185,7 @@ def init_pyi(build: BuildInput) -> str:
         "class CudaError(RuntimeError): ...",
         "",
         "def select(kernel: str, *args: Any, **kwargs: Any) -> str: ...",
+        "def autotune(enabled: bool = True, cache: Optional[str] = None) -> None: ...",
     ]
     for kb in build.kernels:
         params = []

@@ -384,3 +384,62 @@ PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   if (v < 0) return raise(&err);
   return PyUnicode_FromString(k->variants[v].id);
 }
+
+PyObject *aot_py_autotune(PyObject *module, PyObject *args) {
+  (void)module;
+  int on;
+  if (!PyArg_ParseTuple(args, "p", &on)) return NULL;
+  aot_autotune_enable(on);
+  Py_RETURN_NONE;
+}
+
+static const aot_kernel *kernel_named(const char *name) {
+  for (int i = 0; i < aot_num_kernels; i++)
+    if (strcmp(aot_all_kernels[i]->name, name) == 0) return aot_all_kernels[i];
+  PyErr_Format(PyExc_ValueError, "no kernel %s", name);
+  return NULL;
+}
+
+PyObject *aot_py_memo(PyObject *module, PyObject *args) {
+  (void)module;
+  const char *name;
+  if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+  const aot_kernel *k = kernel_named(name);
+  PyObject *out = k ? PyList_New(0) : NULL;
+  aot_tuned t;
+  for (int i = 0; out != NULL && aot_memo_get(k, i, &t) == 0; i++) {
+    PyObject *key = PyTuple_New(k->nkey);
+    for (int d = 0; key != NULL && d < k->nkey; d++) PyTuple_SetItem(key, d, PyLong_FromLongLong(t.key[d]));
+    PyObject *row = key ? Py_BuildValue("(siiNs)", k->targets[t.target].id, t.binding, t.hinted, key,
+                                        k->config_labels[t.config])
+                        : NULL;
+    if (row == NULL || PyList_Append(out, row) < 0) Py_CLEAR(out);
+    Py_XDECREF(row);
+  }
+  return out;
+}
+
+PyObject *aot_py_memo_put(PyObject *module, PyObject *args) {
+  (void)module;
+  const char *name, *target, *config;
+  PyObject *key_obj;
+  aot_tuned t;
+  aot_error err = {AOT_OK, ""};
+  if (!PyArg_ParseTuple(args, "ssiiOs", &name, &target, &t.binding, &t.hinted, &key_obj, &config)) return NULL;
+  const aot_kernel *k = kernel_named(name);
+  if (k == NULL) return NULL;
+  t.target = t.config = -1;
+  for (int i = 0; i < k->ntargets; i++)
+    if (strcmp(k->targets[i].id, target) == 0) t.target = i;
+  for (int i = 0; i < k->nconfigs; i++)
+    if (strcmp(k->config_labels[i], config) == 0) t.config = i;
+  if (t.target < 0 || t.config < 0 || t.binding < 0 || t.binding >= k->nbindings)
+    return PyErr_Format(PyExc_ValueError, "%s: no target %s or config %s (a cache from another build?)", name, target,
+                        config);
+  if (int_tuple(key_obj, t.key, AOT_MAX_KEY, "key", "values", &err) != k->nkey) {
+    PyErr_Format(PyExc_ValueError, "%s: expected %d key values", name, k->nkey);
+    return NULL;
+  }
+  if (aot_memo_put(k, &t) != 0) return PyErr_NoMemory();
+  Py_RETURN_NONE;
+}

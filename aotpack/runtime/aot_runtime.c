@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- the driver, loaded once */
@@ -16,6 +17,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef unsigned long long CUdeviceptr;
+typedef struct CUevent_st *CUevent;
 
 enum {
   CUDA_SUCCESS = 0,
@@ -46,6 +48,12 @@ static struct {
   int (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                       aot_stream, void **, void **);
   int (*PointerGetAttribute)(void *, int, CUdeviceptr);
+  int (*EventCreate)(CUevent *, unsigned);
+  int (*EventRecord)(CUevent, aot_stream);
+  int (*EventSynchronize)(CUevent);
+  int (*EventElapsedTime)(float *, CUevent, CUevent);
+  int (*EventDestroy)(CUevent);
+  int (*StreamIsCapturing)(aot_stream, int *);
   int (*GetErrorName)(int, const char **);
   int (*GetErrorString)(int, const char **);
 } cu;
@@ -112,6 +120,12 @@ static void load_driver(void) {
   AOT_SYM(FuncSetAttribute, "cuFuncSetAttribute");
   AOT_SYM(LaunchKernel, "cuLaunchKernel");
   AOT_SYM(PointerGetAttribute, "cuPointerGetAttribute");
+  AOT_SYM(EventCreate, "cuEventCreate");
+  AOT_SYM(EventRecord, "cuEventRecord");
+  AOT_SYM(EventSynchronize, "cuEventSynchronize");
+  AOT_SYM(EventElapsedTime, "cuEventElapsedTime");
+  AOT_SYM(EventDestroy, "cuEventDestroy_v2");
+  AOT_SYM(StreamIsCapturing, "cuStreamIsCapturing");
 #undef AOT_SYM
   int rc = cu.Init(0);
   if (rc == CUDA_ERROR_NO_DEVICE) {
@@ -367,7 +381,7 @@ static double log2_approx(int64_t x) {
  * name them win over rows that do not): the nearest row at or above the bucketed key in every
  * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
  * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
-static int choose_config(const aot_kernel *k, const int64_t *key, int target, int binding, int hinted) {
+static int choose_config(const aot_kernel *k, const int64_t *key, int target, int binding, int hinted, int *exact) {
   int64_t v[AOT_MAX_KEY];
   for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]);
   int best = -1, best_score = -1, best_up = 0;
@@ -388,6 +402,7 @@ static int choose_config(const aot_kernel *k, const int64_t *key, int target, in
       best = r, best_score = score, best_up = up, best_dist = dist;
     }
   }
+  *exact = best >= 0 && best_up && best_dist == 0;
   return best >= 0 ? k->rules[best].config : k->default_config;
 }
 
@@ -432,8 +447,7 @@ static int guards_hold(const aot_kernel *k, const aot_call *call) {
 
 /* The variant for a key: the table's config (or the default when that config did not compile for
  * this target), hinted when the guards hold and a hinted variant exists. */
-static int variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, int guards, aot_error *err) {
-  int config = choose_config(k, key, target, binding, guards);
+static int variant_of_config(const aot_kernel *k, int config, int target, int binding, int guards, aot_error *err) {
   for (int attempt = 0; attempt < 2; attempt++) {
     const int *slot = &k->variant_of[((binding * k->nconfigs + config) * k->ntargets + target) * 2];
     int v = (slot[1] >= 0 && guards) ? slot[1] : slot[0];
@@ -444,7 +458,122 @@ static int variant_for(const aot_kernel *k, const int64_t *key, int target, int 
                   k->targets[target].id);
 }
 
-static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced) {
+/* ---------------------------------------------------------------- runtime autotuning (opt-in)
+ * For kernels the recipe marks `autotune: true`, once enabled: a key with no exact row in the table
+ * is timed over every config on first sight (not while the stream captures a graph), and the winner
+ * is remembered per process. The package's Python side saves and loads these to a cache file. */
+
+static atomic_int autotune_on;
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void aot_autotune_enable(int on) { atomic_store(&autotune_on, on); }
+
+static int memo_same(const aot_tuned *a, const aot_tuned *b, int nkey) {
+  if (a->target != b->target || a->binding != b->binding || a->hinted != b->hinted) return 0;
+  for (int d = 0; d < nkey; d++)
+    if (a->key[d] != b->key[d]) return 0;
+  return 1;
+}
+
+static int memo_find(const aot_kernel *k, const aot_tuned *want) {
+  int config = -1;
+  pthread_mutex_lock(&memo_lock);
+  for (int i = 0; i < k->memo->n && config < 0; i++)
+    if (memo_same(&k->memo->items[i], want, k->nkey)) config = k->memo->items[i].config;
+  pthread_mutex_unlock(&memo_lock);
+  return config;
+}
+
+int aot_memo_put(const aot_kernel *k, const aot_tuned *entry) {
+  int rc = 0;
+  pthread_mutex_lock(&memo_lock);
+  aot_memo *m = k->memo;
+  int i = 0;
+  while (i < m->n && !memo_same(&m->items[i], entry, k->nkey)) i++;
+  if (i == m->cap) {
+    int cap = m->cap ? 2 * m->cap : 16;
+    aot_tuned *grown = realloc(m->items, (size_t)cap * sizeof *grown);
+    if (grown == NULL) rc = -1;
+    else m->items = grown, m->cap = cap;
+  }
+  if (rc == 0) {
+    m->items[i] = *entry;
+    if (i == m->n) m->n++;
+  }
+  pthread_mutex_unlock(&memo_lock);
+  return rc;
+}
+
+int aot_memo_get(const aot_kernel *k, int i, aot_tuned *out) {
+  pthread_mutex_lock(&memo_lock);
+  int ok = i >= 0 && i < k->memo->n;
+  if (ok) *out = k->memo->items[i];
+  pthread_mutex_unlock(&memo_lock);
+  return ok ? 0 : -1;
+}
+
+typedef struct {
+  aot_tuned point; /* the call's target, binding, specialization and bucketed key */
+  int untuned;     /* the key is past the table, and autotuning may time it */
+} choice;
+
+static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordinal, device_state *d, aot_stream stream);
+
+static int timed_ms(CUevent start, CUevent stop, aot_stream stream, float *ms, const aot_kernel *k, aot_call *call,
+                    int v, int ordinal, device_state *d) {
+  int rc;
+  if ((rc = cu.EventRecord(start, stream)) != CUDA_SUCCESS) return cu_fail(call->err, rc, "autotune: cuEventRecord");
+  if (launch_variant(k, call, v, ordinal, d, stream) != 0) return -1;
+  if ((rc = cu.EventRecord(stop, stream)) != CUDA_SUCCESS || (rc = cu.EventSynchronize(stop)) != CUDA_SUCCESS ||
+      (rc = cu.EventElapsedTime(ms, start, stop)) != CUDA_SUCCESS)
+    return cu_fail(call->err, rc, "autotune: timing with CUDA events");
+  return 0;
+}
+
+/* Time every config (2 warm-ups, median of 5) and remember the fastest; returns its variant. */
+static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_state *d, aot_stream stream,
+                    choice *c) {
+  enum { WARMUP = 2, REPS = 5 };
+  CUcontext popped;
+  CUevent start = NULL, stop = NULL;
+  int rc = cu.CtxPushCurrent(d->context);
+  if (rc != CUDA_SUCCESS) return cu_fail(call->err, rc, "making the device's context current");
+  int best_v = -1, best_config = -1;
+  float best_ms = 0;
+  if ((rc = cu.EventCreate(&start, 0)) != CUDA_SUCCESS || (rc = cu.EventCreate(&stop, 0)) != CUDA_SUCCESS) {
+    cu_fail(call->err, rc, "autotune: cuEventCreate");
+  } else {
+    for (int config = 0; config < k->nconfigs && call->err->status == AOT_OK; config++) {
+      const int *slot = &k->variant_of[((c->point.binding * k->nconfigs + config) * k->ntargets + c->point.target) * 2];
+      int v = c->point.hinted && slot[1] >= 0 ? slot[1] : slot[0];
+      if (v < 0) continue;
+      float times[REPS], ms = 0;
+      for (int rep = 0; rep < WARMUP + REPS && timed_ms(start, stop, stream, &ms, k, call, v, ordinal, d) == 0; rep++)
+        if (rep >= WARMUP) times[rep - WARMUP] = ms;
+      if (call->err->status != AOT_OK) break;
+      for (int i = 1; i < REPS; i++) /* insertion sort for the median */
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+          float t = times[j];
+          times[j] = times[j - 1], times[j - 1] = t;
+        }
+      if (best_v < 0 || times[REPS / 2] < best_ms) best_v = v, best_config = config, best_ms = times[REPS / 2];
+    }
+  }
+  if (start) cu.EventDestroy(start);
+  if (stop) cu.EventDestroy(stop);
+  cu.CtxPopCurrent(&popped);
+  if (call->err->status != AOT_OK) return -1;
+  c->point.config = best_config;
+  if (best_v >= 0 && aot_memo_put(k, &c->point) != 0) return aot_fail(call->err, AOT_E_CUDA, "out of memory");
+  return best_v >= 0 ? best_v : aot_fail(call->err, AOT_E_CUDA, "%s(): autotune found no variant to time", k->name);
+}
+
+static int variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, int guards, aot_error *err) {
+  int exact;
+  return variant_of_config(k, choose_config(k, key, target, binding, guards, &exact), target, binding, guards, err);
+}
+
+static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c) {
   aot_error *err = call->err;
   int binding = bind_types(k, call, err);
   if (binding < 0) return -1;
@@ -469,7 +598,16 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   int64_t key[AOT_MAX_KEY];
   k->key(call, key);
   if (err->status != AOT_OK) return -1;
-  return variant_for(k, key, target, binding, guards_hold(k, call), err);
+  int guards = guards_hold(k, call), exact;
+  int config = choose_config(k, key, target, binding, guards, &exact);
+  if (!exact && k->autotune && atomic_load(&autotune_on)) {
+    c->point.target = target, c->point.binding = binding, c->point.hinted = guards, c->point.config = -1;
+    for (int dim = 0; dim < k->nkey; dim++) c->point.key[dim] = bucket(k, key[dim]);
+    int tuned = memo_find(k, &c->point);
+    if (tuned >= 0) config = tuned;
+    c->untuned = tuned < 0;
+  }
+  return variant_of_config(k, config, target, binding, guards, err);
 }
 
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ordinal, aot_error *err) {
@@ -483,7 +621,8 @@ int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ord
 int aot_select(const aot_kernel *k, aot_call *call, int device_ordinal, int forced) {
   call->kernel = k;
   device_state *d = device(device_ordinal, call->err);
-  return d == NULL ? -1 : choose(k, call, d, forced);
+  choice c = {.untuned = 0};
+  return d == NULL ? -1 : choose(k, call, d, forced, &c);
 }
 
 int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err) {
@@ -550,12 +689,18 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
 }
 
 int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stream, int forced) {
-  aot_error *err = call->err;
   call->kernel = k;
-  device_state *d = device(ordinal, err);
+  device_state *d = device(ordinal, call->err);
   if (d == NULL) return -1;
-  int v = choose(k, call, d, forced);
-  if (v < 0) return -1;
+  choice c = {.untuned = 0};
+  int v = choose(k, call, d, forced, &c), capturing = 0;
+  if (v >= 0 && c.untuned && cu.StreamIsCapturing(stream, &capturing) == CUDA_SUCCESS && !capturing)
+    v = autotune(k, call, ordinal, d, stream, &c);
+  return v < 0 ? -1 : launch_variant(k, call, v, ordinal, d, stream);
+}
+
+static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordinal, device_state *d, aot_stream stream) {
+  aot_error *err = call->err;
   const aot_variant *var = &k->variants[v];
   const int64_t *consts = &k->consts[(size_t)var->config * (size_t)k->nconsts];
   int64_t grid[3], block[3] = {32 * (int64_t)var->num_warps, 1, 1}, shared = var->shared;

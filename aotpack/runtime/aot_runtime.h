@@ -52,6 +52,18 @@ typedef struct {
 
 struct aot_kernel;
 
+/* A key the runtime timed itself (autotuning): for this target, binding, specialization and
+ * bucketed key, launch this config. */
+typedef struct {
+  int target, binding, hinted, config;
+  int64_t key[AOT_MAX_KEY];
+} aot_tuned;
+
+typedef struct {
+  aot_tuned *items;
+  int n, cap;
+} aot_memo;
+
 /* One call's argument values, indexed by parameter. Expressions read them; a failed expression
  * (division by zero, size() of a raw pointer) records its message in err and the call fails. */
 typedef struct aot_call {
@@ -124,6 +136,9 @@ typedef struct aot_kernel {
   /* CUDA kernels: the block shape and dynamic shared memory from the recipe (NULL for Triton) */
   void (*block)(aot_call *call, const int64_t *consts, int64_t block[3]);
   void (*shared)(aot_call *call, const int64_t *consts, int64_t *bytes);
+  const char *const *config_labels;
+  uint8_t autotune;            /* the recipe allows running it more than once per call */
+  aot_memo *memo;              /* keys tuned in this process (mutable, under a lock) */
 } aot_kernel;
 
 /* Dtype names by code, generated from the package's dtype table. */
@@ -132,6 +147,10 @@ extern const char *const aot_dtype_torch_names[];
 extern const char *const aot_dtype_typestrs[]; /* __cuda_array_interface__ typestr, or NULL */
 extern const int aot_dtype_sizes[];
 extern const int aot_num_dtypes;
+
+/* Every kernel of the package, generated. */
+extern const aot_kernel *const aot_all_kernels[];
+extern const int aot_num_kernels;
 
 /* Launch a kernel: bind types, fill defaults, check the call, choose the variant (or take variant
  * `forced` when >= 0, after checking it can run this call), launch on `stream` of `device`.
@@ -144,6 +163,11 @@ int aot_select(const aot_kernel *k, aot_call *call, int device, int forced);
 /* The variant the dispatcher picks for bucketed-or-raw key values and a type binding on a device,
  * assuming the call satisfies the hints (-1 and err on failure). */
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int device, aot_error *err);
+
+/* Runtime autotuning: switch it on or off, and read or add the tuned keys (for a cache file). */
+void aot_autotune_enable(int on);
+int aot_memo_get(const aot_kernel *k, int index, aot_tuned *out);
+int aot_memo_put(const aot_kernel *k, const aot_tuned *entry);
 
 /* The index of the variant with this id, or -1 and err. */
 int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err);

@@ -1,6 +1,7 @@
 """Every demo kernel and variant against torch on random data, with poisoned outputs, odd sizes,
 misaligned views, streams, graphs, threads and bad input."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -434,3 +435,53 @@ def test_rmsnorm_in_a_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     assert rel_err(out, rmsnorm_ref(x, w, 1e-6)) < 1.6e-2
+
+
+# ---------------------------------------------------------------- runtime autotuning
+
+
+def test_runtime_autotune_on_the_gpu(tmp_path):
+    code = textwrap.dedent(
+        f"""
+        import torch, demo_kernels as d
+        d.autotune(True, cache={str(tmp_path / "tuned.json")!r})
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+        b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+        c = torch.full((8192, 8192), float("nan"), device="cuda", dtype=torch.float16)
+        table = d.matmul.select(a, b, c)
+        d.matmul(a, b, c)
+        torch.cuda.synchronize()
+        err = ((c.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()).item()
+        print(table, d.matmul.select(a, b, c), err)
+        """
+    )
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    _, tuned, err = first.stdout.split()
+    assert float(err) < 2e-3 and tuned.startswith("matmul/T=fp16,") and tuned.endswith("/hinted")
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert second.stdout.split()[1] == tuned, "the cache file carries the choice to a new process"
+    saved = json.loads((tmp_path / "tuned.json").read_text())
+    assert [e["key"] for e in saved["entries"]] == [[8192, 8192, 8192]]
+
+
+def test_runtime_autotune_skips_graph_capture():
+    x = torch.randn(3 << 20, device="cuda")  # bucket 4M: no row in the table
+    y, out = torch.randn_like(x), torch.empty_like(x)
+    before = demo.add.select(x, y, out)
+    demo.autotune(True)
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            demo.add(x[:4096], y[:4096], out[:4096])  # loads modules outside capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            demo.add(x, y, out)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+        assert demo.add.select(x, y, out) == before, "nothing was tuned while capturing"
+    finally:
+        demo.autotune(False)

@@ -30,6 +30,7 @@ kernels:
     key: [n_elements]
     bucket: pow2
     default: {{BLOCK: 1024}}
+    autotune: true
     dispatch:
       - {{key: [4096], config: {{BLOCK: 256}}}}
 """

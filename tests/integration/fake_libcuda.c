@@ -1,7 +1,9 @@
 /* A stand-in for the NVIDIA driver (libcuda.so.1) so the generated runtime's dispatch, loading and
  * launch path can be tested on machines without a GPU. It records loads and launches in the file
  * named by $FAKE_CUDA_LOG. Settings: FAKE_CUDA_CC (compute capability, e.g. 90), FAKE_CUDA_DRIVER
- * (e.g. 13000), FAKE_CUDA_DEVICES (count). Device pointers are any address >= 0x10000. */
+ * (e.g. 13000), FAKE_CUDA_DEVICES (count), FAKE_CUDA_CAPTURING (streams report graph capture).
+ * Device pointers are any address >= 0x10000. Events read a fake clock that each launch advances
+ * by its block count plus 16 times its threads per block (so fewer, smaller blocks look faster). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,10 +75,19 @@ int cuModuleGetFunction(void **fn, void *module, const char *name) {
   return 0;
 }
 int cuFuncSetAttribute(void *fn, int attr, int value) { (void)fn; record("attr %d=%d", attr, value); return 0; }
+static __thread double fake_clock;
+int cuEventCreate(void **event, unsigned flags) { (void)flags; *event = calloc(1, sizeof(double)); return 0; }
+int cuEventRecord(void *event, void *stream) { (void)stream; *(double *)event = fake_clock; return 0; }
+int cuEventSynchronize(void *event) { (void)event; return 0; }
+int cuEventElapsedTime(float *ms, void *start, void *stop) { *ms = (float)(*(double *)stop - *(double *)start); return 0; }
+int cuEventDestroy_v2(void *event) { free(event); return 0; }
+int cuStreamIsCapturing(void *stream, int *status) { (void)stream; *status = env_int("FAKE_CUDA_CAPTURING", 0); return 0; }
+
 int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void *stream, void **params, void **extra) {
   (void)extra;
   fake_function *f = fn;
+  fake_clock += (double)gx * gy * gz + 16.0 * bx * by * bz;
   unsigned long long p[3] = {0, 0, 0};
   int p3 = 0;
   for (int i = 0; i < 3 && params[i]; i++) p[i] = *(unsigned long long *)params[i];

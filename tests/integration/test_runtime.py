@@ -1,6 +1,7 @@
 """The generated runtime driven through a fake libcuda.so.1: dispatch, guards, grids, streams,
 lazy loading from many threads, and the errors a user sees for a wrong GPU or an old driver."""
 
+import json
 import os
 import subprocess
 import sys
@@ -198,3 +199,58 @@ def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
         "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)",
         "The add kernel.",
     ]
+
+
+def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fake_driver, tmp_path):
+    cache = tmp_path / "tuned.json"
+    code = f"""
+        k.autotune(True, cache={str(cache)!r})
+        x = Array(A, 100000)
+        print(k.add.select(x, x, x))      # the table has only 4096: clamped, not yet tuned
+        k.add(x, x, x)                    # times BLOCK=256 and BLOCK=1024, remembers the winner
+        k.add(x, x, x)
+        print(k.add.select(x, x, x))
+        exact = Array(A, 4096)
+        k.add(exact, exact, exact)        # a key the table has: never timed
+        """
+    out, log = run(code, installed, fake_driver, tmp_path)
+    launches = [line for line in log if line.startswith("launch")]
+    # 2 configs x (2 warm-ups + 5 timed) + the call itself, then one launch for each later call
+    assert len(launches) == 2 * 7 + 1 + 1 + 1
+    assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted", "add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"]
+    saved = json.loads(cache.read_text())
+    assert saved["format"] == "aotpack-autotune/1" and saved["package"] == "small_kernels"
+    assert saved["entries"] == [{"config": "BLOCK=1024,w4,s1", "hinted": True, "kernel": "add", "key": [131072],
+                                 "target": "sm_90a", "types": {"T": "fp32"}}]  # fmt: skip
+
+    (tmp_path / "cuda.log").unlink()
+    out, log = run(code, installed, fake_driver, tmp_path)  # a new process reads the cache: no timing
+    assert out == ["add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"] * 2
+    assert len([line for line in log if line.startswith("launch")]) == 3
+
+
+def test_runtime_autotune_never_times_during_capture_or_when_off(installed, fake_driver, tmp_path):
+    code = """
+        x = Array(A, 100000)
+        k.add(x, x, x)                    # off by default
+        k.autotune(True)
+        k.add(x, x, x)                    # the stream is capturing: use the table
+        print(k.add.select(x, x, x))
+        """
+    out, log = run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CAPTURING="1")
+    assert len([line for line in log if line.startswith("launch")]) == 2
+    assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted"]
+
+
+def test_runtime_autotune_cache_is_safe_with_many_processes(installed, fake_driver, tmp_path):
+    cache = tmp_path / "tuned.json"
+    env = {**os.environ, "PYTHONPATH": str(installed), "LD_LIBRARY_PATH": str(fake_driver),
+           "AOTPACK_AUTOTUNE": "1", "AOTPACK_AUTOTUNE_CACHE": str(cache)}  # fmt: skip
+    procs = [
+        subprocess.Popen([sys.executable, "-c", PRELUDE + f"x = Array(A, {n})\nk.add(x, x, x)\n"], env=env)
+        for n in (10_000, 20_000, 40_000, 80_000, 160_000, 320_000)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 6
+    keys = sorted(e["key"][0] for e in json.loads(cache.read_text())["entries"])
+    assert keys == [16384, 32768, 65536, 131072, 262144, 524288]
+    assert not list(tmp_path.glob(".autotune-*")), "no temporary file is left behind"
