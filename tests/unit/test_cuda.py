@@ -142,4 +142,9 @@ def test_generated_launch_functions(folder):
     assert '  {"compute_90", 90, 0, 1},' in text
     assert "  block[0] = c[0];\n  block[1] = INT64_C(1);" in text
     assert "  *bytes = (c[0] * INT64_C(4));" in text
-    assert text.rstrip().endswith("scale_functions,\n  scale_block,\n  scale_shared,\n};")
+    assert (
+        "  scale_functions,\n  scale_block,\n  scale_shared,\n  scale_config_labels,\n  0,\n  &scale_memo,\n};" in text
+    )
+    assert text.rstrip().endswith(
+        "const aot_kernel *const aot_all_kernels[] = {&aot_kernel_scale};\nconst int aot_num_kernels = 1;"
+    )
