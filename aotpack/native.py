@@ -36,7 +36,7 @@ class NativeBuild:
     def command(self, compiler: tuple[str, ...]) -> tuple[str, ...]:
         return (
             *compiler, "-target", f"{self.machine}-linux-gnu.{GLIBC}", "-shared", "-fPIC", "-O2", "-std=c11",
-            *WARNINGS, "-fvisibility=hidden", f"-DPy_LIMITED_API={LIMITED_API}",
+            *WARNINGS, "-g0", "-fvisibility=hidden", f"-DPy_LIMITED_API={LIMITED_API}",
             *(f"-I{d}" for d in self.include_dirs), "-o", str(self.output),
             *(str(s) for s in self.sources), "-ldl", "-lpthread",
         )  # fmt: skip
@@ -80,10 +80,14 @@ def compile_extension(build_dir: Path, generated: dict[str, str], module_name: s
         path = build_dir / name
         path.write_text(text)
         sources.append(path)
+    # relative paths, run in the build folder: file names end up in the binary, and a temporary
+    # folder's name would make two builds differ
     plan = NativeBuild(
-        sources=(*sources, *runtime_sources),
-        include_dirs=(build_dir, python_include()),
-        output=build_dir / f"{module_name}.abi3.so",
+        sources=tuple(Path(s.name) for s in (*sources, *runtime_sources)),
+        include_dirs=(Path("."), python_include()),
+        output=Path(f"{module_name}.abi3.so"),
     )
-    _tools.run(plan.command(zig_cc()), hint="the generated C failed to compile; please report this as a bug")
-    return plan.output
+    _tools.run(
+        plan.command(zig_cc()), cwd=str(build_dir), hint="the generated C failed to compile; please report this as a bug"
+    )
+    return build_dir / plan.output

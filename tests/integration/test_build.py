@@ -1,5 +1,6 @@
 """Build real wheels and use them where no GPU is: tags, contents, install, import, errors."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -153,3 +154,9 @@ def test_failed_variants_are_pruned_and_reported(tmp_path):
     with pytest.raises(Exception, match=r"variants failed to compile \(--strict\)"):
         build(recipe, tmp_path / "dist2", jobs=1, strict=True)
     assert not (tmp_path / "dist2").exists()
+
+
+def test_same_inputs_give_a_byte_identical_wheel(small_recipe, small_wheel, tmp_path):
+    again = build(small_recipe, tmp_path / "again", jobs=2).wheel
+    assert again.name == small_wheel.name
+    assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(small_wheel.read_bytes()).hexdigest()
