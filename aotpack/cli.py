@@ -18,26 +18,28 @@ from .recipe import load
 
 
 class _Progress:
-    """A one-line counter on a terminal, plain lines otherwise (CI logs)."""
+    """A one-line counter on a terminal (done, cached, failed, ETA), plain lines otherwise (CI logs)."""
 
     def __init__(self, total: int, quiet: bool) -> None:
-        self.total, self.done, self.failed = total, 0, 0
+        self.total, self.done, self.cached, self.failed = total, 0, 0, 0
         self.tty = sys.stderr.isatty()
         self.quiet = quiet
         self.start = time.monotonic()
 
-    def __call__(self, variant: Variant, outcome: Outcome) -> None:
+    def __call__(self, variant: Variant, outcome: Outcome, cached: bool) -> None:
         self.done += 1
+        self.cached += cached
         if isinstance(outcome, Pruned):
             self.failed += 1
             if not self.quiet:
-                print(f"\npruned {outcome.variant_id}: {outcome.reason}" if self.tty else
-                      f"pruned {outcome.variant_id}: {outcome.reason}", file=sys.stderr)  # fmt: skip
+                print(f"{chr(10) if self.tty else ''}pruned {outcome.variant_id}: {outcome.reason}", file=sys.stderr)
         if self.quiet:
             return
         elapsed = time.monotonic() - self.start
-        eta = elapsed / self.done * (self.total - self.done)
-        line = f"[{self.done}/{self.total}] {self.failed} failed, {elapsed:.0f}s, eta {eta:.0f}s  {variant.id}"
+        compiled = self.done - self.cached
+        eta = elapsed / compiled * (self.total - self.done) if compiled else 0.0
+        line = (f"[{self.done}/{self.total}] {self.cached} cached, {self.failed} failed, {elapsed:.0f}s, "
+                f"eta {eta:.0f}s  {variant.id}")  # fmt: skip
         if self.tty:
             print(f"\r\033[K{line}", end="" if self.done < self.total else "\n", file=sys.stderr, flush=True)
         elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
@@ -56,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--only", action="append", default=[], metavar="GLOB", help="build only variant ids matching")
     b.add_argument("--keep-build-dir", type=Path, default=None, help="keep generated C and objects here")
     b.add_argument("--nvcc", default=None, help="the nvcc for CUDA kernels (default: $CUDA_HOME, PATH, pip)")
+    b.add_argument(
+        "--cache-dir", type=Path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
+    )
+    b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
     b.add_argument("-q", "--quiet", action="store_true")
     b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
     b.add_argument("--winners-only", action="store_true",
@@ -92,10 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = build(
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
             keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet), nvcc=args.nvcc,
-            winners_only=args.winners_only,
+            winners_only=args.winners_only, cache_dir=args.cache_dir, use_cache=not args.no_cache,
         )  # fmt: skip
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
-        print(f"built {result.wheel} ({result.variants} variants{pruned})")
+        cached = ", unchanged: from the cache" if result.cached else ""
+        print(f"built {result.wheel} ({result.variants} variants{pruned}{cached})")
         return 0
     except AotpackError as exc:
         print(f"aotpack: error: {exc}", file=sys.stderr)

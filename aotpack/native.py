@@ -88,6 +88,8 @@ def compile_extension(build_dir: Path, generated: dict[str, str], module_name: s
         output=Path(f"{module_name}.abi3.so"),
     )
     _tools.run(
-        plan.command(zig_cc()), cwd=str(build_dir), hint="the generated C failed to compile; please report this as a bug"
+        plan.command(zig_cc()),
+        cwd=str(build_dir),
+        hint="the generated C failed to compile; please report this as a bug",
     )
     return build_dir / plan.output

@@ -1,25 +1,28 @@
 """The pipeline in one place: recipe -> plan -> compile -> codegen -> native -> wheel -> repair.
 
 Nothing is written to the output directory until the wheel is repaired and checked; it then
-appears there in one atomic rename.
+appears there in one atomic rename. Compiled variants and finished wheels are cached by content
+(``cache.py``): a rebuild compiles only what changed, and a no-op rebuild copies the wheel.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
-from . import __version__, codegen, native, plan, recipe, repair, wheel
+from . import __version__, cache, codegen, native, plan, recipe, repair, wheel
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
 from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
 from .errors import CompileError
 
 log = logging.getLogger("aotpack")
-Progress = Callable[[plan.Variant, Outcome], None]
+Progress = Callable[[plan.Variant, Outcome, bool], None]  # (variant, outcome, taken from the cache)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +30,7 @@ class BuildResult:
     wheel: Path
     variants: int
     pruned: tuple[Pruned, ...]
+    cached: bool = False  # the whole wheel came from the cache (nothing changed)
 
 
 def build(
@@ -40,21 +44,65 @@ def build(
     progress: Progress | None = None,
     nvcc: str | None = None,
     winners_only: bool = False,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
     variants = plan.plan_variants(rec, select, winners_only=winners_only)
     compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc)
     versions: dict[str, str] = {"aotpack": __version__}
+    toolchains: dict[str, dict[str, str]] = {}
     min_driver: dict[tuple[str, str], int] = {}
     for backend, compiler in compilers.items():
-        mine = [k for k in rec.kernels if k.backend == backend]
-        compiler.check(mine)
-        versions.update(compiler.versions())
-        for kernel in mine:
+        toolchains[backend] = dict(compiler.versions())
+        versions.update(toolchains[backend])
+        for kernel in (k for k in rec.kernels if k.backend == backend):
             for target in kernel.targets:
                 min_driver[kernel.name, target] = compiler.min_driver_cuda(target)
-    log.info("compiling %d variants of %d kernels", len(variants), len(rec.kernels))
-    outcomes = compile_all(variants, compilers, jobs=jobs, progress=progress)
+
+    store = cache.Cache(cache_dir or cache.default_dir()) if use_cache else None
+    keys: dict[str, str] = {}
+    wheel_key = ""
+    if store is not None:
+        digests = {k.name: cache.source_digest(k) for k in rec.kernels}
+        keys = {v.id: cache.variant_key(v, toolchains[v.kernel.backend], digests[v.kernel.name]) for v in variants}
+        wheel_key = store.wheel_key(
+            Path(recipe_path).read_bytes(), [t.read_bytes() for t in rec.tables], [*keys.values(), f"strict={strict}"]
+        )
+        hit = store.wheel(wheel_key)
+        if hit is not None:
+            log.info("nothing changed: the wheel comes from the cache (%s)", store.root)
+            info = hit[1]
+            pruned_info = cast(list[dict[str, str]], info.get("pruned", []))
+            return BuildResult(
+                wheel=cache.copy_into(hit[0], Path(out_dir)), variants=cast(int, info["variants"]),
+                pruned=tuple(Pruned(**p) for p in pruned_info), cached=True,
+            )  # fmt: skip
+
+    outcomes: dict[str, Outcome] = {}
+    misses = []
+    for v in variants:
+        found = store.load(keys[v.id]) if store is not None else None
+        if found is None:
+            misses.append(v)
+            continue
+        outcomes[v.id] = found
+        if progress is not None:
+            progress(v, found, True)
+    if misses:
+        for backend, compiler in compilers.items():
+            compiler.check({v.kernel.name: v.kernel for v in misses if v.kernel.backend == backend}.values())
+        log.info("compiling %d variants of %d kernels (%d cached)", len(misses), len(rec.kernels), len(outcomes))
+
+        def finished(v: plan.Variant, o: Outcome) -> None:
+            if store is not None:  # at once: a build killed later keeps what it compiled
+                store.store(keys[v.id], o)
+            if progress is not None:
+                progress(v, o, False)
+
+        outcomes.update(compile_all(misses, compilers, jobs=jobs, progress=finished))
+    outcomes = {v.id: outcomes[v.id] for v in variants}
+
     pruned = tuple(o for o in outcomes.values() if isinstance(o, Pruned))
     if pruned and strict:
         lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in pruned)
@@ -69,16 +117,20 @@ def build(
     inputs = codegen.BuildInput(
         recipe=rec, kernels=codegen.group(rec, variants, outcomes, min_driver), versions=tuple(sorted(versions.items()))
     )
+    built = sum(len(kb.variants) for kb in inputs.kernels)
     with tempfile.TemporaryDirectory(prefix="aotpack-") as tmp:
         work = keep_build_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        wheel_path = package(inputs, work, Path(out_dir))
-    built = sum(len(kb.variants) for kb in inputs.kernels)
+        repaired = package(inputs, work)
+        if store is not None:
+            info = {"variants": built, "pruned": [dataclasses.asdict(p) for p in pruned]}
+            store.store_wheel(wheel_key, repaired, info)
+        wheel_path = cache.copy_into(repaired, Path(out_dir))
     return BuildResult(wheel=wheel_path, variants=built, pruned=pruned)
 
 
-def package(inputs: codegen.BuildInput, work: Path, out_dir: Path) -> Path:
-    """Generate, compile and pack the wheel; repair it into out_dir."""
+def package(inputs: codegen.BuildInput, work: Path) -> Path:
+    """Generate, compile and pack the wheel; returns it repaired (in ``work``)."""
     rec = inputs.recipe
     docs = {kb.kernel.name: codegen_py.docstring(kb) for kb in inputs.kernels}
     generated = {"kernels.c": codegen_c.kernels_c(inputs), "module.c": codegen_c.module_c(inputs, docs)}
@@ -99,4 +151,4 @@ def package(inputs: codegen.BuildInput, work: Path, out_dir: Path) -> Path:
     )  # fmt: skip
     raw = wheel.write_wheel(spec, work / "raw")
     log.info("repairing %s with auditwheel", raw.name)
-    return repair.repair(raw, out_dir)
+    return repair.repair(raw, work / "repaired")

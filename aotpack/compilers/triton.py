@@ -7,12 +7,16 @@ adds (global and profile scratch), which the runtime passes as null when the var
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any
 
-from .. import _sources, facts
+from .. import _sources, _tools, facts
 from ..errors import RecipeError, ToolNotFound
 from ..plan import Variant
 from ..recipe import Kernel, Source
@@ -22,16 +26,41 @@ SUPPORTED = ((3, 9), (3, 10))  # Triton releases this backend is tested with: [f
 
 
 def _triton() -> Any:
-    try:
-        import triton
-    except ImportError:
-        raise ToolNotFound("Triton is not installed; run: pip install 'triton>=3.9'") from None
-    version = tuple(int(p) for p in triton.__version__.split(".")[:2])
-    if not SUPPORTED[0] <= version < SUPPORTED[1]:
-        raise ToolNotFound(
-            f"Triton {triton.__version__} is installed; aotpack supports Triton 3.9.x. Run: pip install 'triton~=3.9.0'"
-        )
+    _installed_version()
+    import triton
+
     return triton
+
+
+def _installed_version() -> str:
+    try:
+        version = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        raise ToolNotFound("Triton is not installed; run: pip install 'triton>=3.9'") from None
+    if not SUPPORTED[0] <= tuple(int(p) for p in version.split(".")[:2]) < SUPPORTED[1]:
+        raise ToolNotFound(
+            f"Triton {version} is installed; aotpack supports Triton 3.9.x. Run: pip install 'triton~=3.9.0'"
+        )
+    return version
+
+
+def _ptxas_path(binary: str) -> str:
+    """The ptxas Triton runs: $TRITON_<NAME>_PATH, else the one in its wheel (as triton.knobs does)."""
+    override = os.environ.get(f"TRITON_{binary.upper().replace('-', '_')}_PATH")
+    if override:
+        return override
+    spec = importlib.util.find_spec("triton")
+    assert spec is not None and spec.submodule_search_locations
+    return os.path.join(next(iter(spec.submodule_search_locations)), "backends", "nvidia", "bin", binary)
+
+
+@cache
+def _ptxas_version(path: str) -> str:
+    out = _tools.run([path, "--version"], hint="Triton's ptxas did not run; reinstall triton")
+    m = re.search(r"release (\d+\.\d+)", out)
+    if m is None:
+        raise ToolNotFound(f"cannot read the version of {path} from: {out.strip()}")
+    return m[1]
 
 
 def _load_function(source: Source) -> Any:
@@ -41,22 +70,20 @@ def _load_function(source: Source) -> Any:
 
 class TritonCompiler:
     def versions(self) -> Mapping[str, str]:
-        triton = _triton()
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        out = {"triton": triton.__version__}
-        for label, arch in (("ptxas (sm_8x)", 80), ("ptxas (sm_90 and newer)", 90)):
-            tool = get_ptxas(arch)
-            out[label] = f"{tool.version} ({os.path.basename(tool.path)})"
+        """Read without importing Triton (a no-op rebuild must not pay for that import)."""
+        out = {"triton": _installed_version()}
+        for label, binary in (("ptxas (sm_8x)", "ptxas"), ("ptxas (sm_90 and newer)", "ptxas-blackwell")):
+            path = _ptxas_path(binary)
+            out[label] = f"{_ptxas_version(path)} ({os.path.basename(path)})"
         return out
 
     def min_driver_cuda(self, target: str) -> int:
         """The oldest CUDA driver (1000*major + 10*minor) that loads this target's cubins: the one
-        of the target itself and at least the major release of the ptxas that built them."""
-        from triton.backends.nvidia.compiler import get_ptxas
-
+        of the target itself and at least the major release of the ptxas that built them (Triton
+        uses ptxas-blackwell from sm_90 on)."""
         arch = facts.archs()[target]
-        major = int(get_ptxas(arch.capability).version.split(".")[0])
+        binary = "ptxas" if arch.capability < 90 else "ptxas-blackwell"
+        major = int(_ptxas_version(_ptxas_path(binary)).split(".")[0])
         return max(arch.min_driver_cuda, major * 1000)
 
     def check(self, kernels: Iterable[Kernel]) -> None:

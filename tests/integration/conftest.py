@@ -36,6 +36,15 @@ kernels:
 """
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Builds in tests use a cache of their own, never the user's."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def small_recipe(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("recipe")

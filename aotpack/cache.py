@@ -1,0 +1,159 @@
+"""A content-addressed cache of compiled variants and finished wheels (``--cache-dir``, default
+``$XDG_CACHE_HOME/aotpack`` or ``~/.cache/aotpack``; ``--no-cache`` skips it).
+
+A key is the sha256 of everything that changes the output: aotpack's own code, the toolchain
+versions, the variant (signature, hints, constexprs, options, target) and the bytes of the kernel's
+source folder (its helper modules or headers too). Entries are written to a temporary file and
+renamed, so builds running side by side, or one killed at any moment, never leave a corrupt entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from .compilers import Outcome
+from .plan import Variant
+from .recipe import Kernel
+
+SOURCE_SUFFIXES = {"triton": {".py"}, "cuda": {".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"}}
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "aotpack"
+
+
+@cache
+def aotpack_digest() -> str:
+    """The sha256 of aotpack's own files: a changed runtime or code generator is a new toolchain."""
+    h = hashlib.sha256()
+    root = resources.files("aotpack")
+    for path in sorted(Path(str(root)).rglob("*")):
+        if path.is_file() and path.suffix in {".py", ".c", ".h", ".json"} and "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(Path(str(root)))).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _folder_digest(folder: Path, recursive: bool, suffixes: set[str]) -> str:
+    h = hashlib.sha256()
+    files = folder.rglob("*") if recursive else folder.glob("*")
+    for path in sorted(p for p in files if p.is_file() and p.suffix in suffixes):
+        h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def source_digest(kernel: Kernel) -> str:
+    """The kernel's source file and every source file of its language beside it (helper modules,
+    headers) and in its include folders: a conservative reading of "what the kernel uses"."""
+    src = kernel.source
+    if src.path is not None:
+        folder = src.path.parent
+    else:
+        import importlib.util
+
+        assert src.module is not None
+        spec = importlib.util.find_spec(src.module)
+        folder = Path(spec.origin).parent if spec and spec.origin else Path(".")
+    suffixes = SOURCE_SUFFIXES[kernel.backend]
+    parts = [_folder_digest(folder, recursive=False, suffixes=suffixes)]
+    parts += [_folder_digest(d, True, suffixes) for d in (kernel.cuda.include_dirs if kernel.cuda else ())]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> str:
+    k = variant.kernel
+    described = {
+        "aotpack": aotpack_digest(),
+        "toolchain": dict(sorted(toolchain.items())),
+        "source": source,
+        "function": k.source.function,
+        "backend": k.backend,
+        "args": [[a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only] for a in k.args],
+        "constexprs": [[n, repr(v)] for n, v in variant.config.constexprs],
+        "launch": [variant.config.num_warps, variant.config.num_stages],
+        "options": [[n, repr(v)] for n, v in k.options],
+        "cuda": [k.cuda.entry, list(k.cuda.nvcc_flags), [str(d) for d in k.cuda.include_dirs]] if k.cuda else None,
+        "target": variant.target,
+        "specialization": variant.specialization,
+        "id": variant.id,
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+@dataclass(frozen=True)
+class Cache:
+    root: Path
+
+    def _variant_path(self, key: str) -> Path:
+        return self.root / "variants" / key[:2] / f"{key}.pickle"
+
+    def load(self, key: str) -> Outcome | None:
+        path = self._variant_path(key)
+        try:
+            outcome: Outcome = pickle.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except Exception:  # written by another aotpack, or damaged on disk: compile again
+            path.unlink(missing_ok=True)
+            return None
+        return outcome
+
+    def store(self, key: str, outcome: Outcome) -> None:
+        _write_atomically(self._variant_path(key), pickle.dumps(outcome, protocol=4))
+
+    def wheel_key(self, recipe_text: bytes, tables: Iterable[bytes], variant_keys: Iterable[str]) -> str:
+        h = hashlib.sha256(aotpack_digest().encode())
+        for part in (recipe_text, *tables, *(k.encode() for k in variant_keys)):
+            h.update(hashlib.sha256(part).digest())
+        return h.hexdigest()
+
+    def wheel(self, key: str) -> tuple[Path, dict[str, object]] | None:
+        folder = self.root / "wheels" / key
+        try:
+            info: dict[str, object] = json.loads((folder / "build.json").read_text())
+            wheel = folder / str(info["wheel"])
+        except (OSError, ValueError, KeyError):
+            return None
+        return (wheel, info) if wheel.is_file() else None
+
+    def store_wheel(self, key: str, wheel: Path, info: dict[str, object]) -> None:
+        folder = self.root / "wheels" / key
+        _write_atomically(folder / wheel.name, wheel.read_bytes())
+        _write_atomically(folder / "build.json", json.dumps({**info, "wheel": wheel.name}).encode())
+
+
+def copy_into(source: Path, out_dir: Path) -> Path:
+    """Copy a file into out_dir atomically (a temporary name, then a rename)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".aotpack-tmp-")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_dir / source.name)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return out_dir / source.name

@@ -1,0 +1,61 @@
+"""Cache keys: stable for the same inputs, new for anything that changes the output."""
+
+import dataclasses
+from pathlib import Path
+
+from aotpack import cache, plan, recipe
+from aotpack.compilers import Pruned
+
+from .test_recipe import GOOD
+
+
+def variants(folder: Path, text: str = GOOD) -> tuple[plan.Variant, ...]:
+    return plan.plan_variants(recipe.parse(text, folder / "r.yaml"))
+
+
+def key(v: plan.Variant, toolchain=None) -> str:
+    return cache.variant_key(v, toolchain or {"triton": "3.9.0"}, cache.source_digest(v.kernel))
+
+
+def test_keys_are_stable_and_distinct(kernel_dir):
+    first, second = variants(kernel_dir), variants(kernel_dir)
+    assert [key(v) for v in first] == [key(v) for v in second]
+    assert len({key(v) for v in first}) == len(first)
+
+
+def test_keys_change_with_what_changes_the_output(kernel_dir):
+    v = variants(kernel_dir)[0]
+    base = key(v)
+    assert key(v, {"triton": "3.9.1"}) != base
+    (kernel_dir / "helpers.py").write_text("SCALE = 2\n")  # a helper module beside the kernel
+    assert key(v) != base
+    hinted_off = variants(kernel_dir, GOOD.replace('"*T:16"', '"*T"').replace('"i32:16"', '"i32"'))[0]
+    assert key(hinted_off) != key(v)
+    (kernel_dir / "notes.txt").write_text("not source\n")
+    assert key(variants(kernel_dir)[0]) == key(v)
+
+
+def test_entries_round_trip_and_damage_is_a_miss(tmp_path):
+    store = cache.Cache(tmp_path)
+    outcome = Pruned(variant_id="k/base/sm_80", reason="out of registers")
+    store.store("ab" * 32, outcome)
+    assert store.load("ab" * 32) == outcome
+    path = tmp_path / "variants" / "ab" / f"{'ab' * 32}.pickle"
+    path.write_bytes(path.read_bytes()[:5])
+    assert store.load("ab" * 32) is None and not path.exists()
+    assert store.load("cd" * 32) is None
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_wheel_entries(tmp_path):
+    store = cache.Cache(tmp_path / "c")
+    wheel = tmp_path / "k-1-cp39-abi3-linux_x86_64.whl"
+    wheel.write_bytes(b"zip")
+    key = store.wheel_key(b"recipe", [b"table"], ["k1", "k2"])
+    assert store.wheel(key) is None
+    store.store_wheel(key, wheel, {"variants": 2, "pruned": [dataclasses.asdict(Pruned(variant_id="v", reason="r"))]})
+    found, info = store.wheel(key)
+    assert found.read_bytes() == b"zip" and info["variants"] == 2
+    assert store.wheel_key(b"recipe", [b"table"], ["k1", "k3"]) != key
+    copied = cache.copy_into(found, tmp_path / "out")
+    assert copied.read_bytes() == b"zip" and not list((tmp_path / "out").glob(".aotpack-tmp-*"))
