@@ -44,15 +44,7 @@ def aotpack_digest() -> str:
     return h.hexdigest()
 
 
-def _folder_digest(folder: Path, recursive: bool, suffixes: set[str]) -> str:
-    h = hashlib.sha256()
-    files = folder.rglob("*") if recursive else folder.glob("*")
-    for path in sorted(p for p in files if p.is_file() and p.suffix in suffixes):
-        h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
-
-def source_digest(kernel: Kernel) -> str:
+def source_files(kernel: Kernel) -> list[Path]:
     """The kernel's source file and every source file of its language beside it (helper modules,
     headers) and in its include folders: a conservative reading of "what the kernel uses"."""
     src = kernel.source
@@ -65,9 +57,21 @@ def source_digest(kernel: Kernel) -> str:
         spec = importlib.util.find_spec(src.module)
         folder = Path(spec.origin).parent if spec and spec.origin else Path(".")
     suffixes = SOURCE_SUFFIXES[kernel.backend]
-    parts = [_folder_digest(folder, recursive=False, suffixes=suffixes)]
-    parts += [_folder_digest(d, True, suffixes) for d in (kernel.cuda.include_dirs if kernel.cuda else ())]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    found = [p for p in folder.glob("*") if p.is_file() and p.suffix in suffixes]
+    for include in kernel.cuda.include_dirs if kernel.cuda else ():
+        found += [p for p in include.rglob("*") if p.is_file() and p.suffix in suffixes]
+    return sorted(set(found))
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def source_digest(kernel: Kernel) -> str:
+    h = hashlib.sha256()
+    for path in source_files(kernel):
+        h.update(str(path).encode() + b"\0" + file_digest(path).encode())
+    return h.hexdigest()
 
 
 def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -72,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
     t.add_argument("--reps", type=int, default=30, help="timed runs per variant and key (median)")
     t.add_argument("--warmup", type=int, default=5, help="untimed runs first")
+    i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
+    i.add_argument("wheel", type=Path)
+    i.add_argument("--json", action="store_true", help="print the manifest itself (schema: README.md)")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
     p.add_argument("recipe", type=Path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
@@ -87,6 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "plan":
             for variant in plan_variants(load(args.recipe), tuple(args.only)):
                 print(variant.id)
+            return 0
+        if args.command == "inspect":
+            from .inspect import read_manifest, render
+
+            manifest = read_manifest(args.wheel)
+            print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else render(manifest, args.wheel.name))
             return 0
         if args.command == "tune":
             from .tune import Options, tune

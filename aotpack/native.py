@@ -48,6 +48,15 @@ def zig_cc() -> tuple[str, ...]:
     return (sys.executable, "-m", "ziglang", "cc")
 
 
+def zig_version() -> str:
+    """The version of zig's clang, which compiles every wheel's C."""
+    import importlib.metadata
+
+    if importlib.util.find_spec("ziglang") is None:
+        raise ToolNotFound("the C compiler aotpack uses is missing; run: pip install ziglang")
+    return f"zig cc {importlib.metadata.version('ziglang')} (target glibc {GLIBC})"
+
+
 def python_include() -> Path:
     include = Path(sysconfig.get_paths()["include"])
     if not (include / "Python.h").is_file():

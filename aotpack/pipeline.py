@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ def build(
     rec = recipe.load(recipe_path)
     variants = plan.plan_variants(rec, select, winners_only=winners_only)
     compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc)
-    versions: dict[str, str] = {"aotpack": __version__}
+    versions: dict[str, str] = {"aotpack": __version__, "host C compiler": native.zig_version()}
     toolchains: dict[str, dict[str, str]] = {}
     min_driver: dict[tuple[str, str], int] = {}
     for backend, compiler in compilers.items():
@@ -67,7 +68,9 @@ def build(
         digests = {k.name: cache.source_digest(k) for k in rec.kernels}
         keys = {v.id: cache.variant_key(v, toolchains[v.kernel.backend], digests[v.kernel.name]) for v in variants}
         wheel_key = store.wheel_key(
-            Path(recipe_path).read_bytes(), [t.read_bytes() for t in rec.tables], [*keys.values(), f"strict={strict}"]
+            Path(recipe_path).read_bytes(),
+            [t.read_bytes() for t in rec.tables],
+            [*keys.values(), f"strict={strict}", versions["host C compiler"]],
         )
         hit = store.wheel(wheel_key)
         if hit is not None:
@@ -115,7 +118,10 @@ def build(
             )
             raise CompileError(f"{kernel.where}: kernel {kernel.name!r}: no variant compiled:\n{reasons}")
     inputs = codegen.BuildInput(
-        recipe=rec, kernels=codegen.group(rec, variants, outcomes, min_driver), versions=tuple(sorted(versions.items()))
+        recipe=rec,
+        kernels=codegen.group(rec, variants, outcomes, min_driver),
+        versions=tuple(sorted(versions.items())),
+        sources=_provenance(rec),
     )
     built = sum(len(kb.variants) for kb in inputs.kernels)
     with tempfile.TemporaryDirectory(prefix="aotpack-") as tmp:
@@ -127,6 +133,17 @@ def build(
             store.store_wheel(wheel_key, repaired, info)
         wheel_path = cache.copy_into(repaired, Path(out_dir))
     return BuildResult(wheel=wheel_path, variants=built, pruned=pruned)
+
+
+def _provenance(rec: recipe.Recipe) -> tuple[tuple[str, str], ...]:
+    """Every file the build read, relative to the recipe, with its sha256."""
+    files = {rec.path.resolve(), *rec.tables}
+    for kernel in rec.kernels:
+        files.update(cache.source_files(kernel))
+        if kernel.tune:
+            files.update(s.path for s in (kernel.tune.inputs, kernel.tune.reference) if s is not None and s.path)
+    base = rec.path.resolve().parent
+    return tuple(sorted((os.path.relpath(f, base), cache.file_digest(f)) for f in files))
 
 
 def package(inputs: codegen.BuildInput, work: Path) -> Path:

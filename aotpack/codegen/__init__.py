@@ -26,6 +26,7 @@ class BuildInput:
     recipe: Recipe
     kernels: tuple[KernelBuild, ...]
     versions: tuple[tuple[str, str], ...]
+    sources: tuple[tuple[str, str], ...] = ()  # (path relative to the recipe, sha256) of every input file
 
 
 def group(

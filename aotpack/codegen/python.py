@@ -48,7 +48,11 @@ def docstring(kb: KernelBuild) -> str:
     return "\n".join(lines)
 
 
+MANIFEST_SCHEMA = "aotpack-manifest/1"
+
+
 def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
+    """The package's ``__aotpack__`` (manifest.json); its fields are documented in README.md."""
     recipe = build.recipe
     kernels: dict[str, Any] = {}
     for kb in build.kernels:
@@ -105,11 +109,17 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
             "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
         }
     return {
+        "schema": MANIFEST_SCHEMA,
         "package": recipe.package,
         "version": recipe.version,
         "aotpack": aotpack_version,
         "toolchain": dict(build.versions),
         "targets": sorted({t for kb in build.kernels for t in kb.kernel.targets}),
+        "min_driver_cuda": {
+            t: _cuda_text(max(kb.min_driver[t] for kb in build.kernels if t in kb.min_driver))
+            for t in sorted({t for kb in build.kernels for t in kb.kernel.targets})
+        },
+        "sources": dict(build.sources),
         "kernels": kernels,
     }
 

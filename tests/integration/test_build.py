@@ -160,3 +160,27 @@ def test_same_inputs_give_a_byte_identical_wheel(small_recipe, small_wheel, tmp_
     again = build(small_recipe, tmp_path / "again", jobs=2).wheel
     assert again.name == small_wheel.name
     assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(small_wheel.read_bytes()).hexdigest()
+
+
+def test_inspect_shows_provenance(small_wheel, small_recipe, capsys):
+    assert cli.main(["inspect", str(small_wheel), "--json"]) == 0
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest["schema"] == "aotpack-manifest/1"
+    add = ROOT / "examples" / "add.py"
+    rel = os.path.relpath(add, small_recipe.parent)
+    assert manifest["sources"][rel] == hashlib.sha256(add.read_bytes()).hexdigest()
+    assert manifest["sources"]["small.yaml"] == hashlib.sha256(small_recipe.read_bytes()).hexdigest()
+    assert manifest["min_driver_cuda"] == {"sm_80": "12.0", "sm_90a": "13.0"}
+    assert manifest["toolchain"]["host C compiler"].startswith("zig cc ")
+    assert cli.main(["inspect", str(small_wheel)]) == 0
+    text = capsys.readouterr().out
+    assert "targets (and the NVIDIA driver their code needs): sm_80 (CUDA 12.0+), sm_90a (CUDA 13.0+)" in text
+    assert "add     " in text and "n_elements (pow2)" in text and "sm_80:8 sm_90a:8" in text
+
+
+def test_inspect_refuses_other_wheels(tmp_path, capsys):
+    other = tmp_path / "x-1-py3-none-any.whl"
+    with zipfile.ZipFile(other, "w") as zf:
+        zf.writestr("x/__init__.py", "")
+    assert cli.main(["inspect", str(other)]) == 6
+    assert "has no manifest.json: it was not built by aotpack" in capsys.readouterr().err

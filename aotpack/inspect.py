@@ -1,0 +1,55 @@
+"""``aotpack inspect WHEEL``: what a built wheel holds, read from its manifest (tables, or --json)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .errors import WheelError
+
+
+def read_manifest(wheel: Path) -> dict[str, Any]:
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            name = next((n for n in zf.namelist() if n.endswith("/manifest.json") and n.count("/") == 1), None)
+            if name is None:
+                raise WheelError(f"{wheel} has no manifest.json: it was not built by aotpack")
+            manifest: dict[str, Any] = json.loads(zf.read(name))
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise WheelError(f"cannot read {wheel}: {exc}") from None
+    return manifest
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def render(manifest: dict[str, Any], wheel_name: str) -> str:
+    tags = wheel_name[: -len(".whl")].split("-")[2:] if wheel_name.endswith(".whl") else []
+    out = [
+        f"{manifest['package']} {manifest['version']}  (built by aotpack {manifest['aotpack']}; {'-'.join(tags)})",
+        "targets (and the NVIDIA driver their code needs): "
+        + ", ".join(f"{t} (CUDA {v}+)" for t, v in sorted(manifest["min_driver_cuda"].items())),
+        "",
+        _table([["toolchain", "version"], *([k, v] for k, v in sorted(manifest["toolchain"].items()))]),
+        "",
+    ]
+    rows = [["kernel", "source", "types", "key", "variants", "pruned", "dispatch rows", "per target"]]
+    for name, k in sorted(manifest["kernels"].items()):
+        per_target = Counter(v["target"] for v in k["variants"])
+        rows.append([
+            name, k["source"], " ".join(f"{t}={'|'.join(c)}" for t, c in k["types"].items()) or "-",
+            ", ".join(n for n, _ in k["key"]) + f" ({k['bucket']})" if k["key"] else "-",
+            str(len(k["variants"])), str(len(k["pruned"])), str(len(k["dispatch"])),
+            " ".join(f"{t}:{n}" for t, n in sorted(per_target.items())),
+        ])  # fmt: skip
+    out += [_table(rows), ""]
+    pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
+    if pruned:
+        out += ["pruned variants:", *(f"  {p['id']}: {p['reason']}" for _, p in pruned), ""]
+    out += [_table([["source", "sha256"], *([p, d[:16]] for p, d in sorted(manifest["sources"].items()))])]
+    return "\n".join(out)
