@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
     i.add_argument("wheel", type=Path)
     i.add_argument("--json", action="store_true", help="print the manifest itself (schema: README.md)")
+    n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
+    n.add_argument("name", help="the Python package name (lower case, digits, _)")
+    n.add_argument("--dir", type=Path, default=None, help="where to write it (default: ./NAME)")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
     p.add_argument("recipe", type=Path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
@@ -91,6 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "plan":
             for variant in plan_variants(load(args.recipe), tuple(args.only)):
                 print(variant.id)
+            return 0
+        if args.command == "new":
+            from .new import scaffold
+
+            dest = args.dir or Path(args.name)
+            files = scaffold(args.name, dest)
+            print(f"wrote {len(files)} files to {dest}; next: aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'}")
             return 0
         if args.command == "inspect":
             from .inspect import read_manifest, render

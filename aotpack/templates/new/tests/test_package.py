@@ -1,0 +1,13 @@
+"""The built $name wheel where no GPU is needed: the package, its kernels and its manifest."""
+
+import inspect
+
+import $name
+
+
+def test_the_package_lists_its_kernels_and_variants():
+    assert set($name.__aotpack__["kernels"]) == {"axpy", "relu"}
+    for kernel in ($name.axpy, $name.relu):
+        targets = {v.split("/")[2] for v in kernel.variants}
+        assert targets == {"sm_80", "sm_90a"}
+    assert "alpha" in inspect.signature($name.axpy).parameters
