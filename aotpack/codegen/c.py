@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from .. import expr, facts
+from .. import compress, expr, facts
 from ..plan import Specialization, Variant, specializations
 from ..recipe import Arg, Kernel
 from . import BuildInput, KernelBuild
@@ -110,7 +110,8 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
         where += str(targets.index(variant.target))
         lines.append(
-            f"  {{{c_string(variant.id)}, {where}, {int(variant.hinted)}, {image}, sizeof {image} - 1, "
+            f"  {{{c_string(variant.id)}, {where}, {int(variant.hinted)}, "
+            f"{image}, sizeof {image} - 1, {len(art.image)}, "
             f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
             f"UINT64_C({_folded(variant)}), "
             f"{build.min_driver[variant.target]}}},"
@@ -195,7 +196,8 @@ def kernels_c(build: BuildInput) -> str:
             count += 1
             image_names[variant.id] = name
             out.append(f"/* {variant.id} */")
-            out.append(f"static const unsigned char {name}[] __attribute__((aligned(16))) =\n  {c_bytes(art.image)};")
+            packed = art.packed or compress.compress(art.image)
+            out.append(f"static const unsigned char {name}[] =\n  {c_bytes(packed)};")
     out.append("")
     for kb in build.kernels:
         out.append(kernel_c(kb, build.recipe.package, image_names))
@@ -244,6 +246,7 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     out.append("static PyMethodDef methods[] = {")
     out += methods
     out.append('  {"_autotune", aot_py_autotune, METH_VARARGS, "_autotune(on: bool): switch runtime autotuning"},')
+    out.append('  {"_image", aot_py_image, METH_VARARGS, "_image(kernel, variant) -> its cubin or PTX, unpacked"},')
     out.append('  {"_memo", aot_py_memo, METH_VARARGS, "_memo(kernel) -> the keys tuned in this process"},')
     out.append('  {"_memo_put", aot_py_memo_put, METH_VARARGS, "_memo_put(kernel, target, binding, hinted, key, '
                'config): remember a tuned key"},')  # fmt: skip

@@ -3,6 +3,7 @@ recipe's backend name to it. ``compile_all`` runs the variants in parallel worke
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Protocol
 
+from .. import compress
 from ..plan import Variant
 from ..recipe import Backend, Kernel
 
@@ -27,6 +29,7 @@ class Artifact:
     num_ctas: int
     extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
     metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
+    packed: bytes = b""  # the image compressed (compress.py), as the wheel ships it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +73,11 @@ def compilers_for(backends: Iterable[Backend], nvcc: str | None = None) -> dict[
 
 
 def _compile_one(compiler: Compiler, variant: Variant) -> Outcome:
-    return compiler.compile(variant)
+    """Compile, and compress the image here in the worker (in parallel, and cached with it)."""
+    outcome = compiler.compile(variant)
+    if isinstance(outcome, Artifact):
+        outcome = dataclasses.replace(outcome, packed=compress.compress(outcome.image))
+    return outcome
 
 
 def compile_all(

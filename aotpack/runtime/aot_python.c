@@ -443,3 +443,22 @@ PyObject *aot_py_memo_put(PyObject *module, PyObject *args) {
   if (aot_memo_put(k, &t) != 0) return PyErr_NoMemory();
   Py_RETURN_NONE;
 }
+
+PyObject *aot_py_image(PyObject *module, PyObject *args) {
+  (void)module;
+  const char *name, *id;
+  if (!PyArg_ParseTuple(args, "ss", &name, &id)) return NULL;
+  const aot_kernel *k = kernel_named(name);
+  if (k == NULL) return NULL;
+  aot_error err = {AOT_OK, ""};
+  int v = aot_find_variant(k, id, &err);
+  if (v < 0) return raise(&err);
+  const aot_variant *var = &k->variants[v];
+  PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)var->raw_size);
+  if (out != NULL && aot_decompress(var->image, var->image_size, (unsigned char *)PyBytes_AsString(out),
+                                    var->raw_size) != 0) {
+    Py_DECREF(out);
+    return PyErr_Format(cuda_error, "%s: its kernel image is damaged", id);
+  }
+  return out;
+}

@@ -22,6 +22,9 @@ PyObject *aot_py_autotune(PyObject *module, PyObject *args);
 PyObject *aot_py_memo(PyObject *module, PyObject *args);
 PyObject *aot_py_memo_put(PyObject *module, PyObject *args);
 
+/* _image(kernel, variant_id) -> the variant's kernel image (cubin or PTX), unpacked as the loader does. */
+PyObject *aot_py_image(PyObject *module, PyObject *args);
+
 /* Module setup: creates `<package>.CudaError` and adds it to the module. */
 int aot_py_init(PyObject *module);
 

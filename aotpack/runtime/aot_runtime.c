@@ -634,6 +634,37 @@ int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err) {
 
 /* ---------------------------------------------------------------- loading and launching */
 
+static int read_varint(const unsigned char *src, size_t size, size_t *pos, size_t *out) {
+  size_t value = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*pos >= size) return -1;
+    unsigned char byte = src[(*pos)++];
+    value |= (size_t)(byte & 0x7F) << shift;
+    if (!(byte & 0x80)) {
+      *out = value;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int aot_decompress(const unsigned char *src, size_t src_size, unsigned char *dst, size_t dst_size) {
+  size_t in = 0, out = 0, literals, length, offset;
+  while (out < dst_size) {
+    if (read_varint(src, src_size, &in, &literals) != 0 || literals > src_size - in || literals > dst_size - out)
+      return -1;
+    memcpy(dst + out, src + in, literals);
+    in += literals, out += literals;
+    if (out == dst_size) break;
+    if (read_varint(src, src_size, &in, &length) != 0) return -1;
+    if (length == 0) continue;
+    if (read_varint(src, src_size, &in, &offset) != 0 || offset == 0 || offset > out || length > dst_size - out)
+      return -1;
+    for (size_t i = 0; i < length; i++, out++) dst[out] = dst[out - offset]; /* overlapping copies repeat */
+  }
+  return 0;
+}
+
 static CUfunction function(const aot_kernel *k, int v, int ordinal, const device_state *d, aot_error *err) {
   void *_Atomic *slot = &k->functions[(size_t)v * AOT_MAX_DEVICES + (size_t)ordinal];
   CUfunction fn = (CUfunction)atomic_load_explicit(slot, memory_order_acquire);
@@ -665,7 +696,13 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
       cu_fail(err, rc, "making the device's context current");
     } else {
       char what[512];
-      if ((rc = cu.ModuleLoadData(&module, var->image)) != CUDA_SUCCESS) {
+      unsigned char *image = malloc(var->raw_size + 1); /* + NUL: the driver reads PTX as a C string */
+      int unpacked = image != NULL && aot_decompress(var->image, var->image_size, image, var->raw_size) == 0;
+      if (unpacked) image[var->raw_size] = 0;
+      if (!unpacked) {
+        aot_fail(err, AOT_E_CUDA, "%s: its kernel image %s; reinstall the package", var->id,
+                 image == NULL ? "does not fit in memory" : "is damaged");
+      } else if ((rc = cu.ModuleLoadData(&module, image)) != CUDA_SUCCESS) {
         snprintf(what, sizeof what, "loading %s on device %d (%s)", var->id, ordinal, d->name);
         cu_fail(err, rc, what);
       } else if ((rc = cu.ModuleGetFunction(&fn, module, var->entry)) != CUDA_SUCCESS) {
@@ -681,6 +718,7 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
       } else {
         atomic_store_explicit(slot, (void *)fn, memory_order_release);
       }
+      free(image); /* the driver keeps its own copy of a loaded module */
       cu.CtxPopCurrent(&popped);
     }
   }

@@ -86,8 +86,9 @@ typedef struct {
   const char *id;
   int binding, config, target; /* indices into the kernel's tables */
   uint8_t hinted;              /* compiled assuming the hints hold */
-  const unsigned char *image;
+  const unsigned char *image; /* compressed (aot_decompress); unpacked when the variant first loads */
   size_t image_size;
+  size_t raw_size;
   const char *entry;
   uint32_t shared;        /* dynamic shared memory bytes, when fixed at build time (Triton) */
   uint32_t static_shared; /* shared memory the code declares (CUDA __shared__) */
@@ -174,6 +175,9 @@ int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err);
 
 /* The CUDA device that owns a device pointer (-1 and err when it is not device memory). */
 int aot_pointer_device(uint64_t ptr, const char *arg, aot_error *err);
+
+/* Unpack an image (the format of aotpack/compress.py); 0, or -1 when the data is malformed. */
+int aot_decompress(const unsigned char *src, size_t src_size, unsigned char *dst, size_t dst_size);
 
 /* Set an error; returns -1. */
 int aot_fail(aot_error *err, aot_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
