@@ -2,9 +2,11 @@
 misaligned views, streams, graphs, threads and bad input."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -485,3 +487,23 @@ def test_runtime_autotune_skips_graph_capture():
         assert demo.add.select(x, y, out) == before, "nothing was tuned while capturing"
     finally:
         demo.autotune(False)
+
+
+def test_aotpack_tune_drives_the_installed_wheel(tmp_path):
+    """aotpack tune on this GPU (one kernel, few runs): a table with a row per binding, key and
+    specialization, each naming a config of the grid that passed the check, with its timings."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(root)])}
+    cmd = [sys.executable, "-m", "aotpack", "tune", str(root / "recipes" / "demo.yaml"), "--kernel", "add",
+           "--reps", "5", "--warmup", "2", "-o", str(tmp_path)]  # fmt: skip
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (table,) = tmp_path.glob("demo_kernels.sm_*.json")
+    data = json.loads(table.read_text())
+    assert data["device"] == torch.cuda.get_device_name() and data["arch"] == table.name.split(".")[1]
+    rows = data["kernels"]["add"]
+    assert len(rows) == 3 * 5 * 2  # types x keys x (hinted, safe)
+    configs = {c for c in demo.__aotpack__["kernels"]["add"]["variants"] for c in [c["config"]]}
+    for row in rows:
+        assert row["config"] in configs and row["median_us"][row["config"]] == min(row["median_us"].values())
+        assert row["rejected"] == {} and all(t > 0 for t in row["median_us"].values())
