@@ -217,7 +217,8 @@ def _mod(a: int, b: int) -> int:
     return a % b
 
 
-def _next_pow2(x: int) -> int:
+def next_pow2(x: int) -> int:
+    """The smallest power of two >= x (1 for x <= 1): the pow2 bucket of a key value."""
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 
 
@@ -264,7 +265,7 @@ def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInf
         return min(values)
     if node.func == "max":
         return max(values)
-    return _next_pow2(values[0])
+    return next_pow2(values[0])
 
 
 def to_c(node: Expr, resolve: Callable[[str], str], tensor_index: Callable[[str], int]) -> str:

@@ -33,7 +33,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _VERSION = re.compile(r"^\d+(\.\d+)*([ab]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")
 _TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+))?$")
-RESERVED_ARGS = ("stream",)
+RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
 
 
 # ---------------------------------------------------------------- the data the pipeline passes on
@@ -580,7 +580,11 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
     out: list[Arg] = []
     for name, value, where in node.items():
         if not _IDENT.match(name) or name in RESERVED_ARGS or keyword.iskeyword(name):
-            raise RecipeError(f"argument name {name!r} is reserved or not an identifier", where)
+            raise RecipeError(
+                f"{node.path}: {name!r} cannot name an argument: use an identifier other than a Python keyword, "
+                f"{' and '.join(RESERVED_ARGS)} (every kernel takes those keywords)",
+                where,
+            )
         if name in constexprs:
             raise RecipeError(f"{name!r} is both an argument and a constexpr", where)
         fields = value.mapping(_ARG_KEYS, required=("type",)) if isinstance(value.node, yaml.MappingNode) else {}

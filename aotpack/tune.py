@@ -62,7 +62,7 @@ def _driver_cuda() -> str:
 def bucket(kernel: recipe.Kernel, key: Sequence[int]) -> tuple[int, ...]:
     """Key values as the dispatcher compares them."""
     if kernel.bucket == "pow2":
-        return tuple(expr.evaluate(expr.parse("next_pow2(v)"), {"v": v}) for v in key)
+        return tuple(expr.next_pow2(v) for v in key)
     return tuple(key)
 
 

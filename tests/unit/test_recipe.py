@@ -116,6 +116,9 @@ CASES = [
      "not 'n_elements'"),
     (GOOD + "  add:\n    triton: add.py:add_kernel\n", "r.yaml:21:3: duplicate key 'add' in kernels"),
     (GOOD.replace("version: 1.0.0\n", ""), "r.yaml:1:1: missing required key 'version'"),
+    (edit('      y_ptr: "*T:16"', '      variant: "*T:16"'),
+     "r.yaml:10:7: kernels.add.args: 'variant' cannot name an argument: use an identifier other than a Python "
+     "keyword, stream and variant (every kernel takes those keywords)"),
     ("package: [1\n", "r.yaml:2:1: invalid YAML: expected ',' or ']', but got '<stream end>'"),
 ]  # fmt: skip
 
