@@ -155,9 +155,20 @@ class TritonCompiler:
         except Exception as exc:  # Triton reports compile failures as assorted exception types
             return Pruned(variant_id=variant.id, reason=_reason(exc, kernel))
         meta = compiled.metadata
-        if meta.global_scratch_size > 0 or meta.profile_scratch_size > 0:
-            reason = "needs global scratch memory, which aotpack cannot allocate yet"
-            return Pruned(variant_id=variant.id, reason=reason)
+        # launch needs the runtime cannot meet yet: prune rather than launch it wrongly
+        unmet = [
+            need
+            for need, present in (
+                ("global scratch memory", meta.global_scratch_size > 0 or meta.profile_scratch_size > 0),
+                (f"a cluster of {meta.num_ctas} CTAs", meta.num_ctas != 1),
+                ("a cooperative launch", bool(meta.launch_cooperative_grid)),
+                ("programmatic dependent launch", bool(meta.launch_pdl)),
+                ("tensor descriptors", bool(meta.tensordesc_meta)),
+            )
+            if present
+        ]
+        if unmet:
+            return Pruned(variant_id=variant.id, reason=f"needs {', '.join(unmet)}, which aotpack cannot launch yet")
         facts_ = {
             "shared": meta.shared,
             "num_warps": meta.num_warps,
