@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from . import __version__, cache, codegen, native, plan, recipe, repair, wheel
+from . import __version__, cache, codegen, mutation, native, plan, recipe, repair, wheel
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
 from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
-from .errors import CompileError
+from .errors import CompileError, RecipeError
 
 log = logging.getLogger("aotpack")
 Progress = Callable[[plan.Variant, Outcome, bool], None]  # (variant, outcome, taken from the cache)
@@ -117,6 +117,7 @@ def build(
                 f"  {p.variant_id}: {p.reason}" for p in pruned if p.variant_id.startswith(kernel.name + "/")
             )
             raise CompileError(f"{kernel.where}: kernel {kernel.name!r}: no variant compiled:\n{reasons}")
+    _check_mutation(rec, outcomes)
     inputs = codegen.BuildInput(
         recipe=rec,
         kernels=codegen.group(rec, variants, outcomes, min_driver),
@@ -133,6 +134,20 @@ def build(
             store.store_wheel(wheel_key, repaired, info)
         wheel_path = cache.copy_into(repaired, Path(out_dir))
     return BuildResult(wheel=wheel_path, variants=built, pruned=pruned)
+
+
+def _check_mutation(rec: recipe.Recipe, outcomes: dict[str, Outcome]) -> None:
+    """A recipe's ``mutates:`` must agree with what the Triton code writes (read off its TTIR)."""
+    for kernel in rec.kernels:
+        if kernel.mutates is None or kernel.backend != "triton":
+            continue
+        mine = [o for o in outcomes.values() if isinstance(o, Artifact) and o.variant_id.startswith(kernel.name + "/")]
+        found = mutation.recorded(o.metadata for o in mine)
+        missing, extra = sorted(set(found) - set(kernel.mutates)), sorted(set(kernel.mutates) - set(found))
+        if missing or extra:
+            what = [f"the kernel writes {', '.join(missing)}, which 'mutates' does not list"] if missing else []
+            what += [f"it lists {', '.join(extra)}, which no store in the kernel reaches"] if extra else []
+            raise RecipeError(f"kernels.{kernel.name}.mutates: {'; '.join(what)}", kernel.where)
 
 
 def _provenance(rec: recipe.Recipe) -> tuple[tuple[str, str], ...]:

@@ -143,6 +143,7 @@ class Kernel:
     cuda: CudaLaunch | None = None
     tune: TuneSpec | None = None
     autotune: bool = False  # the kernel may run more than once per call (out of place): runtime tuning may time it
+    mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
     where: Location
 
     def arg(self, name: str) -> Arg:
@@ -300,7 +301,7 @@ def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
 _TOP_KEYS = ("package", "version", "summary", "targets", "kernels", "tables")
 _TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
 _COMMON_KEYS = (
-    "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune",
+    "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
 )  # fmt: skip
 _TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options")
 _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
@@ -548,6 +549,7 @@ def _kernel(
         constexpr_names=constexpr_names, configs=configs, default=default,
         grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
         options=options, cuda=cuda, tune=tune, autotune=k["autotune"].boolean() if "autotune" in k else False,
+        mutates=_mutates(k["mutates"], pointers) if "mutates" in k else None,
         where=where,
     )  # fmt: skip
 
@@ -743,6 +745,16 @@ def _options(node: _Node) -> tuple[tuple[str, ConstValue], ...]:
     for name, value in fields.items():
         out.append((name, value.boolean() if name == "enable_fp_fusion" else value.integer(minimum=1)))
     return tuple(sorted(out))
+
+
+def _mutates(node: _Node, pointers: set[str]) -> tuple[str, ...]:
+    names = []
+    for item in node.sequence(allow_scalar=True):
+        name = item.string()
+        if name not in pointers:
+            raise item.fail(f"{name!r} is not a pointer argument{_suggest(name, sorted(pointers), 'pointers')}")
+        names.append(name)
+    return tuple(sorted(set(names)))
 
 
 def _tune(node: _Node, root: Path, key_length: int) -> TuneSpec:

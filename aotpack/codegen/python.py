@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import expr
+from .. import expr, mutation
 from ..recipe import Arg, Kernel
 from . import BuildInput, KernelBuild
 
@@ -76,6 +76,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
             "key": [[name, expr.unparse(e)] for name, e in k.key],  # a list: the order matters
             "bucket": k.bucket,
             "autotune": k.autotune,
+            "mutates": _mutates(kb),
             "default_config": k.default.label,
             "dispatch": [
                 {
@@ -129,6 +130,14 @@ def _source_text(kernel: Kernel, recipe_path: Path) -> str:
     src = kernel.source
     where = os.path.relpath(src.path, recipe_path.parent) if src.path else src.module
     return f"{where}:{kernel.cuda.entry if kernel.cuda else src.function}"
+
+
+def _mutates(kb: KernelBuild) -> list[str] | None:
+    """The pointer arguments the kernel writes: read off the TTIR (Triton), declared (CUDA), or
+    None when a CUDA kernel's recipe does not say."""
+    if kb.kernel.backend != "triton":
+        return list(kb.kernel.mutates) if kb.kernel.mutates is not None else None
+    return list(mutation.recorded(art.metadata for _, art in kb.variants))
 
 
 def _cuda_text(version: int) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import _sources, _tools, facts
 from ..errors import RecipeError, ToolNotFound
+from ..mutation import written_arguments
 from ..plan import Variant
 from ..recipe import Kernel, Source
 from . import Artifact, Outcome, Pruned
@@ -175,6 +176,7 @@ class TritonCompiler:
             "num_stages": meta.num_stages,
             "num_ctas": meta.num_ctas,
             "arch": meta.arch,
+            "writes": ",".join(sorted(written_arguments(compiled.asm["ttir"]))),
             "triton_hash": meta.hash,
         }
         return Artifact(

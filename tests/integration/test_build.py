@@ -197,3 +197,19 @@ def test_variants_the_runtime_cannot_launch_are_pruned(tmp_path):
     with pytest.raises(Exception, match="needs a cluster of 2 CTAs, which aotpack cannot launch yet"):
         build(recipe, tmp_path / "dist", jobs=1, use_cache=False)
     assert not (tmp_path / "dist").exists()
+
+
+def test_mutation_is_read_off_the_code_and_checked_against_the_recipe(small_recipe, installed, tmp_path):
+    manifest = json.loads((installed / "small_kernels" / "manifest.json").read_text())
+    assert manifest["kernels"]["add"]["mutates"] == ["out_ptr"]
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(
+        small_recipe.read_text().replace("    autotune: true\n", "    autotune: true\n    mutates: [x_ptr]\n")
+    )
+    with pytest.raises(RecipeError) as info:
+        build(wrong, tmp_path / "dist", jobs=2)
+    assert str(info.value) == (
+        f"{wrong}:5:3: kernels.add.mutates: the kernel writes out_ptr, which 'mutates' does not list; "
+        "it lists x_ptr, which no store in the kernel reaches"
+    )
+    assert not (tmp_path / "dist").exists()
