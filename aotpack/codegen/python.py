@@ -159,6 +159,7 @@ import json as _json
 from importlib import resources as _resources
 
 import os as _os
+import sys as _sys
 
 from . import _aotpack_runtime as _runtime
 from . import _native
@@ -166,7 +167,7 @@ from ._aotpack_runtime import kernel as _kernel
 from ._native import CudaError
 
 __version__ = {recipe.version!r}
-__all__ = ["CudaError", "autotune", "select", {", ".join(repr(n) for n in names)}]
+__all__ = ["CudaError", "autotune", "select", "torch_ops", {", ".join(repr(n) for n in names)}]
 __aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").read_text())
 
 {kernels}
@@ -183,9 +184,19 @@ if _os.environ.get("AOTPACK_AUTOTUNE", "") not in ("", "0"):
     autotune(True, _os.environ.get("AOTPACK_AUTOTUNE_CACHE") or None)
 
 
+def torch_ops():
+    """Register the kernels as torch.ops.{recipe.package}.<kernel> (torch.compile and CUDA graphs
+    see their writes); done at import when torch is already imported. Returns the names."""
+    return _runtime.register_torch_ops(_native, __aotpack__)
+
+
+if "torch" in _sys.modules:
+    torch_ops()
+
+
 def select(kernel, *args, **kwargs):
     """The id of the variant ``kernel`` (a name) would launch; see ``<kernel>.select``."""
-    if kernel not in __all__[3:]:
+    if kernel not in __all__[4:]:
         raise ValueError(f"unknown kernel {{kernel!r}}; this package has {", ".join(names)}")
     return globals()[kernel].select(*args, **kwargs)
 '''
@@ -205,6 +216,7 @@ def init_pyi(build: BuildInput) -> str:
         "",
         "def select(kernel: str, *args: Any, **kwargs: Any) -> str: ...",
         "def autotune(enabled: bool = True, cache: Optional[str] = None) -> None: ...",
+        "def torch_ops() -> list[str]: ...",
     ]
     for kb in build.kernels:
         params = []

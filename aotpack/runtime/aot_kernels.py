@@ -147,3 +147,55 @@ def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(body, f, indent=1, sort_keys=True)
         os.replace(tmp, path)
+
+
+def register_torch_ops(native: Any, manifest: dict[str, Any]) -> list[str]:
+    """Register every kernel whose writes are known as ``torch.ops.<package>.<kernel>`` through
+    torch.library, with a schema that marks the tensors it writes and a fake (meta) implementation,
+    so that torch.compile traces it without a graph break and CUDA graphs capture it. Returns the
+    names registered; kernels are registered once per process."""
+    import inspect
+    from typing import Optional
+
+    import torch
+
+    package = manifest["package"]
+    done = []
+    for name, info in manifest["kernels"].items():
+        qualname = f"{package}::{name}"
+        if info["mutates"] is None or qualname in _registered:
+            continue
+        params = []
+        for arg in info["args"]:
+            pointer = arg["type"].startswith("*")
+            scalar = float if arg["type"].split(":")[0] in ("fp32", "fp64") else int
+            kind: Any = torch.Tensor if pointer else scalar
+            if "default" in arg:
+                kind = Optional[kind]  # noqa: UP045 - torch.library reads typing.Optional
+            default = None if "default" in arg else inspect.Parameter.empty
+            params.append(inspect.Parameter(arg["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
+                                            default=default))  # fmt: skip
+
+        launch = _launcher(getattr(native, name))
+
+        def fake(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        for fn in (launch, fake):  # the schema torch.library infers from
+            setattr(fn, "__signature__", inspect.Signature(params, return_annotation=None))  # noqa: B010
+            fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        op = torch.library.custom_op(qualname, launch, mutates_args=tuple(info["mutates"]), device_types="cuda")
+        op.register_fake(fake)
+        _registered[qualname] = op
+        done.append(name)
+    return done
+
+
+def _launcher(function: Any) -> Any:
+    def launch(*args: Any, **kwargs: Any) -> None:
+        function(*args, **kwargs)
+
+    return launch
+
+
+_registered: dict[str, Any] = {}

@@ -507,3 +507,51 @@ def test_aotpack_tune_drives_the_installed_wheel(tmp_path):
     for row in rows:
         assert row["config"] in configs and row["median_us"][row["config"]] == min(row["median_us"].values())
         assert row["rejected"] == {} and all(t > 0 for t in row["median_us"].values())
+
+
+# ---------------------------------------------------------------- torch ops
+
+
+def test_torch_ops_are_registered_with_their_writes():
+    assert "torch" in sys.modules and hasattr(torch.ops, "demo_kernels")
+    schema = str(torch.ops.demo_kernels.add.default._schema)
+    assert "Tensor(a2!) out_ptr" in schema and "Tensor x_ptr" in schema, schema
+    assert "Tensor(a2!) c_ptr" in str(torch.ops.demo_kernels.matmul.default._schema)
+    assert "Tensor(a0!) out" in str(torch.ops.demo_kernels.rmsnorm.default._schema)
+
+
+def test_torch_ops_pass_opcheck():
+    x, y = torch.randn(3000, device="cuda"), torch.randn(3000, device="cuda")
+    torch.library.opcheck(torch.ops.demo_kernels.add.default, (x, y, torch.empty_like(x)))
+    a = torch.randn(37, 300, device="cuda", dtype=torch.float16)
+    torch.library.opcheck(torch.ops.demo_kernels.softmax.default, (torch.empty_like(a), a))
+
+
+def test_torch_compile_fullgraph_and_cuda_graph():
+    def step(a, b, w):
+        c = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
+        torch.ops.demo_kernels.matmul(a, b, c)
+        out = torch.empty_like(c)
+        torch.ops.demo_kernels.rmsnorm(out, c, w, 1e-6)
+        return out * 2
+
+    compiled = torch.compile(step, fullgraph=True)  # raises on any graph break
+    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 512, device="cuda", dtype=torch.float16)
+    w = torch.randn(512, device="cuda", dtype=torch.float16)
+    ref = step(a, b, w)
+    got = compiled(a, b, w)
+    torch.cuda.synchronize()
+    assert rel_err(got, ref.double()) < 2e-3
+
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    out = torch.empty_like(x)
+    torch.ops.demo_kernels.add(x, y, out)  # warm up (module load) outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        torch.ops.demo_kernels.add(x, y, out)
+    x.copy_(torch.randn_like(x))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
