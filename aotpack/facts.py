@@ -48,6 +48,7 @@ class DType:
     scalar: bool
     c: str | None
     cuda: str  # the CUDA C++ type, for CUDA template entries
+    dlpack: list[int] | None  # DLPack [type code, bits]
 
 
 def _load(name: str) -> dict[str, Any]:

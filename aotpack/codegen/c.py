@@ -186,6 +186,9 @@ def kernels_c(build: BuildInput) -> str:
         + ", ".join(c_string(d.typestr) if d.typestr else "NULL" for d in dtypes)
         + "};",
         f"const int aot_dtype_sizes[] = {{{', '.join(str(d.size) for d in dtypes)}}};",
+        "const int aot_dtype_dlpack[] = {"
+        + ", ".join(str(d.dlpack[0] << 8 | d.dlpack[1]) if d.dlpack else "-1" for d in dtypes)
+        + "};",
         "",
     ]
     image_names: dict[str, str] = {}

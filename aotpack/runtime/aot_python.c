@@ -185,6 +185,58 @@ static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err
   return aot_pointer_device(t->ptr, arg, err);
 }
 
+/* A DLPack producer (JAX, CuPy, ...): read its DLTensor, then let the capsule go unconsumed (its
+ * destructor releases it; the caller's object keeps the memory alive, as for any launch). */
+typedef struct {
+  void *data;
+  struct {
+    int32_t type, id;
+  } device;
+  int32_t ndim;
+  struct {
+    uint8_t code, bits;
+    uint16_t lanes;
+  } dtype;
+  int64_t *shape, *strides;
+  uint64_t byte_offset;
+} dl_tensor;
+
+static int dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *err) {
+  PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
+  if (capsule == NULL) return -1;
+  const dl_tensor *dl = PyCapsule_GetPointer(capsule, "dltensor"); /* DLManagedTensor starts with it */
+  int device = -1;
+  if (dl == NULL) {
+    PyErr_Clear();
+    aot_fail(err, AOT_E_TYPE, "argument %s: __dlpack__ did not return a DLPack capsule", arg);
+  } else if (dl->device.type != 2 && dl->device.type != 13) { /* kDLCUDA, kDLCUDAManaged */
+    aot_fail(err, AOT_E_VALUE, "argument %s is not in CUDA memory (DLPack device type %d)", arg, dl->device.type);
+  } else if (dl->ndim < 0 || dl->ndim > AOT_MAX_DIMS || dl->dtype.lanes != 1) {
+    aot_fail(err, AOT_E_VALUE, "argument %s: %d dimensions or vector lanes are not supported", arg, dl->ndim);
+  } else {
+    int code = dl->dtype.code << 8 | dl->dtype.bits;
+    t->dtype = -2;
+    for (int d = 0; d < aot_num_dtypes; d++)
+      if (aot_dtype_dlpack[d] == code) t->dtype = d;
+    if (t->dtype == -2) {
+      aot_fail(err, AOT_E_TYPE, "argument %s has DLPack dtype (code %d, %d bits), which no kernel here takes", arg,
+               dl->dtype.code, dl->dtype.bits);
+    } else {
+      t->ptr = (uint64_t)(uintptr_t)dl->data + dl->byte_offset;
+      t->ndim = dl->ndim;
+      int64_t expect = 1;
+      for (int d = t->ndim - 1; d >= 0; d--) {
+        t->shape[d] = dl->shape[d];
+        t->strides[d] = dl->strides ? dl->strides[d] : expect;
+        expect *= dl->shape[d];
+      }
+      device = dl->device.id;
+    }
+  }
+  Py_DECREF(capsule);
+  return device;
+}
+
 /* Fill one pointer argument; returns its device, -2 when it names none, -1 on error. */
 static int pointer_arg(const aot_kernel *k, PyObject *obj, aot_tensor *t, const char *arg, int *is_torch,
                        aot_error *err) {
@@ -209,10 +261,11 @@ static int pointer_arg(const aot_kernel *k, PyObject *obj, aot_tensor *t, const 
     return device;
   }
   PyErr_Clear();
+  if (PyObject_HasAttrString(obj, "__dlpack__")) return dlpack_arg(obj, t, arg, err);
   char tname[64];
   return aot_fail(err, AOT_E_TYPE,
-                  "argument %s: expected a CUDA tensor, an object with __cuda_array_interface__ or an integer "
-                  "device pointer, got %s",
+                  "argument %s: expected a CUDA tensor, an object with __cuda_array_interface__ or __dlpack__, "
+                  "or an integer device pointer, got %s",
                   arg, type_name(obj, tname, sizeof tname));
 }
 

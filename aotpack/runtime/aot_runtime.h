@@ -147,6 +147,7 @@ extern const char *const aot_dtype_names[];
 extern const char *const aot_dtype_torch_names[];
 extern const char *const aot_dtype_typestrs[]; /* __cuda_array_interface__ typestr, or NULL */
 extern const int aot_dtype_sizes[];
+extern const int aot_dtype_dlpack[]; /* DLPack type code << 8 | bits, or -1 */
 extern const int aot_num_dtypes;
 
 /* Every kernel of the package, generated. */

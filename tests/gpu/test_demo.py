@@ -555,3 +555,27 @@ def test_torch_compile_fullgraph_and_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+class _DLPackOnly:
+    """A producer with __dlpack__ and no __cuda_array_interface__ (as JAX arrays are)."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, stream=None):
+        return self._t.__dlpack__()
+
+
+def test_dlpack_and_cupy_inputs():
+    x, y = torch.randn(4099, device="cuda"), torch.randn(4099, device="cuda")
+    out = poisoned(4099, dtype=torch.float32)
+    demo.add(_DLPackOnly(x), _DLPackOnly(y), _DLPackOnly(out))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    cupy = pytest.importorskip("cupy")
+    a, b = cupy.random.rand(5000, dtype=cupy.float32), cupy.random.rand(5000, dtype=cupy.float32)
+    c = cupy.full(5000, cupy.nan, dtype=cupy.float32)
+    demo.add(a, b, c, stream=cupy.cuda.get_current_stream().ptr)
+    cupy.cuda.get_current_stream().synchronize()
+    assert bool(cupy.all(c == a + b))

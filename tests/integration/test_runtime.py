@@ -254,3 +254,46 @@ def test_runtime_autotune_cache_is_safe_with_many_processes(installed, fake_driv
     keys = sorted(e["key"][0] for e in json.loads(cache.read_text())["entries"])
     assert keys == [16384, 32768, 65536, 131072, 262144, 524288]
     assert not list(tmp_path.glob(".autotune-*")), "no temporary file is left behind"
+
+
+def test_dlpack_producers(installed, fake_driver, tmp_path):
+    out, log = run(
+        """
+        import ctypes
+
+        class DLTensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                        ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                        ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                        ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+        class Managed(ctypes.Structure):
+            _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+        new_capsule = ctypes.pythonapi.PyCapsule_New
+        new_capsule.restype = ctypes.py_object
+        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+        class Producer:
+            def __init__(self, ptr, n, code=2, bits=32, device_type=2):
+                self.shape = (ctypes.c_int64 * 1)(n)
+                self.managed = Managed(DLTensor(ptr, device_type, 0, 1, code, bits, 1, self.shape, None, 16))
+            def __dlpack__(self, stream=None):
+                return new_capsule(ctypes.addressof(self.managed), b"dltensor", None)
+
+        x, y, o = Producer(A, 1000), Producer(A + 4096, 1000), Producer(A + 8192, 1000)
+        k.add(x, y, o)
+        for bad in (Producer(A, 1000, code=5, bits=64), Producer(A, 1000, device_type=1)):
+            try:
+                k.add(bad, y, o)
+            except Exception as e:
+                print(type(e).__name__ + ":", e)
+        """,
+        installed, fake_driver, tmp_path,
+    )  # fmt: skip
+    (launch,) = [line for line in log if line.startswith("launch")]
+    assert f"p0={0x100000000 + 16:x} p1={0x100001000 + 16:x} p2={0x100002000 + 16:x} p3=1000" in launch
+    assert out == [
+        "TypeError: argument x_ptr has DLPack dtype (code 5, 64 bits), which no kernel here takes",
+        "ValueError: argument x_ptr is not in CUDA memory (DLPack device type 1)",
+    ]
