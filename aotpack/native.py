@@ -81,24 +81,31 @@ def copy_runtime(folder: Path) -> tuple[Path, ...]:
     return tuple(f for f in files if f.suffix == ".c")
 
 
-def compile_extension(build_dir: Path, generated: dict[str, str], module_name: str = "_native") -> Path:
-    """Compile the generated C files (name -> text) with the runtime; returns the .so path."""
-    runtime_sources = copy_runtime(build_dir)
-    sources = []
+def compile_libraries(build_dir: Path, generated: dict[str, str], package: str) -> tuple[Path, Path]:
+    """Compile the generated C (name -> text) with the runtime into the Python extension
+    (``_native.abi3.so``) and the C API library (``lib<package>.so``, no Python in it, so that any
+    C or C++ program can link or dlopen it); returns both paths."""
+    copy_runtime(build_dir)
     for name, text in sorted(generated.items()):
-        path = build_dir / name
-        path.write_text(text)
-        sources.append(path)
+        (build_dir / name).write_text(text)
     # relative paths, run in the build folder: file names end up in the binary, and a temporary
     # folder's name would make two builds differ
-    plan = NativeBuild(
-        sources=tuple(Path(s.name) for s in (*sources, *runtime_sources)),
-        include_dirs=(Path("."), python_include()),
-        output=Path(f"{module_name}.abi3.so"),
+    plans = (
+        NativeBuild(
+            sources=tuple(map(Path, ("kernels.c", "module.c", "aot_runtime.c", "aot_python.c"))),
+            include_dirs=(Path("."), python_include()),
+            output=Path("_native.abi3.so"),
+        ),
+        NativeBuild(
+            sources=tuple(map(Path, ("kernels.c", "capi.c", "aot_runtime.c"))),
+            include_dirs=(Path("."),),
+            output=Path(f"lib{package}.so"),
+        ),
     )
-    _tools.run(
-        plan.command(zig_cc()),
-        cwd=str(build_dir),
-        hint="the generated C failed to compile; please report this as a bug",
-    )
-    return build_dir / plan.output
+    for plan in plans:
+        _tools.run(
+            plan.command(zig_cc()),
+            cwd=str(build_dir),
+            hint="the generated C failed to compile; please report this as a bug",
+        )
+    return build_dir / plans[0].output, build_dir / plans[1].output

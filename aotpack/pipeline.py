@@ -165,16 +165,24 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
     """Generate, compile and pack the wheel; returns it repaired (in ``work``)."""
     rec = inputs.recipe
     docs = {kb.kernel.name: codegen_py.docstring(kb) for kb in inputs.kernels}
-    generated = {"kernels.c": codegen_c.kernels_c(inputs), "module.c": codegen_c.module_c(inputs, docs)}
-    log.info("compiling the extension module")
-    so = native.compile_extension(work, generated)
     pkg = rec.package
+    header = codegen_c.capi_h(inputs, docs)
+    generated = {
+        "kernels.c": codegen_c.kernels_c(inputs),
+        "module.c": codegen_c.module_c(inputs, docs),
+        "capi.c": codegen_c.capi_c(inputs),
+        f"{pkg}.h": header,
+    }
+    log.info("compiling the extension module and the C API library")
+    so, library = native.compile_libraries(work, generated, pkg)
     files = (
         (f"{pkg}/__init__.py", codegen_py.init_py(inputs).encode()),
         (f"{pkg}/__init__.pyi", codegen_py.init_pyi(inputs).encode()),
         (f"{pkg}/py.typed", b""),
         (f"{pkg}/manifest.json", codegen_py.manifest_json(inputs, __version__).encode()),
         (f"{pkg}/_native.abi3.so", so.read_bytes()),
+        (f"{pkg}/lib{pkg}.so", library.read_bytes()),
+        (f"{pkg}/include/{pkg}.h", header.encode()),
         (f"{pkg}/_aotpack_runtime.py", native.runtime_text("aot_kernels.py").encode()),
     )
     spec = wheel.WheelSpec(

@@ -167,7 +167,7 @@ from ._aotpack_runtime import kernel as _kernel
 from ._native import CudaError
 
 __version__ = {recipe.version!r}
-__all__ = ["CudaError", "autotune", "select", "torch_ops", {", ".join(repr(n) for n in names)}]
+__all__ = ["CudaError", "autotune", "get_include", "select", "torch_ops", {", ".join(repr(n) for n in names)}]
 __aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").read_text())
 
 {kernels}
@@ -194,9 +194,15 @@ if "torch" in _sys.modules:
     torch_ops()
 
 
+def get_include():
+    """The folder holding {recipe.package}.h, the C API of these kernels (link with lib{recipe.package}.so
+    beside this file)."""
+    return str(_resources.files(__name__).joinpath("include"))
+
+
 def select(kernel, *args, **kwargs):
     """The id of the variant ``kernel`` (a name) would launch; see ``<kernel>.select``."""
-    if kernel not in __all__[4:]:
+    if kernel not in __all__[5:]:
         raise ValueError(f"unknown kernel {{kernel!r}}; this package has {", ".join(names)}")
     return globals()[kernel].select(*args, **kwargs)
 '''
@@ -217,6 +223,7 @@ def init_pyi(build: BuildInput) -> str:
         "def select(kernel: str, *args: Any, **kwargs: Any) -> str: ...",
         "def autotune(enabled: bool = True, cache: Optional[str] = None) -> None: ...",
         "def torch_ops() -> list[str]: ...",
+        "def get_include() -> str: ...",
     ]
     for kb in build.kernels:
         params = []

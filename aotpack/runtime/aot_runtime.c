@@ -211,6 +211,21 @@ int aot_pointer_device(uint64_t ptr, const char *arg, aot_error *err) {
   return ordinal;
 }
 
+void aot_set_tensor(aot_call *call, int param, uint64_t ptr, int dtype, int ndim, const int64_t *shape,
+                    const int64_t *strides) {
+  aot_tensor *t = &call->t[param];
+  t->ptr = ptr;
+  t->dtype = dtype >= 0 && dtype < aot_num_dtypes ? dtype : -1;
+  t->ndim = ndim >= 0 && ndim <= AOT_MAX_DIMS && shape != NULL ? ndim : -1;
+  int64_t expect = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    t->shape[d] = shape[d];
+    t->strides[d] = strides != NULL ? strides[d] : expect;
+    expect *= shape[d];
+  }
+  call->given |= UINT64_C(1) << param;
+}
+
 /* ---------------------------------------------------------------- expression helpers */
 
 static int64_t expr_fail(aot_call *x, const char *what) {

@@ -180,6 +180,11 @@ int aot_pointer_device(uint64_t ptr, const char *arg, aot_error *err);
 /* Unpack an image (the format of aotpack/compress.py); 0, or -1 when the data is malformed. */
 int aot_decompress(const unsigned char *src, size_t src_size, unsigned char *dst, size_t dst_size);
 
+/* Describe a pointer argument (the C API's path; the Python binding reads objects instead): a dtype
+ * outside the table, or ndim < 0, leaves that part unknown. */
+void aot_set_tensor(aot_call *call, int param, uint64_t ptr, int dtype, int ndim, const int64_t *shape,
+                    const int64_t *strides);
+
 /* Set an error; returns -1. */
 int aot_fail(aot_error *err, aot_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

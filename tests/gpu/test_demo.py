@@ -3,6 +3,7 @@ misaligned views, streams, graphs, threads and bad input."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -579,3 +580,24 @@ def test_dlpack_and_cupy_inputs():
     demo.add(a, b, c, stream=cupy.cuda.get_current_stream().ptr)
     cupy.cuda.get_current_stream().synchronize()
     assert bool(cupy.all(c == a + b))
+
+
+def test_c_api_example_program(tmp_path):
+    """examples/capi_demo.cpp, compiled against the installed wheel's header and library."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    package = Path(demo.__file__).parent
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    exe = tmp_path / "capi_demo"
+    build = subprocess.run(
+        [compiler, str(Path(__file__).resolve().parents[2] / "examples" / "capi_demo.cpp"), f"-I{demo.get_include()}",
+         f"-I{cuda / 'include'}", f"-L{package}", "-ldemo_kernels", f"-Wl,-rpath,{package}", f"-L{cuda / 'lib64'}",
+         "-lcudart", f"-Wl,-rpath,{cuda / 'lib64'}", "-o", str(exe)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "refused as expected: argument x_ptr is too small" in run.stdout
+    assert run.stdout.splitlines()[-1].startswith("ok: add/T=fp32,")

@@ -297,3 +297,37 @@ def test_dlpack_producers(installed, fake_driver, tmp_path):
         "TypeError: argument x_ptr has DLPack dtype (code 5, 64 bits), which no kernel here takes",
         "ValueError: argument x_ptr is not in CUDA memory (DLPack device type 1)",
     ]
+
+
+def test_c_api_from_a_c_program(installed, fake_driver, tmp_path):
+    """lib<pkg>.so and its header, used by a C program with no Python in it (fake driver)."""
+    package = installed / "small_kernels"
+    program = tmp_path / "main.c"
+    program.write_text(textwrap.dedent("""
+        #include <stdio.h>
+        #include "small_kernels.h"
+        int main(void) {
+          int64_t n = 1000;
+          small_kernels_tensor t = {0x100000000ull, SMALL_KERNELS_FP32, 1, &n, NULL};
+          char error[512], variant[128];
+          if (small_kernels_add_select(NULL, 0, t, t, t, NULL, variant, sizeof variant, error, sizeof error)) return 1;
+          if (small_kernels_add((void *)0x4d2, 0, t, t, t, NULL, error, sizeof error)) return 2;
+          int32_t too_many = 5000;
+          int rc = small_kernels_add(NULL, 0, t, t, t, &too_many, error, sizeof error);
+          printf("%s\\n%d %s\\n", variant, rc, error);
+          return 0;
+        }
+        """))  # fmt: skip
+    exe = tmp_path / "main"
+    subprocess.run([sys.executable, "-m", "ziglang", "cc", "-Wall", "-Werror", f"-I{package / 'include'}",
+                    str(program), f"-L{package}", "-lsmall_kernels", f"-Wl,-rpath,{package}", "-o", str(exe)],
+                   check=True)  # fmt: skip
+    env = {"LD_LIBRARY_PATH": str(fake_driver), "FAKE_CUDA_LOG": str(tmp_path / "cuda.log")}
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",  # 1000 is not a multiple of 16
+        "-1 argument x_ptr is too small: the kernel may touch 5000 elements from its start, the tensor spans 1000",
+    ]
+    (launch,) = [ln for ln in (tmp_path / "cuda.log").read_text().splitlines() if ln.startswith("launch")]
+    assert "grid=4,1,1" in launch and "stream=0x4d2" in launch and "p3=1000" in launch
