@@ -127,10 +127,11 @@ class Cache:
     def store(self, key: str, outcome: Outcome) -> None:
         _write_atomically(self._variant_path(key), pickle.dumps(outcome, protocol=4))
 
-    def wheel_key(self, recipe_text: bytes, tables: Iterable[bytes], variant_keys: Iterable[str]) -> str:
+    def wheel_key(self, sources: Iterable[tuple[str, str]], variant_keys: Iterable[str]) -> str:
+        """Everything a wheel is made of: every input file (path, sha256), and its variants."""
         h = hashlib.sha256(aotpack_digest().encode())
-        for part in (recipe_text, *tables, *(k.encode() for k in variant_keys)):
-            h.update(hashlib.sha256(part).digest())
+        for part in (*(f"{path}\0{digest}" for path, digest in sources), *variant_keys):
+            h.update(hashlib.sha256(part.encode()).digest())
         return h.hexdigest()
 
     def wheel(self, key: str) -> tuple[Path, dict[str, object]] | None:

@@ -61,17 +61,15 @@ def build(
             for target in kernel.targets:
                 min_driver[kernel.name, target] = compiler.min_driver_cuda(target)
 
+    sources = _provenance(rec)
     store = cache.Cache(cache_dir or cache.default_dir()) if use_cache else None
     keys: dict[str, str] = {}
     wheel_key = ""
     if store is not None:
         digests = {k.name: cache.source_digest(k) for k in rec.kernels}
         keys = {v.id: cache.variant_key(v, toolchains[v.kernel.backend], digests[v.kernel.name]) for v in variants}
-        wheel_key = store.wheel_key(
-            Path(recipe_path).read_bytes(),
-            [t.read_bytes() for t in rec.tables],
-            [*keys.values(), f"strict={strict}", versions["host C compiler"]],
-        )
+        # every input file, tuning hooks included (the manifest records them all), and the variants
+        wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={strict}", versions["host C compiler"]])
         hit = store.wheel(wheel_key)
         if hit is not None:
             log.info("nothing changed: the wheel comes from the cache (%s)", store.root)
@@ -122,7 +120,7 @@ def build(
         recipe=rec,
         kernels=codegen.group(rec, variants, outcomes, min_driver),
         versions=tuple(sorted(versions.items())),
-        sources=_provenance(rec),
+        sources=sources,
     )
     built = sum(len(kb.variants) for kb in inputs.kernels)
     with tempfile.TemporaryDirectory(prefix="aotpack-") as tmp:

@@ -76,3 +76,23 @@ def test_a_killed_build_leaves_no_partial_wheel_and_no_corrupt_entry(tmp_path, s
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1 and hashlib.sha256(wheels[0].read_bytes()).hexdigest()
     assert not [p for p in out.iterdir() if p.name.startswith(".")], "no temporary files in the output folder"
+
+
+def test_a_changed_tuning_hook_rebuilds_the_wheel(tmp_path, small_recipe):
+    """The manifest records every input file's sha256, so the cached wheel must not outlive one,
+    even one no kernel compiles (a tuning hook in a folder of its own)."""
+    recipe = project(tmp_path, small_recipe)
+    hooks = recipe.parent / "tuning" / "hooks.py"
+    hooks.parent.mkdir()
+    hooks.write_text("def inputs(key, types):\n    return (), ()\n")
+    text = recipe.read_text().replace(
+        "    autotune: true\n", "    autotune: true\n    tune: {inputs: tuning/hooks.py:inputs, keys: [[4096]]}\n"
+    )
+    recipe.write_text(text)
+    first = build(recipe, tmp_path / "d1", jobs=2, cache_dir=tmp_path / "c")
+    hooks.write_text("def inputs(key, types):\n    return (), (0,)\n")
+    seen = []
+    again = build(recipe, tmp_path / "d2", jobs=2, cache_dir=tmp_path / "c", progress=lambda v, o, c: seen.append(c))
+    assert not first.cached and not again.cached
+    assert seen == [True] * 16, "the cubins did not change"
+    assert again.wheel.read_bytes() != first.wheel.read_bytes()

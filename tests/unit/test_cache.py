@@ -51,11 +51,12 @@ def test_wheel_entries(tmp_path):
     store = cache.Cache(tmp_path / "c")
     wheel = tmp_path / "k-1-cp39-abi3-linux_x86_64.whl"
     wheel.write_bytes(b"zip")
-    key = store.wheel_key(b"recipe", [b"table"], ["k1", "k2"])
+    key = store.wheel_key([("r.yaml", "ab" * 32), ("t.json", "cd" * 32)], ["k1", "k2"])
     assert store.wheel(key) is None
     store.store_wheel(key, wheel, {"variants": 2, "pruned": [dataclasses.asdict(Pruned(variant_id="v", reason="r"))]})
     found, info = store.wheel(key)
     assert found.read_bytes() == b"zip" and info["variants"] == 2
-    assert store.wheel_key(b"recipe", [b"table"], ["k1", "k3"]) != key
+    assert store.wheel_key([("r.yaml", "ab" * 32), ("t.json", "cd" * 32)], ["k1", "k3"]) != key
+    assert store.wheel_key([("r.yaml", "ab" * 32), ("t.json", "ef" * 32)], ["k1", "k2"]) != key
     copied = cache.copy_into(found, tmp_path / "out")
     assert copied.read_bytes() == b"zip" and not list((tmp_path / "out").glob(".aotpack-tmp-*"))
