@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint gpu-test clean
+.PHONY: demo hopper test unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)  ## build recipes/demo.yaml into dist/
 	$(VENV)/bin/aotpack build recipes/demo.yaml -o dist
+
+hopper: $(STAMP)  ## build recipes/hopper.yaml (TMA matmul, attention; sm_90a) into dist/
+	$(VENV)/bin/aotpack build recipes/hopper.yaml -o dist
 
 test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU)
 	$(VENV)/bin/ruff check aotpack tests benchmarks

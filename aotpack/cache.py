@@ -82,7 +82,7 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
         "source": source,
         "function": k.source.function,
         "backend": k.backend,
-        "args": [[a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only] for a in k.args],
+        "args": [[a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only, a.block] for a in k.args],
         "constexprs": [[n, repr(v)] for n, v in variant.config.constexprs],
         "launch": [variant.config.num_warps, variant.config.num_stages],
         "options": [[n, repr(v)] for n, v in k.options],

@@ -17,6 +17,7 @@ class Arch:
     triton: bool
     family: str
     min_driver_cuda: int
+    max_shared: int  # bytes of shared memory a block may opt in to
 
     @property
     def major(self) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_ARG = re.compile(r"%([\w.$-]+): !tt\.ptr")
+_ARG = re.compile(r"%([\w.$-]+): !tt\.(?:ptr|tensordesc)")
 _DEF = re.compile(r'^\s*((?:%[\w.$-]+(?::\d+)?)(?:\s*,\s*%[\w.$-]+(?::\d+)?)*)\s*=\s*"?([\w.]+)"?(.*)$')
 _USE = re.compile(r"%([\w.$-]+)")
 _CARRIED = re.compile(r"%([\w.$-]+)\s*=\s*%([\w.$-]+)")  # `iter_args(%a = %init)`, `%i = %lower to ...`

@@ -74,10 +74,10 @@ def build(
         if hit is not None:
             log.info("nothing changed: the wheel comes from the cache (%s)", store.root)
             info = hit[1]
-            pruned_info = cast(list[dict[str, str]], info.get("pruned", []))
+            pruned_info = cast(list[dict[str, str]], info.get("pruned", []))  # never fatal: the build failed
             return BuildResult(
                 wheel=cache.copy_into(hit[0], Path(out_dir)), variants=cast(int, info["variants"]),
-                pruned=tuple(Pruned(**p) for p in pruned_info), cached=True,
+                pruned=tuple(Pruned(variant_id=p["variant_id"], reason=p["reason"]) for p in pruned_info), cached=True,
             )  # fmt: skip
 
     outcomes: dict[str, Outcome] = {}
@@ -105,6 +105,13 @@ def build(
     outcomes = {v.id: outcomes[v.id] for v in variants}
 
     pruned = tuple(o for o in outcomes.values() if isinstance(o, Pruned))
+    unlaunchable = [p for p in pruned if p.fatal]
+    if unlaunchable:
+        lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in unlaunchable)
+        raise CompileError(
+            f"{len(unlaunchable)} variants compiled but cannot be launched by aotpack's runtime; change "
+            f"their configs or options in {rec.path}:\n{lines}"
+        )
     if pruned and strict:
         lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in pruned)
         raise CompileError(f"{len(pruned)} variants failed to compile (--strict):\n{lines}")

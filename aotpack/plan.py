@@ -2,6 +2,7 @@
 
 A kernel whose signature carries divisibility hints gets two variants per point: ``hinted``
 (compiled assuming the hints hold; launched only when the call satisfies them) and ``safe``.
+Required hints (``:16!``) are assumed by every variant; the runtime refuses calls that break them.
 Variant ids are stable and readable: ``add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted``.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import RecipeError
-from .recipe import Config, Kernel, Recipe
+from .recipe import Arg, Config, Kernel, Recipe
 
 Specialization = Literal["hinted", "safe", "plain"]
 
@@ -36,6 +37,10 @@ class Variant:
     def hinted(self) -> bool:
         return self.specialization == "hinted"
 
+    def assumes(self, arg: Arg) -> bool:
+        """Whether this variant's code assumes the argument's hint."""
+        return arg.hint is not None and (arg.required or self.hinted)
+
     def dtype_of(self, arg_name: str) -> str:
         """The concrete element or scalar type of an argument in this variant."""
         arg = self.kernel.arg(arg_name)
@@ -43,7 +48,7 @@ class Variant:
 
 
 def specializations(kernel: Kernel) -> tuple[Specialization, ...]:
-    has_hints = any(a.hint for a in kernel.args)
+    has_hints = any(a.hint and not a.required for a in kernel.args)
     return ("hinted", "safe") if has_hints else ("plain",)
 
 

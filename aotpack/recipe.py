@@ -32,7 +32,9 @@ HINTS = (1, 16)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _VERSION = re.compile(r"^\d+(\.\d+)*([ab]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")
-_TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+))?$")
+_TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+)(?P<required>!)?)?$")
+_DESC = re.compile(r"^tensordesc\s*<\s*(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)\s*\[(?P<block>[^\]]*)\]\s*>$")
+MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
 
 
@@ -62,11 +64,19 @@ class Arg:
     # What the hinted variant may assume, as in Triton's signatures: 16 = the address (pointers) or
     # value (integers) is a multiple of 16; 1 = the integer is 1 (Triton compiles it as a constant)
     hint: int | None
+    required: bool = False  # the hint must hold (':16!'): calls that break it are refused, every variant assumes it
     default: expr.Expr | None = None  # scalars the caller may leave out
     extent: expr.Expr | None = None  # pointers: how many elements from the pointer the kernel may touch
     contiguous: bool = False
     launch_only: bool = False  # read by the grid, key or checks, not passed to the kernel
+    # A tensor descriptor (``tensordesc<T[BM, BK]>``): the caller passes a tensor, the launcher builds
+    # the descriptor; its block shape, each an integer or an integer constexpr. Empty: not one.
+    block: tuple[int | str, ...] = ()
     where: Location
+
+    @property
+    def descriptor(self) -> bool:
+        return bool(self.block)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,6 +154,8 @@ class Kernel:
     tune: TuneSpec | None = None
     autotune: bool = False  # the kernel may run more than once per call (out of place): runtime tuning may time it
     mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
+    # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
+    bound: tuple[tuple[str, expr.Expr], ...] = ()
     where: Location
 
     def arg(self, name: str) -> Arg:
@@ -308,7 +320,8 @@ _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nv
 _KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
 _ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only")
 _RULE_KEYS = ("key", "config", "arch", "types")
-_OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas")
+_OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas", "launch_pdl", "launch_cooperative_grid")
+_BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
 _CONFIG_LAUNCH = ("num_warps", "num_stages")
 
 
@@ -464,9 +477,14 @@ def _kernel(
 
     constexprs: list[tuple[str, tuple[ConstValue, ...]]] = []
     grid_key = "constexprs" if backend == "triton" else "defines"
+    bound_nodes: list[tuple[str, _Node]] = []
     for cname, values, c_at in k[grid_key].items() if grid_key in k else ():
         if not _IDENT.match(cname):
             raise RecipeError(f"constexpr name {cname!r} is not an identifier", c_at)
+        if isinstance(values.node, yaml.MappingNode):  # {values: [...], equals: expression}
+            fields = values.mapping(("values", "equals"), required=("values", "equals"))
+            values = fields["values"]
+            bound_nodes.append((cname, fields["equals"]))
         vals = tuple(_const(v) for v in values.sequence(allow_scalar=True))
         if not vals or len(set(vals)) != len(vals):
             raise values.fail("expected a non-empty list of distinct values")
@@ -479,6 +497,15 @@ def _kernel(
             raise k["types"].fail(f"type variable {var!r} is used by no pointer argument")
     pointers = {a.name for a in raw_args if a.pointer}
     int_consts = {n for n, vals in constexprs if all(isinstance(v, int) and not isinstance(v, bool) for v in vals)}
+    for arg in raw_args:
+        if arg.descriptor and backend == "cuda":
+            raise RecipeError(f"kernels.{name}.args.{arg.name}: tensor descriptors are for Triton kernels", arg.where)
+        for dim in arg.block:
+            if isinstance(dim, str) and dim not in int_consts:
+                raise RecipeError(
+                    f"kernels.{name}.args.{arg.name}: block dimension {dim!r} must be an integer constexpr",
+                    arg.where,
+                )
 
     def checker(allowed: set[str], allow_tensors: bool) -> Callable[[expr.Expr], None]:
         def check(e: expr.Expr) -> None:
@@ -503,6 +530,13 @@ def _kernel(
     int_scalars = {a.name for a in raw_args if not a.pointer and facts.dtypes()[a.dtype].c not in ("float", "double")}
     # scalar defaults and pointer extents are checked after all args are known
     args = tuple(_arg_exprs(k["args"], raw_args, checker(int_scalars, True)))
+    bound = []
+    for cname, equals in bound_nodes:
+        if cname not in int_consts:
+            raise equals.fail(f"'equals' binds integer constexprs; {cname!r} has other values")
+        bound.append((cname, equals.expression(checker(int_scalars, True))))
+    if len(bound) > 8:
+        raise k[grid_key].fail("at most 8 constexprs can be bound with 'equals'")
     grid_nodes = k["grid"].sequence(allow_scalar=True)
     if not 1 <= len(grid_nodes) <= 3:
         raise k["grid"].fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
@@ -549,7 +583,7 @@ def _kernel(
         constexpr_names=constexpr_names, configs=configs, default=default,
         grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
         options=options, cuda=cuda, tune=tune, autotune=k["autotune"].boolean() if "autotune" in k else False,
-        mutates=_mutates(k["mutates"], pointers) if "mutates" in k else None,
+        mutates=_mutates(k["mutates"], pointers) if "mutates" in k else None, bound=tuple(bound),
         where=where,
     )  # fmt: skip
 
@@ -591,10 +625,27 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
             raise RecipeError(f"{name!r} is both an argument and a constexpr", where)
         fields = value.mapping(_ARG_KEYS, required=("type",)) if isinstance(value.node, yaml.MappingNode) else {}
         type_node = fields.get("type", value)
+        desc = _DESC.match(type_node.string())
+        if desc is not None:
+            dtype = desc["dtype"]
+            _dtype(type_node, dtype, True, typevars)
+            block = _block(type_node, desc["block"], constexprs)
+            for key in ("extent", "contiguous", "default", "launch_only"):
+                if key in fields:
+                    raise fields[key].fail(
+                        f"a tensor descriptor takes no {key!r}: the hardware clips its loads and stores to the "
+                        "tensor's shape, and the launcher checks the tensor's layout"
+                    )
+            out.append(Arg(name=name, pointer=True, dtype=dtype, typevar=dtype in typevars, hint=None, block=block,
+                           where=where))  # fmt: skip
+            continue
         m = _TYPE.match(type_node.string())
         if m is None:
             got = type_node.scalar()
-            raise type_node.fail(f"expected a type such as '*fp16', '*fp32:16', 'i32' or 'i64:16', got {got!r}")
+            raise type_node.fail(
+                f"expected a type such as '*fp16', '*fp32:16', 'i32', 'i64:16' or 'tensordesc<fp16[BM, BK]>', "
+                f"got {got!r}"
+            )
         pointer, dtype = m["ptr"] is not None, m["dtype"]
         typevar = dtype in typevars
         if typevar and not pointer:
@@ -618,10 +669,30 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
         if launch_only and pointer:
             raise fields["launch_only"].fail("only scalar arguments can be launch_only")
         out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, hint=hint,
-                       contiguous=contiguous, launch_only=launch_only, where=where))  # fmt: skip
+                       required=bool(m["required"]), contiguous=contiguous, launch_only=launch_only,
+                       where=where))  # fmt: skip
     if not out:
         raise node.fail("a kernel needs at least one argument")
     return out
+
+
+def _block(node: _Node, text: str, constexprs: tuple[str, ...]) -> tuple[int | str, ...]:
+    """A descriptor's block shape: integers or constexpr names (checked to be integers later)."""
+    items = [item.strip() for item in text.split(",")]
+    if not 1 <= len(items) <= MAX_DESC_RANK:
+        raise node.fail(f"a tensor descriptor's block has 1 to {MAX_DESC_RANK} dimensions, got {len(items)}")
+    block: list[int | str] = []
+    for item in items:
+        if item.isdigit() and int(item) > 0:
+            block.append(int(item))
+        elif item in constexprs:
+            block.append(item)
+        else:
+            raise node.fail(
+                f"block dimension {item!r} is neither a positive integer nor a constexpr"
+                f"{_suggest(item, constexprs, 'constexprs')}"
+            )
+    return tuple(block)
 
 
 def _has_default(node: _Node) -> bool:
@@ -743,7 +814,7 @@ def _options(node: _Node) -> tuple[tuple[str, ConstValue], ...]:
     fields = node.mapping(_OPTION_KEYS)
     out: list[tuple[str, ConstValue]] = []
     for name, value in fields.items():
-        out.append((name, value.boolean() if name == "enable_fp_fusion" else value.integer(minimum=1)))
+        out.append((name, value.boolean() if name in _BOOL_OPTIONS else value.integer(minimum=1)))
     return tuple(sorted(out))
 
 

@@ -12,6 +12,9 @@ python3 -m pytest tests/gpu -v -p no:cacheprovider -W error -W ignore::Deprecati
 status=${PIPESTATUS[0]}
 python3 benchmarks/launch.py 2>&1 | tee "$out/launch.log"
 python3 benchmarks/launch_breakdown.py 2>&1 | tee "$out/launch_breakdown.log"
+if python3 -c "import hopper_kernels" 2>/dev/null; then
+  python3 benchmarks/hopper.py 2>&1 | tee "$out/hopper.log"
+fi
 # the repository itself is importable here (aotpack needs only PyYAML to tune and to read recipes)
 export PYTHONPATH="$PYTHONPATH:$PWD"
 if [ -n "${AOTPACK_TUNE:-}" ]; then

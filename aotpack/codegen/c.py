@@ -39,9 +39,9 @@ def int_constexprs(kernel: Kernel) -> tuple[str, ...]:
 
 
 def _needs_shapes(kernel: Kernel) -> bool:
-    exprs = [*kernel.grid, *(e for _, e in kernel.key)]
+    exprs = [*kernel.grid, *(e for _, e in kernel.key), *(e for _, e in kernel.bound)]
     exprs += [e for a in kernel.args for e in (a.default, a.extent) if e is not None]
-    return any(expr.tensor_calls(e) for e in exprs) or any(a.extent or a.contiguous for a in kernel.args)
+    return any(expr.tensor_calls(e) for e in exprs) or any(a.extent or a.contiguous or a.block for a in kernel.args)
 
 
 def _param(arg: Arg, kernel: Kernel) -> str:
@@ -51,16 +51,17 @@ def _param(arg: Arg, kernel: Kernel) -> str:
     else:
         kind, dtype = _KIND[arg.dtype], -1
     typevar = typevars.index(arg.dtype) if arg.typevar else -1
-    flags = [arg.hint or 0, int(arg.launch_only), int(arg.default is not None), int(arg.contiguous)]
+    flags = [arg.hint or 0, int(arg.required), int(arg.launch_only), int(arg.default is not None),
+             int(arg.contiguous), len(arg.block)]  # fmt: skip
     return f"{{{c_string(arg.name)}, {kind}, {dtype}, {typevar}, {', '.join(map(str, flags))}}}"
 
 
 def _folded(variant: Variant) -> int:
     """Bit i: argument i is not a parameter of this variant's code (Triton folded its ':1' hint
     into a constant)."""
-    if variant.kernel.backend != "triton" or not variant.hinted:
+    if variant.kernel.backend != "triton":
         return 0
-    return sum(1 << i for i, a in enumerate(variant.kernel.args) if a.hint == 1)
+    return sum(1 << i for i, a in enumerate(variant.kernel.args) if a.hint == 1 and variant.assumes(a))
 
 
 def _emitter(kernel: Kernel, consts: tuple[str, ...]) -> Callable[[expr.Expr], str]:
@@ -104,8 +105,16 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     lines.append(f"static const aot_rule {n}_rules[] = {{")
     lines += rules or ["  {-1, -1, -1, 0, {0}},"]
     lines.append("};")
+    tma_names: dict[str, str] = {}
+    for i, (variant, art) in enumerate(build.variants):
+        if art.needs.tma is not None:
+            tma_names[variant.id] = f"{n}_tma_{i}"
+            items = [f"{{{{{', '.join(map(str, t.box))}}}, {len(t.box)}, {t.swizzle}, {t.elem_type}, {t.elem_size}}}"
+                     for t in art.needs.tma]  # fmt: skip
+            lines.append(f"static const aot_tma {n}_tma_{i}[] = {{{', '.join(items)}}};")
     lines.append(f"static const aot_variant {n}_variants[] = {{")
     for variant, art in build.variants:
+        needs = art.needs
         image = image_names[variant.id]
         where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
         where += str(targets.index(variant.target))
@@ -114,7 +123,9 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
             f"{image}, sizeof {image} - 1, {len(art.image)}, "
             f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
             f"UINT64_C({_folded(variant)}), "
-            f"{build.min_driver[variant.target]}}},"
+            f"{build.min_driver[variant.target]}, "
+            f"{{{needs.scratch[0]}, {needs.scratch[1]}}}, {{{needs.profile_scratch[0]}, {needs.profile_scratch[1]}}}, "
+            f"{needs.num_ctas}, {int(needs.cooperative)}, {int(needs.pdl)}, {tma_names.get(variant.id, 'NULL')}}},"
         )
     lines.append("};")
     slots = []
@@ -149,6 +160,12 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
             lines += _function(f"{n}_shared", "aot_call *x, const int64_t *c, int64_t *bytes", body)
             launch_fns[1] = f"{n}_shared"
 
+    body = [f"  out[{i}] = {emit(e)};" for i, (_, e) in enumerate(k.bound)]
+    lines += _function(f"{n}_bound", "aot_call *x, int64_t *out", body)
+    bound_consts = [str(consts.index(name)) for name, _ in k.bound] or ["0"]
+    lines.append(f"static const int {n}_bound_consts[] = {{{', '.join(bound_consts)}}};")
+    bound_names = [c_string(name) for name, _ in k.bound] or ["NULL"]
+    lines.append(f"static const char *const {n}_bound_names[] = {{{', '.join(bound_names)}}};")
     labels = ", ".join(c_string(c.label) for c in k.configs)
     lines.append(f"static const char *const {n}_config_labels[] = {{{labels}}};")
     lines.append(f"static aot_memo {n}_memo;")
@@ -159,6 +176,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         str(int(k.bucket == "pow2")), str(len(k.rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
         f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
         f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
+        str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound",
     ]  # fmt: skip
     lines.append(f"const aot_kernel aot_kernel_{n} = {{")
     lines += [f"  {f}," for f in fields]

@@ -14,7 +14,9 @@ from . import BuildInput, KernelBuild
 
 
 def _arg_type(arg: Arg) -> str:
-    hint = f":{arg.hint}" if arg.hint else ""
+    if arg.descriptor:
+        return f"tensordesc<{arg.dtype}[{', '.join(map(str, arg.block))}]>"
+    hint = f":{arg.hint}{'!' if arg.required else ''}" if arg.hint else ""
     return f"{'*' if arg.pointer else ''}{arg.dtype}{hint}"
 
 
@@ -23,15 +25,20 @@ def docstring(kb: KernelBuild) -> str:
     lines = [k.doc or f"The {k.name} kernel.", "", "Arguments:"]
     for arg in k.args:
         what = "pointer to " + arg.dtype if arg.pointer else arg.dtype
+        if arg.descriptor:
+            block = " x ".join(map(str, arg.block))
+            what = (f"{len(arg.block)}-d tensor of {arg.dtype}, read through a tensor descriptor (blocks of {block}; "
+                    "16-byte aligned, last dimension contiguous)")  # fmt: skip
         extra = []
         if arg.default is not None:
             extra.append(f"default {expr.unparse(arg.default)}")
         if arg.extent is not None:
             extra.append(f"extent {expr.unparse(arg.extent)}")
+        wanted = "must be" if arg.required else "faster variants when it is"
         if arg.hint == 16:
-            extra.append("faster variants when it is a multiple of 16" + (" bytes" if arg.pointer else ""))
+            extra.append(f"{wanted} 16-byte aligned" if arg.pointer else f"{wanted} a multiple of 16")
         if arg.hint == 1:
-            extra.append("faster variants when it is 1")
+            extra.append(f"{wanted} 1")
         if arg.contiguous:
             extra.append("contiguous")
         lines.append(f"  {arg.name}: {what}{' (' + '; '.join(extra) + ')' if extra else ''}")
@@ -40,6 +47,9 @@ def docstring(kb: KernelBuild) -> str:
     lines.append("  variant: a variant id to launch instead of the dispatcher's choice (for tuning and tests)")
     for var, choices in k.types:
         lines.append(f"Type {var}: {', '.join(choices)}")
+    for name, e in k.bound:
+        built = sorted({c.value(name) for c in k.configs}, key=lambda v: (type(v).__name__, v))
+        lines.append(f"{name} = {expr.unparse(e)}, built for {', '.join(map(str, built))}")
     key = ", ".join(f"{name} = {expr.unparse(e)}" if name != expr.unparse(e) else name for name, e in k.key)
     lines.append(f"Key: {key or 'none'} ({k.bucket} buckets); dispatch table: {len(k.rules)} rows; "
                  f"default config {k.default.label}")  # fmt: skip

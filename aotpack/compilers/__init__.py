@@ -17,6 +17,30 @@ from ..recipe import Backend, Kernel
 
 
 @dataclass(frozen=True, kw_only=True)
+class TmaLayout:
+    """How the launcher encodes one host tensor descriptor (``cuTensorMapEncodeTiled``), as the
+    compiler chose it: the box (outermost dimension first; it may be smaller than the recipe's
+    block, which the kernel then loads in several boxes), swizzle and element type."""
+
+    box: tuple[int, ...]
+    swizzle: int  # CUtensorMapSwizzle
+    elem_type: int  # CUtensorMapDataType (the host enum)
+    elem_size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchNeeds:
+    """What a launch must provide beyond grid, block and parameters."""
+
+    scratch: tuple[int, int] = (0, 1)  # global scratch bytes per program and alignment
+    profile_scratch: tuple[int, int] = (0, 1)  # the same for the profiler's buffer
+    num_ctas: int = 1  # thread-block cluster size along x
+    cooperative: bool = False
+    pdl: bool = False  # programmatic dependent launch
+    tma: tuple[TmaLayout, ...] | None = None  # per tensor-descriptor argument; None: passed decomposed
+
+
+@dataclass(frozen=True, kw_only=True)
 class Artifact:
     """A compiled variant: the cubin and what the launcher needs to know about it."""
 
@@ -26,18 +50,20 @@ class Artifact:
     shared: int  # dynamic shared memory a launch passes, when fixed at build time (Triton)
     static_shared: int  # shared memory the code declares itself (CUDA __shared__ arrays)
     num_warps: int  # 0 when the recipe gives the block shape (CUDA)
-    num_ctas: int
     extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
+    needs: LaunchNeeds = LaunchNeeds()
     metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
     packed: bytes = b""  # the image compressed (compress.py), as the wheel ships it
 
 
 @dataclass(frozen=True, kw_only=True)
 class Pruned:
-    """A variant that did not compile, with the reason."""
+    """A variant that did not compile, with the reason. ``fatal``: it compiled, but needs what the
+    runtime cannot give it; the build fails rather than ship the rest without it."""
 
     variant_id: str
     reason: str
+    fatal: bool = False
 
 
 Outcome = Artifact | Pruned

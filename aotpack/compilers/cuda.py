@@ -249,7 +249,6 @@ class NvccCompiler:
             shared=0,
             static_shared=static_shared,
             num_warps=0,
-            num_ctas=1,
             extra_pointer_params=0,
             metadata=tuple(sorted(details.items())),
         )

@@ -1,8 +1,10 @@
 """The Triton backend: ``triton.compile(ASTSource(...), target=GPUTarget(...))`` per variant.
 
 This needs no GPU and no driver (Triton's ``tools/compile.py`` does; it is not used). The compiled
-kernel's parameters are the recipe's runtime arguments in order, followed by two pointers Triton
-adds (global and profile scratch), which the runtime passes as null when the variant needs none.
+kernel's parameters are the recipe's runtime arguments in order (a tensor descriptor expands to the
+``CUtensorMap`` and the tensor's shape and strides, or, without TMA, to its pointer, shape, strides
+and flags), followed by two pointers Triton adds: global and profile scratch, which the runtime
+allocates per stream when the metadata asks for them and otherwise passes as null.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..errors import RecipeError, ToolNotFound
 from ..mutation import written_arguments
 from ..plan import Variant
 from ..recipe import Kernel, Source
-from . import Artifact, Outcome, Pruned
+from . import Artifact, LaunchNeeds, Outcome, Pruned, TmaLayout
 
 SUPPORTED = ((3, 9), (3, 10))  # Triton releases this backend is tested with: [first, last)
 
@@ -139,9 +141,12 @@ class TritonCompiler:
                 continue
             arg = kernel.arg(name)
             signature[name] = ("*" if arg.pointer else "") + variant.dtype_of(name)
-            if variant.hinted and arg.hint == 16:
+            if arg.descriptor:
+                block = ",".join(str(variant.config.value(d) if isinstance(d, str) else d) for d in arg.block)
+                signature[name] = f"tensordesc<{variant.dtype_of(name)}[{block}]>"
+            if variant.assumes(arg) and arg.hint == 16:
                 attrs[(index,)] = [["tt.divisibility", 16]]
-            elif variant.hinted and arg.hint == 1:  # folded into the code; the launcher leaves it out
+            elif variant.assumes(arg) and arg.hint == 1:  # folded into the code; the launcher leaves it out
                 signature[name] = "constexpr"
                 constexprs[name] = 1
         arch = facts.archs()[variant.target]
@@ -156,25 +161,18 @@ class TritonCompiler:
         except Exception as exc:  # Triton reports compile failures as assorted exception types
             return Pruned(variant_id=variant.id, reason=_reason(exc, kernel))
         meta = compiled.metadata
-        # launch needs the runtime cannot meet yet: prune rather than launch it wrongly
-        unmet = [
-            need
-            for need, present in (
-                ("global scratch memory", meta.global_scratch_size > 0 or meta.profile_scratch_size > 0),
-                (f"a cluster of {meta.num_ctas} CTAs", meta.num_ctas != 1),
-                ("a cooperative launch", bool(meta.launch_cooperative_grid)),
-                ("programmatic dependent launch", bool(meta.launch_pdl)),
-                ("tensor descriptors", bool(meta.tensordesc_meta)),
-            )
-            if present
-        ]
-        if unmet:
-            return Pruned(variant_id=variant.id, reason=f"needs {', '.join(unmet)}, which aotpack cannot launch yet")
+        if meta.shared > arch.max_shared:  # Triton checks this only at launch, against the GPU it runs on
+            limit = f"{variant.target} allows {arch.max_shared} per block"
+            return Pruned(variant_id=variant.id, reason=f"needs {meta.shared} bytes of shared memory; {limit}")
+        needs = _needs(meta, sum(a.descriptor for a in kernel.args))
+        if isinstance(needs, str):
+            return Pruned(variant_id=variant.id, reason=needs, fatal=True)
         facts_ = {
             "shared": meta.shared,
             "num_warps": meta.num_warps,
             "num_stages": meta.num_stages,
             "num_ctas": meta.num_ctas,
+            "global_scratch": meta.global_scratch_size,
             "arch": meta.arch,
             "writes": ",".join(sorted(written_arguments(compiled.asm["ttir"]))),
             "triton_hash": meta.hash,
@@ -186,10 +184,41 @@ class TritonCompiler:
             shared=meta.shared,
             static_shared=0,
             num_warps=meta.num_warps,
-            num_ctas=meta.num_ctas,
             extra_pointer_params=2,
+            needs=needs,
             metadata=tuple((k, str(v)) for k, v in facts_.items()),
         )
+
+
+# Triton's device-side element type codes differ from the driver's CUtensorMapDataType in three places
+# (its NVIDIA driver maps them the same way before encoding).
+_TMA_HOST_TYPE = {8: 10, 9: 8, 10: 9}
+
+
+def _needs(meta: Any, descriptors: int) -> LaunchNeeds | str:
+    """What launching this variant takes, read off Triton's metadata; or why the runtime cannot."""
+    tma = None
+    if meta.tensordesc_meta:
+        layouts = list(meta.tensordesc_meta)
+        if len(layouts) != descriptors:
+            return f"Triton describes {len(layouts)} tensor descriptors for {descriptors} descriptor arguments"
+        for i, m in enumerate(layouts):
+            if m.get("is_im2col") or m.get("fp4_padded"):
+                kind = "an im2col" if m.get("is_im2col") else "a padded fp4"
+                return f"descriptor argument {i + 1} needs {kind} tensor map, which aotpack cannot encode"
+        tma = tuple(
+            TmaLayout(box=tuple(m["block_size"]), swizzle=m["swizzle"],
+                      elem_type=_TMA_HOST_TYPE.get(m["elem_type"], m["elem_type"]), elem_size=m["elem_size"])
+            for m in layouts
+        )  # fmt: skip
+    return LaunchNeeds(
+        scratch=(meta.global_scratch_size, meta.global_scratch_align),
+        profile_scratch=(meta.profile_scratch_size, meta.profile_scratch_align),
+        num_ctas=meta.num_ctas,
+        cooperative=bool(meta.launch_cooperative_grid),
+        pdl=bool(meta.launch_pdl),
+        tma=tma,
+    )
 
 
 def _reason(exc: Exception, kernel: Kernel) -> str:

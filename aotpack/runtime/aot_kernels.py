@@ -167,7 +167,7 @@ def register_torch_ops(native: Any, manifest: dict[str, Any]) -> list[str]:
             continue
         params = []
         for arg in info["args"]:
-            pointer = arg["type"].startswith("*")
+            pointer = arg["type"].startswith(("*", "tensordesc"))
             scalar = float if arg["type"].split(":")[0] in ("fp32", "fp64") else int
             kind: Any = torch.Tensor if pointer else scalar
             if "default" in arg:

@@ -29,7 +29,39 @@ enum {
   CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
   CU_MEMORYTYPE_HOST = 1,
+  CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
+  CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+  CU_CLUSTER_SCHEDULING_POLICY_SPREAD = 1,
+  CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2,
 };
+
+/* cuLaunchKernelEx's configuration, laid out as in cuda.h. */
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    int flag; /* cooperative, programmatic stream serialization, scheduling policy */
+    struct {
+      unsigned x, y, z;
+    } cluster;
+  } value;
+} cu_launch_attribute;
+
+typedef struct {
+  unsigned grid[3], block[3], shared;
+  aot_stream stream;
+  cu_launch_attribute *attrs;
+  unsigned nattrs;
+} cu_launch_config;
+
+typedef struct {
+  _Alignas(64) unsigned char bytes[128];
+} cu_tensor_map;
 
 static struct {
   int (*Init)(unsigned);
@@ -56,6 +88,13 @@ static struct {
   int (*StreamIsCapturing)(aot_stream, int *);
   int (*GetErrorName)(int, const char **);
   int (*GetErrorString)(int, const char **);
+  /* Newer entry points, looked up but optional: only variants that need them fail without them. */
+  int (*LaunchKernelEx)(const cu_launch_config *, CUfunction, void **, void **);
+  int (*TensorMapEncodeTiled)(cu_tensor_map *, int, unsigned, void *, const uint64_t *, const uint64_t *,
+                              const uint32_t *, const uint32_t *, int, int, int, int);
+  int (*MemAllocAsync)(CUdeviceptr *, size_t, aot_stream);
+  int (*MemFreeAsync)(CUdeviceptr, aot_stream);
+  int (*StreamGetId)(aot_stream, unsigned long long *);
 } cu;
 
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
@@ -127,6 +166,11 @@ static void load_driver(void) {
   AOT_SYM(EventDestroy, "cuEventDestroy_v2");
   AOT_SYM(StreamIsCapturing, "cuStreamIsCapturing");
 #undef AOT_SYM
+  *(void **)&cu.LaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
+  *(void **)&cu.TensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
+  *(void **)&cu.MemAllocAsync = dlsym(lib, "cuMemAllocAsync");
+  *(void **)&cu.MemFreeAsync = dlsym(lib, "cuMemFreeAsync");
+  *(void **)&cu.StreamGetId = dlsym(lib, "cuStreamGetId");
   int rc = cu.Init(0);
   if (rc == CUDA_ERROR_NO_DEVICE) {
     aot_fail(&driver_error, AOT_E_CUDA, "no CUDA device: the NVIDIA driver is installed but sees no GPU "
@@ -335,9 +379,21 @@ static int bind_types(const aot_kernel *k, const aot_call *call, aot_error *err)
                   k->name, have, k->package, k->name);
 }
 
+static int hint_holds(const aot_param *prm, const aot_call *call, int p);
+
 static int check_call(const aot_kernel *k, aot_call *call) {
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
+    if (prm->required && !hint_holds(prm, call, p)) {
+      if (prm->hint == 1)
+        return aot_fail(call->err, AOT_E_VALUE, "argument %s must be 1 (the kernel was built for that), got %" PRId64,
+                        prm->name, call->i[p]);
+      if (prm->kind == AOT_ARG_PTR)
+        return aot_fail(call->err, AOT_E_VALUE, "argument %s must be 16-byte aligned (the kernel was built for that), "
+                        "got address 0x%" PRIx64, prm->name, call->t[p].ptr);
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s must be a multiple of 16 (the kernel was built for that), "
+                      "got %" PRId64, prm->name, call->i[p]);
+    }
     if (prm->kind == AOT_ARG_I32 && (call->i[p] < INT32_MIN || call->i[p] > INT32_MAX))
       return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in i32", prm->name,
                       call->i[p]);
@@ -396,14 +452,22 @@ static double log2_approx(int64_t x) {
  * name them win over rows that do not): the nearest row at or above the bucketed key in every
  * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
  * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
-static int choose_config(const aot_kernel *k, const int64_t *key, int target, int binding, int hinted, int *exact) {
+/* Whether a config's bound constexprs have the values the call fixes (any config, without a call). */
+static int config_fits(const aot_kernel *k, const aot_call *call, int config) {
+  for (int b = 0; call != NULL && b < k->nbound; b++)
+    if (k->consts[(size_t)config * (size_t)k->nconsts + (size_t)k->bound_consts[b]] != call->bound[b]) return 0;
+  return 1;
+}
+
+static int choose_config(const aot_kernel *k, const aot_call *call, const int64_t *key, int target, int binding,
+                         int hinted, int *exact) {
   int64_t v[AOT_MAX_KEY];
   for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]);
   int best = -1, best_score = -1, best_up = 0;
   double best_dist = 0;
   for (int r = 0; r < k->nrules; r++) {
     const aot_rule *rule = &k->rules[r];
-    if (!rule_applies(rule, target, binding, hinted)) continue;
+    if (!rule_applies(rule, target, binding, hinted) || !config_fits(k, call, rule->config)) continue;
     int score = (rule->target >= 0) * 4 + (rule->binding >= 0) * 2 + (rule->hinted >= 0);
     int up = 1;
     double dist = 0;
@@ -449,25 +513,41 @@ static int choose_target(const aot_kernel *k, const device_state *d, aot_error *
                   k->name, d->name, d->capability / 10, d->capability % 10, k->package, have);
 }
 
+static int hint_holds(const aot_param *prm, const aot_call *call, int p) {
+  if (prm->hint == 1) return call->i[p] == 1;
+  if (prm->hint != 16) return 1;
+  uint64_t v = prm->kind == AOT_ARG_PTR ? call->t[p].ptr : (uint64_t)call->i[p];
+  return v % 16 == 0;
+}
+
+/* Whether the call satisfies the hints a hinted variant assumes (required ones were checked). */
 static int guards_hold(const aot_kernel *k, const aot_call *call) {
-  for (int p = 0; p < k->nparams; p++) {
-    const aot_param *prm = &k->params[p];
-    if (prm->hint == 1 && call->i[p] != 1) return 0;
-    if (prm->hint != 16) continue;
-    uint64_t v = prm->kind == AOT_ARG_PTR ? call->t[p].ptr : (uint64_t)call->i[p];
-    if (v % 16 != 0) return 0;
-  }
+  for (int p = 0; p < k->nparams; p++)
+    if (!k->params[p].required && !hint_holds(&k->params[p], call, p)) return 0;
   return 1;
 }
 
-/* The variant for a key: the table's config (or the default when that config did not compile for
- * this target), hinted when the guards hold and a hinted variant exists. */
-static int variant_of_config(const aot_kernel *k, int config, int target, int binding, int guards, aot_error *err) {
-  for (int attempt = 0; attempt < 2; attempt++) {
-    const int *slot = &k->variant_of[((binding * k->nconfigs + config) * k->ntargets + target) * 2];
+/* The variant for a key: the table's config, else the default, else the first config that fits the
+ * call and compiled for this target; hinted when the guards hold and a hinted variant exists. */
+static int variant_of_config(const aot_kernel *k, const aot_call *call, int config, int target, int binding,
+                             int guards, aot_error *err) {
+  int fits = 0;
+  for (int attempt = -2; attempt < k->nconfigs; attempt++) {
+    int c = attempt == -2 ? config : attempt == -1 ? k->default_config : attempt;
+    if (!config_fits(k, call, c)) continue;
+    fits = 1;
+    const int *slot = &k->variant_of[((binding * k->nconfigs + c) * k->ntargets + target) * 2];
     int v = (slot[1] >= 0 && guards) ? slot[1] : slot[0];
     if (v >= 0) return v;
-    config = k->default_config;
+  }
+  if (!fits) {
+    char have[256] = "";
+    size_t off = 0;
+    for (int b = 0; b < k->nbound && off < sizeof have; b++)
+      off += (size_t)snprintf(have + off, sizeof have - off, "%s%s = %" PRId64, b ? ", " : "", k->bound_names[b],
+                              call->bound[b]);
+    return aot_fail(err, AOT_E_VALUE, "%s(): this call needs %s, for which no variant was built; see %s.%s.__doc__",
+                    k->name, have, k->package, k->name);
   }
   return aot_fail(err, AOT_E_CUDA, "%s(): no variant of %s compiled for %s; see the build log", k->name, k->name,
                   k->targets[target].id);
@@ -559,6 +639,7 @@ static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_sta
     cu_fail(call->err, rc, "autotune: cuEventCreate");
   } else {
     for (int config = 0; config < k->nconfigs && call->err->status == AOT_OK; config++) {
+      if (!config_fits(k, call, config)) continue;
       const int *slot = &k->variant_of[((c->point.binding * k->nconfigs + config) * k->ntargets + c->point.target) * 2];
       int v = c->point.hinted && slot[1] >= 0 ? slot[1] : slot[0];
       if (v < 0) continue;
@@ -585,7 +666,8 @@ static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_sta
 
 static int variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, int guards, aot_error *err) {
   int exact;
-  return variant_of_config(k, choose_config(k, key, target, binding, guards, &exact), target, binding, guards, err);
+  return variant_of_config(k, NULL, choose_config(k, NULL, key, target, binding, guards, &exact), target, binding,
+                           guards, err);
 }
 
 static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c) {
@@ -594,6 +676,8 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   if (binding < 0) return -1;
   k->defaults(call);
   if (err->status != AOT_OK || check_call(k, call) != 0) return -1;
+  if (k->nbound > 0) k->bound(call, call->bound);
+  if (err->status != AOT_OK) return -1;
   int target = choose_target(k, d, err);
   if (target < 0) return -1;
   if (forced >= 0) {
@@ -603,6 +687,9 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
     if (var->target != target)
       return aot_fail(err, AOT_E_VALUE, "variant %s is not the code for this GPU (%s, which runs %s code)", var->id,
                       d->name, k->targets[target].id);
+    if (!config_fits(k, call, var->config))
+      return aot_fail(err, AOT_E_VALUE, "variant %s was built for other values of the constexprs this call fixes",
+                      var->id);
     if (var->hinted && !guards_hold(k, call))
       return aot_fail(err, AOT_E_VALUE,
                       "variant %s assumes the recipe's hints (16-divisible, or 1), and this call's arguments break "
@@ -614,7 +701,7 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   k->key(call, key);
   if (err->status != AOT_OK) return -1;
   int guards = guards_hold(k, call), exact;
-  int config = choose_config(k, key, target, binding, guards, &exact);
+  int config = choose_config(k, call, key, target, binding, guards, &exact);
   if (!exact && k->autotune && atomic_load(&autotune_on)) {
     c->point.target = target, c->point.binding = binding, c->point.hinted = guards, c->point.config = -1;
     for (int dim = 0; dim < k->nkey; dim++) c->point.key[dim] = bucket(k, key[dim]);
@@ -622,7 +709,7 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
     if (tuned >= 0) config = tuned;
     c->untuned = tuned < 0;
   }
-  return variant_of_config(k, config, target, binding, guards, err);
+  return variant_of_config(k, call, config, target, binding, guards, err);
 }
 
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ordinal, aot_error *err) {
@@ -730,6 +817,12 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
         snprintf(what, sizeof what, "allowing %d bytes of shared memory for %s", dynamic_max, var->id);
         cu_fail(err, rc, what);
         fn = NULL;
+      } else if (var->num_ctas > 8 &&
+                 (rc = cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)) !=
+                     CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "allowing clusters of %d blocks for %s", var->num_ctas, var->id);
+        cu_fail(err, rc, what);
+        fn = NULL;
       } else {
         atomic_store_explicit(slot, (void *)fn, memory_order_release);
       }
@@ -752,6 +845,226 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
   return v < 0 ? -1 : launch_variant(k, call, v, ordinal, d, stream);
 }
 
+/* ---------------------------------------------------------------- what a launch needs beyond grid and block */
+
+static int missing_entry(aot_error *err, const char *symbol, const aot_variant *var) {
+  return aot_fail(err, AOT_E_CUDA, "%s needs %s, which this NVIDIA driver (CUDA %d.%d) lacks; update the driver",
+                  var->id, symbol, driver_version / 1000, driver_version % 1000 / 10);
+}
+
+/* Global scratch. Outside graph capture each stream keeps one buffer per device, grown as needed
+ * and reused (a stream runs its kernels in order, so calls on it never overlap). While a stream
+ * captures a graph, each launch allocates and frees its own buffer in stream order, so the graph
+ * owns that memory and a replay never shares it with eager calls or another graph. */
+enum { MAX_SCRATCH_STREAMS = 256 };
+typedef struct {
+  int device;
+  unsigned long long stream;
+  CUdeviceptr ptr;
+  size_t size;
+} scratch_buffer;
+static scratch_buffer scratch_buffers[MAX_SCRATCH_STREAMS];
+static int scratch_count;
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int scratch_alloc(size_t bytes, aot_stream stream, CUdeviceptr *out, aot_error *err) {
+  int rc = cu.MemAllocAsync(out, bytes, stream);
+  if (rc == CUDA_SUCCESS) return 0;
+  char what[96];
+  snprintf(what, sizeof what, "allocating %zu bytes of kernel scratch memory (cuMemAllocAsync)", bytes);
+  return cu_fail(err, rc, what);
+}
+
+/* The scratch for one launch (the caller has made the device's context current); *owned: the
+ * caller frees it after the launch (graph capture). */
+static int scratch_for(int ordinal, aot_stream stream, size_t bytes, int capturing, CUdeviceptr *out, int *owned,
+                       aot_error *err) {
+  *owned = capturing;
+  if (capturing) return scratch_alloc(bytes, stream, out, err);
+  unsigned long long id = (unsigned long long)(uintptr_t)stream;
+  if (cu.StreamGetId != NULL) cu.StreamGetId(stream, &id); /* unique per stream, never reused */
+  pthread_mutex_lock(&scratch_lock);
+  int i = 0, rc = 0;
+  while (i < scratch_count && !(scratch_buffers[i].device == ordinal && scratch_buffers[i].stream == id)) i++;
+  if (i == MAX_SCRATCH_STREAMS) {
+    rc = aot_fail(err, AOT_E_CUDA, "kernel scratch memory is in use on %d streams; aotpack keeps at most that many",
+                  MAX_SCRATCH_STREAMS);
+  } else if (i == scratch_count || scratch_buffers[i].size < bytes) {
+    size_t size = 1 << 20; /* grow in powers of two from 1 MiB, so a growing grid reallocates rarely */
+    while (size < bytes) size *= 2;
+    CUdeviceptr grown;
+    rc = scratch_alloc(size, stream, &grown, err);
+    if (rc == 0) {
+      if (i < scratch_count) cu.MemFreeAsync(scratch_buffers[i].ptr, stream); /* after the kernels queued on it */
+      scratch_buffers[i] = (scratch_buffer){ordinal, id, grown, size};
+      if (i == scratch_count) scratch_count++;
+    }
+  }
+  if (rc == 0) *out = scratch_buffers[i].ptr;
+  pthread_mutex_unlock(&scratch_lock);
+  return rc;
+}
+
+/* Encode a tensor descriptor over the whole tensor, with the box, swizzle and element type the
+ * compiler chose. Checks the layout TMA requires first, naming the argument. */
+static int encode_tma(const aot_variant *var, const aot_tma *m, const aot_param *prm, const aot_tensor *t,
+                      cu_tensor_map *map, aot_error *err) {
+  if (cu.TensorMapEncodeTiled == NULL) return missing_entry(err, "cuTensorMapEncodeTiled", var);
+  int rank = m->rank;
+  if (t->ndim != rank)
+    return aot_fail(err, AOT_E_VALUE,
+                    t->ndim < 0 ? "argument %s: a tensor descriptor is built from the tensor's shape and strides; "
+                                  "pass a tensor of %d dimensions, not a raw pointer"
+                                : "argument %s: expected a tensor of %d dimensions, got %d",
+                    prm->name, rank, t->ndim);
+  uint64_t dims[5], strides[5];
+  uint32_t box[5], element_strides[5] = {1, 1, 1, 1, 1};
+  uint64_t last_byte = 0;
+  if (t->ptr % 16 != 0)
+    return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs a 16-byte aligned address, got 0x%" PRIx64,
+                    prm->name, t->ptr);
+  if (t->strides[rank - 1] != 1)
+    return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs its last dimension contiguous "
+                    "(stride 1), got stride %" PRId64 "; call .contiguous() on it", prm->name, t->strides[rank - 1]);
+  for (int d = 0; d < rank; d++) {
+    int64_t size = t->shape[d], stride = t->strides[d];
+    if (size < 1 || size > INT32_MAX)
+      return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs sizes from 1 to 2^31-1, got %" PRId64
+                      " in dimension %d", prm->name, size, d);
+    if (d < rank - 1 && (stride * m->elem_size) % 16 != 0)
+      return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs strides of a multiple of 16 bytes; "
+                      "stride %" PRId64 " of dimension %d is %" PRId64 " bytes", prm->name, stride, d,
+                      stride * m->elem_size);
+    dims[rank - 1 - d] = (uint64_t)size;
+    if (d < rank - 1) strides[rank - 2 - d] = (uint64_t)(stride * m->elem_size);
+    box[rank - 1 - d] = m->box[d];
+    last_byte += (uint64_t)(size - 1) * (uint64_t)stride * m->elem_size;
+  }
+  int rc = cu.TensorMapEncodeTiled(map, m->elem_type, (unsigned)rank, (void *)(uintptr_t)t->ptr, dims, strides, box,
+                                   element_strides, 0, m->swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, 0);
+  if (rc != CUDA_SUCCESS) {
+    char what[128];
+    snprintf(what, sizeof what, "encoding the tensor descriptor of argument %s (cuTensorMapEncodeTiled)", prm->name);
+    return cu_fail(err, rc, what);
+  }
+  /* Drivers up to CUDA 13.1 set a flag in descriptors of tensors smaller than 128 KiB that makes
+   * loads go wrong; CUTLASS and Triton clear it (bit 21 of the second word) the same way. */
+  if (driver_version <= 13010 && last_byte + (uint64_t)m->elem_size <= 128 * 1024) {
+    uint64_t word;
+    memcpy(&word, map->bytes + 8, sizeof word);
+    word &= ~(UINT64_C(1) << 21);
+    memcpy(map->bytes + 8, &word, sizeof word);
+  }
+  return 0;
+}
+
+/* The kernel's parameter values, copied into one aligned buffer, and the driver's pointer list. */
+enum { MAX_PARAMS = 4 * AOT_MAX_ARGS + 3 };
+typedef struct {
+  _Alignas(64) unsigned char bytes[8192];
+  size_t used;
+  void *params[MAX_PARAMS];
+  int n;
+} param_pack;
+
+static int push(param_pack *p, const void *value, size_t size, size_t align, aot_error *err) {
+  size_t at = (p->used + align - 1) / align * align;
+  if (at + size > sizeof p->bytes || p->n + 1 >= MAX_PARAMS)
+    return aot_fail(err, AOT_E_VALUE, "the kernel's parameters exceed what aotpack can pass (%d values, %zu bytes)",
+                    MAX_PARAMS, sizeof p->bytes);
+  memset(p->bytes + p->used, 0, at - p->used); /* no stray bytes in padding */
+  memcpy(p->bytes + at, value, size);
+  p->params[p->n++] = p->bytes + at;
+  p->used = at + size;
+  return 0;
+}
+
+static int push_dims(param_pack *p, const aot_tensor *t, int rank, int shape_i32, aot_error *err) {
+  int rc = 0;
+  for (int d = 0; d < rank && rc == 0; d++) {
+    int32_t small = (int32_t)t->shape[d];
+    rc = shape_i32 ? push(p, &small, 4, 4, err) : push(p, &t->shape[d], 8, 8, err);
+  }
+  for (int d = 0; d < rank && rc == 0; d++) rc = push(p, &t->strides[d], 8, 8, err);
+  return rc;
+}
+
+/* A descriptor argument: with TMA, the encoded map, then the shape (i32) and strides (i64); without,
+ * as Triton decomposes it: the pointer, shape and strides (i64), two flags (no NaN padding, no tf32
+ * rounding), then the shape (i32) and strides again. */
+static int push_descriptor(param_pack *p, const aot_variant *var, const aot_tma *m, const aot_param *prm,
+                           const aot_tensor *t, aot_error *err) {
+  static const uint8_t no = 0;
+  if (m != NULL) {
+    cu_tensor_map map;
+    if (encode_tma(var, m, prm, t, &map, err) != 0 || push(p, &map, sizeof map, 64, err) != 0) return -1;
+    return push_dims(p, t, m->rank, 1, err);
+  }
+  if (t->ndim != prm->desc_rank)
+    return aot_fail(err, AOT_E_VALUE, "argument %s: expected a tensor of %d dimensions", prm->name, prm->desc_rank);
+  if (t->strides[t->ndim - 1] != 1)
+    return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs its last dimension contiguous "
+                    "(stride 1); call .contiguous() on it", prm->name);
+  if (push(p, &t->ptr, 8, 8, err) != 0 || push_dims(p, t, t->ndim, 0, err) != 0 || push(p, &no, 1, 1, err) != 0 ||
+      push(p, &no, 1, 1, err) != 0)
+    return -1;
+  return push_dims(p, t, t->ndim, 1, err);
+}
+
+static int pack_params(const aot_kernel *k, const aot_call *call, const aot_variant *var, CUdeviceptr scratch,
+                       CUdeviceptr profile, param_pack *p, aot_error *err) {
+  p->used = 0, p->n = 0;
+  int desc = 0, rc = 0;
+  for (int i = 0; i < k->nparams && rc == 0; i++) {
+    const aot_param *prm = &k->params[i];
+    if (prm->launch_only || (var->folded >> i & 1)) continue;
+    if (prm->desc_rank) {
+      rc = push_descriptor(p, var, var->tma ? &var->tma[desc++] : NULL, prm, &call->t[i], err);
+      continue;
+    }
+    float f32 = (float)call->f[i];
+    int32_t i32 = (int32_t)call->i[i];
+    switch (prm->kind) {
+    case AOT_ARG_PTR: rc = push(p, &call->t[i].ptr, 8, 8, err); break;
+    case AOT_ARG_F32: rc = push(p, &f32, 4, 4, err); break;
+    case AOT_ARG_F64: rc = push(p, &call->f[i], 8, 8, err); break;
+    case AOT_ARG_I32: case AOT_ARG_U32: rc = push(p, &i32, 4, 4, err); break;
+    default: rc = push(p, &call->i[i], 8, 8, err); break;
+    }
+  }
+  /* Triton's trailing scratch pointers: global, then profile (null when the variant needs none) */
+  CUdeviceptr extra[2] = {scratch, profile};
+  for (int e = 0; e < var->extra_ptrs && rc == 0; e++) rc = push(p, &extra[e], 8, 8, err);
+  p->params[p->n] = NULL; /* the driver reads the kernel's count; tools that walk the list need the end */
+  return rc;
+}
+
+static size_t round_up(size_t x, size_t align) { return align > 1 ? (x + align - 1) / align * align : x; }
+
+static int launch_ex(const aot_variant *var, CUfunction fn, const int64_t grid[3], const int64_t block[3],
+                     int64_t shared, aot_stream stream, void **params, aot_error *err) {
+  if (var->num_ctas == 1 && !var->cooperative && !var->pdl)
+    return cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], (unsigned)block[0],
+                           (unsigned)block[1], (unsigned)block[2], (unsigned)shared, stream, params, NULL);
+  if (cu.LaunchKernelEx == NULL) return missing_entry(err, "cuLaunchKernelEx", var);
+  cu_launch_attribute attrs[4];
+  memset(attrs, 0, sizeof attrs);
+  unsigned n = 0;
+  if (var->num_ctas > 1) { /* a cluster of num_ctas blocks along x; the grid counts clusters */
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.cluster.x = var->num_ctas, attrs[n].value.cluster.y = 1, attrs[n++].value.cluster.z = 1;
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    attrs[n++].value.flag = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+  }
+  if (var->cooperative) attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, attrs[n++].value.flag = 1;
+  if (var->pdl) attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, attrs[n++].value.flag = 1;
+  cu_launch_config config = {
+      {(unsigned)(grid[0] * var->num_ctas), (unsigned)grid[1], (unsigned)grid[2]},
+      {(unsigned)block[0], (unsigned)block[1], (unsigned)block[2]},
+      (unsigned)shared, stream, attrs, n};
+  return cu.LaunchKernelEx(&config, fn, params, NULL);
+}
+
 static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordinal, device_state *d, aot_stream stream) {
   aot_error *err = call->err;
   const aot_variant *var = &k->variants[v];
@@ -764,7 +1077,7 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
   static const int64_t limit[3] = {INT32_MAX, 65535, 65535};
   for (int i = 0; i < 3; i++) {
     if (grid[i] <= 0) return 0; /* nothing to do */
-    if (grid[i] > limit[i])
+    if (grid[i] * (i == 0 ? var->num_ctas : 1) > limit[i])
       return aot_fail(err, AOT_E_VALUE, "%s(): grid dimension %d is %" PRId64 ", above the CUDA limit %" PRId64,
                       k->name, i, grid[i], limit[i]);
   }
@@ -778,35 +1091,39 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
   CUfunction fn = function(k, v, ordinal, d, err);
   if (fn == NULL) return -1;
 
-  void *params[AOT_MAX_ARGS + 4];
-  float f32[AOT_MAX_ARGS];
-  static const uint64_t null_ptr = 0;
-  int n = 0;
-  for (int p = 0; p < k->nparams; p++) {
-    const aot_param *prm = &k->params[p];
-    if (prm->launch_only || (k->variants[v].folded >> p & 1)) continue;
-    switch (prm->kind) {
-    case AOT_ARG_PTR: params[n++] = &call->t[p].ptr; break;
-    case AOT_ARG_F32: f32[p] = (float)call->f[p]; params[n++] = &f32[p]; break;
-    case AOT_ARG_F64: params[n++] = &call->f[p]; break;
-    default: params[n++] = &call->i[p]; break; /* little-endian: the low bytes hold 32-bit values */
-    }
-  }
-  for (int e = 0; e < k->variants[v].extra_ptrs; e++) params[n++] = (void *)&null_ptr;
-  params[n] = NULL; /* the driver reads the kernel's count; tools that walk the list need the end */
-
   CUcontext current = NULL, popped;
   int rc = cu.CtxGetCurrent(&current);
   int pushed = rc == CUDA_SUCCESS && current != d->context;
   if (pushed && (rc = cu.CtxPushCurrent(d->context)) != CUDA_SUCCESS)
     return cu_fail(err, rc, "making the device's context current");
-  rc = cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], (unsigned)block[0],
-                       (unsigned)block[1], (unsigned)block[2], (unsigned)shared, stream, params, NULL);
-  if (pushed) cu.CtxPopCurrent(&popped);
-  if (rc != CUDA_SUCCESS) {
+  /* scratch: bytes per program times programs (each block of a cluster is one), global then profile */
+  size_t programs = (size_t)grid[0] * (size_t)grid[1] * (size_t)grid[2] * var->num_ctas;
+  size_t global_bytes = programs * var->scratch[0], profile_at = round_up(global_bytes, var->profile_scratch[1]);
+  size_t total = profile_at + programs * var->profile_scratch[0];
+  CUdeviceptr base = 0, scratch = 0, profile = 0;
+  int owned = 0, capturing = 0, status = 0;
+  if (total > 0) {
+    if (cu.MemAllocAsync == NULL || cu.MemFreeAsync == NULL) {
+      status = missing_entry(err, "cuMemAllocAsync", var);
+    } else if ((rc = cu.StreamIsCapturing(stream, &capturing)) != CUDA_SUCCESS) {
+      status = cu_fail(err, rc, "asking whether the stream captures a graph");
+    } else {
+      size_t align = var->scratch[1] > var->profile_scratch[1] ? var->scratch[1] : var->profile_scratch[1];
+      status = scratch_for(ordinal, stream, total + align, capturing == CU_STREAM_CAPTURE_STATUS_ACTIVE, &base, &owned,
+                           err);
+      CUdeviceptr aligned = round_up(base, align);
+      scratch = var->scratch[0] ? aligned : 0;
+      profile = var->profile_scratch[0] ? aligned + profile_at : 0;
+    }
+  }
+  param_pack pack;
+  if (status == 0) status = pack_params(k, call, var, scratch, profile, &pack, err);
+  if (status == 0 && (rc = launch_ex(var, fn, grid, block, shared, stream, pack.params, err)) != CUDA_SUCCESS) {
     char what[512];
     snprintf(what, sizeof what, "launching %s on device %d", var->id, ordinal);
-    return cu_fail(err, rc, what);
+    status = err->status != AOT_OK ? -1 : cu_fail(err, rc, what);
   }
-  return 0;
+  if (owned) cu.MemFreeAsync(base, stream);
+  if (pushed) cu.CtxPopCurrent(&popped);
+  return status;
 }

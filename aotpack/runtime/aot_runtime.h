@@ -36,10 +36,19 @@ typedef struct {
   int8_t dtype;        /* pointers: element dtype code, or -1 when a type variable types it */
   int8_t typevar;      /* pointers: index of the kernel's type variable, or -1 */
   uint8_t hint;        /* hinted variants assume: 16: address (pointer) or value % 16 == 0; 1: value == 1 */
+  uint8_t required;    /* every variant assumes the hint: calls that break it are refused */
   uint8_t launch_only; /* read by grid/key/checks only; not a kernel parameter */
   uint8_t has_default;
   uint8_t contiguous;  /* pointers: the tensor must be contiguous */
+  uint8_t desc_rank;   /* a tensor descriptor of this rank (the caller passes the tensor); 0: not one */
 } aot_param;
+
+/* How the launcher encodes one host tensor descriptor (cuTensorMapEncodeTiled), as the compiler
+ * laid it out. */
+typedef struct {
+  uint32_t box[5]; /* outermost dimension first */
+  uint8_t rank, swizzle, elem_type, elem_size;
+} aot_tma;
 
 /* What the caller passed for a pointer argument. Raw pointers have dtype and ndim -1. */
 typedef struct {
@@ -72,6 +81,7 @@ typedef struct aot_call {
   aot_tensor t[AOT_MAX_ARGS];
   int64_t i[AOT_MAX_ARGS];
   double f[AOT_MAX_ARGS];
+  int64_t bound[AOT_MAX_KEY]; /* the values the call fixes for the kernel's bound constexprs */
   aot_error *err;
 } aot_call;
 
@@ -93,9 +103,14 @@ typedef struct {
   uint32_t shared;        /* dynamic shared memory bytes, when fixed at build time (Triton) */
   uint32_t static_shared; /* shared memory the code declares (CUDA __shared__) */
   uint16_t num_warps;     /* block = 32 * num_warps threads, unless the kernel has a block function */
-  uint8_t extra_ptrs;  /* trailing null pointer params (Triton's scratch buffers) */
+  uint8_t extra_ptrs;  /* trailing scratch pointer params, 0 to 2 (Triton's global, then profile) */
   uint64_t folded;     /* bit i: argument i is a constant in this code, not a parameter */
   int min_driver;      /* CUDA driver version, 1000*major + 10*minor */
+  uint32_t scratch[2];         /* global scratch: bytes per program (0: none) and alignment */
+  uint32_t profile_scratch[2]; /* the profiler's scratch, likewise */
+  uint8_t num_ctas;            /* thread-block cluster size along x */
+  uint8_t cooperative, pdl;    /* cooperative launch; programmatic dependent launch */
+  const aot_tma *tma;          /* per descriptor argument; NULL: descriptors are passed decomposed */
 } aot_variant;
 
 typedef struct {
@@ -140,6 +155,12 @@ typedef struct aot_kernel {
   const char *const *config_labels;
   uint8_t autotune;            /* the recipe allows running it more than once per call */
   aot_memo *memo;              /* keys tuned in this process (mutable, under a lock) */
+  /* constexprs a call fixes (`equals:` in the recipe): a config runs a call only when its value is
+   * the one bound() computes from the call */
+  int nbound;
+  const int *bound_consts;      /* their indices into a config's consts */
+  const char *const *bound_names;
+  void (*bound)(aot_call *call, int64_t *out);
 } aot_kernel;
 
 /* Dtype names by code, generated from the package's dtype table. */

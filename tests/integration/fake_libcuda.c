@@ -101,3 +101,55 @@ int cuPointerGetAttribute(void *out, int attr, unsigned long long ptr) {
   *(int *)out = attr == 2 ? 2 /* device memory */ : (int)(ptr >> 40); /* device ordinal in bits 40.. */
   return 0;
 }
+
+/* Newer entry points: TMA descriptors, cuLaunchKernelEx and stream-ordered scratch memory. */
+int cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *addr, const unsigned long long *dims,
+                           const unsigned long long *strides, const unsigned *box, const unsigned *elem_strides,
+                           int interleave, int swizzle, int l2, int fill) {
+  (void)elem_strides;
+  char text[256];
+  int n = snprintf(text, sizeof text, "tma type=%d rank=%u addr=%p swizzle=%d l2=%d fill=%d interleave=%d", type, rank,
+                   addr, swizzle, l2, fill, interleave);
+  for (unsigned d = 0; d < rank; d++)
+    n += snprintf(text + n, sizeof text - (size_t)n, " dim%u=%llu/%llu/%u", d, dims[d], d + 1 < rank ? strides[d] : 0ULL,
+                  box[d]);
+  record("%s", text);
+  memset(map, 0, 128);
+  memcpy(map, &addr, sizeof addr);
+  return 0;
+}
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    unsigned value[3]; /* a flag, or a cluster's x, y, z */
+  } value;
+} fake_attribute;
+typedef struct {
+  unsigned grid[3], block[3], shared;
+  void *stream;
+  fake_attribute *attrs;
+  unsigned nattrs;
+} fake_launch_config;
+int cuLaunchKernelEx(const fake_launch_config *c, void *fn, void **params, void **extra) {
+  (void)params, (void)extra;
+  char text[256];
+  int n = snprintf(text, sizeof text, "launchex %s grid=%u,%u,%u block=%u shared=%u stream=%p",
+                   ((fake_function *)fn)->entry, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->shared, c->stream);
+  for (unsigned i = 0; i < c->nattrs; i++)
+    n += snprintf(text + n, sizeof text - (size_t)n, " attr%d=%u", c->attrs[i].id, c->attrs[i].value.value[0]);
+  record("%s", text);
+  return 0;
+}
+static unsigned long long next_alloc = 0x7000000000ULL;
+int cuMemAllocAsync(unsigned long long *ptr, size_t size, void *stream) {
+  pthread_mutex_lock(&lock);
+  *ptr = next_alloc;
+  next_alloc += (size + 0xFFFF) & ~0xFFFFULL;
+  pthread_mutex_unlock(&lock);
+  record("alloc %zu stream=%p -> %llx", size, stream, *ptr);
+  return 0;
+}
+int cuMemFreeAsync(unsigned long long ptr, void *stream) { record("free %llx stream=%p", ptr, stream); return 0; }
+int cuStreamGetId(void *stream, unsigned long long *id) { *id = (unsigned long long)(uintptr_t)stream; return 0; }

@@ -1,5 +1,6 @@
 """Generated C and Python checked as text, from fake artifacts (no Triton, compiler or GPU)."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from aotpack import codegen, native, plan, recipe
 from aotpack.codegen import c as codegen_c
 from aotpack.codegen import python as codegen_py
-from aotpack.compilers import Artifact, Pruned
+from aotpack.compilers import Artifact, LaunchNeeds, Pruned, TmaLayout
 
 from .test_recipe import GOOD
 
@@ -20,7 +21,6 @@ def artifact(v: plan.Variant) -> Artifact:
         shared=1024,
         static_shared=0,
         num_warps=v.config.num_warps,
-        num_ctas=1,
         extra_pointer_params=2,
         metadata=(("arch", v.target),),
     )
@@ -39,8 +39,9 @@ def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
 
 def test_kernel_tables(kernel_dir):
     text = codegen_c.kernels_c(fake_build(kernel_dir))
-    assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0},' in text
-    assert '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 1, 0},\n};' in text
+    # name, kind, dtype, type variable, hint, required, launch_only, has_default, contiguous, descriptor rank
+    assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0, 0, 0},' in text
+    assert '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 0, 1, 0, 0},\n};' in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
     assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
@@ -55,11 +56,23 @@ def test_kernel_tables(kernel_dir):
     assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
     assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
     assert (
-        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, 39, "add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000'
+        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, 39, "add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000, '
+        "{0, 1}, {0, 1}, 1, 0, 0, NULL}"
         in text
     )
     # the shipped image is compressed: a 39-byte literal run, then the bytes
     assert 'static const unsigned char image_0[] =\n  "\\x27\\x61\\x64\\x64' in text
+
+
+def test_launch_needs_are_tabled_per_variant(kernel_dir):
+    build = fake_build(kernel_dir)
+    needs = LaunchNeeds(scratch=(512, 128), profile_scratch=(64, 8), num_ctas=2, cooperative=True, pdl=True,
+                        tma=(TmaLayout(box=(128, 64), swizzle=3, elem_type=6, elem_size=2),))  # fmt: skip
+    first, art = build.kernels[0].variants[0]
+    kernels = (dataclasses.replace(build.kernels[0], variants=((first, dataclasses.replace(art, needs=needs)),)),)
+    text = codegen_c.kernels_c(dataclasses.replace(build, kernels=kernels))
+    assert "static const aot_tma add_tma_0[] = {{{128, 64}, 2, 3, 6, 2}};" in text
+    assert "12000, {512, 128}, {64, 8}, 2, 1, 1, add_tma_0}," in text
 
 
 def test_pruned_variants_leave_holes_the_dispatcher_skips(kernel_dir):

@@ -134,8 +134,7 @@ def test_generated_launch_functions(folder):
 
     rec = load(folder)
     variants = plan.plan_variants(rec)
-    outcomes = {v.id: Artifact(variant_id=v.id, image=b"x", entry="_Z5scale", shared=0, static_shared=64, num_warps=0,
-                               num_ctas=1, extra_pointer_params=0, metadata=()) for v in variants}  # fmt: skip
+    outcomes = {v.id: Artifact(variant_id=v.id, image=b"x", entry="_Z5scale", shared=0, static_shared=64, num_warps=0, extra_pointer_params=0, metadata=()) for v in variants}  # fmt: skip
     drivers = {("scale", t): 13000 for t in rec.kernels[0].targets}
     text = codegen_c.kernels_c(codegen.BuildInput(recipe=rec, kernels=codegen.group(rec, variants, outcomes, drivers),
                                                   versions=()))  # fmt: skip
@@ -143,7 +142,8 @@ def test_generated_launch_functions(folder):
     assert "  block[0] = c[0];\n  block[1] = INT64_C(1);" in text
     assert "  *bytes = (c[0] * INT64_C(4));" in text
     assert (
-        "  scale_functions,\n  scale_block,\n  scale_shared,\n  scale_config_labels,\n  0,\n  &scale_memo,\n};" in text
+        "  scale_functions,\n  scale_block,\n  scale_shared,\n  scale_config_labels,\n  0,\n  &scale_memo,\n  0,\n"
+        in text
     )
     assert text.rstrip().endswith(
         "const aot_kernel *const aot_all_kernels[] = {&aot_kernel_scale};\nconst int aot_num_kernels = 1;"

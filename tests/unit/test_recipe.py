@@ -120,6 +120,18 @@ CASES = [
      "r.yaml:10:7: kernels.add.args: 'variant' cannot name an argument: use an identifier other than a Python "
      "keyword, stream and variant (every kernel takes those keywords)"),
     ("package: [1\n", "r.yaml:2:1: invalid YAML: expected ',' or ']', but got '<stream end>'"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[BLOCK, BLK]>"'),
+     "r.yaml:10:14: kernels.add.args.y_ptr: block dimension 'BLK' is neither a positive integer nor a constexpr "
+     "— did you mean 'BLOCK'?"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: {type: "tensordesc<T[BLOCK]>", extent: n_elements}'),
+     "r.yaml:10:53: kernels.add.args.y_ptr.extent: a tensor descriptor takes no 'extent': the hardware clips its "
+     "loads and stores to the tensor's shape, and the launcher checks the tensor's layout"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[1, 2, 3, 4, 5, 6]>"'),
+     "r.yaml:10:14: kernels.add.args.y_ptr: a tensor descriptor's block has 1 to 5 dimensions, got 6"),
+    (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equal: n_elements}}"),
+     "r.yaml:13:47: unknown key 'equal' in kernels.add.constexprs.BLOCK — did you mean 'equals'?"),
+    (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equals: BLOCK}}"),
+     "r.yaml:13:55: kernels.add.constexprs.BLOCK.equals: unknown name 'BLOCK' (known: n_elements)"),
 ]  # fmt: skip
 
 
@@ -140,3 +152,15 @@ def test_demo_recipe_loads() -> None:
 def test_missing_file_is_a_recipe_error(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="cannot read recipe"):
         recipe.load(tmp_path / "nope.yaml")
+
+
+def test_descriptors_required_hints_and_bound_constexprs(kernel_dir: Path) -> None:
+    text = edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[BLOCK, 16]>"')
+    text = text.replace('      x_ptr: {type: "*T:16", extent: n_elements}', '      x_ptr: {type: "*T:16!", extent: n_elements}')
+    text = text.replace("    constexprs: {BLOCK: [256, 1024]}",
+                        "    constexprs: {BLOCK: {values: [256, 1024], equals: n_elements}}")  # fmt: skip
+    (k,) = parse(text, kernel_dir).kernels
+    y = k.arg("y_ptr")
+    assert y.descriptor and y.pointer and y.block == ("BLOCK", 16) and y.hint is None
+    assert k.arg("x_ptr").required and k.arg("x_ptr").hint == 16 and not k.arg("out_ptr").required
+    assert k.bound == (("BLOCK", expr.parse("n_elements")),)
