@@ -5,14 +5,21 @@ for each shape the dispatched aotpack call, the same kernel source launched by T
 config aotpack chose (so the comparison is of the launch and of the compiled code, not of tuning),
 and torch (cuBLAS matmul; scaled_dot_product_attention). Times: CUDA events around each launch, a
 256 MB L2 flush queued before each (it also hides host-side launch cost, which launch.py measures),
-median of 40 after 5 warm-ups, the three interleaved. Printed as TFLOP/s and ratios; the target is aotpack/JIT >= 0.98.
+median of 40 after 5 warm-ups, the three interleaved. Printed as TFLOP/s and ratios; the target is
+aotpack/JIT >= 0.98. Where it is missed, the two cubins are compared (registers, SASS instructions):
+the wheel is built with the Triton on the build host, the JIT uses the one installed here, so the
+code itself may differ.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -98,10 +105,10 @@ def matmul_row(m: int, n: int, k: int, dtype) -> tuple:
         a_d = TensorDescriptor.from_tensor(a, [bm, bk])
         b_d = TensorDescriptor.from_tensor(b, [bk, bn])
         c_d = TensorDescriptor.from_tensor(c, [bm, bn])
-        matmul_tma_kernel[grid](a_d, b_d, c_d, m, n, k, programs, **consts, num_warps=warps, num_stages=stages)
+        return matmul_tma_kernel[grid](a_d, b_d, c_d, m, n, k, programs, **consts, num_warps=warps, num_stages=stages)
 
     c.zero_()
-    jit()
+    compiled = jit()
     jit_out = c.clone()
     c.zero_()
     hopper_kernels.matmul_tma(a, b, c)
@@ -113,7 +120,7 @@ def matmul_row(m: int, n: int, k: int, dtype) -> tuple:
         "torch": lambda: torch.matmul(a, b, out=c),
     })  # fmt: skip
     tflops = {name: 2 * m * n * k / (t * 1e-3) / 1e12 for name, t in times.items()}
-    return (f"matmul {m}x{n}x{k}", chosen.split("/")[1], tflops)
+    return (f"matmul {m}x{n}x{k}", chosen, tflops, compiled.asm["cubin"])
 
 
 def bench_attention(dtype) -> list[tuple]:
@@ -131,7 +138,7 @@ def attention_row(shape: tuple[int, int, int, int], causal: int, dtype) -> tuple
     grid = (triton.cdiv(seq, consts["BLOCK_M"]), z * h)
 
     def jit():
-        attention_fwd_kernel[grid](q, k, v, out, scale, seq, **consts, num_warps=warps, num_stages=stages)
+        return attention_fwd_kernel[grid](q, k, v, out, scale, seq, **consts, num_warps=warps, num_stages=stages)
 
     def aot():
         hopper_kernels.attention(q, k, v, out, scale, causal=causal)
@@ -139,7 +146,7 @@ def attention_row(shape: tuple[int, int, int, int], causal: int, dtype) -> tuple
     def sdpa():
         torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
 
-    jit()
+    compiled = jit()
     jit_out = out.clone()
     aot()
     torch.cuda.synchronize()
@@ -147,7 +154,21 @@ def attention_row(shape: tuple[int, int, int, int], causal: int, dtype) -> tuple
     times = median_ms({"aotpack": aot, "triton_jit": jit, "torch": sdpa})
     flops = 4 * z * h * seq * seq * d * (0.5 if causal else 1.0)
     tflops = {name: flops / (t * 1e-3) / 1e12 for name, t in times.items()}
-    return (f"attention {z}x{h}x{seq}x{d}{' causal' if causal else ''}", chosen.split("/")[1], tflops)
+    return (f"attention {z}x{h}x{seq}x{d}{' causal' if causal else ''}", chosen, tflops, compiled.asm["cubin"])
+
+
+def code_facts(cubin: bytes) -> str:
+    """Registers and SASS instruction count of a cubin (cuobjdump, when the CUDA toolkit is here)."""
+    if shutil.which("cuobjdump") is None:
+        return "(no cuobjdump)"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run(["cuobjdump", "-res-usage", f.name], capture_output=True, text=True).stdout
+        sass = subprocess.run(["cuobjdump", "-sass", f.name], capture_output=True, text=True).stdout
+    regs = re.search(r"REG:(\d+)", usage)
+    count = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, re.M))
+    return f"{regs[1] if regs else '?'} registers, {count} SASS instructions"
 
 
 def tiny_problems() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
@@ -180,11 +201,14 @@ def main() -> None:
     for dtype in (torch.float16, torch.bfloat16):
         print(f"\n{'problem':34} {'aotpack':>8} {'jit':>8} {'torch':>8} {'aot/jit':>8} {'aot/torch':>9}  config "
               f"({str(dtype).split('.')[1]})")  # fmt: skip
-        for name, config, t in bench_matmul(dtype) + bench_attention(dtype):
+        for name, chosen, t, jit_cubin in bench_matmul(dtype) + bench_attention(dtype):
             ratio = t["aotpack"] / t["triton_jit"]
             ratios.append(ratio)
             print(f"{name:34} {t['aotpack']:8.1f} {t['triton_jit']:8.1f} {t['torch']:8.1f} {ratio:8.3f} "
-                  f"{t['aotpack'] / t['torch']:9.3f}  {config}")  # fmt: skip
+                  f"{t['aotpack'] / t['torch']:9.3f}  {chosen.split('/')[1]}")  # fmt: skip
+            if ratio < 0.98:  # is it the launch or the code? compare the two cubins
+                aot_cubin = hopper_kernels._native._image(chosen.split("/")[0], chosen)
+                print(f"{'':34} code: aotpack {code_facts(aot_cubin)}; JIT {code_facts(jit_cubin)}")
     print("\nper call, tiny problems (host-bound: descriptor encoding and launch), microseconds")
     print(f"{'problem':34} {'aotpack':>8} {'jit':>8} {'aot/jit':>8}")
     for name, aot, jit in tiny_problems():
