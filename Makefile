@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo hopper test unit lint gpu-test clean
+.PHONY: demo hopper hopper-matched test unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,15 @@ demo: $(STAMP)  ## build recipes/demo.yaml into dist/
 
 hopper: $(STAMP)  ## build recipes/hopper.yaml (TMA matmul, attention; sm_90a) into dist/
 	$(VENV)/bin/aotpack build recipes/hopper.yaml -o dist
+
+# The Hopper recipe built with another Triton release (default 3.6.0, the JIT on the device tool's
+# H100), in a venv of its own, into dist/triton-X.Y/: `make gpu-test` then also runs its GPU tests and
+# benchmarks it against that same Triton's JIT, so both sides run one compiler's code.
+TRITON_MATCH ?= 3.6.0
+hopper-matched:
+	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e . triton==$(TRITON_MATCH)
+	.venv-triton-$(TRITON_MATCH)/bin/aotpack build recipes/hopper.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
 test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU)
 	$(VENV)/bin/ruff check aotpack tests benchmarks

@@ -15,6 +15,18 @@ python3 benchmarks/launch_breakdown.py 2>&1 | tee "$out/launch_breakdown.log"
 if python3 -c "import hopper_kernels" 2>/dev/null; then
   python3 benchmarks/hopper.py 2>&1 | tee "$out/hopper.log"
 fi
+# Hopper wheels built with another Triton (dist/triton-X.Y/, e.g. the version installed here, so that
+# the JIT comparison runs the same compiler): their GPU tests and the benchmark, each in its own folder
+for wheel in dist/triton-*/hopper_kernels-*.whl; do
+  [ -e "$wheel" ] || continue
+  tag=$(basename "$(dirname "$wheel")")
+  other=$(mktemp -d)
+  python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
+  PYTHONPATH="$other:$site" python3 -m pytest tests/gpu/test_hopper.py -q -p no:cacheprovider 2>&1 | tail -3 \
+    | tee "$out/hopper-tests-$tag.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  PYTHONPATH="$other:$site" python3 benchmarks/hopper.py 2>&1 | tee "$out/hopper-$tag.log"
+done
 # the repository itself is importable here (aotpack needs only PyYAML to tune and to read recipes)
 export PYTHONPATH="$PYTHONPATH:$PWD"
 if [ -n "${AOTPACK_TUNE:-}" ]; then

@@ -25,7 +25,7 @@ from ..plan import Variant
 from ..recipe import Kernel, Source
 from . import Artifact, LaunchNeeds, Outcome, Pruned, TmaLayout
 
-SUPPORTED = ((3, 9), (3, 10))  # Triton releases this backend is tested with: [first, last)
+SUPPORTED = ((3, 6), (3, 9))  # the Triton minor releases this backend is tested with (CI: 3.9)
 
 
 def _triton() -> Any:
@@ -39,10 +39,11 @@ def _installed_version() -> str:
     try:
         version = importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:
-        raise ToolNotFound("Triton is not installed; run: pip install 'triton>=3.9'") from None
-    if not SUPPORTED[0] <= tuple(int(p) for p in version.split(".")[:2]) < SUPPORTED[1]:
+        raise ToolNotFound("Triton is not installed; run: pip install 'triton~=3.9.0'") from None
+    if tuple(int(p) for p in version.split(".")[:2]) not in SUPPORTED:
+        tested = " and ".join(f"{major}.{minor}.x" for major, minor in SUPPORTED)
         raise ToolNotFound(
-            f"Triton {version} is installed; aotpack supports Triton 3.9.x. Run: pip install 'triton~=3.9.0'"
+            f"Triton {version} is installed; aotpack supports Triton {tested}. Run: pip install 'triton~=3.9.0'"
         )
     return version
 

@@ -209,3 +209,48 @@ def test_graph_capture_with_scratch_and_descriptors():
         assert rel_err(out, attention_ref(q, k, v, 0)) < 1e-2
         assert rel_err(eager, attention_ref(k, q, v, 0)) < 1e-2
         assert rel_err(c, a.float() @ b.float()) < 1e-2
+
+
+# ---------------------------------------------------------------- clusters, PDL, cooperative launches
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pdl_chain_in_clusters(dtype):
+    """Twenty dependent launches on one stream in 2-block clusters, each reading what the previous
+    one wrote while programmatic dependent launch lets it start early; then the same chain captured
+    in a graph and replayed."""
+    n = (1 << 24) + 48  # long enough for launches to overlap; not a multiple of the block
+    x = torch.randn(n, device="cuda").to(dtype)
+    bufs = [x.clone(), torch.full_like(x, float("nan"))]
+    ref = x.clone()
+    for i in range(20):
+        hopper.axpb_pdl(bufs[i % 2], bufs[1 - i % 2], 1.01, 0.5 - i / 40)
+        ref = (ref.float() * 1.01 + (0.5 - i / 40)).to(dtype)
+    torch.cuda.synchronize()
+    tol = 1e-6 if dtype == torch.float32 else 1e-2
+    assert rel_err(bufs[0], ref) < tol
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(6):
+            hopper.axpb_pdl(bufs[i % 2], bufs[1 - i % 2], 0.5, 1.0)
+    start = torch.randn(n, device="cuda").to(dtype)
+    bufs[0].copy_(start)
+    graph.replay()
+    ref = start
+    for _ in range(6):
+        ref = (ref.float() * 0.5 + 1.0).to(dtype)
+    torch.cuda.synchronize()
+    assert rel_err(bufs[0], ref) < tol
+
+
+def test_cooperative_launch_and_its_limit():
+    x = torch.randn(3_000_000, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    hopper.axpb_cooperative(x, out, 2.0, -1.0)
+    assert rel_err(out, x * 2 - 1) < 1e-6
+    with pytest.raises(hopper.CudaError, match=r"launching axpb_cooperative/.*COOPERATIVE_LAUNCH_TOO_LARGE"):
+        hopper.axpb_cooperative(x, out, 2.0, -1.0, programs=1_000_000)
+    out.fill_(float("nan"))  # the failed launch left the context usable
+    hopper.axpb_cooperative(x, out, 3.0, 0.0)
+    assert rel_err(out, x * 3) < 1e-6
