@@ -4,7 +4,7 @@ This needs no GPU and no driver (Triton's ``tools/compile.py`` does; it is not u
 kernel's parameters are the recipe's runtime arguments in order (a tensor descriptor expands to the
 ``CUtensorMap`` and the tensor's shape and strides, or, without TMA, to its pointer, shape, strides
 and flags), followed by two pointers Triton adds: global and profile scratch, which the runtime
-allocates per stream when the metadata asks for them and otherwise passes as null.
+allocates around each launch when the metadata asks for them and otherwise passes as null.
 """
 
 from __future__ import annotations

@@ -35,7 +35,9 @@ enum {
   CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5,
   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
   CU_CLUSTER_SCHEDULING_POLICY_SPREAD = 1,
-  CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
   CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2,
 };
 
@@ -62,6 +64,16 @@ typedef struct {
 typedef struct {
   _Alignas(64) unsigned char bytes[128];
 } cu_tensor_map;
+
+/* cuMemPoolCreate's properties, laid out as in cuda.h (88 bytes; the reserved tail must be 0). */
+typedef struct {
+  int alloc_type, handle_types;
+  int location_type, location_id;
+  void *win32_security_attributes;
+  size_t max_size;
+  unsigned short usage;
+  unsigned char reserved[54];
+} cu_mem_pool_props;
 
 static struct {
   int (*Init)(unsigned);
@@ -92,9 +104,10 @@ static struct {
   int (*LaunchKernelEx)(const cu_launch_config *, CUfunction, void **, void **);
   int (*TensorMapEncodeTiled)(cu_tensor_map *, int, unsigned, void *, const uint64_t *, const uint64_t *,
                               const uint32_t *, const uint32_t *, int, int, int, int);
-  int (*MemAllocAsync)(CUdeviceptr *, size_t, aot_stream);
+  int (*MemPoolCreate)(void **, const cu_mem_pool_props *);
+  int (*MemPoolSetAttribute)(void *, int, void *);
+  int (*MemAllocFromPoolAsync)(CUdeviceptr *, size_t, void *, aot_stream);
   int (*MemFreeAsync)(CUdeviceptr, aot_stream);
-  int (*StreamGetId)(aot_stream, unsigned long long *);
 } cu;
 
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
@@ -168,9 +181,10 @@ static void load_driver(void) {
 #undef AOT_SYM
   *(void **)&cu.LaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
   *(void **)&cu.TensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
-  *(void **)&cu.MemAllocAsync = dlsym(lib, "cuMemAllocAsync");
+  *(void **)&cu.MemPoolCreate = dlsym(lib, "cuMemPoolCreate");
+  *(void **)&cu.MemPoolSetAttribute = dlsym(lib, "cuMemPoolSetAttribute");
+  *(void **)&cu.MemAllocFromPoolAsync = dlsym(lib, "cuMemAllocFromPoolAsync");
   *(void **)&cu.MemFreeAsync = dlsym(lib, "cuMemFreeAsync");
-  *(void **)&cu.StreamGetId = dlsym(lib, "cuStreamGetId");
   int rc = cu.Init(0);
   if (rc == CUDA_ERROR_NO_DEVICE) {
     aot_fail(&driver_error, AOT_E_CUDA, "no CUDA device: the NVIDIA driver is installed but sees no GPU "
@@ -206,6 +220,7 @@ typedef struct {
   int capability;
   int max_shared_optin;
   char name[128];
+  void *_Atomic scratch_pool; /* CUmemoryPool for kernel scratch, created on first need */
 } device_state;
 
 static device_state devices[AOT_MAX_DEVICES];
@@ -852,57 +867,41 @@ static int missing_entry(aot_error *err, const char *symbol, const aot_variant *
                   var->id, symbol, driver_version / 1000, driver_version % 1000 / 10);
 }
 
-/* Global scratch. Outside graph capture each stream keeps one buffer per device, grown as needed
- * and reused (a stream runs its kernels in order, so calls on it never overlap). While a stream
- * captures a graph, each launch allocates and frees its own buffer in stream order, so the graph
- * owns that memory and a replay never shares it with eager calls or another graph. */
-enum { MAX_SCRATCH_STREAMS = 256 };
-typedef struct {
-  int device;
-  unsigned long long stream;
-  CUdeviceptr ptr;
-  size_t size;
-} scratch_buffer;
-static scratch_buffer scratch_buffers[MAX_SCRATCH_STREAMS];
-static int scratch_count;
-static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int scratch_alloc(size_t bytes, aot_stream stream, CUdeviceptr *out, aot_error *err) {
-  int rc = cu.MemAllocAsync(out, bytes, stream);
-  if (rc == CUDA_SUCCESS) return 0;
-  char what[96];
-  snprintf(what, sizeof what, "allocating %zu bytes of kernel scratch memory (cuMemAllocAsync)", bytes);
-  return cu_fail(err, rc, what);
-}
-
-/* The scratch for one launch (the caller has made the device's context current); *owned: the
- * caller frees it after the launch (graph capture). */
-static int scratch_for(int ordinal, aot_stream stream, size_t bytes, int capturing, CUdeviceptr *out, int *owned,
-                       aot_error *err) {
-  *owned = capturing;
-  if (capturing) return scratch_alloc(bytes, stream, out, err);
-  unsigned long long id = (unsigned long long)(uintptr_t)stream;
-  if (cu.StreamGetId != NULL) cu.StreamGetId(stream, &id); /* unique per stream, never reused */
-  pthread_mutex_lock(&scratch_lock);
-  int i = 0, rc = 0;
-  while (i < scratch_count && !(scratch_buffers[i].device == ordinal && scratch_buffers[i].stream == id)) i++;
-  if (i == MAX_SCRATCH_STREAMS) {
-    rc = aot_fail(err, AOT_E_CUDA, "kernel scratch memory is in use on %d streams; aotpack keeps at most that many",
-                  MAX_SCRATCH_STREAMS);
-  } else if (i == scratch_count || scratch_buffers[i].size < bytes) {
-    size_t size = 1 << 20; /* grow in powers of two from 1 MiB, so a growing grid reallocates rarely */
-    while (size < bytes) size *= 2;
-    CUdeviceptr grown;
-    rc = scratch_alloc(size, stream, &grown, err);
-    if (rc == 0) {
-      if (i < scratch_count) cu.MemFreeAsync(scratch_buffers[i].ptr, stream); /* after the kernels queued on it */
-      scratch_buffers[i] = (scratch_buffer){ordinal, id, grown, size};
-      if (i == scratch_count) scratch_count++;
+/* Global scratch comes from a memory pool of aotpack's own per device, allocated and freed in stream
+ * order around each launch that needs it: reuse across streams is the pool's business (it orders
+ * it), and under graph capture the allocation becomes a node the graph owns, so a replay never
+ * shares it with eager calls or other graphs. The pool keeps what it has (release threshold:
+ * unlimited), so after the first calls an allocation is a cheap bookkeeping step. */
+static void *scratch_pool(device_state *d, int ordinal, const aot_variant *var, aot_error *err) {
+  void *pool = atomic_load_explicit(&d->scratch_pool, memory_order_acquire);
+  if (pool != NULL) return pool;
+  if (cu.MemPoolCreate == NULL || cu.MemPoolSetAttribute == NULL || cu.MemAllocFromPoolAsync == NULL ||
+      cu.MemFreeAsync == NULL) {
+    missing_entry(err, "the stream-ordered allocator (cuMemPoolCreate)", var);
+    return NULL;
+  }
+  pthread_mutex_lock(&load_lock);
+  pool = atomic_load_explicit(&d->scratch_pool, memory_order_relaxed);
+  if (pool == NULL) {
+    cu_mem_pool_props props;
+    memset(&props, 0, sizeof props);
+    props.alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location_type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location_id = ordinal;
+    uint64_t keep_all = UINT64_MAX;
+    int rc = cu.MemPoolCreate(&pool, &props);
+    if (rc == CUDA_SUCCESS) rc = cu.MemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
+    if (rc != CUDA_SUCCESS) {
+      char what[96];
+      snprintf(what, sizeof what, "creating a scratch memory pool on device %d (%s)", ordinal, d->name);
+      cu_fail(err, rc, what);
+      pool = NULL;
+    } else {
+      atomic_store_explicit(&d->scratch_pool, pool, memory_order_release);
     }
   }
-  if (rc == 0) *out = scratch_buffers[i].ptr;
-  pthread_mutex_unlock(&scratch_lock);
-  return rc;
+  pthread_mutex_unlock(&load_lock);
+  return pool;
 }
 
 /* Encode a tensor descriptor over the whole tensor, with the box, swizzle and element type the
@@ -1101,16 +1100,17 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
   size_t global_bytes = programs * var->scratch[0], profile_at = round_up(global_bytes, var->profile_scratch[1]);
   size_t total = profile_at + programs * var->profile_scratch[0];
   CUdeviceptr base = 0, scratch = 0, profile = 0;
-  int owned = 0, capturing = 0, status = 0;
+  int status = 0;
   if (total > 0) {
-    if (cu.MemAllocAsync == NULL || cu.MemFreeAsync == NULL) {
-      status = missing_entry(err, "cuMemAllocAsync", var);
-    } else if ((rc = cu.StreamIsCapturing(stream, &capturing)) != CUDA_SUCCESS) {
-      status = cu_fail(err, rc, "asking whether the stream captures a graph");
+    size_t align = var->scratch[1] > var->profile_scratch[1] ? var->scratch[1] : var->profile_scratch[1];
+    void *pool = scratch_pool(d, ordinal, var, err);
+    if (pool == NULL) {
+      status = -1;
+    } else if ((rc = cu.MemAllocFromPoolAsync(&base, total + align, pool, stream)) != CUDA_SUCCESS) {
+      char what[128];
+      snprintf(what, sizeof what, "allocating %zu bytes of scratch memory for %s", total + align, var->id);
+      status = cu_fail(err, rc, what);
     } else {
-      size_t align = var->scratch[1] > var->profile_scratch[1] ? var->scratch[1] : var->profile_scratch[1];
-      status = scratch_for(ordinal, stream, total + align, capturing == CU_STREAM_CAPTURE_STATUS_ACTIVE, &base, &owned,
-                           err);
       CUdeviceptr aligned = round_up(base, align);
       scratch = var->scratch[0] ? aligned : 0;
       profile = var->profile_scratch[0] ? aligned + profile_at : 0;
@@ -1123,7 +1123,7 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
     snprintf(what, sizeof what, "launching %s on device %d", var->id, ordinal);
     status = err->status != AOT_OK ? -1 : cu_fail(err, rc, what);
   }
-  if (owned) cu.MemFreeAsync(base, stream);
+  if (base != 0) cu.MemFreeAsync(base, stream); /* after the kernel, in stream order */
   if (pushed) cu.CtxPopCurrent(&popped);
   return status;
 }

@@ -143,13 +143,24 @@ int cuLaunchKernelEx(const fake_launch_config *c, void *fn, void **params, void 
   return 0;
 }
 static unsigned long long next_alloc = 0x7000000000ULL;
-int cuMemAllocAsync(unsigned long long *ptr, size_t size, void *stream) {
+static int pools;
+int cuMemPoolCreate(void **pool, const int *props) {
+  pthread_mutex_lock(&lock);
+  *pool = (void *)(uintptr_t)(0x5000 + 16 * ++pools);
+  pthread_mutex_unlock(&lock);
+  record("pool %p type=%d location=%d,%d", *pool, props[0], props[2], props[3]);
+  return 0;
+}
+int cuMemPoolSetAttribute(void *pool, int attr, void *value) {
+  record("pool %p attr %d=%llx", pool, attr, *(unsigned long long *)value);
+  return 0;
+}
+int cuMemAllocFromPoolAsync(unsigned long long *ptr, size_t size, void *pool, void *stream) {
   pthread_mutex_lock(&lock);
   *ptr = next_alloc;
   next_alloc += (size + 0xFFFF) & ~0xFFFFULL;
   pthread_mutex_unlock(&lock);
-  record("alloc %zu stream=%p -> %llx", size, stream, *ptr);
+  record("alloc %zu pool=%p stream=%p -> %llx", size, pool, stream, *ptr);
   return 0;
 }
 int cuMemFreeAsync(unsigned long long ptr, void *stream) { record("free %llx stream=%p", ptr, stream); return 0; }
-int cuStreamGetId(void *stream, unsigned long long *id) { *id = (unsigned long long)(uintptr_t)stream; return 0; }
