@@ -573,7 +573,8 @@ def _kernel(
         for s in stages
     )
     default = _config_ref(k["default"], configs, constexprs) if "default" in k else configs[0]
-    rules = _rules(k["dispatch"], configs, constexprs, key, targets, types) if "dispatch" in k else ()
+    bound_names = tuple(n for n, _ in bound)
+    rules = _rules(k["dispatch"], configs, constexprs, key, targets, types, bound_names) if "dispatch" in k else ()
     options = _options(k["options"]) if "options" in k else ()
     doc = k["doc"].string() if "doc" in k else ""
     cuda = _cuda_launch(k, root, grid_check, set(typevars), constexpr_names) if backend == "cuda" else None
@@ -775,6 +776,7 @@ def _rules(
     key: list[tuple[str, expr.Expr]],
     targets: tuple[str, ...],
     types: list[tuple[str, tuple[str, ...]]],
+    bound_names: tuple[str, ...],
 ) -> tuple[Rule, ...]:
     if not key:
         raise node.fail("a dispatch table needs a 'key'")
@@ -801,11 +803,12 @@ def _rules(
                     raise dnode.fail(f"{dtype!r} is not one of {var}'s types ({', '.join(tv[var])})")
                 pairs.append((var, dtype))
             bound = tuple(sorted(pairs))
-        ident = (values, arch, bound)
+        config = _config_ref(fields["config"], configs, constexprs)
+        # rows for other values of bound constexprs serve other calls: the same key may recur
+        ident = (values, arch, bound, tuple(config.value(n) for n in bound_names))
         if ident in seen:
             raise item.fail("this key is already in the dispatch table")
         seen.add(ident)
-        config = _config_ref(fields["config"], configs, constexprs)
         out.append(Rule(key=values, config=config, arch=arch, types=bound, where=item.where))
     return tuple(out)
 

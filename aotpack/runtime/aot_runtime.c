@@ -446,9 +446,10 @@ static int check_call(const aot_kernel *k, aot_call *call) {
   return 0;
 }
 
+/* A key value as the table holds it: pow2 buckets round up to a power of two; values up to 1 (0 is
+ * often a flag) stay as they are. */
 static int64_t bucket(const aot_kernel *k, int64_t v) {
-  if (!k->pow2_buckets) return v;
-  return aot_next_pow2(NULL, v);
+  return k->pow2_buckets && v > 1 ? aot_next_pow2(NULL, v) : v;
 }
 
 static int rule_applies(const aot_rule *rule, int target, int binding, int hinted) {

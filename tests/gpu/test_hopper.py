@@ -2,8 +2,13 @@
 global scratch (attention), bound constexprs, and the launch paths around them: streams, threads,
 graph capture, scratch growth and bad input."""
 
+import json
 import math
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -254,3 +259,29 @@ def test_cooperative_launch_and_its_limit():
     out.fill_(float("nan"))  # the failed launch left the context usable
     hopper.axpb_cooperative(x, out, 3.0, 0.0)
     assert rel_err(out, x * 3) < 1e-6
+
+
+# ---------------------------------------------------------------- tuning with bound constexprs
+
+
+def test_aotpack_tune_skips_variants_built_for_other_bound_values(tmp_path):
+    """aotpack tune of the attention (few runs): for each key (seq, head size, causality) only the
+    four configs built for that head size and causality are timed; each row names one of them."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(root)])}
+    cmd = [sys.executable, "-m", "aotpack", "tune", str(root / "recipes" / "hopper.yaml"), "--kernel", "attention",
+           "--reps", "5", "--warmup", "2", "-o", str(tmp_path)]  # fmt: skip
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stderr
+    (table,) = tmp_path.glob("hopper_kernels.sm_90a.json")
+    rows = json.loads(table.read_text())["kernels"]["attention"]
+    assert len(rows) == 2 * 6 * 2  # types x keys x (hinted, safe)
+    seen = set()
+    for row in rows:
+        fields = dict(f.split("=") for f in row["config"].split(",") if "=" in f)
+        assert int(fields["HEAD_DIM"]) == row["key"][1]
+        assert len(row["median_us"]) == 4 and row["rejected"] == {}, row
+        assert row["median_us"][row["config"]] == min(row["median_us"].values())
+        seen.add((tuple(sorted(row["types"].items())), row["specialization"], row["key"][0], fields["HEAD_DIM"],
+                  fields["CAUSAL"]))  # fmt: skip
+    assert len(seen) == len(rows), "one row per key, causal and non-causal apart"

@@ -96,3 +96,12 @@ def test_tables_that_do_not_fit_the_recipe(kernel_dir, changes, message):
     with pytest.raises(RecipeError) as info:
         with_table(kernel_dir, table(**changes))
     assert str(info.value) == f"{kernel_dir}/r.yaml:4:10: tables[0]: {message}"
+
+
+def test_pow2_buckets_keep_zero_and_one_apart(kernel_dir: Path) -> None:
+    """Tuned rows are written under bucketed keys; 0 and 1 (often a flag) must not share a bucket."""
+    from aotpack import tune
+
+    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
+    assert kernel.bucket == "pow2"
+    assert [tune.bucket(kernel, (v,)) for v in (0, 1, 2, 3, 1000, 4096)] == [(0,), (1,), (2,), (4,), (1024,), (4096,)]
