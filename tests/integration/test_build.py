@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aotpack import build, cli
-from aotpack.errors import RecipeError
+from aotpack.errors import CompileError, RecipeError
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,4 +199,24 @@ def test_mutation_is_read_off_the_code_and_checked_against_the_recipe(small_reci
         f"{wrong}:5:3: kernels.add.mutates: the kernel writes out_ptr, which 'mutates' does not list; "
         "it lists x_ptr, which no store in the kernel reaches"
     )
+    assert not (tmp_path / "dist").exists()
+
+
+def test_a_variant_the_runtime_cannot_launch_fails_the_build(small_recipe, tmp_path, monkeypatch):
+    """A compiled variant that needs what the runtime cannot provide (compilers/triton.py `_needs`
+    returns the reason) stops the build, naming the variant and the need, and writes nothing."""
+    from aotpack import pipeline
+    from aotpack.compilers import Pruned
+
+    def compile_all(variants, compilers, **_):
+        return {v.id: Pruned(variant_id=v.id, reason="descriptor argument 1 needs an im2col tensor map, which "
+                             "aotpack cannot encode", fatal=v.id.endswith("sm_90a/hinted")) for v in variants}  # fmt: skip
+
+    monkeypatch.setattr(pipeline, "compile_all", compile_all)
+    with pytest.raises(CompileError) as info:
+        build(small_recipe, tmp_path / "dist", jobs=1, use_cache=False)
+    message = str(info.value)
+    assert message.startswith(f"4 variants compiled but cannot be launched by aotpack's runtime; change their "
+                              f"configs or options in {small_recipe}:\n")  # fmt: skip
+    assert "  add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted: descriptor argument 1 needs an im2col tensor map" in message
     assert not (tmp_path / "dist").exists()
