@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .helpers import run_tune
+
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
@@ -318,13 +320,28 @@ class _Cai:
         self._keep = t
 
 
-def test_cuda_array_interface_and_raw_pointers():
-    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
-    out = poisoned(5000, dtype=torch.float32)
-    demo.add(_Cai(x), _Cai(y), _Cai(out))
+class _DLPackOnly:
+    """A producer with __dlpack__ and no __cuda_array_interface__ (as JAX arrays are)."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, stream=None):
+        return self._t.__dlpack__()
+
+
+@pytest.mark.parametrize(("producer", "n"), [(_Cai, 5000), (_DLPackOnly, 4099)])
+def test_array_producers(producer, n):
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = poisoned(n, dtype=torch.float32)
+    demo.add(producer(x), producer(y), producer(out))
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
-    out.fill_(float("nan"))
+
+
+def test_raw_pointers():
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    out = poisoned(5000, dtype=torch.float32)
     demo.add(x.data_ptr(), y.data_ptr(), out, n_elements=5000)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
@@ -493,14 +510,8 @@ def test_runtime_autotune_skips_graph_capture():
 def test_aotpack_tune_drives_the_installed_wheel(tmp_path):
     """aotpack tune on this GPU (one kernel, few runs): a table with a row per binding, key and
     specialization, each naming a config of the grid that passed the check, with its timings."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(root)])}
-    cmd = [sys.executable, "-m", "aotpack", "tune", str(root / "recipes" / "demo.yaml"), "--kernel", "add",
-           "--reps", "5", "--warmup", "2", "-o", str(tmp_path)]  # fmt: skip
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    (table,) = tmp_path.glob("demo_kernels.sm_*.json")
-    data = json.loads(table.read_text())
+    table, data = run_tune("demo.yaml", "add", tmp_path, timeout=300)
+    assert table.name.startswith("demo_kernels.sm_")
     assert data["device"] == torch.cuda.get_device_name() and data["arch"] == table.name.split(".")[1]
     rows = data["kernels"]["add"]
     assert len(rows) == 3 * 5 * 2  # types x keys x (hinted, safe)
@@ -558,22 +569,7 @@ def test_torch_compile_fullgraph_and_cuda_graph():
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
 
 
-class _DLPackOnly:
-    """A producer with __dlpack__ and no __cuda_array_interface__ (as JAX arrays are)."""
-
-    def __init__(self, t):
-        self._t = t
-
-    def __dlpack__(self, stream=None):
-        return self._t.__dlpack__()
-
-
-def test_dlpack_and_cupy_inputs():
-    x, y = torch.randn(4099, device="cuda"), torch.randn(4099, device="cuda")
-    out = poisoned(4099, dtype=torch.float32)
-    demo.add(_DLPackOnly(x), _DLPackOnly(y), _DLPackOnly(out))
-    torch.cuda.synchronize()
-    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+def test_cupy_inputs():
     cupy = pytest.importorskip("cupy")
     a, b = cupy.random.rand(5000, dtype=cupy.float32), cupy.random.rand(5000, dtype=cupy.float32)
     c = cupy.full(5000, cupy.nan, dtype=cupy.float32)

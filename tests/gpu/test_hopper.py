@@ -2,15 +2,12 @@
 global scratch (attention), bound constexprs, and the launch paths around them: streams, threads,
 graph capture, scratch growth and bad input."""
 
-import json
 import math
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
+
+from .helpers import run_tune
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -267,14 +264,9 @@ def test_cooperative_launch_and_its_limit():
 def test_aotpack_tune_skips_variants_built_for_other_bound_values(tmp_path):
     """aotpack tune of the attention (few runs): for each key (seq, head size, causality) only the
     four configs built for that head size and causality are timed; each row names one of them."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(root)])}
-    cmd = [sys.executable, "-m", "aotpack", "tune", str(root / "recipes" / "hopper.yaml"), "--kernel", "attention",
-           "--reps", "5", "--warmup", "2", "-o", str(tmp_path)]  # fmt: skip
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    assert result.returncode == 0, result.stderr
-    (table,) = tmp_path.glob("hopper_kernels.sm_90a.json")
-    rows = json.loads(table.read_text())["kernels"]["attention"]
+    table, data = run_tune("hopper.yaml", "attention", tmp_path, timeout=400)
+    assert table.name == "hopper_kernels.sm_90a.json"
+    rows = data["kernels"]["attention"]
     assert len(rows) == 2 * 6 * 2  # types x keys x (hinted, safe)
     seen = set()
     for row in rows:

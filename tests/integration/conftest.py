@@ -8,6 +8,8 @@ import pytest
 
 from aotpack import build
 
+from .helpers import install_wheel
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = """\
@@ -74,20 +76,4 @@ def fake_driver(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def installed(small_wheel, tmp_path_factory) -> Path:
     """The small wheel installed into a plain folder (put it on PYTHONPATH)."""
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-index",
-            "--target",
-            str(target),
-            str(small_wheel),
-        ],
-        check=True,
-    )
-    return target
+    return install_wheel(small_wheel, tmp_path_factory.mktemp("site"))

@@ -19,6 +19,8 @@ from aotpack import build
 from aotpack.compilers.cuda import find_nvcc
 from aotpack.errors import RecipeError, ToolNotFound
 
+from .helpers import install_wheel, run_on_fake_driver
+
 try:
     NVCC = find_nvcc()
 except ToolNotFound:
@@ -68,9 +70,7 @@ def cuda_wheel(tmp_path_factory) -> Path:
 
 def shipped_images(wheel: Path, tmp_path: Path) -> dict[str, bytes]:
     """Every variant's image as the runtime unpacks it from the installed extension module."""
-    site = tmp_path / "images-site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
-                    str(wheel)], check=True)  # fmt: skip
+    site = install_wheel(wheel, tmp_path / "images-site")
     code = (
         "import json, sys, cuda_kit as k\n"
         "ids = k.scale.variants\n"
@@ -111,9 +111,7 @@ def test_manifest_records_nvcc_resources_and_entries(cuda_wheel):
 
 
 def test_launch_block_shared_and_ptx_fallback(cuda_wheel, fake_driver, tmp_path):
-    site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
-                    str(cuda_wheel)], check=True)  # fmt: skip
+    site = install_wheel(cuda_wheel, tmp_path / "site")
     code = textwrap.dedent("""
         import cuda_kit as k
         class Array:
@@ -126,14 +124,8 @@ def test_launch_block_shared_and_ptx_fallback(cuda_wheel, fake_driver, tmp_path)
         """)  # fmt: skip
     results = {}
     for cc in ("86", "90", "100"):
-        log = tmp_path / f"{cc}.log"
-        env = {**os.environ, "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(fake_driver), "FAKE_CUDA_LOG": str(log),
-               "FAKE_CUDA_CC": cc}  # fmt: skip
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        results[cc] = (
-            out.stdout.strip(),
-            [ln for ln in log.read_text().splitlines() if ln.startswith(("launch", "attr"))],
-        )
+        out, log = run_on_fake_driver(code, site, fake_driver, tmp_path / f"{cc}.log", FAKE_CUDA_CC=cc)
+        results[cc] = ("\n".join(out).strip(), [ln for ln in log if ln.startswith(("launch", "attr"))])
     assert results["86"][0] == "scale/T=fp16,THREADS=256/sm_80/hinted"
     assert results["90"][0] == "scale/T=fp16,THREADS=256/sm_90a/hinted"
     assert results["100"][0] == "scale/T=fp16,THREADS=256/compute_90/hinted"  # PTX, compiled by the driver

@@ -4,15 +4,14 @@ order, clusters and PDL through cuLaunchKernelEx, bound constexprs, required hin
 pruned for shared memory the target does not have."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from aotpack import build
+
+from .helpers import install_wheel, run_on_fake_driver
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,22 +86,13 @@ def site(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("hopper")
     recipe = folder / "hopper.yaml"
     recipe.write_text(RECIPE.format(root=ROOT))
-    wheel = build(recipe, folder / "dist", jobs=2).wheel
-    target = folder / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
-                    str(wheel)], check=True)  # fmt: skip
-    return target
+    return install_wheel(build(recipe, folder / "dist", jobs=2).wheel, folder / "site")
 
 
 def run(code, site, fake_driver, tmp_path, **env):
-    log = tmp_path / "cuda.log"
-    environment = {**os.environ, "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(fake_driver),
-                   "FAKE_CUDA_LOG": str(log), **env}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
-                          env=environment, timeout=120)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    lines = log.read_text().splitlines() if log.exists() else []
-    return proc.stdout.splitlines(), [ln for ln in lines if not ln.startswith(("load", "attr"))]
+    """stdout lines, and the driver's log without module loads and function attributes."""
+    out, log = run_on_fake_driver(PRELUDE + textwrap.dedent(code), site, fake_driver, tmp_path / "cuda.log", **env)
+    return out, [ln for ln in log if not ln.startswith(("load", "attr"))]
 
 
 def test_manifest_records_launch_needs_and_prunes_what_the_target_cannot_hold(site):

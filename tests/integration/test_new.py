@@ -7,6 +7,8 @@ import pytest
 
 from aotpack import cli
 
+from .helpers import install_wheel
+
 pytestmark = pytest.mark.integration
 
 
@@ -15,9 +17,7 @@ def test_new_package_builds_and_passes_its_tests(tmp_path, capsys):
     assert "wrote 6 files" in capsys.readouterr().out
     assert cli.main(["build", str(tmp_path / "fresh" / "recipe.yaml"), "-o", str(tmp_path / "dist"), "-q"]) == 0
     (wheel,) = (tmp_path / "dist").glob("fresh_kit-0.1.0-cp39-abi3-*.whl")
-    site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
-                    str(wheel)], check=True)  # fmt: skip
+    site = install_wheel(wheel, tmp_path / "site")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=tmp_path / "fresh", env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,

@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+from .helpers import run_on_fake_driver
+
 pytestmark = pytest.mark.integration
 
 PRELUDE = """
@@ -24,13 +26,7 @@ A = 0x100000000
 
 
 def run(code, installed, fake_driver, tmp_path, **env):
-    log = tmp_path / "cuda.log"
-    environment = {**os.environ, "PYTHONPATH": str(installed), "LD_LIBRARY_PATH": str(fake_driver),
-                   "FAKE_CUDA_LOG": str(log), **env}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
-                          env=environment, timeout=120)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.splitlines(), (log.read_text().splitlines() if log.exists() else [])
+    return run_on_fake_driver(PRELUDE + textwrap.dedent(code), installed, fake_driver, tmp_path / "cuda.log", **env)
 
 
 def test_dispatch_and_launch(installed, fake_driver, tmp_path):

@@ -1,0 +1,24 @@
+"""What the integration tests share: installing a built wheel into a plain folder (put it on
+PYTHONPATH), and running Python code against it on the fake driver."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+
+def install_wheel(wheel: Path, target: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
+                    str(wheel)], check=True)  # fmt: skip
+    return target
+
+
+def run_on_fake_driver(code: str, site: Path, fake_driver: Path, log: Path, **env: str) -> tuple[list[str], list[str]]:
+    """Run `code` (dedented) with the fake libcuda; returns its stdout lines and the driver's log lines."""
+    environment = {**os.environ, "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(fake_driver),
+                   "FAKE_CUDA_LOG": str(log), **env}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=environment, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines(), (log.read_text().splitlines() if log.exists() else [])
