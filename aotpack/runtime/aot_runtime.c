@@ -394,7 +394,13 @@ static int bind_types(const aot_kernel *k, const aot_call *call, aot_error *err)
                   k->name, have, k->package, k->name);
 }
 
-static int hint_holds(const aot_param *prm, const aot_call *call, int p);
+/* Whether the call satisfies an argument's hint (16-divisible, or 1). */
+static int hint_holds(const aot_param *prm, const aot_call *call, int p) {
+  if (prm->hint == 1) return call->i[p] == 1;
+  if (prm->hint != 16) return 1;
+  uint64_t v = prm->kind == AOT_ARG_PTR ? call->t[p].ptr : (uint64_t)call->i[p];
+  return v % 16 == 0;
+}
 
 static int check_call(const aot_kernel *k, aot_call *call) {
   for (int p = 0; p < k->nparams; p++) {
@@ -527,13 +533,6 @@ static int choose_target(const aot_kernel *k, const device_state *d, aot_error *
                   "%s(): the GPU (%s) has compute capability %d.%d, but %s was built for %s; rebuild with a "
                   "target for this GPU",
                   k->name, d->name, d->capability / 10, d->capability % 10, k->package, have);
-}
-
-static int hint_holds(const aot_param *prm, const aot_call *call, int p) {
-  if (prm->hint == 1) return call->i[p] == 1;
-  if (prm->hint != 16) return 1;
-  uint64_t v = prm->kind == AOT_ARG_PTR ? call->t[p].ptr : (uint64_t)call->i[p];
-  return v % 16 == 0;
 }
 
 /* Whether the call satisfies the hints a hinted variant assumes (required ones were checked). */
@@ -905,27 +904,19 @@ static void *scratch_pool(device_state *d, int ordinal, const aot_variant *var, 
   return pool;
 }
 
-/* Encode a tensor descriptor over the whole tensor, with the box, swizzle and element type the
- * compiler chose. Checks the layout TMA requires first, naming the argument. */
+/* Encode a tensor descriptor over the whole tensor (of the descriptor's rank, last dimension
+ * contiguous: push_descriptor checked), with the box, swizzle and element type the compiler chose.
+ * Checks what else TMA requires first, naming the argument. */
 static int encode_tma(const aot_variant *var, const aot_tma *m, const aot_param *prm, const aot_tensor *t,
                       cu_tensor_map *map, aot_error *err) {
   if (cu.TensorMapEncodeTiled == NULL) return missing_entry(err, "cuTensorMapEncodeTiled", var);
   int rank = m->rank;
-  if (t->ndim != rank)
-    return aot_fail(err, AOT_E_VALUE,
-                    t->ndim < 0 ? "argument %s: a tensor descriptor is built from the tensor's shape and strides; "
-                                  "pass a tensor of %d dimensions, not a raw pointer"
-                                : "argument %s: expected a tensor of %d dimensions, got %d",
-                    prm->name, rank, t->ndim);
   uint64_t dims[5], strides[5];
   uint32_t box[5], element_strides[5] = {1, 1, 1, 1, 1};
   uint64_t last_byte = 0;
   if (t->ptr % 16 != 0)
     return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs a 16-byte aligned address, got 0x%" PRIx64,
                     prm->name, t->ptr);
-  if (t->strides[rank - 1] != 1)
-    return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs its last dimension contiguous "
-                    "(stride 1), got stride %" PRId64 "; call .contiguous() on it", prm->name, t->strides[rank - 1]);
   for (int d = 0; d < rank; d++) {
     int64_t size = t->shape[d], stride = t->strides[d];
     if (size < 1 || size > INT32_MAX)
@@ -958,6 +949,8 @@ static int encode_tma(const aot_variant *var, const aot_tma *m, const aot_param 
   return 0;
 }
 
+static size_t round_up(size_t x, size_t align) { return align > 1 ? (x + align - 1) / align * align : x; }
+
 /* The kernel's parameter values, copied into one aligned buffer, and the driver's pointer list. */
 enum { MAX_PARAMS = 4 * AOT_MAX_ARGS + 3 };
 typedef struct {
@@ -968,7 +961,7 @@ typedef struct {
 } param_pack;
 
 static int push(param_pack *p, const void *value, size_t size, size_t align, aot_error *err) {
-  size_t at = (p->used + align - 1) / align * align;
+  size_t at = round_up(p->used, align);
   if (at + size > sizeof p->bytes || p->n + 1 >= MAX_PARAMS)
     return aot_fail(err, AOT_E_VALUE, "the kernel's parameters exceed what aotpack can pass (%d values, %zu bytes)",
                     MAX_PARAMS, sizeof p->bytes);
@@ -995,24 +988,30 @@ static int push_dims(param_pack *p, const aot_tensor *t, int rank, int shape_i32
 static int push_descriptor(param_pack *p, const aot_variant *var, const aot_tma *m, const aot_param *prm,
                            const aot_tensor *t, aot_error *err) {
   static const uint8_t no = 0;
+  int rank = prm->desc_rank;
+  if (t->ndim != rank)
+    return aot_fail(err, AOT_E_VALUE,
+                    t->ndim < 0 ? "argument %s: a tensor descriptor is built from the tensor's shape and strides; "
+                                  "pass a tensor of %d dimensions, not a raw pointer"
+                                : "argument %s: expected a tensor of %d dimensions, got %d",
+                    prm->name, rank, t->ndim);
+  if (t->strides[rank - 1] != 1)
+    return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs its last dimension contiguous "
+                    "(stride 1), got stride %" PRId64 "; call .contiguous() on it", prm->name, t->strides[rank - 1]);
   if (m != NULL) {
     cu_tensor_map map;
     if (encode_tma(var, m, prm, t, &map, err) != 0 || push(p, &map, sizeof map, 64, err) != 0) return -1;
-    return push_dims(p, t, m->rank, 1, err);
+    return push_dims(p, t, rank, 1, err);
   }
-  if (t->ndim != prm->desc_rank)
-    return aot_fail(err, AOT_E_VALUE, "argument %s: expected a tensor of %d dimensions", prm->name, prm->desc_rank);
-  if (t->strides[t->ndim - 1] != 1)
-    return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs its last dimension contiguous "
-                    "(stride 1); call .contiguous() on it", prm->name);
-  if (push(p, &t->ptr, 8, 8, err) != 0 || push_dims(p, t, t->ndim, 0, err) != 0 || push(p, &no, 1, 1, err) != 0 ||
+  if (push(p, &t->ptr, 8, 8, err) != 0 || push_dims(p, t, rank, 0, err) != 0 || push(p, &no, 1, 1, err) != 0 ||
       push(p, &no, 1, 1, err) != 0)
     return -1;
-  return push_dims(p, t, t->ndim, 1, err);
+  return push_dims(p, t, rank, 1, err);
 }
 
-static int pack_params(const aot_kernel *k, const aot_call *call, const aot_variant *var, CUdeviceptr scratch,
-                       CUdeviceptr profile, param_pack *p, aot_error *err) {
+/* The call's arguments (Triton's trailing scratch pointers are pushed once allocated). */
+static int pack_args(const aot_kernel *k, const aot_call *call, const aot_variant *var, param_pack *p,
+                     aot_error *err) {
   p->used = 0, p->n = 0;
   int desc = 0, rc = 0;
   for (int i = 0; i < k->nparams && rc == 0; i++) {
@@ -1032,14 +1031,8 @@ static int pack_params(const aot_kernel *k, const aot_call *call, const aot_vari
     default: rc = push(p, &call->i[i], 8, 8, err); break;
     }
   }
-  /* Triton's trailing scratch pointers: global, then profile (null when the variant needs none) */
-  CUdeviceptr extra[2] = {scratch, profile};
-  for (int e = 0; e < var->extra_ptrs && rc == 0; e++) rc = push(p, &extra[e], 8, 8, err);
-  p->params[p->n] = NULL; /* the driver reads the kernel's count; tools that walk the list need the end */
   return rc;
 }
-
-static size_t round_up(size_t x, size_t align) { return align > 1 ? (x + align - 1) / align * align : x; }
 
 static int launch_ex(const aot_variant *var, CUfunction fn, const int64_t grid[3], const int64_t block[3],
                      int64_t shared, aot_stream stream, void **params, aot_error *err) {
@@ -1089,7 +1082,8 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
                     "the %d bytes %s allows per block", k->name, shared, var->static_shared, d->max_shared_optin,
                     d->name);
   CUfunction fn = function(k, v, ordinal, d, err);
-  if (fn == NULL) return -1;
+  param_pack pack;
+  if (fn == NULL || pack_args(k, call, var, &pack, err) != 0) return -1;
 
   CUcontext current = NULL, popped;
   int rc = cu.CtxGetCurrent(&current);
@@ -1117,8 +1111,10 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
       profile = var->profile_scratch[0] ? aligned + profile_at : 0;
     }
   }
-  param_pack pack;
-  if (status == 0) status = pack_params(k, call, var, scratch, profile, &pack, err);
+  /* Triton's trailing scratch pointers: global, then profile (null when the variant needs none) */
+  CUdeviceptr extra[2] = {scratch, profile};
+  for (int e = 0; e < var->extra_ptrs && status == 0; e++) status = push(&pack, &extra[e], 8, 8, err);
+  pack.params[pack.n] = NULL; /* the driver reads the kernel's count; tools that walk the list need the end */
   if (status == 0 && (rc = launch_ex(var, fn, grid, block, shared, stream, pack.params, err)) != CUDA_SUCCESS) {
     char what[512];
     snprintf(what, sizeof what, "launching %s on device %d", var->id, ordinal);
