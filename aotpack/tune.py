@@ -123,12 +123,14 @@ def _measure(
         refs = [args[i].clone() for i in outputs]
     timings: dict[str, float] = {}
     rejected: dict[str, str] = {}
+    refused = ""
     for variant in candidates:
         for i in outputs:
             args[i].fill_(float("nan"))
         try:
             obj(*args, variant=variant["id"])
-        except ValueError:  # built for other values of the constexprs these inputs fix (`equals:`)
+        except ValueError as exc:  # the runtime refuses these inputs for it (built for other `equals:` values)
+            refused = str(exc)
             continue
         torch.cuda.synchronize()
         err = _relative_error(torch, [args[i] for i in outputs], refs)
@@ -139,7 +141,7 @@ def _measure(
     if not timings:
         raise TuneError(
             f"{kernel.name}: no {spec or ''} variant passed the check at key {key} {types}: "
-            f"{rejected or 'none was built for these inputs'}"
+            f"{rejected or 'every variant refused these inputs: ' + refused}"
         )
     best = min(timings, key=timings.__getitem__)
     log.info("%s %s %s %s: %s (%.2f us)", kernel.name, types, key, spec or "", best, timings[best])
