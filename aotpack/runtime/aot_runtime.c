@@ -703,8 +703,8 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
       return aot_fail(err, AOT_E_VALUE, "variant %s is not the code for this GPU (%s, which runs %s code)", var->id,
                       d->name, k->targets[target].id);
     if (!config_fits(k, call, var->config))
-      return aot_fail(err, AOT_E_VALUE, "variant %s was built for other values of the constexprs this call fixes",
-                      var->id);
+      return aot_fail(err, AOT_E_VALUE, "variant %s was built for other values of the constexprs this call fixes; "
+                      "leave variant= out, or pick one from %s.%s.variants", var->id, k->package, k->name);
     if (var->hinted && !guards_hold(k, call))
       return aot_fail(err, AOT_E_VALUE,
                       "variant %s assumes the recipe's hints (16-divisible, or 1), and this call's arguments break "
