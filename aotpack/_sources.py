@@ -8,9 +8,10 @@ import importlib
 import importlib.util
 import sys
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .recipe import Source
+if TYPE_CHECKING:
+    from .recipe import Source
 
 
 @cache

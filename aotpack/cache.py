@@ -82,13 +82,14 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
         "source": source,
         "function": k.source.function,
         "backend": k.backend,
-        "args": [[a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only, a.block] for a in k.args],
+        "args": [[a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only, a.block, a.optional]
+                 for a in k.args],
         "constexprs": [[n, repr(v)] for n, v in variant.config.constexprs],
         "launch": [variant.config.num_warps, variant.config.num_stages],
         "options": [[n, repr(v)] for n, v in k.options],
         "cuda": [k.cuda.entry, list(k.cuda.nvcc_flags), [str(d) for d in k.cuda.include_dirs]] if k.cuda else None,
         "target": variant.target,
-        "specialization": variant.specialization,
+        "specialization": [variant.specialization, list(variant.spec.states)],
         "id": variant.id,
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()

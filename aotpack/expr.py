@@ -1,9 +1,9 @@
 """The small expression language of launch grids, problem keys and argument defaults.
 
 Expressions are integer arithmetic over names: ``cdiv(n_elements, BLOCK)``, ``max(1, M // 64)``,
-``size(a, 0)``. They are parsed into a frozen AST (never ``eval``'ed), evaluated in Python for tests
-and introspection, and emitted as C for the generated dispatcher. Division and modulo follow Python's
-floor semantics in both.
+``size(a, 0)``, and tests that give 0 or 1 (``K % 64 == 0``, ``none(bias)``). They are parsed into a
+frozen AST (never ``eval``'ed), evaluated in Python for tests and introspection, and emitted as C for
+the generated dispatcher. Division and modulo follow Python's floor semantics in both.
 """
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ SCALAR_FUNCTIONS: Mapping[str, tuple[int, int]] = {
     "max": (2, 8),
     "next_pow2": (1, 1),
 }
-TENSOR_FUNCTIONS: Mapping[str, tuple[int, int]] = {"numel": (1, 1), "size": (2, 2), "stride": (2, 2)}
+TENSOR_FUNCTIONS: Mapping[str, tuple[int, int]] = {"numel": (1, 1), "size": (2, 2), "stride": (2, 2), "none": (1, 1)}
+COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(//|[-+*%(),]))")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(//|==|!=|<=|>=|[-+*%(),<>]))")
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:
@@ -106,6 +107,14 @@ class _Parser:
             raise ExprError(f"expected {value!r} but found {tok or 'the end'!r}", off)
 
     def expr(self) -> Expr:
+        node = self.sum()
+        if self.peek()[0] == "op" and self.peek()[1] in COMPARISONS:  # not chained: a < b < c is refused
+            _, op, off = self.toks[self.i]
+            self.i += 1
+            node = BinOp(op, node, self.sum(), off)
+        return node
+
+    def sum(self) -> Expr:
         node = self.term()
         while self.peek()[0] == "op" and self.peek()[1] in "+-":
             _, op, off = self.toks[self.i]
@@ -179,6 +188,15 @@ def parse(text: str | int) -> Expr:
     return node
 
 
+def is_boolean(node: Expr) -> bool:
+    """Whether the expression is a test that gives 0 or 1 (a comparison, none(), or min/max of tests)."""
+    if isinstance(node, BinOp):
+        return node.op in COMPARISONS
+    if isinstance(node, Call):
+        return node.func == "none" or (node.func in ("min", "max") and all(is_boolean(a) for a in node.args))
+    return False
+
+
 def names(node: Expr) -> list[Name]:
     """Every plain name the expression reads (not tensor arguments of numel/size/stride)."""
     if isinstance(node, Name):
@@ -228,6 +246,12 @@ _BINOPS: Mapping[str, Callable[[int, int], int]] = {
     "*": lambda a, b: a * b,
     "//": _floordiv,
     "%": _mod,
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b),
+    "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b),
 }
 
 
@@ -237,7 +261,7 @@ class TensorInfo(Protocol):
     def stride(self, dim: int) -> int: ...
 
 
-def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInfo] | None = None) -> int:
+def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInfo | None] | None = None) -> int:
     """Evaluate with Python integers, exactly as the generated C does (floor division)."""
 
     def ev(n: Expr) -> int:
@@ -254,6 +278,10 @@ def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInf
     if node.func in TENSOR_FUNCTIONS:
         assert isinstance(node.args[0], Name)
         tensor = (tensors or {})[node.args[0].id]
+        if node.func == "none":
+            return int(tensor is None)
+        if tensor is None:
+            raise ValueError(f"{node.func}() of {node.args[0].id}, which is None")
         if node.func == "numel":
             return tensor.numel()
         dim = ev(node.args[1])
@@ -287,12 +315,16 @@ def to_c(node: Expr, resolve: Callable[[str], str], tensor_index: Callable[[str]
             return f"aot_floordiv(x, {emit(node.left)}, {emit(node.right)})"
         if node.op == "%":
             return f"aot_mod(x, {emit(node.left)}, {emit(node.right)})"
+        if node.op in COMPARISONS:
+            return f"((int64_t)({emit(node.left)} {node.op} {emit(node.right)}))"
         return f"({emit(node.left)} {node.op} {emit(node.right)})"
     if node.func in TENSOR_FUNCTIONS:
         assert isinstance(node.args[0], Name)
         index = tensor_index(node.args[0].id)
         if node.func == "numel":
             return f"aot_numel(x, {index})"
+        if node.func == "none":
+            return f"((int64_t)(x->none >> {index} & 1))"
         return f"aot_{node.func}(x, {index}, {emit(node.args[1])})"
     if node.func in ("min", "max"):
         out = emit(node.args[0])

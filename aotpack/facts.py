@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +50,13 @@ class DType:
     c: str | None
     cuda: str  # the CUDA C++ type, for CUDA template entries
     dlpack: list[int] | None  # DLPack [type code, bits]
+    value: Literal["int", "float", "bool"]  # what a scalar of this type holds
+    arg: str | None = None  # scalars: the runtime's aot_arg_kind (how the value is checked and packed)
+    triton: str | None = None  # the name in Triton signatures, where it differs
+
+    @property
+    def triton_name(self) -> str:
+        return self.triton or self.name
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -75,7 +82,9 @@ def dtypes() -> dict[str, DType]:
     for code, (name, fields) in enumerate(_load("dtypes.json").items()):
         fields.setdefault("c", None)
         dtype = DType(name=name, code=code, **fields)
-        if dtype.scalar != (dtype.c is not None):
-            raise AssertionError(f"dtypes.json: {name}: a scalar type needs its C type, and only it")
+        if dtype.scalar != (dtype.c is not None) or dtype.scalar != (dtype.arg is not None):
+            raise AssertionError(f"dtypes.json: {name}: a scalar type needs its C type and runtime kind, and only it")
+        if dtype.value not in ("int", "float", "bool"):
+            raise AssertionError(f"dtypes.json: {name}: value must be int, float or bool")
         table[name] = dtype
     return table

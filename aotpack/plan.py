@@ -1,21 +1,50 @@
-"""Recipe -> the variants to compile: kernel x types x config x target x specialization.
+"""Recipe -> the variants to compile: kernel x types x config x target x specialization class.
 
-A kernel whose signature carries divisibility hints gets two variants per point: ``hinted``
-(compiled assuming the hints hold; launched only when the call satisfies them) and ``safe``.
-Required hints (``:16!``) are assumed by every variant; the runtime refuses calls that break them.
+A specialization class says, per argument, what the variant's code assumes of it, in the terms
+Triton's JIT specializes on: ``D`` (an integer divisible by 16, or a pointer aligned to 16 bytes),
+``1`` (an integer equal to 1, folded into the code as a constant), ``N`` (an optional pointer passed
+as None, folded too) or nothing. The runtime computes a call's states the same way and launches the
+most specialized class built whose assumptions the call satisfies; the least specialized class
+assumes nothing and runs any call.
+
+Classes come from two sources:
+- the recipe's hints pin arguments: ``:16``/``:1`` make a ``hinted`` level (the hints assumed) and a
+  ``safe`` one; ``:16!`` is assumed by every class (calls that break it are refused);
+- every other integer and pointer argument of a Triton kernel is specialized as the JIT would, under
+  the kernel's ``specialize:`` policy (``common`` by default, see ``auto_states``).
 Variant ids are stable and readable: ``add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted``.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import itertools
 from dataclasses import dataclass
-from typing import Literal
 
+from . import expr, facts
 from .errors import RecipeError
 from .recipe import Arg, Config, Kernel, Recipe
 
-Specialization = Literal["hinted", "safe", "plain"]
+# the JIT's per-argument specialization keys, and how a class name spells "nothing assumed"
+DIV16, ONE, NONE, ANY = "D", "1", "N", ""
+MAX_CLASSES = 256  # a `specialize: all` kernel past this many classes is refused
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    """A specialization class: per kernel argument, what its variants assume ("", "D", "1", "N")."""
+
+    name: str
+    states: tuple[str, ...]
+    level: str  # "hinted", "safe" (the recipe's hints assumed or not), or "" for kernels without hints
+
+    @property
+    def degree(self) -> int:
+        return sum(s in (DIV16, ONE) for s in self.states)
+
+    def jit_terms(self, kernel: Kernel) -> dict[str, str]:
+        """What the class assumes of each argument, as Triton's JIT keys name it."""
+        return {a.name: s for a, s in zip(kernel.args, self.states, strict=True) if s}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,22 +53,26 @@ class Variant:
     binding: tuple[tuple[str, str], ...]
     config: Config
     target: str
-    specialization: Specialization
+    spec: Spec
+
+    @property
+    def specialization(self) -> str:
+        return self.spec.name
 
     @property
     def id(self) -> str:
         types = [f"{var}={dtype}" for var, dtype in self.binding]
         point = ",".join([*types, self.config.label])
-        tail = "" if self.specialization == "plain" else f"/{self.specialization}"
+        tail = "" if self.spec.name == "plain" else f"/{self.spec.name}"
         return f"{self.kernel.name}/{point}/{self.target}{tail}"
 
     @property
     def hinted(self) -> bool:
-        return self.specialization == "hinted"
+        return self.spec.level == "hinted"
 
-    def assumes(self, arg: Arg) -> bool:
-        """Whether this variant's code assumes the argument's hint."""
-        return arg.hint is not None and (arg.required or self.hinted)
+    def state(self, arg: Arg) -> str:
+        """What this variant's code assumes of the argument."""
+        return self.spec.states[self.kernel.args.index(arg)]
 
     def dtype_of(self, arg_name: str) -> str:
         """The concrete element or scalar type of an argument in this variant."""
@@ -47,22 +80,114 @@ class Variant:
         return dict(self.binding)[arg.dtype] if arg.typevar else arg.dtype
 
 
-def specializations(kernel: Kernel) -> tuple[Specialization, ...]:
-    has_hints = any(a.hint and not a.required for a in kernel.args)
-    return ("hinted", "safe") if has_hints else ("plain",)
+def _hint_state(arg: Arg) -> str:
+    return ONE if arg.hint == 1 else DIV16
+
+
+def _auto(kernel: Kernel, arg: Arg) -> bool:
+    """Whether the argument is specialized like the JIT does it (not pinned by a hint)."""
+    if kernel.backend != "triton" or arg.hint is not None or arg.launch_only or arg.descriptor:
+        return False
+    return arg.pointer or facts.dtypes()[arg.dtype].value == "int"
+
+
+def unit_strides(kernel: Kernel) -> set[str]:
+    """Integer arguments expected to be 1 in common calls: those whose default is ``stride(t, d)``
+    for the innermost dimension ``d`` of ``t`` that the kernel's expressions read (a contiguous
+    tensor's last stride)."""
+    exprs = [*kernel.grid, *(e for _, e in kernel.key), *(e for _, e in kernel.bound)]
+    exprs += [e for a in kernel.args for e in (a.default, a.extent) if e is not None]
+    innermost: dict[str, int] = {}
+    for e in exprs:
+        for call in expr.tensor_calls(e):
+            if call.func in ("size", "stride") and isinstance(call.args[1], expr.Num):
+                name = expr.unparse(call.args[0])
+                innermost[name] = max(innermost.get(name, 0), call.args[1].value)
+    out = set()
+    for arg in kernel.args:
+        d = arg.default
+        if isinstance(d, expr.Call) and d.func == "stride" and isinstance(d.args[1], expr.Num):
+            if innermost.get(expr.unparse(d.args[0])) == d.args[1].value:
+                out.add(arg.name)
+    return out
+
+
+def auto_states(kernel: Kernel) -> list[dict[str, str]]:
+    """The automatic part of the classes, per the kernel's ``specialize:`` policy, over the
+    arguments the JIT would specialize and the recipe does not pin:
+    - ``none``: nothing assumed;
+    - ``common`` (default): nothing; pointers aligned; pointers aligned with unit strides equal to 1
+      (odd sizes); pointers aligned, unit strides 1 and every other integer divisible by 16 (the
+      common case of contiguous tensors with sizes that are multiples of 16);
+    - ``all``: every combination of what each argument can be (bounded by MAX_CLASSES).
+    An argument takes only the states the kernel's Triton release gives it (``Arg.jit_states``)."""
+    args = [a for a in kernel.args if _auto(kernel, a) and len(a.jit_states) > 1]
+    if kernel.specialize == "none" or not args:
+        return [{}]
+    if kernel.specialize == "all":
+        combos = list(itertools.product(*(a.jit_states for a in args)))
+        if len(combos) > MAX_CLASSES:
+            raise RecipeError(
+                f"kernels.{kernel.name}.specialize: 'all' makes {len(combos)} classes (at most {MAX_CLASSES}); "
+                "use 'common', or pin arguments with hints", kernel.where,
+            )  # fmt: skip
+        return [{a.name: s for a, s in zip(args, combo, strict=True)} for combo in combos]
+    units = unit_strides(kernel)
+
+    def level(aligned: bool, ones: bool, divisible: bool) -> dict[str, str]:
+        out = {}
+        for a in args:
+            if a.pointer:
+                out[a.name] = DIV16 if aligned and DIV16 in a.jit_states else ANY
+            elif a.name in units and ONE in a.jit_states:
+                out[a.name] = ONE if ones else ANY
+            else:
+                out[a.name] = DIV16 if divisible and DIV16 in a.jit_states else ANY
+        return out
+
+    return [level(True, True, True), level(True, True, False), level(True, False, False), level(False, False, False)]
+
+
+def specs(kernel: Kernel) -> tuple[Spec, ...]:
+    """The kernel's specialization classes, most specialized first."""
+    pinned = [a for a in kernel.args if a.hint is not None and not a.required]
+    levels = ("hinted", "safe") if pinned else ("",)
+    autos = auto_states(kernel)
+    optional = [a for a in kernel.args if a.optional]
+    auto_names = [a.name for a in kernel.args if any(a.name in s for s in autos) or a.optional]
+    out: dict[tuple[str, ...], Spec] = {}
+    for lvl in levels:
+        for auto in autos:
+            for nones in itertools.product((False, True), repeat=len(optional)):
+                absent = {a.name for a, none in zip(optional, nones, strict=True) if none}
+                states = []
+                for a in kernel.args:
+                    if a.name in absent:
+                        states.append(NONE)
+                    elif a.hint is not None and (a.required or lvl == "hinted"):
+                        states.append(_hint_state(a))
+                    else:
+                        states.append(auto.get(a.name, ANY))
+                code = "".join(
+                    {DIV16: "D", ONE: "1", NONE: "N", ANY: "_"}[states[kernel.args.index(kernel.arg(n))]]
+                    for n in auto_names
+                )
+                name = "-".join(p for p in (lvl, code) if p) or "plain"
+                out.setdefault(tuple(states), Spec(name=name, states=tuple(states), level=lvl))
+    return tuple(sorted(out.values(), key=lambda s: -s.degree))
 
 
 def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bool = False) -> tuple[Variant, ...]:
     """Every variant of the recipe in a stable order; ``select`` keeps ids matching any glob;
     ``winners_only`` keeps the configs some dispatch row picks, and each kernel's default."""
     variants = tuple(
-        Variant(kernel=kernel, binding=binding, config=config, target=target, specialization=spec)
+        Variant(kernel=kernel, binding=binding, config=config, target=target, spec=spec)
         for kernel in recipe.kernels
         for target in kernel.targets
         for binding in kernel.bindings
         for config in kernel.configs
         if not winners_only or config == kernel.default or any(r.config == config for r in kernel.rules)
-        for spec in specializations(kernel)
+        for spec in specs(kernel)
     )
     if not select:
         return variants
@@ -76,3 +201,4 @@ def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bo
                 f"{kernel.default.label}; widen the selection"
             )
     return chosen
+

@@ -19,22 +19,26 @@ from typing import Any, Literal, cast
 
 import yaml
 
-from . import expr, facts, tables
+from . import _sources, expr, facts, introspect, tables
 from .errors import Location, RecipeError
 
 Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
+Policy = Literal["common", "none", "all"]
 ConstValue = int | float | bool | str
 
 BACKENDS: tuple[Backend, ...] = ("triton", "cuda")
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
+POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 HINTS = (1, 16)
+DIV16, ONE = "D", "1"  # Triton's JIT keys: divisible by 16 (or 16-byte aligned), equal to 1
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _VERSION = re.compile(r"^\d+(\.\d+)*([ab]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")
 _TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+)(?P<required>!)?)?$")
 _DESC = re.compile(r"^tensordesc\s*<\s*(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)\s*\[(?P<block>[^\]]*)\]\s*>$")
 MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
+_ALIASES = {"bool": "i1"}  # type names a recipe may use for dtypes of the table
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
 
 
@@ -72,11 +76,21 @@ class Arg:
     # A tensor descriptor (``tensordesc<T[BM, BK]>``): the caller passes a tensor, the launcher builds
     # the descriptor; its block shape, each an integer or an integer constexpr. Empty: not one.
     block: tuple[int | str, ...] = ()
+    # scalars: a float argument's constant default (``default`` then holds integer expressions only)
+    float_default: float | None = None
+    optional: bool = False  # pointers: a call may pass None (built as the JIT's None specialization)
+    # What Triton's JIT can key this argument on ("D": 16-divisible or aligned, "1": equal to 1,
+    # "": nothing); read from the kernel's Triton release for Triton kernels (see compilers/triton.py)
+    jit_states: tuple[str, ...] = ("",)
     where: Location
 
     @property
     def descriptor(self) -> bool:
         return bool(self.block)
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None or self.float_default is not None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +120,7 @@ class Rule:
     config: Config
     arch: str | None
     types: tuple[tuple[str, str], ...] | None
-    specialization: Literal["hinted", "safe"] | None = None
+    specialization: str | None = None  # a class name, or a hint level ('hinted', 'safe'); None: any
     where: Location
 
 
@@ -156,10 +170,24 @@ class Kernel:
     mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
     # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
     bound: tuple[tuple[str, expr.Expr], ...] = ()
+    specialize: Policy = "common"  # which classes of the JIT's specialization get built (plan.auto_states)
+    # Triton constexprs outside the config grid: defaults from the kernel's signature, and dtype
+    # constexprs that follow a type variable (name, type variable)
+    fixed_constexprs: tuple[tuple[str, ConstValue], ...] = ()
+    dtype_constexprs: tuple[tuple[str, str], ...] = ()
+    # from the kernel's @triton.autotune: arguments aotpack tune zeroes / restores between runs
+    reset_to_zero: tuple[str, ...] = ()
+    restore_value: tuple[str, ...] = ()
     where: Location
 
     def arg(self, name: str) -> Arg:
         return next(a for a in self.args if a.name == name)
+
+    @property
+    def call_order(self) -> tuple[int, ...]:
+        """Argument indices in Python's calling order: those without a default (in the recipe's order),
+        then those with one. The binding, stubs, docs, torch schema and C API all follow it."""
+        return tuple(sorted(range(len(self.args)), key=lambda i: self.args[i].has_default))
 
     @property
     def bindings(self) -> tuple[tuple[tuple[str, str], ...], ...]:
@@ -314,11 +342,12 @@ _TOP_KEYS = ("package", "version", "summary", "targets", "kernels", "tables")
 _TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
 _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
+    "specialize",
 )  # fmt: skip
 _TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options")
 _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
 _KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
-_ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only")
+_ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only", "optional", "specialize")
 _RULE_KEYS = ("key", "config", "arch", "types")
 _OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas", "launch_pdl", "launch_cooperative_grid")
 _BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
@@ -475,12 +504,17 @@ def _kernel(
         types.append((var, choices))
     typevars = dict(types)
 
+    info = _describe(k["triton"], source) if backend == "triton" else None
     constexprs: list[tuple[str, tuple[ConstValue, ...]]] = []
     grid_key = "constexprs" if backend == "triton" else "defines"
     bound_nodes: list[tuple[str, _Node]] = []
+    dtype_consts: list[tuple[str, str]] = []
     for cname, values, c_at in k[grid_key].items() if grid_key in k else ():
         if not _IDENT.match(cname):
             raise RecipeError(f"constexpr name {cname!r} is not an identifier", c_at)
+        if backend == "triton" and isinstance(values.node, yaml.ScalarNode) and values.scalar() in typevars:
+            dtype_consts.append((cname, values.scalar()))  # a dtype constexpr that follows a type variable
+            continue
         if isinstance(values.node, yaml.MappingNode):  # {values: [...], equals: expression}
             fields = values.mapping(("values", "equals"), required=("values", "equals"))
             values = fields["values"]
@@ -489,14 +523,21 @@ def _kernel(
         if not vals or len(set(vals)) != len(vals):
             raise values.fail("expected a non-empty list of distinct values")
         constexprs.append((cname, vals))
-    constexpr_names = tuple(n for n, _ in constexprs)
 
-    raw_args = _args(k["args"], typevars, constexpr_names)
+    raw_args = _args(k["args"], typevars, tuple(n for n, _ in constexprs))
     for var in typevars:
         if not any(a.typevar and a.dtype == var for a in raw_args):
             raise k["types"].fail(f"type variable {var!r} is used by no pointer argument")
+    heuristics: list[tuple[str, str]] = []
+    tuned: tuple[Config, ...] = ()
+    fixed: tuple[tuple[str, ConstValue], ...] = ()
+    if info is not None:
+        raw_args = _jit_args(k["args"], raw_args, info)
+        fixed, heuristics, tuned = _jit_constexprs(k, name, info, constexprs, bound_nodes, dtype_consts)
+    constexpr_names = tuple(n for n, _ in constexprs)
     pointers = {a.name for a in raw_args if a.pointer}
-    int_consts = {n for n, vals in constexprs if all(isinstance(v, int) and not isinstance(v, bool) for v in vals)}
+    tuned_values = [(n, tuple(c.value(n) for c in tuned)) for n, _ in (tuned[0].constexprs if tuned else ())]
+    int_consts = {n for n, vals in [*constexprs, *tuned_values] if all(isinstance(v, int) for v in vals)}
     for arg in raw_args:
         if arg.descriptor and backend == "cuda":
             raise RecipeError(f"kernels.{name}.args.{arg.name}: tensor descriptors are for Triton kernels", arg.where)
@@ -527,16 +568,25 @@ def _kernel(
 
         return check
 
-    int_scalars = {a.name for a in raw_args if not a.pointer and facts.dtypes()[a.dtype].c not in ("float", "double")}
+    int_scalars = {a.name for a in raw_args if not a.pointer and facts.dtypes()[a.dtype].value == "int"}
     # scalar defaults and pointer extents are checked after all args are known
     args = tuple(_arg_exprs(k["args"], raw_args, checker(int_scalars, True)))
+    bound_check = checker(int_scalars | (int_consts - {n for n, _ in bound_nodes} - {n for n, _ in heuristics}), True)
     bound = []
     for cname, equals in bound_nodes:
         if cname not in int_consts:
-            raise equals.fail(f"'equals' binds integer constexprs; {cname!r} has other values")
-        bound.append((cname, equals.expression(checker(int_scalars, True))))
+            raise equals.fail(f"'equals' binds integer or boolean constexprs; {cname!r} has other values")
+        bound.append((cname, equals.expression(bound_check)))
+    for cname, text in heuristics:
+        try:
+            e = expr.parse(text)
+            bound_check(e)
+        except expr.ExprError as exc:
+            raise node.fail(f"heuristic {cname!r} of {source} reads as {text!r}: {exc}; give it in 'constexprs' as "
+                            f"{{values: [...], equals: ...}}") from None  # fmt: skip
+        bound.append((cname, e))
     if len(bound) > 8:
-        raise k[grid_key].fail("at most 8 constexprs can be bound with 'equals'")
+        raise (k[grid_key] if grid_key in k else node).fail("at most 8 constexprs can be bound with 'equals'")
     grid_nodes = k["grid"].sequence(allow_scalar=True)
     if not 1 <= len(grid_nodes) <= 3:
         raise k["grid"].fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
@@ -554,6 +604,8 @@ def _kernel(
             for knode in k["key"].sequence(allow_scalar=True):
                 e = knode.expression(key_check)
                 key.append((expr.unparse(e), e))
+    elif info is not None:  # the autotuner's key, where it names integer arguments
+        key = [(n, expr.Name(n)) for n in info.key if n in int_scalars]
     bucket: Bucket = "exact"
     if "bucket" in k:
         b = k["bucket"].string()
@@ -566,27 +618,146 @@ def _kernel(
     if backend == "triton":
         warps = _int_list(k["num_warps"], power_of_two=True) if "num_warps" in k else (4,)
         stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
-    configs = tuple(
-        Config(constexprs=tuple(zip(constexpr_names, combo, strict=True)), num_warps=w, num_stages=s)
-        for combo in itertools.product(*(v for _, v in constexprs))
-        for w in warps
-        for s in stages
-    )
-    default = _config_ref(k["default"], configs, constexprs) if "default" in k else configs[0]
+    if tuned:  # the autotuner's configs, times the recipe's own constexpr values
+        own = [(n, v) for n, v in constexprs if n not in dict(tuned[0].constexprs)]
+        configs = tuple(
+            Config(constexprs=(*t.constexprs, *zip((n for n, _ in own), combo, strict=True)),
+                   num_warps=t.num_warps, num_stages=t.num_stages)
+            for t in tuned
+            for combo in itertools.product(*(v for _, v in own))
+        )  # fmt: skip
+        constexpr_names = tuple(n for n, _ in configs[0].constexprs)
+    else:
+        configs = tuple(
+            Config(constexprs=tuple(zip(constexpr_names, combo, strict=True)), num_warps=w, num_stages=s)
+            for combo in itertools.product(*(v for _, v in constexprs))
+            for w in warps
+            for s in stages
+        )
+    grid_values = [(n, tuple(dict.fromkeys(c.value(n) for c in configs))) for n in constexpr_names]
+    default = _config_ref(k["default"], configs, grid_values) if "default" in k else configs[0]
     bound_names = tuple(n for n, _ in bound)
-    rules = _rules(k["dispatch"], configs, constexprs, key, targets, types, bound_names) if "dispatch" in k else ()
+    rules = _rules(k["dispatch"], configs, grid_values, key, targets, types, bound_names) if "dispatch" in k else ()
     options = _options(k["options"]) if "options" in k else ()
     doc = k["doc"].string() if "doc" in k else ""
     cuda = _cuda_launch(k, root, grid_check, set(typevars), constexpr_names) if backend == "cuda" else None
     tune = _tune(k["tune"], root, len(key)) if "tune" in k else None
+    specialize: Policy = "common"
+    if "specialize" in k:
+        policy = k["specialize"].string()
+        if policy not in POLICIES:
+            raise k["specialize"].fail(f"unknown policy {policy!r}{_suggest(policy, POLICIES)}")
+        if backend == "cuda":
+            raise k["specialize"].fail("'specialize' is for Triton kernels (CUDA kernels use hints)")
+        specialize = policy
+    for arg in args:
+        if arg.optional and backend == "cuda":
+            raise RecipeError(f"kernels.{name}.args.{arg.name}: optional pointers are for Triton kernels", arg.where)
     return Kernel(
         name=name, backend=backend, source=source, doc=doc, args=args, types=tuple(types),
         constexpr_names=constexpr_names, configs=configs, default=default,
         grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
         options=options, cuda=cuda, tune=tune, autotune=k["autotune"].boolean() if "autotune" in k else False,
         mutates=_mutates(k["mutates"], pointers) if "mutates" in k else None, bound=tuple(bound),
+        specialize=specialize, fixed_constexprs=fixed, dtype_constexprs=tuple(dtype_consts),
+        reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),
         where=where,
     )  # fmt: skip
+
+
+def _describe(node: _Node, source: Source) -> introspect.KernelInfo:
+    """Import the kernel and read it as Triton does; every failure is located at ``triton:``."""
+    try:
+        obj = _sources.load(source)
+    except BaseException as exc:  # the user's module: ImportError, SyntaxError, SystemExit, anything
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise node.fail(f"importing {source} failed: {type(exc).__name__}: {exc}") from None
+    if obj is None:
+        raise node.fail(f"{source.module or source.path} has no {source.function!r}")
+    try:
+        return introspect.describe(obj)
+    except introspect.IntrospectError as exc:
+        raise node.fail(f"{source} {exc}") from None
+
+
+def _jit_args(node: _Node, args: list[Arg], info: introspect.KernelInfo) -> list[Arg]:
+    """The recipe's arguments checked against the kernel's runtime parameters, each given the
+    specialization states the JIT can key it on."""
+    runtime = [p.name for p in info.params if not p.constexpr]
+    declared = [a.name for a in args if not a.launch_only]
+    if runtime != declared:
+        raise node.fail(
+            f"list the kernel's runtime parameters in its order: {', '.join(runtime)} (the recipe has "
+            f"{', '.join(declared)}; mark arguments the kernel does not take 'launch_only: true')"
+        )
+    out = []
+    for arg in args:
+        if arg.launch_only or arg.jit_states == ("",):  # not passed, or `specialize: false`
+            out.append(arg)
+            continue
+        p = info.param(arg.name)
+        states = p.pointer_states if arg.pointer else p.int_states if len(arg.jit_states) > 1 else ("",)
+        out.append(dataclasses.replace(arg, jit_states=states))
+    return out
+
+
+def _jit_constexprs(
+    k: dict[str, _Node],
+    name: str,
+    info: introspect.KernelInfo,
+    constexprs: list[tuple[str, tuple[ConstValue, ...]]],
+    bound_nodes: list[tuple[str, _Node]],
+    dtype_consts: list[tuple[str, str]],
+) -> tuple[tuple[tuple[str, ConstValue], ...], list[tuple[str, str]], tuple[Config, ...]]:
+    """Where each constexpr of the kernel gets its value: the recipe's grid, the autotuner's configs
+    (when the recipe gives no grid of its own for them), a heuristic (bound to the call), or the
+    default in the kernel's signature. Adds heuristics to ``constexprs`` (their values) and returns
+    (fixed signature defaults, heuristic bound expressions, the autotuner's configs)."""
+    at = k.get("constexprs") or k["triton"]
+    kernel_consts = [p.name for p in info.params if p.constexpr]
+    given = {n for n, _ in constexprs} | {n for n, _ in dtype_consts}
+    extra = sorted(given - set(kernel_consts))
+    if extra:
+        raise at.fail(f"{', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not tl.constexpr parameters of "
+                      f"{k['triton'].string()}")  # fmt: skip
+    tuned: tuple[Config, ...] = ()
+    tuned_names = {n for c in info.configs for n, _ in c.kwargs}
+    if info.configs and not (tuned_names & given) and "num_warps" not in k and "num_stages" not in k:
+        if any(c.options for c in info.configs) or len({tuple(n for n, _ in c.kwargs) for c in info.configs}) > 1:
+            raise k["triton"].fail("the autotuner's configs differ in their keys or set num_ctas/maxnreg; give the "
+                                   "config grid in the recipe (constexprs, num_warps, num_stages)")  # fmt: skip
+        tuned = tuple(Config(constexprs=tuple((n, _plain(v)) for n, v in c.kwargs), num_warps=c.num_warps,
+                             num_stages=c.num_stages) for c in info.configs)  # fmt: skip
+        given |= tuned_names
+    heuristics: list[tuple[str, str]] = []
+    recipe_bound = {n for n, _ in bound_nodes}
+    for h in info.heuristics:
+        if h.name in recipe_bound:
+            continue  # the recipe's own `equals:` wins
+        if h.expression is None:
+            raise k["triton"].fail(f"heuristic {h.name!r} cannot be read ({h.reason}); give it in 'constexprs' as "
+                                   f"{h.name}: {{values: [...], equals: <expression over the arguments>}}")  # fmt: skip
+        if h.name not in given:
+            if not expr.is_boolean(expr.parse(h.expression)):
+                raise k["triton"].fail(f"heuristic {h.name!r} ({h.expression}) is not a true/false test: list the "
+                                       f"values it can take in 'constexprs' ({h.name}: [...])")  # fmt: skip
+            constexprs.append((h.name, (False, True)))
+            given.add(h.name)
+        heuristics.append((h.name, h.expression))
+    fixed = []
+    for p in info.params:
+        if p.constexpr and p.name not in given:
+            if not p.has_default or not isinstance(p.default, (int, float, bool, str)):
+                raise at.fail(f"give values for {p.name} (a tl.constexpr of {k['triton'].string()} without a default)")
+            fixed.append((p.name, p.default))
+    return tuple(fixed), heuristics, tuned
+
+
+def _plain(value: Any) -> ConstValue:
+    if isinstance(value, (int, float, bool, str)):
+        return value
+    raise RecipeError(f"an autotune config value {value!r} is not a number, boolean or string")
 
 
 def _source(node: _Node, root: Path) -> Source:
@@ -631,7 +802,7 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
             dtype = desc["dtype"]
             _dtype(type_node, dtype, True, typevars)
             block = _block(type_node, desc["block"], constexprs)
-            for key in ("extent", "contiguous", "default", "launch_only"):
+            for key in ("extent", "contiguous", "default", "launch_only", "optional", "specialize"):
                 if key in fields:
                     raise fields[key].fail(
                         f"a tensor descriptor takes no {key!r}: the hardware clips its loads and stores to the "
@@ -647,7 +818,7 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
                 f"expected a type such as '*fp16', '*fp32:16', 'i32', 'i64:16' or 'tensordesc<fp16[BM, BK]>', "
                 f"got {got!r}"
             )
-        pointer, dtype = m["ptr"] is not None, m["dtype"]
+        pointer, dtype = m["ptr"] is not None, _ALIASES.get(m["dtype"], m["dtype"])
         typevar = dtype in typevars
         if typevar and not pointer:
             raise type_node.fail(f"type variable {dtype!r} can only type a pointer")
@@ -656,8 +827,8 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
         if hint is not None:
             if hint not in HINTS:
                 raise type_node.fail(f"hint :{hint} is not supported (:16 = multiple of 16, :1 = equals 1)")
-            if not pointer and facts.dtypes()[dtype].c in ("float", "double"):
-                raise type_node.fail("a float argument cannot carry a hint")
+            if not pointer and facts.dtypes()[dtype].value != "int":
+                raise type_node.fail(f"a {facts.dtypes()[dtype].value} argument cannot carry a hint")
             if pointer and hint == 1:
                 raise type_node.fail("a pointer cannot be hinted :1 (use :16 for 16-byte alignment)")
         if not pointer and ("extent" in fields or "contiguous" in fields):
@@ -669,9 +840,19 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
         launch_only = fields["launch_only"].boolean() if "launch_only" in fields else False
         if launch_only and pointer:
             raise fields["launch_only"].fail("only scalar arguments can be launch_only")
+        optional = fields["optional"].boolean() if "optional" in fields else False
+        if optional and not pointer:
+            raise fields["optional"].fail("only pointer arguments can be optional (passed as None)")
+        if optional and m["required"]:
+            raise fields["optional"].fail("an optional pointer cannot carry a required hint")
+        specialize = fields["specialize"].boolean() if "specialize" in fields else True
+        if not specialize and hint is not None:
+            raise fields["specialize"].fail("'specialize: false' and a hint contradict each other")
+        what = "pointer" if pointer else facts.dtypes()[dtype].value
+        states = {"pointer": (DIV16, ""), "int": (ONE, DIV16, "")}.get(what, ("",)) if specialize else ("",)
         out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, hint=hint,
                        required=bool(m["required"]), contiguous=contiguous, launch_only=launch_only,
-                       where=where))  # fmt: skip
+                       optional=optional, jit_states=states, where=where))  # fmt: skip
     if not out:
         raise node.fail("a kernel needs at least one argument")
     return out
@@ -700,6 +881,37 @@ def _has_default(node: _Node) -> bool:
     return isinstance(node.node, yaml.MappingNode) and any(k.value == "default" for k, _ in node.node.value)
 
 
+_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1)}
+
+
+def _scalar_default(node: _Node, arg: Arg, check: Callable[[expr.Expr], None]) -> tuple[expr.Expr | None, float | None]:
+    """A scalar's default, checked against its type: (integer expression, float constant)."""
+    value = node.scalar()
+    kind = facts.dtypes()[arg.dtype].value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise node.fail(f"argument {arg.name!r} is a bool: its default must be true or false, got {value!r}")
+        return expr.Num(int(value)), None
+    if isinstance(value, bool):
+        raise node.fail(f"argument {arg.name!r} is {arg.dtype}: its default cannot be {str(value).lower()}")
+    if isinstance(value, float) or (kind == "float" and isinstance(value, str) and _FLOAT.match(value.strip())):
+        if kind != "float":
+            raise node.fail(f"argument {arg.name!r} is {arg.dtype}: cannot convert the default {value!r} to it")
+        number = float(value)
+        if arg.dtype == "fp16" and abs(number) > 65504:
+            raise node.fail(f"argument {arg.name!r} is fp16: the default {value!r} does not fit in it")
+        return None, number
+    default = node.expression(check)
+    if isinstance(default, expr.Num) and arg.dtype in _INT_RANGE:
+        low, high = _INT_RANGE[arg.dtype]
+        if not low <= default.value <= high:
+            raise node.fail(f"argument {arg.name!r} is {arg.dtype}: the default {default.value} does not fit in it")
+    return default, None
+
+
+_FLOAT = re.compile(r"^[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$|^[-+]?(inf|nan)$")
+
+
 def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None]) -> Iterator[Arg]:
     nodes = {name: value for name, value, _ in node.items()}
     for arg in args:
@@ -708,7 +920,7 @@ def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None])
             yield arg
             continue
         fields = value.mapping(_ARG_KEYS)
-        default = fields["default"].expression(check) if "default" in fields else None
+        default, float_default = _scalar_default(fields["default"], arg, check) if "default" in fields else (None, None)
         extent = fields["extent"].expression(check) if "extent" in fields else None
         if default is not None:
             defaulted = {a.name for a in args if a.name != arg.name and a.name in nodes and _has_default(nodes[a.name])}
@@ -718,7 +930,7 @@ def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None])
                         f"{fields['default'].path}: a default may read only arguments without a default, not {n.id!r}",
                         fields["default"].where,
                     )
-        yield Arg(**{**arg.__dict__, "default": default, "extent": extent})
+        yield Arg(**{**arg.__dict__, "default": default, "float_default": float_default, "extent": extent})
 
 
 def _int_list(node: _Node, power_of_two: bool = False) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 FORMAT = "aotpack-tuning-table/1"
 
@@ -34,7 +34,8 @@ class Row:
     key: tuple[int, ...]
     types: tuple[tuple[str, str], ...]
     config: str
-    specialization: Literal["hinted", "safe"] | None = None  # rows for the hinted or the safe variants
+    # the calls' specialization class (a class name, or a hint level: 'hinted' or 'safe'); None: any
+    specialization: str | None = None
     median_us: tuple[tuple[str, float], ...] = ()
     rejected: tuple[tuple[str, str], ...] = ()
 
@@ -62,8 +63,8 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
     if not isinstance(raw["config"], str):
         raise TableError(f"{at}.config: expected a config label such as 'BLOCK=1024,w4,s3'")
     spec = raw.get("specialization")
-    if spec not in (None, "hinted", "safe"):
-        raise TableError(f"{at}.specialization: expected 'hinted' or 'safe', got {spec!r}")
+    if spec is not None and (not isinstance(spec, str) or not spec):
+        raise TableError(f"{at}.specialization: expected a class name such as 'hinted' or 'DD_1', got {spec!r}")
     timings = raw.get("median_us", {})
     rejected = raw.get("rejected", {})
     return Row(

@@ -149,7 +149,7 @@ def _measure(
         key=bucket(kernel, key),
         types=tuple(sorted(types.items())),
         config=best,
-        specialization=spec,  # type: ignore[arg-type]
+        specialization=spec,
         median_us=tuple(sorted(timings.items())),
         rejected=tuple(sorted(rejected.items())),
     )
@@ -180,13 +180,14 @@ def tune_kernel(
             named = dict(zip((n for n, _ in kernel.key), key, strict=True))
             sets = [make_inputs(named, types) for _ in range(INPUT_SETS)]
             args = sets[0][0]
-            chosen = obj.select(*args).split("/")
-            arch = chosen[2]
-            # a kernel with hints gets rows for its hinted variants (when these inputs allow them) and
-            # for its safe ones: the best tile differs once loads cannot be vectorized
+            chosen = next(v for v in manifest["variants"] if v["id"] == obj.select(*args))
+            arch = chosen["target"]
+            # rows for the class these inputs select and for the least specialized class (the best tile
+            # differs once loads cannot be vectorized); a kernel with one class gets rows for any
+            classes = [s["name"] for s in manifest["specializations"]]
             specs: list[str | None] = [None]
-            if len(chosen) > 3:
-                specs = ["hinted", "safe"] if chosen[3] == "hinted" else ["safe"]
+            if len(classes) > 1:
+                specs = list(dict.fromkeys([chosen["specialization"], classes[-1]]))
             refs = reference(args) if reference else None
             for spec_name in specs:
                 candidates = [

@@ -6,13 +6,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from .. import compress, expr, facts
-from ..plan import Specialization, Variant, specializations
-from ..recipe import Arg, Kernel
+from .. import compress, expr, facts, plan
+from ..errors import RecipeError
+from ..plan import Spec, Variant
+from ..recipe import Arg, Kernel, Rule
 from . import BuildInput, KernelBuild
 
-_KIND = {"i32": "AOT_ARG_I32", "i64": "AOT_ARG_I64", "u32": "AOT_ARG_U32", "u64": "AOT_ARG_U64",
-         "fp32": "AOT_ARG_F32", "fp64": "AOT_ARG_F64"}  # fmt: skip
+_STATE = {plan.ANY: "AOT_SPEC_ANY", plan.DIV16: "AOT_SPEC_DIV16", plan.ONE: "AOT_SPEC_ONE", plan.NONE: "AOT_SPEC_NONE"}
 
 
 def c_string(text: str) -> str:
@@ -30,12 +30,9 @@ def c_bytes(data: bytes, width: int = 96) -> str:
 
 
 def int_constexprs(kernel: Kernel) -> tuple[str, ...]:
-    """The constexprs the grid may read: those whose every value is an integer."""
-    return tuple(
-        name
-        for name in kernel.constexpr_names
-        if all(isinstance(c.value(name), int) and not isinstance(c.value(name), bool) for c in kernel.configs)
-    )
+    """The constexprs the grid and bound expressions may read: those whose every value is an integer
+    or a boolean (as 0 and 1)."""
+    return tuple(name for name in kernel.constexpr_names if all(isinstance(c.value(name), int) for c in kernel.configs))
 
 
 def _needs_shapes(kernel: Kernel) -> bool:
@@ -49,19 +46,32 @@ def _param(arg: Arg, kernel: Kernel) -> str:
     if arg.pointer:
         kind, dtype = "AOT_ARG_PTR", -1 if arg.typevar else facts.dtypes()[arg.dtype].code
     else:
-        kind, dtype = _KIND[arg.dtype], -1
+        kind, dtype = str(facts.dtypes()[arg.dtype].arg), -1
     typevar = typevars.index(arg.dtype) if arg.typevar else -1
-    flags = [arg.hint or 0, int(arg.required), int(arg.launch_only), int(arg.default is not None),
-             int(arg.contiguous), len(arg.block)]  # fmt: skip
+    flags = [arg.hint or 0, int(arg.required), int(arg.launch_only), int(arg.has_default),
+             int(arg.contiguous), len(arg.block), int(arg.optional)]  # fmt: skip
     return f"{{{c_string(arg.name)}, {kind}, {dtype}, {typevar}, {', '.join(map(str, flags))}}}"
 
 
 def _folded(variant: Variant) -> int:
-    """Bit i: argument i is not a parameter of this variant's code (Triton folded its ':1' hint
-    into a constant)."""
+    """Bit i: argument i is not a parameter of this variant's code (Triton folded it into a
+    constant: equal to 1, or None)."""
     if variant.kernel.backend != "triton":
         return 0
-    return sum(1 << i for i, a in enumerate(variant.kernel.args) if a.hint == 1 and variant.assumes(a))
+    return sum(1 << i for i, s in enumerate(variant.spec.states) if s in (plan.ONE, plan.NONE))
+
+
+def _rule_specs(rule: Rule, specs: tuple[Spec, ...]) -> list[int]:
+    """The classes a dispatch row serves: any (-1), one by name, or every class of a hint level."""
+    if rule.specialization is None:
+        return [-1]
+    exact = [i for i, s in enumerate(specs) if s.name == rule.specialization]
+    found = exact or [i for i, s in enumerate(specs) if s.level == rule.specialization]
+    if not found:
+        names = ", ".join(s.name for s in specs)
+        raise RecipeError(f"a dispatch row names specialization {rule.specialization!r}, which is not a class of "
+                          f"this kernel ({names}); re-run aotpack tune", rule.where)  # fmt: skip
+    return found
 
 
 def _emitter(kernel: Kernel, consts: tuple[str, ...]) -> Callable[[expr.Expr], str]:
@@ -93,15 +103,16 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         t = facts.target(name)
         lines.append(f"  {{{c_string(name)}, {t.arch.capability}, {int(t.arch.specific)}, {int(t.ptx)}}},")
     lines.append("};")
-    const_values = [str(c.value(name)) for c in k.configs for name in consts] or ["0"]
+    const_values = [str(int(c.value(name))) for c in k.configs for name in consts] or ["0"]
     lines.append(f"static const int64_t {n}_consts[] = {{{', '.join(const_values)}}};")
+    specs = plan.specs(k)
     rules = []
     for rule in k.rules:
         target = targets.index(rule.arch) if rule.arch else -1
         binding = bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
         key = ", ".join(str(v) for v in rule.key)
-        hinted = {"hinted": 1, "safe": 0, None: -1}[rule.specialization]
-        rules.append(f"  {{{target}, {binding}, {hinted}, {k.configs.index(rule.config)}, {{{key}}}}},")
+        for spec in _rule_specs(rule, specs):
+            rules.append(f"  {{{target}, {binding}, {spec}, {k.configs.index(rule.config)}, {{{key}}}}},")
     lines.append(f"static const aot_rule {n}_rules[] = {{")
     lines += rules or ["  {-1, -1, -1, 0, {0}},"]
     lines.append("};")
@@ -119,7 +130,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
         where += str(targets.index(variant.target))
         lines.append(
-            f"  {{{c_string(variant.id)}, {where}, {int(variant.hinted)}, "
+            f"  {{{c_string(variant.id)}, {where}, {specs.index(variant.spec)}, "
             f"{image}, sizeof {image} - 1, {len(art.image)}, "
             f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
             f"UINT64_C({_folded(variant)}), "
@@ -129,20 +140,16 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         )
     lines.append("};")
     slots = []
-    specs = specializations(k)
-    index_of = {(v.binding, v.config, v.target, v.specialization): i for i, (v, _) in enumerate(build.variants)}
-    safe_spec: Specialization = "safe" if "hinted" in specs else "plain"
+    index_of = {(v.binding, v.config, v.target, v.spec): i for i, (v, _) in enumerate(build.variants)}
     for point in itertools.product(bindings, k.configs, targets):
-        safe = index_of.get((*point, safe_spec), -1)
-        hinted = index_of.get((*point, "hinted"), -1)
-        slots.append(f"{safe}, {hinted}")
+        slots.append(", ".join(str(index_of.get((*point, spec), -1)) for spec in specs))
     lines.append(f"static const int {n}_variant_of[] = {{")
     lines += [f"  {s}," for s in slots]
     lines.append("};")
     lines.append(f"static void *_Atomic {n}_functions[{max(1, len(build.variants))} * AOT_MAX_DEVICES];")
 
-    body = [f"  if (!(x->given & (UINT64_C(1) << {i}))) x->i[{i}] = {emit(a.default)};"
-            for i, a in enumerate(k.args) if a.default is not None]  # fmt: skip
+    body = [f"  if (!(x->given & (UINT64_C(1) << {i}))) {_default(a, i, emit)};"
+            for i, a in enumerate(k.args) if a.has_default]  # fmt: skip
     lines += _function(f"{n}_defaults", "aot_call *x", body)
     body = [f"  out[{i}] = {emit(a.extent) if a.extent is not None else '0'};" for i, a in enumerate(k.args)]
     lines += _function(f"{n}_extents", "aot_call *x, int64_t *out", body)
@@ -161,7 +168,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
             launch_fns[1] = f"{n}_shared"
 
     body = [f"  out[{i}] = {emit(e)};" for i, (_, e) in enumerate(k.bound)]
-    lines += _function(f"{n}_bound", "aot_call *x, int64_t *out", body)
+    lines += _function(f"{n}_bound", "aot_call *x, const int64_t *c, int64_t *out", body)
     bound_consts = [str(consts.index(name)) for name, _ in k.bound] or ["0"]
     lines.append(f"static const int {n}_bound_consts[] = {{{', '.join(bound_consts)}}};")
     bound_names = [c_string(name) for name, _ in k.bound] or ["NULL"]
@@ -169,6 +176,10 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     labels = ", ".join(c_string(c.label) for c in k.configs)
     lines.append(f"static const char *const {n}_config_labels[] = {{{labels}}};")
     lines.append(f"static aot_memo {n}_memo;")
+    states = [_STATE[s] for spec in specs for s in spec.states]
+    lines.append(f"static const uint8_t {n}_specs[] = {{{', '.join(states)}}};")
+    lines.append(f"static const char *const {n}_spec_names[] = {{{', '.join(c_string(s.name) for s in specs)}}};")
+    lines.append(f"static const int8_t {n}_call_order[] = {{{', '.join(map(str, k.call_order))}}};")
     fields = [
         c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
         str(len(bindings)), f"{n}_bindings", str(len(targets)), f"{n}_targets", str(len(k.configs)),
@@ -176,12 +187,24 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         str(int(k.bucket == "pow2")), str(len(k.rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
         f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
         f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
-        str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound",
+        str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
+        f"{n}_spec_names", f"{n}_call_order",
     ]  # fmt: skip
     lines.append(f"const aot_kernel aot_kernel_{n} = {{")
     lines += [f"  {f}," for f in fields]
     lines.append("};")
     return "\n".join(lines) + "\n"
+
+
+def _default(arg: Arg, i: int, emit: Callable[[expr.Expr], str]) -> str:
+    """The C statement that fills in argument i's default: floats in the float slot (a constant, or
+    an integer expression converted), everything else in the integer slot."""
+    if arg.float_default is not None:
+        return f"x->f[{i}] = {arg.float_default!r}"
+    assert arg.default is not None
+    if facts.dtypes()[arg.dtype].value == "float":
+        return f"x->f[{i}] = (double)({emit(arg.default)})"
+    return f"x->i[{i}] = {emit(arg.default)}"
 
 
 def _function(name: str, params: str, body: list[str]) -> list[str]:
@@ -230,8 +253,8 @@ def kernels_c(build: BuildInput) -> str:
 
 def text_signature(kernel: Kernel) -> str:
     parts = ["$module"]
-    for arg in kernel.args:
-        parts.append(f"{arg.name}=None" if arg.default is not None else arg.name)
+    for arg in (kernel.args[i] for i in kernel.call_order):
+        parts.append(f"{arg.name}=None" if arg.has_default else arg.name)
     return f"{kernel.name}({', '.join(parts)}, *, stream=None, variant=None)"
 
 
@@ -287,25 +310,18 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
-_C_SCALAR = {
-    "i32": "int32_t",
-    "i64": "int64_t",
-    "u32": "uint32_t",
-    "u64": "uint64_t",
-    "fp32": "float",
-    "fp64": "double",
-}
-
-
 def _capi_params(kernel: Kernel, package: str) -> list[str]:
+    """The C API's parameters, in the kernel's calling order (scalars with a default by pointer)."""
     out = []
-    for arg in kernel.args:
+    for arg in (kernel.args[i] for i in kernel.call_order):
         if arg.pointer:
             out.append(f"{package}_tensor {arg.name}")
-        elif arg.default is not None:
-            out.append(f"const {_C_SCALAR[arg.dtype]} *{arg.name}")
+            continue
+        c_type = facts.dtypes()[arg.dtype].c
+        if arg.has_default:
+            out.append(f"const {c_type} *{arg.name}")
         else:
-            out.append(f"{_C_SCALAR[arg.dtype]} {arg.name}")
+            out.append(f"{c_type} {arg.name}")
     return out
 
 
@@ -319,6 +335,7 @@ def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
         " * Every function returns 0, or -1 with a message in `error` (when error_size > 0). */",
         f"#ifndef {guard}",
         f"#define {guard}",
+        "#include <stdbool.h>",
         "#include <stddef.h>",
         "#include <stdint.h>",
         "#ifdef __cplusplus",
@@ -326,7 +343,8 @@ def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
         "#endif",
         "",
         "/* A device array: its pointer, dtype, and (ndim >= 0) shape and strides in elements (strides",
-        " * NULL: contiguous). ndim < 0: a bare pointer, whose size the kernel cannot check. */",
+        " * NULL: contiguous). ndim < 0: a bare pointer, whose size the kernel cannot check. An optional",
+        " * argument given {0, 0, -1} (pointer 0, no shape) is None. */",
         "typedef struct {",
         "  uint64_t ptr;",
         "  int dtype;",
@@ -365,17 +383,18 @@ def capi_c(build: BuildInput) -> str:
         out.append(f"extern const aot_kernel aot_kernel_{k.name};")
         fill = []
         for p, arg in enumerate(k.args):
+            slot = "f" if not arg.pointer and facts.dtypes()[arg.dtype].value == "float" else "i"
             if arg.pointer:
                 fill.append(f"  aot_set_tensor(call, {p}, {arg.name}.ptr, {arg.name}.dtype, {arg.name}.ndim, "
                             f"{arg.name}.shape, {arg.name}.strides);")  # fmt: skip
-            elif arg.default is not None:
-                slot = "f" if arg.dtype.startswith("fp") else "i"
+                if arg.optional:
+                    fill.append(f"  if ({arg.name}.ptr == 0 && {arg.name}.ndim < 0) call->none |= UINT64_C(1) << {p};")
+            elif arg.has_default:
                 fill.append(f"  if ({arg.name}) call->{slot}[{p}] = *{arg.name}, call->given |= UINT64_C(1) << {p};")
             else:
-                slot = "f" if arg.dtype.startswith("fp") else "i"
                 fill.append(f"  call->{slot}[{p}] = {arg.name}, call->given |= UINT64_C(1) << {p};")
         params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])
-        names = ", ".join(a.name for a in k.args)
+        names = ", ".join(k.args[i].name for i in k.call_order)
         out += [
             f"static void fill_{k.name}(aot_call *call, {', '.join(_capi_params(k, pkg))}) {{",
             *fill,

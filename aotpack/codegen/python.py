@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import expr, mutation
+from .. import expr, facts, mutation, plan
 from ..recipe import Arg, Kernel
 from . import BuildInput, KernelBuild
 
@@ -23,15 +23,17 @@ def _arg_type(arg: Arg) -> str:
 def docstring(kb: KernelBuild) -> str:
     k = kb.kernel
     lines = [k.doc or f"The {k.name} kernel.", "", "Arguments:"]
-    for arg in k.args:
+    for arg in (k.args[i] for i in k.call_order):
         what = "pointer to " + arg.dtype if arg.pointer else arg.dtype
         if arg.descriptor:
             block = " x ".join(map(str, arg.block))
             what = (f"{len(arg.block)}-d tensor of {arg.dtype}, read through a tensor descriptor (blocks of {block}; "
                     "16-byte aligned, last dimension contiguous)")  # fmt: skip
         extra = []
-        if arg.default is not None:
-            extra.append(f"default {expr.unparse(arg.default)}")
+        if arg.has_default:
+            extra.append(f"default {_default_text(arg)}")
+        if arg.optional:
+            extra.append("may be None")
         if arg.extent is not None:
             extra.append(f"extent {expr.unparse(arg.extent)}")
         wanted = "must be" if arg.required else "faster variants when it is"
@@ -53,9 +55,25 @@ def docstring(kb: KernelBuild) -> str:
     key = ", ".join(f"{name} = {expr.unparse(e)}" if name != expr.unparse(e) else name for name, e in k.key)
     lines.append(f"Key: {key or 'none'} ({k.bucket} buckets); dispatch table: {len(k.rules)} rows; "
                  f"default config {k.default.label}")  # fmt: skip
+    classes = ", ".join(s.name for s in plan.specs(k))
+    lines.append(f"Specialization classes (Triton's JIT terms, most specialized first): {classes}")
     lines.append(f"Targets: {', '.join(k.targets)}; {len(kb.variants)} variants"
                  + (f" ({len(kb.pruned)} pruned at build time)" if kb.pruned else ""))  # fmt: skip
     return "\n".join(lines)
+
+
+def _default_text(arg: Arg) -> str:
+    if arg.float_default is not None:
+        return repr(arg.float_default)
+    assert arg.default is not None
+    if facts.dtypes()[arg.dtype].value == "bool":
+        return str(bool(arg.default == expr.Num(1))).lower()
+    return expr.unparse(arg.default)
+
+
+def _kind(arg: Arg) -> str:
+    """How a caller passes the argument: a tensor, or a Python int, float or bool."""
+    return "tensor" if arg.pointer else facts.dtypes()[arg.dtype].value
 
 
 MANIFEST_SCHEMA = "aotpack-manifest/1"
@@ -74,7 +92,9 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                 {
                     "name": a.name,
                     "type": _arg_type(a),
-                    **({"default": expr.unparse(a.default)} if a.default is not None else {}),
+                    "kind": _kind(a),
+                    **({"default": _default_text(a)} if a.has_default else {}),
+                    **({"optional": True} if a.optional else {}),
                     **({"extent": expr.unparse(a.extent)} if a.extent is not None else {}),
                     **({"launch_only": True} if a.launch_only else {}),
                 }
@@ -98,6 +118,8 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                 }
                 for r in k.rules
             ],
+            "call_order": [k.args[i].name for i in k.call_order],
+            "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in plan.specs(k)],
             "targets": list(k.targets),
             "min_driver_cuda": {t: _cuda_text(v) for t, v in kb.min_driver.items()},
             "variants": [
@@ -107,6 +129,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                     "types": dict(v.binding),
                     "config": v.config.label,
                     "specialization": v.specialization,
+                    "assumes": v.spec.jit_terms(k),
                     "entry": art.entry,
                     "shared_bytes": art.shared,
                     "static_shared_bytes": art.static_shared,
@@ -201,7 +224,12 @@ def torch_ops():
 
 
 if "torch" in _sys.modules:
-    torch_ops()
+    try:
+        torch_ops()
+    except Exception as _exc:  # an optional integration never breaks the import
+        import warnings as _warnings
+
+        _warnings.warn(f"{recipe.package}: torch ops not registered: {{_exc}}", RuntimeWarning, stacklevel=2)
 
 
 def get_include():
@@ -237,9 +265,13 @@ def init_pyi(build: BuildInput) -> str:
     ]
     for kb in build.kernels:
         params = []
-        for arg in kb.kernel.args:
-            py = "Pointer" if arg.pointer else ("float" if arg.dtype.startswith("fp") else "int")
-            params.append(f"{arg.name}: Optional[{py}] = None" if arg.default is not None else f"{arg.name}: {py}")
+        k = kb.kernel
+        for arg in (k.args[i] for i in k.call_order):
+            py = "Pointer" if arg.pointer else _kind(arg)
+            if arg.has_default:
+                params.append(f"{arg.name}: Optional[{py}] = None")
+            else:
+                params.append(f"{arg.name}: Optional[{py}]" if arg.optional else f"{arg.name}: {py}")
         tail = "*, stream: Any = None, variant: Optional[str] = None) -> None: ..."
         lines += [
             "",

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
-from .. import _sources, _tools, facts
-from ..errors import RecipeError, ToolNotFound
+from .. import _sources, _tools, facts, introspect, plan
+from ..errors import ToolNotFound
 from ..mutation import written_arguments
 from ..plan import Variant
 from ..recipe import Kernel, Source
@@ -91,40 +91,8 @@ class TritonCompiler:
         return max(arch.min_driver_cuda, major * 1000)
 
     def check(self, kernels: Iterable[Kernel]) -> None:
-        triton = _triton()
-        for kernel in kernels:
-            try:
-                fn = _load_function(kernel.source)
-            except Exception as exc:  # the user's module failed to import: say where
-                raise RecipeError(
-                    f"kernels.{kernel.name}.triton: importing {kernel.source} failed: {type(exc).__name__}: {exc}",
-                    kernel.where,
-                ) from None
-            if not isinstance(fn, triton.runtime.JITFunction):
-                raise RecipeError(
-                    f"kernels.{kernel.name}.triton: {kernel.source} is not a @triton.jit function", kernel.where
-                )
-            params = [p for p in fn.params]
-            runtime = [p.name for p in params if not p.is_constexpr]
-            constexprs = {p.name for p in params if p.is_constexpr}
-            declared = [a.name for a in kernel.args if not a.launch_only]
-            if runtime != declared:
-                raise RecipeError(
-                    f"kernels.{kernel.name}.args: list the kernel's runtime parameters in its order: "
-                    f"{', '.join(runtime)} (the recipe has {', '.join(declared)}; mark arguments the kernel "
-                    "does not take 'launch_only: true')",
-                    kernel.args[0].where,
-                )
-            missing = constexprs - set(kernel.constexpr_names)
-            extra = set(kernel.constexpr_names) - constexprs
-            if missing or extra:
-                parts = []
-                if missing:
-                    parts.append(f"give values for {', '.join(sorted(missing))}")
-                if extra:
-                    parts.append(f"{', '.join(sorted(extra))} {'is' if len(extra) == 1 else 'are'} not "
-                                 f"tl.constexpr parameters of {kernel.source.function}")  # fmt: skip
-                raise RecipeError(f"kernels.{kernel.name}.constexprs: {'; '.join(parts)}", kernel.where)
+        """Nothing left to check: the recipe loader read each kernel as Triton does (introspect.py)."""
+        _triton()
 
     def compile(self, variant: Variant) -> Outcome:
         triton = _triton()
@@ -132,24 +100,28 @@ class TritonCompiler:
         from triton.compiler import ASTSource
 
         kernel = variant.kernel
-        fn = _load_function(kernel.source)
+        fn = introspect.unwrap(_load_function(kernel.source))
         signature: dict[str, str] = {}
         attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-        constexprs: dict[str, Any] = dict(variant.config.constexprs)
+        constexprs: dict[str, Any] = {**dict(kernel.fixed_constexprs), **dict(variant.config.constexprs)}
+        for name, typevar in kernel.dtype_constexprs:  # a dtype constexpr: the tl.dtype its type variable binds
+            constexprs[name] = _tl_dtype(dict(variant.binding)[typevar])
         for index, name in enumerate(fn.arg_names):
-            if name in kernel.constexpr_names:
+            if name in constexprs:
                 signature[name] = "constexpr"
                 continue
             arg = kernel.arg(name)
-            signature[name] = ("*" if arg.pointer else "") + variant.dtype_of(name)
+            dtype = facts.dtypes()[variant.dtype_of(name)].triton_name
+            signature[name] = ("*" if arg.pointer else "") + dtype
             if arg.descriptor:
                 block = ",".join(str(variant.config.value(d) if isinstance(d, str) else d) for d in arg.block)
-                signature[name] = f"tensordesc<{variant.dtype_of(name)}[{block}]>"
-            if variant.assumes(arg) and arg.hint == 16:
+                signature[name] = f"tensordesc<{dtype}[{block}]>"
+            state = variant.state(arg)
+            if state == plan.DIV16:
                 attrs[(index,)] = [["tt.divisibility", 16]]
-            elif variant.assumes(arg) and arg.hint == 1:  # folded into the code; the launcher leaves it out
+            elif state in (plan.ONE, plan.NONE):  # folded into the code, as the JIT does; the launcher leaves it out
                 signature[name] = "constexpr"
-                constexprs[name] = 1
+                constexprs[name] = 1 if state == plan.ONE else None
         arch = facts.archs()[variant.target]
         target = GPUTarget("cuda", arch.capability, 32)
         options: dict[str, Any] = {"enable_fp_fusion": True, **dict(kernel.options)}
@@ -189,6 +161,12 @@ class TritonCompiler:
             needs=needs,
             metadata=tuple((k, str(v)) for k, v in facts_.items()),
         )
+
+
+def _tl_dtype(name: str) -> Any:
+    import triton.language as tl
+
+    return tl.int1 if name == "i1" else getattr(tl, facts.dtypes()[name].torch)
 
 
 # Triton's device-side element type codes differ from the driver's CUtensorMapDataType in three places

@@ -65,7 +65,7 @@ def kernel(name: str, native: Any, manifest: dict[str, Any]) -> Kernel:
     return made
 
 
-CACHE_FORMAT = "aotpack-autotune/1"
+CACHE_FORMAT = "aotpack-autotune/2"
 _saved_at_exit: set[str] = set()
 
 
@@ -90,9 +90,9 @@ def autotune(native: Any, manifest: dict[str, Any], enabled: bool = True, cache:
 def _entries(native: Any, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for name, info in manifest["kernels"].items():
-        for target, binding, hinted, key, config in native._memo(name):
+        for target, binding, spec, key, config in native._memo(name):
             out.append({"kernel": name, "target": target, "types": info["bindings"][binding],
-                        "hinted": bool(hinted), "key": list(key), "config": config})  # fmt: skip
+                        "specialization": spec, "key": list(key), "config": config})  # fmt: skip
     return out
 
 
@@ -117,7 +117,7 @@ def _load(native: Any, manifest: dict[str, Any], path: str) -> None:
             continue
         binding = info["bindings"].index(e["types"])
         try:
-            native._memo_put(e["kernel"], e["target"], binding, int(e["hinted"]), tuple(e["key"]), e["config"])
+            native._memo_put(e["kernel"], e["target"], binding, str(e["specialization"]), tuple(e["key"]), e["config"])
         except (ValueError, TypeError, KeyError):
             continue  # an entry this build cannot use
 
@@ -139,7 +139,8 @@ def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         merged = {}
         for e in [*_read(manifest, path), *mine]:
-            ident = (e["kernel"], e["target"], json.dumps(e["types"], sort_keys=True), e["hinted"], tuple(e["key"]))
+            ident = (e["kernel"], e["target"], json.dumps(e["types"], sort_keys=True), e["specialization"],
+                     tuple(e["key"]))
             merged[ident] = e
         body = {"format": CACHE_FORMAT, "package": manifest["package"], "version": manifest["version"],
                 "entries": [merged[k] for k in sorted(merged)]}  # fmt: skip
@@ -153,9 +154,10 @@ def register_torch_ops(native: Any, manifest: dict[str, Any]) -> list[str]:
     """Register every kernel whose writes are known as ``torch.ops.<package>.<kernel>`` through
     torch.library, with a schema that marks the tensors it writes and a fake (meta) implementation,
     so that torch.compile traces it without a graph break and CUDA graphs capture it. Returns the
-    names registered; kernels are registered once per process."""
-    import inspect
-    from typing import Optional
+    names registered; kernels are registered once per process. A kernel torch cannot take (an
+    argument type its schemas lack, a name it refuses) is skipped with a warning naming it and why:
+    the kernel itself still works."""
+    import warnings
 
     import torch
 
@@ -165,30 +167,44 @@ def register_torch_ops(native: Any, manifest: dict[str, Any]) -> list[str]:
         qualname = f"{package}::{name}"
         if info["mutates"] is None or qualname in _registered:
             continue
-        params = []
-        for arg in info["args"]:
-            pointer = arg["type"].startswith(("*", "tensordesc"))
-            scalar = float if arg["type"].split(":")[0] in ("fp32", "fp64") else int
-            kind: Any = torch.Tensor if pointer else scalar
-            if "default" in arg:
-                kind = Optional[kind]  # noqa: UP045 - torch.library reads typing.Optional
-            default = None if "default" in arg else inspect.Parameter.empty
-            params.append(inspect.Parameter(arg["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
-                                            default=default))  # fmt: skip
-
-        launch = _launcher(getattr(native, name))
-
-        def fake(*args: Any, **kwargs: Any) -> None:
-            return None
-
-        for fn in (launch, fake):  # the schema torch.library infers from
-            setattr(fn, "__signature__", inspect.Signature(params, return_annotation=None))  # noqa: B010
-            fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-        op = torch.library.custom_op(qualname, launch, mutates_args=tuple(info["mutates"]), device_types="cuda")
-        op.register_fake(fake)
-        _registered[qualname] = op
+        try:
+            _registered[qualname] = _register(torch, qualname, getattr(native, name), info)
+        except Exception as exc:  # torch.library raises assorted types; the package must still import
+            warnings.warn(f"{package}: kernel {name} is not registered as torch.ops.{package}.{name}: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
+            continue
         done.append(name)
     return done
+
+
+_SCHEMA_TYPES = {"int": int, "float": float, "bool": bool}
+
+
+def _register(torch: Any, qualname: str, function: Any, info: dict[str, Any]) -> Any:
+    import inspect
+    from typing import Optional
+
+    params = []
+    # the kernel's Python order: arguments without a default, then those with one
+    for arg in sorted(info["args"], key=lambda a: "default" in a):
+        kind: Any = torch.Tensor if arg["kind"] == "tensor" else _SCHEMA_TYPES[arg["kind"]]
+        if "default" in arg or arg.get("optional", False):  # left out, or (optional tensors) None
+            kind = Optional[kind]  # noqa: UP045 - torch.library reads typing.Optional
+        default = None if "default" in arg else inspect.Parameter.empty
+        params.append(inspect.Parameter(arg["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
+                                        default=default))  # fmt: skip
+
+    launch = _launcher(function)
+
+    def fake(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    for fn in (launch, fake):  # the schema torch.library infers from
+        setattr(fn, "__signature__", inspect.Signature(params, return_annotation=None))  # noqa: B010
+        fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    op = torch.library.custom_op(qualname, launch, mutates_args=tuple(info["mutates"]), device_types="cuda")
+    op.register_fake(fake)
+    return op
 
 
 def _launcher(function: Any) -> Any:

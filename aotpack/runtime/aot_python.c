@@ -270,7 +270,7 @@ static int pointer_arg(const aot_kernel *k, PyObject *obj, aot_tensor *t, const 
 }
 
 static int scalar_arg(const aot_param *prm, PyObject *obj, aot_call *call, int p, aot_error *err) {
-  if (prm->kind == AOT_ARG_F32 || prm->kind == AOT_ARG_F64) {
+  if (prm->kind == AOT_ARG_F16 || prm->kind == AOT_ARG_BF16 || prm->kind == AOT_ARG_F32 || prm->kind == AOT_ARG_F64) {
     call->f[p] = PyFloat_AsDouble(obj);
     if (call->f[p] == -1.0 && PyErr_Occurred()) {
       PyErr_Clear();
@@ -284,8 +284,8 @@ static int scalar_arg(const aot_param *prm, PyObject *obj, aot_call *call, int p
   if (index == NULL) {
     PyErr_Clear();
     char tname[64];
-    return aot_fail(err, AOT_E_TYPE, "argument %s: expected an integer, got %s", prm->name,
-                    type_name(obj, tname, sizeof tname));
+    return aot_fail(err, AOT_E_TYPE, "argument %s: expected %s, got %s", prm->name,
+                    prm->kind == AOT_ARG_BOOL ? "a bool" : "an integer", type_name(obj, tname, sizeof tname));
   }
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
@@ -329,7 +329,8 @@ static int parse(const aot_kernel *k, PyObject *args, PyObject *kwargs, aot_call
   if (nargs > k->nparams)
     return aot_fail(err, AOT_E_TYPE, "%s() takes at most %d positional arguments (%zd given)", k->name, k->nparams,
                     nargs);
-  for (Py_ssize_t i = 0; i < nargs; i++) values[i] = PyTuple_GetItem(args, i);
+  /* Python's order: the arguments without a default first, then those with one (k->call_order) */
+  for (Py_ssize_t i = 0; i < nargs; i++) values[k->call_order[i]] = PyTuple_GetItem(args, i);
   if (kwargs != NULL) {
     PyObject *key, *value;
     Py_ssize_t pos = 0;
@@ -363,10 +364,16 @@ static int parse(const aot_kernel *k, PyObject *args, PyObject *kwargs, aot_call
   }
   int device = -2, device_from = -1, any_torch = 0;
   call->given = 0;
+  call->none = 0;
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
     if (values[p] == NULL || (values[p] == Py_None && prm->has_default)) continue;
     call->given |= UINT64_C(1) << p;
+    if (values[p] == Py_None && prm->optional) {
+      call->none |= UINT64_C(1) << p;
+      call->t[p].ptr = 0, call->t[p].dtype = -1, call->t[p].ndim = -1;
+      continue;
+    }
     if (prm->kind != AOT_ARG_PTR) {
       if (scalar_arg(prm, values[p], call, p, err) < 0) return -1;
       continue;
@@ -463,7 +470,7 @@ PyObject *aot_py_memo(PyObject *module, PyObject *args) {
   for (int i = 0; out != NULL && aot_memo_get(k, i, &t) == 0; i++) {
     PyObject *key = PyTuple_New(k->nkey);
     for (int d = 0; key != NULL && d < k->nkey; d++) PyTuple_SetItem(key, d, PyLong_FromLongLong(t.key[d]));
-    PyObject *row = key ? Py_BuildValue("(siiNs)", k->targets[t.target].id, t.binding, t.hinted, key,
+    PyObject *row = key ? Py_BuildValue("(sisNs)", k->targets[t.target].id, t.binding, k->spec_names[t.spec], key,
                                         k->config_labels[t.config])
                         : NULL;
     if (row == NULL || PyList_Append(out, row) < 0) Py_CLEAR(out);
@@ -474,21 +481,23 @@ PyObject *aot_py_memo(PyObject *module, PyObject *args) {
 
 PyObject *aot_py_memo_put(PyObject *module, PyObject *args) {
   (void)module;
-  const char *name, *target, *config;
+  const char *name, *target, *config, *spec;
   PyObject *key_obj;
   aot_tuned t;
   aot_error err = {AOT_OK, ""};
-  if (!PyArg_ParseTuple(args, "ssiiOs", &name, &target, &t.binding, &t.hinted, &key_obj, &config)) return NULL;
+  if (!PyArg_ParseTuple(args, "ssisOs", &name, &target, &t.binding, &spec, &key_obj, &config)) return NULL;
   const aot_kernel *k = kernel_named(name);
   if (k == NULL) return NULL;
-  t.target = t.config = -1;
+  t.target = t.config = t.spec = -1;
+  for (int i = 0; i < k->nspecs; i++)
+    if (strcmp(k->spec_names[i], spec) == 0) t.spec = i;
   for (int i = 0; i < k->ntargets; i++)
     if (strcmp(k->targets[i].id, target) == 0) t.target = i;
   for (int i = 0; i < k->nconfigs; i++)
     if (strcmp(k->config_labels[i], config) == 0) t.config = i;
-  if (t.target < 0 || t.config < 0 || t.binding < 0 || t.binding >= k->nbindings)
-    return PyErr_Format(PyExc_ValueError, "%s: no target %s or config %s (a cache from another build?)", name, target,
-                        config);
+  if (t.target < 0 || t.config < 0 || t.spec < 0 || t.binding < 0 || t.binding >= k->nbindings)
+    return PyErr_Format(PyExc_ValueError, "%s: no target %s, config %s or class %s (a cache from another build?)",
+                        name, target, config, spec);
   if (int_tuple(key_obj, t.key, AOT_MAX_KEY, "key", "values", &err) != k->nkey) {
     PyErr_Format(PyExc_ValueError, "%s: expected %d key values", name, k->nkey);
     return NULL;

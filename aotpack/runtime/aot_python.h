@@ -16,8 +16,8 @@ PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs);
 /* Key-based choice: args (key: tuple of ints, binding: int, device: int) -> variant id. */
 PyObject *aot_py_choose(const aot_kernel *k, PyObject *args);
 
-/* Runtime autotuning from Python: _autotune(on), _memo(kernel) -> [(target, binding, hinted, key,
- * config)], _memo_put(kernel, target, binding, hinted, key, config). Targets and configs by name. */
+/* Runtime autotuning from Python: _autotune(on), _memo(kernel) -> [(target, binding, class, key,
+ * config)], _memo_put(kernel, target, binding, class, key, config). Targets, classes and configs by name. */
 PyObject *aot_py_autotune(PyObject *module, PyObject *args);
 PyObject *aot_py_memo(PyObject *module, PyObject *args);
 PyObject *aot_py_memo_put(PyObject *module, PyObject *args);

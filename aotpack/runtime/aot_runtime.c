@@ -285,6 +285,29 @@ void aot_set_tensor(aot_call *call, int param, uint64_t ptr, int dtype, int ndim
   call->given |= UINT64_C(1) << param;
 }
 
+/* ---------------------------------------------------------------- scalars */
+
+int32_t aot_f16_bits(double value) {
+  uint64_t u;
+  memcpy(&u, &value, sizeof u);
+  uint32_t sign = (uint32_t)(u >> 48) & 0x8000;
+  int exp = (int)(u >> 52 & 0x7ff);
+  uint64_t mantissa = u & ((UINT64_C(1) << 52) - 1);
+  if (exp == 0x7ff) return (int32_t)(sign | 0x7c00 | (mantissa ? 0x200 : 0)); /* inf, NaN */
+  if (exp == 0) return (int32_t)sign; /* double subnormals are far below fp16's range */
+  int e = exp - 1023 + 15;            /* fp16's biased exponent */
+  uint64_t m = mantissa | UINT64_C(1) << 52;
+  int shift = 42; /* keeps the implicit bit and 10 of the mantissa */
+  if (e <= 0) shift += 1 - e, e = 0; /* subnormal */
+  if (shift > 63) return (int32_t)sign;
+  uint64_t kept = m >> shift, rest = m & ((UINT64_C(1) << shift) - 1), halfway = UINT64_C(1) << (shift - 1);
+  if (rest > halfway || (rest == halfway && (kept & 1))) kept++; /* round to nearest even */
+  if (e == 0) return (int32_t)(sign | (uint32_t)kept); /* a carry into bit 10 makes the smallest normal */
+  if (kept >> 11) kept >>= 1, e++;
+  if (e >= 31) return -1; /* too large for fp16 */
+  return (int32_t)(sign | (uint32_t)e << 10 | (uint32_t)(kept & 0x3ff));
+}
+
 /* ---------------------------------------------------------------- expression helpers */
 
 static int64_t expr_fail(aot_call *x, const char *what) {
@@ -394,18 +417,53 @@ static int bind_types(const aot_kernel *k, const aot_call *call, aot_error *err)
                   k->name, have, k->package, k->name);
 }
 
+/* What the call's argument p is, in the terms Triton's JIT specializes on (aot_spec_state). Floats
+ * and booleans are not specialized. */
+static uint8_t call_state(const aot_kernel *k, const aot_call *call, int p) {
+  const aot_param *prm = &k->params[p];
+  if (call->none >> p & 1) return AOT_SPEC_NONE;
+  if (prm->kind == AOT_ARG_PTR) return call->t[p].ptr % 16 == 0 ? AOT_SPEC_DIV16 : AOT_SPEC_ANY;
+  if (prm->kind != AOT_ARG_I32 && prm->kind != AOT_ARG_I64 && prm->kind != AOT_ARG_U32 && prm->kind != AOT_ARG_U64)
+    return AOT_SPEC_ANY;
+  if (call->i[p] == 1) return AOT_SPEC_ONE;
+  return (uint64_t)call->i[p] % 16 == 0 ? AOT_SPEC_DIV16 : AOT_SPEC_ANY;
+}
+
 /* Whether the call satisfies an argument's hint (16-divisible, or 1). */
-static int hint_holds(const aot_param *prm, const aot_call *call, int p) {
-  if (prm->hint == 1) return call->i[p] == 1;
-  if (prm->hint != 16) return 1;
-  uint64_t v = prm->kind == AOT_ARG_PTR ? call->t[p].ptr : (uint64_t)call->i[p];
-  return v % 16 == 0;
+static int hint_holds(const aot_kernel *k, const aot_call *call, int p) {
+  const aot_param *prm = &k->params[p];
+  return prm->hint == 0 || call_state(k, call, p) == (prm->hint == 1 ? AOT_SPEC_ONE : AOT_SPEC_DIV16);
+}
+
+/* The first argument whose value breaks what specialization class s assumes, or -1 (a NULL call:
+ * assume it holds). */
+static int spec_breaker(const aot_kernel *k, const aot_call *call, int s) {
+  const uint8_t *want = &k->specs[(size_t)s * (size_t)k->nparams];
+  for (int p = 0; call != NULL && p < k->nparams; p++) {
+    uint8_t have = call_state(k, call, p);
+    if (want[p] != have && (want[p] != AOT_SPEC_ANY || have == AOT_SPEC_NONE)) return p;
+  }
+  return -1;
+}
+
+static int spec_holds(const aot_kernel *k, const aot_call *call, int s) { return spec_breaker(k, call, s) < 0; }
+
+/* The call's class: the first (most specialized) whose assumptions it satisfies. */
+static int call_spec(const aot_kernel *k, const aot_call *call, aot_error *err) {
+  for (int s = 0; s < k->nspecs; s++)
+    if (spec_holds(k, call, s)) return s;
+  for (int p = 0; p < k->nparams; p++)
+    if (call->none >> p & 1)
+      return aot_fail(err, AOT_E_VALUE, "argument %s: no variant was built for it being None; pass a tensor",
+                      k->params[p].name);
+  return aot_fail(err, AOT_E_VALUE, "%s(): no variant was built for this call's arguments", k->name);
 }
 
 static int check_call(const aot_kernel *k, aot_call *call) {
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
-    if (prm->required && !hint_holds(prm, call, p)) {
+    if (call->none >> p & 1) continue;
+    if (prm->required && !hint_holds(k, call, p)) {
       if (prm->hint == 1)
         return aot_fail(call->err, AOT_E_VALUE, "argument %s must be 1 (the kernel was built for that), got %" PRId64,
                         prm->name, call->i[p]);
@@ -421,6 +479,10 @@ static int check_call(const aot_kernel *k, aot_call *call) {
     if (prm->kind == AOT_ARG_U32 && (call->i[p] < 0 || call->i[p] > (int64_t)UINT32_MAX))
       return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in u32", prm->name,
                       call->i[p]);
+    if (prm->kind == AOT_ARG_BOOL && call->i[p] != 0 && call->i[p] != 1)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " is not a boolean", prm->name, call->i[p]);
+    if (prm->kind == AOT_ARG_F16 && aot_f16_bits(call->f[p]) < 0)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %g does not fit in fp16", prm->name, call->f[p]);
   }
   int64_t need[AOT_MAX_ARGS];
   k->extents(call, need);
@@ -458,10 +520,6 @@ static int64_t bucket(const aot_kernel *k, int64_t v) {
   return k->pow2_buckets && v > 1 ? aot_next_pow2(NULL, v) : v;
 }
 
-static int rule_applies(const aot_rule *rule, int target, int binding, int hinted) {
-  return (rule->target < 0 || rule->target == target) && (rule->binding < 0 || rule->binding == binding) &&
-         (rule->hinted < 0 || rule->hinted == hinted);
-}
 
 /* log2 of x (x >= 1), exact at powers of two and linear in between: enough to rank distances. */
 static double log2_approx(int64_t x) {
@@ -474,23 +532,33 @@ static double log2_approx(int64_t x) {
  * name them win over rows that do not): the nearest row at or above the bucketed key in every
  * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
  * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
-/* Whether a config's bound constexprs have the values the call fixes (any config, without a call). */
-static int config_fits(const aot_kernel *k, const aot_call *call, int config) {
-  for (int b = 0; call != NULL && b < k->nbound; b++)
-    if (k->consts[(size_t)config * (size_t)k->nconsts + (size_t)k->bound_consts[b]] != call->bound[b]) return 0;
-  return 1;
+/* Whether a config's bound constexprs have the values the call fixes (any config, without a call).
+ * The values may depend on the config's other constexprs (a heuristic such as K % BLOCK_K == 0). */
+static int config_fits(const aot_kernel *k, aot_call *call, int config) {
+  if (call == NULL || k->nbound == 0) return 1;
+  const int64_t *consts = &k->consts[(size_t)config * (size_t)k->nconsts];
+  int64_t want[AOT_MAX_KEY];
+  k->bound(call, consts, want);
+  for (int b = 0; b < k->nbound; b++)
+    if (consts[k->bound_consts[b]] != want[b]) return 0;
+  return call->err->status == AOT_OK;
 }
 
-static int choose_config(const aot_kernel *k, const aot_call *call, const int64_t *key, int target, int binding,
-                         int hinted, int *exact) {
+static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
+                         int spec, int *exact) {
   int64_t v[AOT_MAX_KEY];
   for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]);
   int best = -1, best_score = -1, best_up = 0;
   double best_dist = 0;
   for (int r = 0; r < k->nrules; r++) {
     const aot_rule *rule = &k->rules[r];
-    if (!rule_applies(rule, target, binding, hinted) || !config_fits(k, call, rule->config)) continue;
-    int score = (rule->target >= 0) * 4 + (rule->binding >= 0) * 2 + (rule->hinted >= 0);
+    /* a row for another class serves this call when the call satisfies that class (a less specialized
+     * one: its tiles suit code that assumes less), but rows for the call's own class win */
+    if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding) ||
+        (rule->spec >= 0 && rule->spec != spec && !spec_holds(k, call, rule->spec)) ||
+        !config_fits(k, call, rule->config))
+      continue;
+    int score = (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
     int up = 1;
     double dist = 0;
     for (int d = 0; d < k->nkey; d++) {
@@ -535,32 +603,37 @@ static int choose_target(const aot_kernel *k, const device_state *d, aot_error *
                   k->name, d->name, d->capability / 10, d->capability % 10, k->package, have);
 }
 
-/* Whether the call satisfies the hints a hinted variant assumes (required ones were checked). */
-static int guards_hold(const aot_kernel *k, const aot_call *call) {
-  for (int p = 0; p < k->nparams; p++)
-    if (!k->params[p].required && !hint_holds(&k->params[p], call, p)) return 0;
-  return 1;
+/* The variant of a config for this call: the most specialized class built whose assumptions the call
+ * satisfies (classes are ordered; the least specialized assumes nothing and is always tried last). */
+static int variant_in_config(const aot_kernel *k, aot_call *call, int config, int target, int binding,
+                             int first_spec) {
+  const int *slots = &k->variant_of[((size_t)(binding * k->nconfigs + config) * (size_t)k->ntargets + (size_t)target) *
+                                    (size_t)k->nspecs];
+  for (int s = first_spec; s < k->nspecs; s++)
+    if (slots[s] >= 0 && spec_holds(k, call, s)) return slots[s];
+  return -1;
 }
 
 /* The variant for a key: the table's config, else the default, else the first config that fits the
- * call and compiled for this target; hinted when the guards hold and a hinted variant exists. */
-static int variant_of_config(const aot_kernel *k, const aot_call *call, int config, int target, int binding,
-                             int guards, aot_error *err) {
+ * call and compiled for this target. */
+static int variant_of_config(const aot_kernel *k, aot_call *call, int config, int target, int binding,
+                             int first_spec, aot_error *err) {
   int fits = 0;
   for (int attempt = -2; attempt < k->nconfigs; attempt++) {
     int c = attempt == -2 ? config : attempt == -1 ? k->default_config : attempt;
     if (!config_fits(k, call, c)) continue;
     fits = 1;
-    const int *slot = &k->variant_of[((binding * k->nconfigs + c) * k->ntargets + target) * 2];
-    int v = (slot[1] >= 0 && guards) ? slot[1] : slot[0];
+    int v = variant_in_config(k, call, c, target, binding, first_spec);
     if (v >= 0) return v;
   }
   if (!fits) {
     char have[256] = "";
     size_t off = 0;
+    int64_t want[AOT_MAX_KEY];
+    k->bound(call, &k->consts[(size_t)k->default_config * (size_t)k->nconsts], want);
     for (int b = 0; b < k->nbound && off < sizeof have; b++)
       off += (size_t)snprintf(have + off, sizeof have - off, "%s%s = %" PRId64, b ? ", " : "", k->bound_names[b],
-                              call->bound[b]);
+                              want[b]);
     return aot_fail(err, AOT_E_VALUE, "%s(): this call needs %s, for which no variant was built; see %s.%s.__doc__",
                     k->name, have, k->package, k->name);
   }
@@ -579,7 +652,7 @@ static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 void aot_autotune_enable(int on) { atomic_store(&autotune_on, on); }
 
 static int memo_same(const aot_tuned *a, const aot_tuned *b, int nkey) {
-  if (a->target != b->target || a->binding != b->binding || a->hinted != b->hinted) return 0;
+  if (a->target != b->target || a->binding != b->binding || a->spec != b->spec) return 0;
   for (int d = 0; d < nkey; d++)
     if (a->key[d] != b->key[d]) return 0;
   return 1;
@@ -655,8 +728,7 @@ static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_sta
   } else {
     for (int config = 0; config < k->nconfigs && call->err->status == AOT_OK; config++) {
       if (!config_fits(k, call, config)) continue;
-      const int *slot = &k->variant_of[((c->point.binding * k->nconfigs + config) * k->ntargets + c->point.target) * 2];
-      int v = c->point.hinted && slot[1] >= 0 ? slot[1] : slot[0];
+      int v = variant_in_config(k, call, config, c->point.target, c->point.binding, c->point.spec);
       if (v < 0) continue;
       float times[REPS], ms = 0;
       for (int rep = 0; rep < WARMUP + REPS && timed_ms(start, stop, stream, &ms, k, call, v, ordinal, d) == 0; rep++)
@@ -679,10 +751,9 @@ static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_sta
   return best_v >= 0 ? best_v : aot_fail(call->err, AOT_E_CUDA, "%s(): autotune found no variant to time", k->name);
 }
 
-static int variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, int guards, aot_error *err) {
+static int variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, aot_error *err) {
   int exact;
-  return variant_of_config(k, NULL, choose_config(k, NULL, key, target, binding, guards, &exact), target, binding,
-                           guards, err);
+  return variant_of_config(k, NULL, choose_config(k, NULL, key, target, binding, 0, &exact), target, binding, 0, err);
 }
 
 static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c) {
@@ -691,8 +762,11 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   if (binding < 0) return -1;
   k->defaults(call);
   if (err->status != AOT_OK || check_call(k, call) != 0) return -1;
-  if (k->nbound > 0) k->bound(call, call->bound);
-  if (err->status != AOT_OK) return -1;
+  if (k->nbound > 0) { /* evaluated once here so that a failing expression is reported, not taken as a misfit */
+    int64_t want[AOT_MAX_KEY];
+    k->bound(call, &k->consts[(size_t)k->default_config * (size_t)k->nconsts], want);
+    if (err->status != AOT_OK) return -1;
+  }
   int target = choose_target(k, d, err);
   if (target < 0) return -1;
   if (forced >= 0) {
@@ -705,26 +779,30 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
     if (!config_fits(k, call, var->config))
       return aot_fail(err, AOT_E_VALUE, "variant %s was built for other values of the constexprs this call fixes; "
                       "leave variant= out, or pick one from %s.%s.variants", var->id, k->package, k->name);
-    if (var->hinted && !guards_hold(k, call))
-      return aot_fail(err, AOT_E_VALUE,
-                      "variant %s assumes the recipe's hints (16-divisible, or 1), and this call's arguments break "
-                      "them; pass a safe variant",
-                      var->id);
+    int p = spec_breaker(k, call, var->spec);
+    if (p >= 0) {
+      static const char *const what[] = {"not None", "16-divisible (16-byte aligned)", "equal to 1", "None"};
+      uint8_t want = k->specs[(size_t)var->spec * (size_t)k->nparams + (size_t)p];
+      return aot_fail(err, AOT_E_VALUE, "variant %s assumes argument %s is %s (class %s), and this call's is not; "
+                      "pass a less specialized variant", var->id, k->params[p].name, what[want],
+                      k->spec_names[var->spec]);
+    }
     return forced;
   }
   int64_t key[AOT_MAX_KEY];
   k->key(call, key);
   if (err->status != AOT_OK) return -1;
-  int guards = guards_hold(k, call), exact;
-  int config = choose_config(k, call, key, target, binding, guards, &exact);
+  int spec = call_spec(k, call, err), exact;
+  if (spec < 0) return -1;
+  int config = choose_config(k, call, key, target, binding, spec, &exact);
   if (!exact && k->autotune && atomic_load(&autotune_on)) {
-    c->point.target = target, c->point.binding = binding, c->point.hinted = guards, c->point.config = -1;
+    c->point.target = target, c->point.binding = binding, c->point.spec = spec, c->point.config = -1;
     for (int dim = 0; dim < k->nkey; dim++) c->point.key[dim] = bucket(k, key[dim]);
     int tuned = memo_find(k, &c->point);
     if (tuned >= 0) config = tuned;
     c->untuned = tuned < 0;
   }
-  return variant_of_config(k, call, config, target, binding, guards, err);
+  return variant_of_config(k, call, config, target, binding, spec, err);
 }
 
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ordinal, aot_error *err) {
@@ -732,7 +810,7 @@ int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ord
   if (d == NULL) return -1;
   if (binding < 0 || binding >= k->nbindings) return aot_fail(err, AOT_E_VALUE, "%s(): no such types", k->name);
   int target = choose_target(k, d, err);
-  return target < 0 ? -1 : variant_for(k, key, target, binding, 1, err);
+  return target < 0 ? -1 : variant_for(k, key, target, binding, err);
 }
 
 int aot_select(const aot_kernel *k, aot_call *call, int device_ordinal, int forced) {
@@ -1016,18 +1094,24 @@ static int pack_args(const aot_kernel *k, const aot_call *call, const aot_varian
   int desc = 0, rc = 0;
   for (int i = 0; i < k->nparams && rc == 0; i++) {
     const aot_param *prm = &k->params[i];
-    if (prm->launch_only || (var->folded >> i & 1)) continue;
+    if (prm->launch_only || (var->folded >> i & 1)) continue; /* not a parameter of this code */
     if (prm->desc_rank) {
       rc = push_descriptor(p, var, var->tma ? &var->tma[desc++] : NULL, prm, &call->t[i], err);
       continue;
     }
     float f32 = (float)call->f[i];
+    uint32_t f32_bits;
+    memcpy(&f32_bits, &f32, sizeof f32_bits);
     int32_t i32 = (int32_t)call->i[i];
+    /* as Triton's launcher packs them: fp16 rounded to nearest even, bf16 the float truncated, booleans
+     * in 32 bits */
+    uint16_t half = (uint16_t)(prm->kind == AOT_ARG_F16 ? aot_f16_bits(call->f[i]) : (int32_t)(f32_bits >> 16));
     switch (prm->kind) {
     case AOT_ARG_PTR: rc = push(p, &call->t[i].ptr, 8, 8, err); break;
+    case AOT_ARG_F16: case AOT_ARG_BF16: rc = push(p, &half, 2, 2, err); break;
     case AOT_ARG_F32: rc = push(p, &f32, 4, 4, err); break;
     case AOT_ARG_F64: rc = push(p, &call->f[i], 8, 8, err); break;
-    case AOT_ARG_I32: case AOT_ARG_U32: rc = push(p, &i32, 4, 4, err); break;
+    case AOT_ARG_I32: case AOT_ARG_U32: case AOT_ARG_BOOL: rc = push(p, &i32, 4, 4, err); break;
     default: rc = push(p, &call->i[i], 8, 8, err); break;
     }
   }

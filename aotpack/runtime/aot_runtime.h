@@ -27,8 +27,15 @@ typedef struct {
 } aot_error;
 
 typedef enum {
-  AOT_ARG_PTR = 0, AOT_ARG_I32, AOT_ARG_I64, AOT_ARG_U32, AOT_ARG_U64, AOT_ARG_F32, AOT_ARG_F64
+  AOT_ARG_PTR = 0, AOT_ARG_I32, AOT_ARG_I64, AOT_ARG_U32, AOT_ARG_U64, AOT_ARG_F16, AOT_ARG_BF16, AOT_ARG_F32,
+  AOT_ARG_F64, AOT_ARG_BOOL
 } aot_arg_kind;
+
+/* What a call's argument is, as Triton's JIT specializes on it (and what a variant assumes of it):
+ * anything, 16-divisible (integers) or 16-byte aligned (pointers), equal to 1 (folded into the code),
+ * or None (an optional pointer left out, folded too). A variant's assumption of "anything" holds for
+ * every value but None. */
+typedef enum { AOT_SPEC_ANY = 0, AOT_SPEC_DIV16, AOT_SPEC_ONE, AOT_SPEC_NONE } aot_spec_state;
 
 typedef struct {
   const char *name;
@@ -41,6 +48,7 @@ typedef struct {
   uint8_t has_default;
   uint8_t contiguous;  /* pointers: the tensor must be contiguous */
   uint8_t desc_rank;   /* a tensor descriptor of this rank (the caller passes the tensor); 0: not one */
+  uint8_t optional;    /* pointers: may be passed as None (variants were built for that) */
 } aot_param;
 
 /* How the launcher encodes one host tensor descriptor (cuTensorMapEncodeTiled), as the compiler
@@ -64,7 +72,7 @@ struct aot_kernel;
 /* A key the runtime timed itself (autotuning): for this target, binding, specialization and
  * bucketed key, launch this config. */
 typedef struct {
-  int target, binding, hinted, config;
+  int target, binding, spec, config;
   int64_t key[AOT_MAX_KEY];
 } aot_tuned;
 
@@ -78,10 +86,11 @@ typedef struct {
 typedef struct aot_call {
   const struct aot_kernel *kernel;
   uint64_t given; /* bit i: argument i was passed by the caller */
+  uint64_t none;  /* bit i: argument i (an optional pointer) was passed as None */
   aot_tensor t[AOT_MAX_ARGS];
   int64_t i[AOT_MAX_ARGS];
   double f[AOT_MAX_ARGS];
-  int64_t bound[AOT_MAX_KEY]; /* the values the call fixes for the kernel's bound constexprs */
+
   aot_error *err;
 } aot_call;
 
@@ -95,7 +104,7 @@ typedef struct {
 typedef struct {
   const char *id;
   int binding, config, target; /* indices into the kernel's tables */
-  uint8_t hinted;              /* compiled assuming the hints hold */
+  int spec;                    /* the specialization class it was compiled for (index into the kernel's) */
   const unsigned char *image; /* compressed (aot_decompress); unpacked when the variant first loads */
   size_t image_size;
   size_t raw_size;
@@ -116,7 +125,7 @@ typedef struct {
 typedef struct {
   int target;   /* index into the kernel's targets, or -1: any */
   int binding;  /* index into the kernel's type bindings, or -1: any */
-  int hinted;   /* 1: for calls that satisfy the hints, 0: for calls that do not, -1: any */
+  int spec;     /* the calls' specialization class (index), or -1: any */
   int config;
   int64_t key[AOT_MAX_KEY];
 } aot_rule;
@@ -142,7 +151,7 @@ typedef struct aot_kernel {
   const aot_rule *rules;
   int nvariants;
   const aot_variant *variants;
-  const int *variant_of;       /* [binding][config][target][hinted] -> variant index or -1 */
+  const int *variant_of;       /* [binding][config][target][spec] -> variant index or -1 */
   uint8_t needs_shapes;        /* expressions read numel/size/stride */
   void (*defaults)(aot_call *call);
   void (*extents)(aot_call *call, int64_t *out); /* per param: elements the kernel may touch, or 0 */
@@ -160,7 +169,13 @@ typedef struct aot_kernel {
   int nbound;
   const int *bound_consts;      /* their indices into a config's consts */
   const char *const *bound_names;
-  void (*bound)(aot_call *call, int64_t *out);
+  void (*bound)(aot_call *call, const int64_t *consts, int64_t *out); /* may read the config's constexprs */
+  /* specialization classes, most specialized first: per class, per parameter an aot_spec_state the
+   * class's variants assume; a call runs the first class whose assumptions it satisfies */
+  int nspecs;
+  const uint8_t *specs;         /* nspecs x nparams */
+  const char *const *spec_names;
+  const int8_t *call_order;     /* positional argument i fills parameter call_order[i] */
 } aot_kernel;
 
 /* Dtype names by code, generated from the package's dtype table. */
@@ -184,7 +199,7 @@ int aot_launch(const aot_kernel *k, aot_call *call, int device, aot_stream strea
 int aot_select(const aot_kernel *k, aot_call *call, int device, int forced);
 
 /* The variant the dispatcher picks for bucketed-or-raw key values and a type binding on a device,
- * assuming the call satisfies the hints (-1 and err on failure). */
+ * for a call in the most specialized class built (-1 and err on failure). */
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int device, aot_error *err);
 
 /* Runtime autotuning: switch it on or off, and read or add the tuned keys (for a cache file). */
@@ -205,6 +220,9 @@ int aot_decompress(const unsigned char *src, size_t src_size, unsigned char *dst
  * outside the table, or ndim < 0, leaves that part unknown. */
 void aot_set_tensor(aot_call *call, int param, uint64_t ptr, int dtype, int ndim, const int64_t *shape,
                     const int64_t *strides);
+
+/* A value as fp16 bits (rounded to nearest even, as Triton's launcher packs it); -1 when it is too large. */
+int32_t aot_f16_bits(double value);
 
 /* Set an error; returns -1. */
 int aot_fail(aot_error *err, aot_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -94,6 +94,19 @@ int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
   if (params[0] && params[1] && params[2] && params[3]) p3 = *(int *)params[3];
   record("launch %s image=%p grid=%u,%u,%u block=%u,%u,%u shared=%u stream=%p p0=%llx p1=%llx p2=%llx p3=%d ctx=%p",
          f->entry, f->image, gx, gy, gz, bx, by, bz, shared, stream, p[0], p[1], p[2], p3, current);
+  /* The runtime packs the values into one buffer in order, the last one a pointer (Triton's trailing
+   * scratch pointers): dump that buffer as hex, with each value's offset. */
+  int n = 0;
+  while (params[n]) n++;
+  char text[4096] = "params";
+  size_t off = strlen(text);
+  const unsigned char *base = params[0];
+  for (int i = 0; n > 0 && i < n && off < sizeof text - 32; i++)
+    off += (size_t)snprintf(text + off, sizeof text - off, " @%ld", (long)((const unsigned char *)params[i] - base));
+  off += (size_t)snprintf(text + off, sizeof text - off, " bytes=");
+  long total = n > 0 ? (long)((const unsigned char *)params[n - 1] - base) + 8 : 0;
+  for (long i = 0; i < total && off < sizeof text - 3; i++) off += (size_t)snprintf(text + off, sizeof text - off, "%02x", base[i]);
+  record("%s", text);
   return 0;
 }
 int cuPointerGetAttribute(void *out, int attr, unsigned long long ptr) {

@@ -143,7 +143,7 @@ def test_failed_variants_are_pruned_and_reported(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "package: prune_kit\nversion: '1'\ntargets: [sm_80]\nkernels:\n  k:\n    triton: k.py:k\n"
-        "    args: {x_ptr: '*fp32'}\n    constexprs: {BLOCK: [64, 128]}\n    grid: [1]\n"
+        "    args: {x_ptr: '*fp32'}\n    constexprs: {BLOCK: [64, 128]}\n    grid: [1]\n    specialize: none\n"
     )
     result = build(recipe, tmp_path / "dist", jobs=1)
     assert [p.variant_id for p in result.pruned] == ["k/BLOCK=128,w4,s3/sm_80"]

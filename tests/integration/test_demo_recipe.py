@@ -23,4 +23,5 @@ def test_demo_recipe_builds_every_variant(tmp_path):
             mine = [v for v in kernel["variants"] if v["target"] == target]
             configs = {v["config"] for v in mine}
             assert len(configs) >= 4, (name, target)
-    assert result.variants == 256  # 208 Triton + 48 CUDA
+    # 280 Triton (softmax's n_cols, not hinted, is specialized as the JIT does: 16-divisible or not) + 48 CUDA
+    assert result.variants == 328

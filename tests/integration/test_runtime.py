@@ -141,8 +141,8 @@ def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
         "ValueError: add(): no variant add/nope; the package's __aotpack__ manifest lists them",
         "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_80/safe is not the code for this GPU (Fake GPU 0, which "
         "runs sm_90a code)",
-        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted assumes the recipe's hints (16-divisible, "
-        "or 1), and this call's arguments break them; pass a safe variant",
+        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted assumes argument x_ptr is 16-divisible "
+        "(16-byte aligned) (class hinted), and this call's is not; pass a less specialized variant",
         "ValueError: argument x_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans 6",
         "no error",
         "ValueError: unknown kernel 'mul'; this package has add",
@@ -215,9 +215,9 @@ def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fa
     assert len(launches) == 2 * 7 + 1 + 1 + 1
     assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted", "add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"]
     saved = json.loads(cache.read_text())
-    assert saved["format"] == "aotpack-autotune/1" and saved["package"] == "small_kernels"
-    assert saved["entries"] == [{"config": "BLOCK=1024,w4,s1", "hinted": True, "kernel": "add", "key": [131072],
-                                 "target": "sm_90a", "types": {"T": "fp32"}}]  # fmt: skip
+    assert saved["format"] == "aotpack-autotune/2" and saved["package"] == "small_kernels"
+    assert saved["entries"] == [{"config": "BLOCK=1024,w4,s1", "specialization": "hinted", "kernel": "add",
+                                 "key": [131072], "target": "sm_90a", "types": {"T": "fp32"}}]  # fmt: skip
 
     (tmp_path / "cuda.log").unlink()
     out, log = run(code, installed, fake_driver, tmp_path)  # a new process reads the cache: no timing

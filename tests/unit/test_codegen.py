@@ -39,15 +39,18 @@ def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
 
 def test_kernel_tables(kernel_dir):
     text = codegen_c.kernels_c(fake_build(kernel_dir))
-    # name, kind, dtype, type variable, hint, required, launch_only, has_default, contiguous, descriptor rank
-    assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0, 0, 0},' in text
-    assert '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 0, 1, 0, 0},\n};' in text
+    # name, kind, dtype, type variable, hint, required, launch_only, has_default, contiguous, descriptor rank, optional
+    assert 'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0, 0, 0, 0},' in text
+    assert '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 0, 1, 0, 0, 0},\n};' in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
     assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
     assert "static const aot_rule add_rules[] = {\n  {-1, -1, -1, 1, {4096}},\n};" in text
-    # [binding][config][target] -> (safe, hinted): variants are planned hinted-then-safe
-    assert "static const int add_variant_of[] = {\n  1, 0,\n  17, 16,\n  3, 2," in text
+    # [binding][config][target] -> per class (hinted, then safe: the most specialized first)
+    assert "static const int add_variant_of[] = {\n  0, 1,\n  16, 17,\n  2, 3," in text
+    assert "static const uint8_t add_specs[] = {" + ", ".join(["AOT_SPEC_DIV16"] * 4 + ["AOT_SPEC_ANY"] * 4) in text
+    assert 'static const char *const add_spec_names[] = {"hinted", "safe"};' in text
+    assert "static const int8_t add_call_order[] = {0, 1, 2, 3};" in text
     assert (
         "static void add_grid(aot_call *x, const int64_t *c, int64_t grid[3]) {\n  (void)x;\n  (void)c;\n"
         "  (void)grid;\n  grid[0] = aot_cdiv(x, x->i[3], c[0]);\n  grid[1] = INT64_C(1);\n"
@@ -56,7 +59,7 @@ def test_kernel_tables(kernel_dir):
     assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
     assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
     assert (
-        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 1, image_0, sizeof image_0 - 1, 39, "add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000, '
+        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 0, image_0, sizeof image_0 - 1, 39, "add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000, '
         "{0, 1}, {0, 1}, 1, 0, 0, NULL}"
         in text
     )
@@ -78,7 +81,7 @@ def test_launch_needs_are_tabled_per_variant(kernel_dir):
 def test_pruned_variants_leave_holes_the_dispatcher_skips(kernel_dir):
     build = fake_build(kernel_dir, prune="BLOCK=256,w4,s3/sm_80/hinted")
     text = codegen_c.kernels_c(build)
-    assert "static const int add_variant_of[] = {\n  0, -1," in text
+    assert "static const int add_variant_of[] = {\n  -1, 0," in text
     assert [v.id for v, _ in build.kernels[0].pruned] == [
         "add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", "add/T=fp16,BLOCK=256,w4,s3/sm_80/hinted"]  # fmt: skip
 
@@ -104,7 +107,11 @@ def test_manifest(kernel_dir):
     add = m["kernels"]["add"]
     assert m["package"] == "kit" and m["targets"] == ["sm_80", "sm_90a"]
     assert add["source"] == "add.py:add_kernel"
-    assert add["args"][3] == {"name": "n_elements", "type": "i32:16", "default": "numel(out_ptr)"}
+    assert add["args"][3] == {"name": "n_elements", "type": "i32:16", "kind": "int", "default": "numel(out_ptr)"}
+    assert add["specializations"] == [
+        {"name": "hinted", "assumes": {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D", "n_elements": "D"}},
+        {"name": "safe", "assumes": {}},
+    ]
     assert add["min_driver_cuda"] == {"sm_80": "12.0", "sm_90a": "13.0"}
     assert len(add["variants"]) == 32 and add["pruned"] == []
     assert add["dispatch"] == [

@@ -26,7 +26,7 @@ def test_evaluate(text, env, value):
     [
         ("cdiv(a)", "cdiv() takes 2 arguments, got 1", 0),
         ("a +", "expected a number, a name or '(' but found 'the end'", 3),
-        ("foo(1)", "unknown function 'foo' (known: cdiv, max, min, next_pow2, numel, size, stride)", 0),
+        ("foo(1)", "unknown function 'foo' (known: cdiv, max, min, next_pow2, none, numel, size, stride)", 0),
         ("a $ b", "unexpected character '$'", 2),
         ("size(a, b)", "size() takes a constant dimension", 8),
         ("numel(2)", "numel() takes a pointer argument's name first", 0),

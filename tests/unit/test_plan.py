@@ -24,8 +24,18 @@ def test_plan_is_the_full_product_with_stable_ids(kernel_dir):
     assert variants[-1].dtype_of("x_ptr") == "fp16" and variants[-1].dtype_of("n_elements") == "i32"
 
 
-def test_no_hints_means_one_plain_variant(kernel_dir):
+def test_without_hints_the_jit_common_classes_are_built(kernel_dir):
     text = GOOD.replace('"*T:16"', '"*T"').replace('"i32:16"', '"i32"')
+    variants = plan.plan_variants(recipe.parse(text, kernel_dir / "r.yaml"))
+    # aligned pointers with a 16-divisible size; aligned with any size; nothing assumed
+    assert [v.id.rsplit("/", 1)[1] for v in variants[:3]] == ["DDDD", "DDD_", "____"]
+    assert len(variants) == 48
+    assert variants[0].spec.jit_terms(variants[0].kernel) == {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D",
+                                                               "n_elements": "D"}  # fmt: skip
+
+
+def test_specialize_none_means_one_plain_variant(kernel_dir):
+    text = GOOD.replace('"*T:16"', '"*T"').replace('"i32:16"', '"i32"').replace("    grid:", "    specialize: none\n    grid:")
     variants = plan.plan_variants(recipe.parse(text, kernel_dir / "r.yaml"))
     assert len(variants) == 16 and variants[0].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80"
 

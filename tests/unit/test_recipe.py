@@ -88,7 +88,7 @@ CASES = [
     (edit('    grid: ["cdiv(n_elements, BLOCK)"]', '    grid: ["cdiv(x_ptr, BLOCK)"]'),
      "r.yaml:15:18: kernels.add.grid[0]: 'x_ptr' is a pointer argument; use numel(x_ptr) or size(x_ptr, 0)"),
     (edit('    grid: ["cdiv(n_elements, BLOCK)"]', '    grid: ["floor(n_elements)"]'),
-     "r.yaml:15:13: kernels.add.grid[0]: unknown function 'floor' (known: cdiv, max, min, next_pow2, numel, "
+     "r.yaml:15:13: kernels.add.grid[0]: unknown function 'floor' (known: cdiv, max, min, next_pow2, none, numel, "
      "size, stride)"),
     (edit('    grid: ["cdiv(n_elements, BLOCK)"]', "    grid: [1, 2, 3, 4]"),
      "r.yaml:15:11: kernels.add.grid: expected 1 to 3 grid expressions, got 4"),

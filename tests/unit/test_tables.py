@@ -44,8 +44,8 @@ def test_round_trip_is_sorted_and_stable(tmp_path):
          ' "date": "d", "kernels": {"add": [{"key": [1.5], "config": "c"}]}}',
          "t.json: kernels.add[0].key: expected a list of integers, got [1.5]"),
         ('{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1",'
-         ' "date": "d", "kernels": {"add": [{"key": [1], "config": "c", "specialization": "fast"}]}}',
-         "t.json: kernels.add[0].specialization: expected 'hinted' or 'safe', got 'fast'"),
+         ' "date": "d", "kernels": {"add": [{"key": [1], "config": "c", "specialization": 5}]}}',
+         "t.json: kernels.add[0].specialization: expected a class name such as 'hinted' or 'DD_1', got 5"),
     ],
 )  # fmt: skip
 def test_malformed_tables(tmp_path, text, message):
