@@ -4,12 +4,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo hopper hopper-matched test unit lint gpu-test clean
+.PHONY: demo hopper hopper-matched corpus corpus-matched test unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	# torch first, pinned: the corpus kernels import it (a CPU build where the machine provides one)
+	$(PY) -m pip install -q 'torch==2.13.0'
+	$(PY) -m pip install -q -e '.[test,corpus]'
 	touch $(STAMP)
 
 demo: $(STAMP)  ## build recipes/demo.yaml into dist/
@@ -26,6 +28,17 @@ hopper-matched:
 	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e . triton==$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build recipes/hopper.yaml -o dist/triton-$(basename $(TRITON_MATCH))
+
+# The third-party corpus (tests/corpus/thirdparty.yaml: liger-kernel, fla-core, conch kernels as published)
+corpus: $(STAMP)
+	$(VENV)/bin/aotpack build tests/corpus/thirdparty.yaml -o dist
+
+# ... and built by the device's Triton, like hopper-matched (its venv needs the corpus packages too)
+corpus-matched:
+	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q 'torch==2.13.0'
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
+	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/corpus/thirdparty.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
 test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU)
 	$(VENV)/bin/ruff check aotpack tests benchmarks

@@ -7,6 +7,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import warnings
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,14 @@ if TYPE_CHECKING:
 @cache
 def load(source: Source) -> Any:
     """The object ``source`` names (None when the module lacks it). A file's folder goes on
-    sys.path first, so that it can import its helper modules."""
+    sys.path first, so that it can import its helper modules. Warnings the module raises while it
+    is imported (a kernel library noticing there is no GPU here) are shown, never turned into errors."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        return _load(source)
+
+
+def _load(source: Source) -> Any:
     if source.path is not None:
         folder = str(source.path.parent)
         if folder not in sys.path:

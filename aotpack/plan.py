@@ -107,9 +107,26 @@ def unit_strides(kernel: Kernel) -> set[str]:
     for arg in kernel.args:
         d = arg.default
         if isinstance(d, expr.Call) and d.func == "stride" and isinstance(d.args[1], expr.Num):
-            if innermost.get(expr.unparse(d.args[0])) == d.args[1].value:
+            tensor = kernel.arg(expr.unparse(d.args[0]))
+            # a stride the tensor's extent multiplies (rows * row_stride) is an outer one
+            outer = tensor.extent is not None and arg.name in _multiplied(tensor.extent)
+            if innermost.get(tensor.name) == d.args[1].value and not outer:
                 out.add(arg.name)
     return out
+
+
+def _multiplied(e: expr.Expr) -> set[str]:
+    """Names that appear as a factor of a product in the expression."""
+    if isinstance(e, expr.BinOp):
+        inner = _multiplied(e.left) | _multiplied(e.right)
+        if e.op == "*":
+            inner |= {n.id for n in expr.names(e.left) + expr.names(e.right)}
+        return inner
+    if isinstance(e, expr.Neg):
+        return _multiplied(e.operand)
+    if isinstance(e, expr.Call):
+        return {n for a in e.args for n in _multiplied(a)}
+    return set()
 
 
 def auto_states(kernel: Kernel) -> list[dict[str, str]]:
@@ -177,9 +194,31 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
     return tuple(sorted(out.values(), key=lambda s: -s.degree))
 
 
+def unreachable(kernel: Kernel, config: Config, spec: Spec) -> str | None:
+    """Why no call can select this config in this class, or None. A bound constexpr whose expression
+    reads only the config's constexprs and whether optional arguments are None (which the class
+    fixes) is evaluated now: where it differs from the config's value, no call can run the variant."""
+    consts = {n: int(v) for n, v in config.constexprs if isinstance(v, int)}
+    states = dict(zip((a.name for a in kernel.args), spec.states, strict=True))
+    for name, e in kernel.bound:
+        calls = expr.tensor_calls(e)
+        if any(c.func != "none" for c in calls) or any(n.id not in consts for n in expr.names(e)):
+            continue  # depends on the call's values
+        tensors = {expr.unparse(c.args[0]): None if states[expr.unparse(c.args[0])] == NONE else object()
+                   for c in calls}  # fmt: skip
+        try:
+            value = expr.evaluate(e, consts, tensors)  # type: ignore[arg-type]
+        except (ZeroDivisionError, ValueError):
+            return f"{name} = {expr.unparse(e)} cannot be evaluated"
+        if value != consts.get(name):
+            return f"{name} = {expr.unparse(e)} is {value}, not {config.value(name)}"
+    return None
+
+
 def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bool = False) -> tuple[Variant, ...]:
-    """Every variant of the recipe in a stable order; ``select`` keeps ids matching any glob;
-    ``winners_only`` keeps the configs some dispatch row picks, and each kernel's default."""
+    """Every variant of the recipe that some call can select, in a stable order; ``select`` keeps ids
+    matching any glob; ``winners_only`` keeps the configs some dispatch row picks, and each kernel's
+    default."""
     variants = tuple(
         Variant(kernel=kernel, binding=binding, config=config, target=target, spec=spec)
         for kernel in recipe.kernels
@@ -188,6 +227,7 @@ def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bo
         for config in kernel.configs
         if not winners_only or config == kernel.default or any(r.config == config for r in kernel.rules)
         for spec in specs(kernel)
+        if unreachable(kernel, config, spec) is None
     )
     if not select:
         return variants

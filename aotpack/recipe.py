@@ -78,7 +78,7 @@ class Arg:
     block: tuple[int | str, ...] = ()
     # scalars: a float argument's constant default (``default`` then holds integer expressions only)
     float_default: float | None = None
-    optional: bool = False  # pointers: a call may pass None (built as the JIT's None specialization)
+    optional: bool = False  # a call may pass None (built as the JIT's None specialization)
     # What Triton's JIT can key this argument on ("D": 16-divisible or aligned, "1": equal to 1,
     # "": nothing); read from the kernel's Triton release for Triton kernels (see compilers/triton.py)
     jit_states: tuple[str, ...] = ("",)
@@ -536,6 +536,7 @@ def _kernel(
         fixed, heuristics, tuned = _jit_constexprs(k, name, info, constexprs, bound_nodes, dtype_consts)
     constexpr_names = tuple(n for n, _ in constexprs)
     pointers = {a.name for a in raw_args if a.pointer}
+    optional = {a.name for a in raw_args if a.optional}
     tuned_values = [(n, tuple(c.value(n) for c in tuned)) for n, _ in (tuned[0].constexprs if tuned else ())]
     int_consts = {n for n, vals in [*constexprs, *tuned_values] if all(isinstance(v, int) for v in vals)}
     for arg in raw_args:
@@ -563,7 +564,9 @@ def _kernel(
                 target = cast(expr.Name, call.args[0])
                 if not allow_tensors:
                     raise expr.ExprError(f"{call.func}() is not allowed here", call.offset)
-                if target.id not in pointers:
+                if call.func == "none" and target.id not in optional:
+                    raise expr.ExprError(f"none() needs an optional argument, not {target.id!r}", target.offset)
+                if target.id not in pointers and call.func != "none":
                     raise expr.ExprError(f"{call.func}() needs a pointer argument, not {target.id!r}", target.offset)
 
         return check
@@ -571,7 +574,7 @@ def _kernel(
     int_scalars = {a.name for a in raw_args if not a.pointer and facts.dtypes()[a.dtype].value == "int"}
     # scalar defaults and pointer extents are checked after all args are known
     args = tuple(_arg_exprs(k["args"], raw_args, checker(int_scalars, True)))
-    bound_check = checker(int_scalars | (int_consts - {n for n, _ in bound_nodes} - {n for n, _ in heuristics}), True)
+    bound_check = checker(int_scalars | int_consts, True)  # other constexprs: checked per config
     bound = []
     for cname, equals in bound_nodes:
         if cname not in int_consts:
@@ -652,7 +655,7 @@ def _kernel(
         specialize = policy
     for arg in args:
         if arg.optional and backend == "cuda":
-            raise RecipeError(f"kernels.{name}.args.{arg.name}: optional pointers are for Triton kernels", arg.where)
+            raise RecipeError(f"kernels.{name}.args.{arg.name}: optional arguments are for Triton kernels", arg.where)
     return Kernel(
         name=name, backend=backend, source=source, doc=doc, args=args, types=tuple(types),
         constexpr_names=constexpr_names, configs=configs, default=default,
@@ -841,8 +844,9 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
         if launch_only and pointer:
             raise fields["launch_only"].fail("only scalar arguments can be launch_only")
         optional = fields["optional"].boolean() if "optional" in fields else False
-        if optional and not pointer:
-            raise fields["optional"].fail("only pointer arguments can be optional (passed as None)")
+        if optional and (launch_only or "default" in fields):
+            raise fields["optional"].fail("an optional argument (None: folded into the code) is passed to the kernel "
+                                          "and has no default")  # fmt: skip
         if optional and m["required"]:
             raise fields["optional"].fail("an optional pointer cannot carry a required hint")
         specialize = fields["specialize"].boolean() if "specialize" in fields else True

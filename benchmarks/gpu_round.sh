@@ -27,6 +27,21 @@ for wheel in dist/triton-*/hopper_kernels-*.whl; do
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   PYTHONPATH="$other:$site" python3 benchmarks/hopper.py 2>&1 | tee "$out/hopper-$tag.log"
 done
+# the third-party corpus built with another Triton (the JIT's own release: same code, so bitwise equal results
+# and the speed comparison that matters); the wheel in dist/ was tested by tests/gpu above
+for wheel in dist/triton-*/thirdparty_kernels-*.whl; do
+  [ -e "$wheel" ] || continue
+  tag=$(basename "$(dirname "$wheel")")
+  other=$(mktemp -d)
+  python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
+  PYTHONPATH="$other:$site" python3 -m pytest tests/gpu/test_thirdparty.py -q -p no:cacheprovider 2>&1 | tail -5 \
+    | tee "$out/thirdparty-tests-$tag.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  PYTHONPATH="$other:$site" python3 benchmarks/thirdparty.py 2>&1 | tee "$out/thirdparty-$tag.log"
+done
+if python3 -c "import thirdparty_kernels" 2>/dev/null; then
+  python3 benchmarks/thirdparty.py 2>&1 | tee "$out/thirdparty.log"
+fi
 # the repository itself is importable here (aotpack needs only PyYAML to tune and to read recipes)
 export PYTHONPATH="$PYTHONPATH:$PWD"
 if [ -n "${AOTPACK_TUNE:-}" ]; then

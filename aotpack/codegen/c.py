@@ -318,7 +318,7 @@ def _capi_params(kernel: Kernel, package: str) -> list[str]:
             out.append(f"{package}_tensor {arg.name}")
             continue
         c_type = facts.dtypes()[arg.dtype].c
-        if arg.has_default:
+        if arg.has_default or arg.optional:  # NULL: the default, or (optional) None
             out.append(f"const {c_type} *{arg.name}")
         else:
             out.append(f"{c_type} {arg.name}")
@@ -389,8 +389,10 @@ def capi_c(build: BuildInput) -> str:
                             f"{arg.name}.shape, {arg.name}.strides);")  # fmt: skip
                 if arg.optional:
                     fill.append(f"  if ({arg.name}.ptr == 0 && {arg.name}.ndim < 0) call->none |= UINT64_C(1) << {p};")
-            elif arg.has_default:
+            elif arg.has_default or arg.optional:
                 fill.append(f"  if ({arg.name}) call->{slot}[{p}] = *{arg.name}, call->given |= UINT64_C(1) << {p};")
+                if arg.optional:
+                    fill.append(f"  else call->none |= UINT64_C(1) << {p}, call->given |= UINT64_C(1) << {p};")
             else:
                 fill.append(f"  call->{slot}[{p}] = {arg.name}, call->given |= UINT64_C(1) << {p};")
         params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])

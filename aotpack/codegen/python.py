@@ -134,6 +134,8 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                     "shared_bytes": art.shared,
                     "static_shared_bytes": art.static_shared,
                     "num_warps": art.num_warps,
+                    "num_stages": v.config.num_stages,
+                    "constexprs": dict(v.config.constexprs),
                     "image_bytes": len(art.image),
                     "image_sha256": hashlib.sha256(art.image).hexdigest(),
                     "compiler": dict(art.metadata),

@@ -48,7 +48,7 @@ typedef struct {
   uint8_t has_default;
   uint8_t contiguous;  /* pointers: the tensor must be contiguous */
   uint8_t desc_rank;   /* a tensor descriptor of this rank (the caller passes the tensor); 0: not one */
-  uint8_t optional;    /* pointers: may be passed as None (variants were built for that) */
+  uint8_t optional;    /* may be passed as None (variants were built for that) */
 } aot_param;
 
 /* How the launcher encodes one host tensor descriptor (cuTensorMapEncodeTiled), as the compiler

@@ -1,0 +1,80 @@
+"""The third-party corpus against Triton's JIT: GPU time of each kernel through the wheel built from
+tests/corpus/thirdparty.yaml (recipes with no hints) and through the same @triton.jit function
+launched by the JIT with the config aotpack dispatched, on three shapes per kernel.
+
+Times: CUDA events around each launch, a 256 MB L2 flush queued before each, median of 40 after 5
+warm-ups, the two interleaved rep by rep. Printed per row: the variant's class and whether it is the
+JIT's own specialization of the call, the max abs difference of the outputs, the times, and
+aot/JIT as speed (JIT time / aotpack time; 1.00 = equal, higher = aotpack faster). Targets: median
+>= 0.99 and min >= 0.97 with the wheel built by the JIT's own Triton release.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import triton
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT)]
+
+import thirdparty_kernels as pkg  # noqa: E402
+
+from tests.corpus.cases import CASES  # noqa: E402
+from tests.gpu.test_thirdparty import jit_class  # noqa: E402
+
+REPS, WARMUP = 40, 5
+FLUSH = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+
+
+def median_ms(launches: dict[str, Callable[[], object]]) -> dict[str, float]:
+    for launch in launches.values():
+        for _ in range(WARMUP):
+            launch()
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(REPS)] for name in launches}  # fmt: skip
+    for rep in range(REPS):
+        for name, launch in launches.items():
+            start, end = events[name][rep]
+            FLUSH.zero_()
+            start.record()
+            launch()
+            end.record()
+    torch.cuda.synchronize()
+    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
+
+
+def main() -> None:
+    built_by = pkg.__aotpack__["toolchain"]["triton"]
+    print(f"# {torch.cuda.get_device_name()}; wheel built by Triton {built_by}, JIT Triton {triton.__version__}")
+    print("| kernel | dtype | shape | class | JIT's class | max diff | aot us | JIT us | aot/JIT |")
+    print("|---|---|---|---|---|---:|---:|---:|---:|")
+    ratios = []
+    for kernel, (case, dtypes, shapes, _, _) in CASES.items():
+        for dtype in dtypes:
+            for shape in shapes:
+                torch.manual_seed(0)
+                pair = case(torch, pkg, shape, getattr(torch, dtype), "contiguous")
+                pair.aot()
+                first = [o.clone() for o in pair.outputs]
+                pair.jit()
+                pairs = zip(first, pair.outputs, strict=True)
+                diff = max((a.double() - b.double()).abs().max().item() for a, b in pairs)
+                entry = next(v for v in pkg.__aotpack__["kernels"][kernel]["variants"] if v["id"] == pair.variant)
+                exact = entry["assumes"] == jit_class(pair.fn, pair.jit_args)
+                times = median_ms({"aot": pair.aot, "jit": pair.jit})
+                ratio = times["jit"] / times["aot"]
+                ratios.append(ratio)
+                print(f"| {kernel} | {dtype} | {'x'.join(map(str, shape))} | {pair.variant.rsplit('/', 1)[1]} | "
+                      f"{'same' if exact else 'other'} | {diff:.3g} | {times['aot'] * 1000:.1f} | "
+                      f"{times['jit'] * 1000:.1f} | {ratio:.3f} |", flush=True)  # fmt: skip
+    print(f"\naot/JIT over {len(ratios)} rows: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, "
+          f"max {max(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The third-party corpus (tests/corpus/thirdparty.yaml) on a GPU: every kernel, through the wheel and
+through Triton's JIT with the same config, on random inputs of the benchmark shapes and odd ones, in
+contiguous, strided-view and misaligned layouts. Where the variant aotpack launched was compiled for
+the JIT's own specialization of the call, by the JIT's Triton release, the results must be identical
+bit for bit; otherwise (another class, another release) they must agree to the dtype's rounding.
+
+Needs the corpus wheel installed (``thirdparty_kernels``), torch, Triton, and the corpus packages
+(liger-kernel, fla-core, conch-triton-kernels)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+pkg = pytest.importorskip("thirdparty_kernels")
+for needed in ("liger_kernel", "fla", "conch"):
+    pytest.importorskip(needed)
+
+import triton  # noqa: E402
+
+from ..corpus.cases import CASES  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+SAME_TRITON = pkg.__aotpack__["toolchain"]["triton"] == triton.__version__
+
+PARAMS = [
+    (kernel, dtype, shape, layout)
+    for kernel, (_, dtypes, shapes, odd, layouts) in CASES.items()
+    for dtype in dtypes
+    for shape in [*shapes, *odd]
+    for layout in layouts
+]
+
+
+def jit_class(fn, args):
+    """The JIT's specialization of a call, per runtime argument ('D', '1' or 'N'; nothing omitted),
+    computed by Triton's own binder."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import create_function_from_signature
+
+    binder = create_function_from_signature(fn.signature, fn.params, BaseBackend)
+    _, spec, _ = binder(**args)
+    out = {}
+    for p, (kind, key) in zip(fn.params, spec, strict=True):
+        if p.is_constexpr:
+            continue
+        if kind == "constexpr":
+            out[p.name] = "N" if key is None else "1"
+        else:
+            out[p.name] = key if isinstance(key, str) else ""
+    return {k: v for k, v in out.items() if v}
+
+
+@pytest.mark.parametrize(("kernel", "dtype", "shape", "layout"), PARAMS, ids=lambda v: str(v).replace(" ", ""))
+def test_matches_the_jit(kernel, dtype, shape, layout):
+    case = CASES[kernel][0]
+    torch.manual_seed(hash((kernel, dtype, shape, layout)) % 2**31)
+    pair = case(torch, pkg, shape, getattr(torch, dtype), layout)
+    results = []
+    for launch in (pair.aot, pair.jit):
+        for out in pair.outputs:
+            out.fill_(float("nan")) if out.dtype.is_floating_point else out.fill_(-1)
+        launch()
+        torch.cuda.synchronize()
+        results.append([out.clone() for out in pair.outputs])
+    entry = next(v for v in pkg.__aotpack__["kernels"][kernel]["variants"] if v["id"] == pair.variant)
+    same_code = SAME_TRITON and entry["assumes"] == jit_class(pair.fn, pair.jit_args)
+    for got, want in zip(*results, strict=True):
+        assert not torch.isnan(got.float()).any() or torch.isnan(want.float()).any(), "aotpack left outputs unwritten"
+        if same_code:
+            assert torch.equal(got, want), f"{pair.variant}: same code as the JIT, different bits"
+        else:
+            tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(got.dtype, 1e-5)
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
+
