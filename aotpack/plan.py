@@ -107,10 +107,11 @@ def unit_strides(kernel: Kernel) -> set[str]:
     for arg in kernel.args:
         d = arg.default
         if isinstance(d, expr.Call) and d.func == "stride" and isinstance(d.args[1], expr.Num):
-            tensor = kernel.arg(expr.unparse(d.args[0]))
-            # a stride the tensor's extent multiplies (rows * row_stride) is an outer one
-            outer = tensor.extent is not None and arg.name in _multiplied(tensor.extent)
-            if innermost.get(tensor.name) == d.args[1].value and not outer:
+            tensor, dim = kernel.arg(expr.unparse(d.args[0])), d.args[1].value
+            # the only dimension the recipe reads of a tensor may still be its rows: a stride 0 that the
+            # tensor's extent multiplies ((rows - 1) * row_stride + cols) is an outer one
+            outer = dim == 0 and tensor.extent is not None and arg.name in _multiplied(tensor.extent)
+            if innermost.get(tensor.name) == dim and not outer:
                 out.add(arg.name)
     return out
 
@@ -133,9 +134,10 @@ def auto_states(kernel: Kernel) -> list[dict[str, str]]:
     """The automatic part of the classes, per the kernel's ``specialize:`` policy, over the
     arguments the JIT would specialize and the recipe does not pin:
     - ``none``: nothing assumed;
-    - ``common`` (default): nothing; pointers aligned; pointers aligned with unit strides equal to 1
-      (odd sizes); pointers aligned, unit strides 1 and every other integer divisible by 16 (the
-      common case of contiguous tensors with sizes that are multiples of 16);
+    - ``common`` (default): pointers aligned, unit strides 1 and every other integer divisible by 16
+      (contiguous tensors with sizes that are multiples of 16); the same but for one size-like integer
+      (one class each); pointers aligned with unit strides equal to 1 (odd sizes); pointers aligned;
+      nothing;
     - ``all``: every combination of what each argument can be (bounded by MAX_CLASSES).
     An argument takes only the states the kernel's Triton release gives it (``Arg.jit_states``)."""
     args = [a for a in kernel.args if _auto(kernel, a) and len(a.jit_states) > 1]
@@ -162,7 +164,13 @@ def auto_states(kernel: Kernel) -> list[dict[str, str]]:
                 out[a.name] = DIV16 if divisible and DIV16 in a.jit_states else ANY
         return out
 
-    return [level(True, True, True), level(True, True, False), level(True, False, False), level(False, False, False)]
+    common = level(True, True, True)
+    # the common case but for one size (a batch, a row count, a length that is not a multiple of 16):
+    # one class per size-like integer, so that such calls still get the JIT's own code
+    strides = {a.name for a in args if isinstance(a.default, expr.Call) and a.default.func == "stride"}
+    one_off = [{**common, a.name: ANY} for a in args
+               if not a.pointer and common[a.name] == DIV16 and a.name not in strides]  # fmt: skip
+    return [common, *one_off, level(True, True, False), level(True, False, False), level(False, False, False)]
 
 
 def specs(kernel: Kernel) -> tuple[Spec, ...]:

@@ -574,16 +574,18 @@ def _kernel(
     int_scalars = {a.name for a in raw_args if not a.pointer and facts.dtypes()[a.dtype].value == "int"}
     # scalar defaults and pointer extents are checked after all args are known
     args = tuple(_arg_exprs(k["args"], raw_args, checker(int_scalars, True)))
-    bound_check = checker(int_scalars | int_consts, True)  # other constexprs: checked per config
+    def bound_check(cname: str) -> Callable[[expr.Expr], None]:  # other constexprs: evaluated per config
+        return checker(int_scalars | (int_consts - {cname}), True)
+
     bound = []
     for cname, equals in bound_nodes:
         if cname not in int_consts:
             raise equals.fail(f"'equals' binds integer or boolean constexprs; {cname!r} has other values")
-        bound.append((cname, equals.expression(bound_check)))
+        bound.append((cname, equals.expression(bound_check(cname))))
     for cname, text in heuristics:
         try:
             e = expr.parse(text)
-            bound_check(e)
+            bound_check(cname)(e)
         except expr.ExprError as exc:
             raise node.fail(f"heuristic {cname!r} of {source} reads as {text!r}: {exc}; give it in 'constexprs' as "
                             f"{{values: [...], equals: ...}}") from None  # fmt: skip
@@ -675,13 +677,13 @@ def _describe(node: _Node, source: Source) -> introspect.KernelInfo:
     except BaseException as exc:  # the user's module: ImportError, SyntaxError, SystemExit, anything
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise node.fail(f"importing {source} failed: {type(exc).__name__}: {exc}") from None
+        raise node.fail(f"importing {node.string()} failed: {type(exc).__name__}: {exc}") from None
     if obj is None:
-        raise node.fail(f"{source.module or source.path} has no {source.function!r}")
+        raise node.fail(f"{node.string().rpartition(':')[0]} has no {source.function!r}")
     try:
         return introspect.describe(obj)
     except introspect.IntrospectError as exc:
-        raise node.fail(f"{source} {exc}") from None
+        raise node.fail(f"{node.string()} {exc}") from None
 
 
 def _jit_args(node: _Node, args: list[Arg], info: introspect.KernelInfo) -> list[Arg]:
@@ -722,8 +724,8 @@ def _jit_constexprs(
     given = {n for n, _ in constexprs} | {n for n, _ in dtype_consts}
     extra = sorted(given - set(kernel_consts))
     if extra:
-        raise at.fail(f"{', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not tl.constexpr parameters of "
-                      f"{k['triton'].string()}")  # fmt: skip
+        what = "is not a tl.constexpr parameter" if len(extra) == 1 else "are not tl.constexpr parameters"
+        raise at.fail(f"{', '.join(extra)} {what} of {k['triton'].string()}")
     tuned: tuple[Config, ...] = ()
     tuned_names = {n for c in info.configs for n, _ in c.kwargs}
     if info.configs and not (tuned_names & given) and "num_warps" not in k and "num_stages" not in k:

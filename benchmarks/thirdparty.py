@@ -2,7 +2,7 @@
 tests/corpus/thirdparty.yaml (recipes with no hints) and through the same @triton.jit function
 launched by the JIT with the config aotpack dispatched, on three shapes per kernel.
 
-Times: CUDA events around each launch, a 256 MB L2 flush queued before each, median of 40 after 5
+Times: CUDA events around each launch, a 256 MB L2 flush queued before each, median of 100 after 10
 warm-ups, the two interleaved rep by rep. Printed per row: the variant's class and whether it is the
 JIT's own specialization of the call, the max abs difference of the outputs, the times, and
 aot/JIT as speed (JIT time / aotpack time; 1.00 = equal, higher = aotpack faster). Targets: median
@@ -27,7 +27,7 @@ import thirdparty_kernels as pkg  # noqa: E402
 from tests.corpus.cases import CASES  # noqa: E402
 from tests.gpu.test_thirdparty import jit_class  # noqa: E402
 
-REPS, WARMUP = 40, 5
+REPS, WARMUP = 100, 10
 FLUSH = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
 
 

@@ -10,8 +10,9 @@ wider tensor; "misaligned": tensors starting one element past a 16-byte boundary
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 LAYOUTS = ("contiguous", "view", "misaligned")
@@ -25,13 +26,17 @@ class Pair:
     variant: str  # the variant aotpack chose
     fn: Any  # the @triton.jit function
     jit_args: dict[str, Any]  # what the JIT launch passes: every argument and constexpr by name
+    # in-place kernels: (tensor, its original) to put back before each launch instead of poisoning it
+    restore: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 def jit_function(source: str) -> Any:
     from aotpack import introspect
 
     module, name = source.split(":")
-    return introspect.unwrap(getattr(importlib.import_module(module), name))
+    with warnings.catch_warnings():  # kernel libraries warn about optional dependencies at import
+        warnings.simplefilter("ignore")
+        return introspect.unwrap(getattr(importlib.import_module(module), name))
 
 
 def _config(pkg: Any, kernel: str, variant: str) -> dict[str, Any]:
@@ -220,12 +225,15 @@ def conch_rms_norm(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, lay
         out = _tensor(torch, shape, dtype, contiguous, "zeros")
         args = (out, x, None, w)
         outputs = [out]
-    return _pair(
+    pair = _pair(
         pkg, "conch_rms_norm", "conch.kernels.normalization.rms_norm:_rms_norm_kernel", args, {},
         lambda c: dict(output_ptr=args[0], x_ptr=x, residual_ptr=args[2], weight_ptr=w, hidden_size=hidden,
                        epsilon=1e-6),
         lambda c: (tokens,), outputs,
     )  # fmt: skip
+    if layout == "view":  # in place: x and residual are read and written
+        pair.restore = [(t, t.clone()) for t in outputs]
+    return pair
 
 
 # kernel -> (case, dtypes, benchmark shapes, extra test shapes (odd sizes), layouts the kernel takes)

@@ -44,7 +44,10 @@ def matmul_case(m: int, n: int, k: int, dtype: "torch.dtype"):
 def test_matmul_every_variant(variant):
     dtype = DTYPES[variant.split("T=")[1].split(",")[0]]
     a, b, c, ref = matmul_case(512, 768, 1024, dtype)
-    hopper.matmul_tma(a, b, c, variant=variant)
+    # the persistent grid's size, as the variant's class assumes it (divisible by 16, 1, or anything)
+    assumes = next(v for v in variants("matmul_tma") if v["id"] == variant)["assumes"]
+    programs = {"D": 128, "1": 1}.get(assumes.get("programs", ""), 132)
+    hopper.matmul_tma(a, b, c, programs=programs, variant=variant)
     assert rel_err(c, ref) < 1e-2
 
 
@@ -55,7 +58,7 @@ def test_matmul_dispatched(shape, dtype):
     hopper.matmul_tma(a, b, c)
     assert rel_err(c, ref) < 1e-2
     aligned = all(d % 16 == 0 for d in shape)
-    assert hopper.matmul_tma.select(a, b, c).endswith("/hinted" if aligned else "/safe")
+    assert hopper.matmul_tma.select(a, b, c).split("/")[-1].startswith("hinted" if aligned else "safe")
 
 
 def test_matmul_fewer_programs_than_tiles_and_views():

@@ -107,3 +107,25 @@ def test_the_wheel_dispatches_third_party_calls(site, fake_driver, tmp_path):
     assert out[4] == "None"
     assert out[5] == ["conch_gelu_tanh_and_mul", "conch_rms_norm", "conch_silu_and_mul"].__repr__()
     assert len([line for line in log if line.startswith("launch")]) == 1
+
+
+def test_import_survives_a_torch_op_that_cannot_be_registered(site, fake_driver, tmp_path):
+    code = """
+        import warnings
+        import torch
+        def refuse(name, *args, **kwargs):
+            raise RuntimeError(f"schema for {name} refused")
+        torch.library.custom_op = refuse
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import thirdparty_kernels as k
+        print(len([w for w in caught if issubclass(w.category, RuntimeWarning)]))
+        print(next(str(w.message) for w in caught if "conch_rms_norm" in str(w.message)))
+        print(k.conch_rms_norm.__name__, len(k.conch_rms_norm.variants) > 0)
+        """
+    out, _ = run_on_fake_driver(code, site, fake_driver, tmp_path / "cuda.log")
+    assert out[0] == "10"  # one warning per kernel, each naming it and the reason
+    assert out[1] == ("thirdparty_kernels: kernel conch_rms_norm is not registered as "
+                      "torch.ops.thirdparty_kernels.conch_rms_norm: RuntimeError: schema for "
+                      "thirdparty_kernels::conch_rms_norm refused")  # fmt: skip
+    assert out[2] == "conch_rms_norm True"

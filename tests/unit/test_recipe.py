@@ -132,6 +132,41 @@ CASES = [
      "r.yaml:13:47: unknown key 'equal' in kernels.add.constexprs.BLOCK — did you mean 'equals'?"),
     (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equals: BLOCK}}"),
      "r.yaml:13:55: kernels.add.constexprs.BLOCK.equals: unknown name 'BLOCK' (known: n_elements)"),
+    # scalar defaults are checked against the argument's type
+    (edit("default: numel(out_ptr)", "default: 1.5"),
+     "r.yaml:12:45: kernels.add.args.n_elements.default: argument 'n_elements' is i32: cannot convert the default 1.5 to it"),
+    (edit("default: numel(out_ptr)", "default: true"),
+     "r.yaml:12:45: kernels.add.args.n_elements.default: argument 'n_elements' is i32: its default cannot be true"),
+    (edit("default: numel(out_ptr)", "default: 4294967296"),
+     "r.yaml:12:45: kernels.add.args.n_elements.default: argument 'n_elements' is i32: the default 4294967296 does not fit in it"),
+    (edit('      n_elements: {type: "i32:16", default: numel(out_ptr)}', '      n_elements: {type: bool, default: 1}')
+     .replace("extent: n_elements", "extent: 4"),
+     "r.yaml:12:41: kernels.add.args.n_elements.default: argument 'n_elements' is a bool: its default must be true "
+     "or false, got 1"),
+    (edit('      n_elements: {type: "i32:16", default: numel(out_ptr)}', '      n_elements: {type: fp16, default: 7e4}')
+     .replace("extent: n_elements", "extent: 4"),
+     "r.yaml:12:41: kernels.add.args.n_elements.default: argument 'n_elements' is fp16: the default '7e4' does not "
+     "fit in it"),
+    (edit('      n_elements: {type: "i32:16", default: numel(out_ptr)}', '      n_elements: {type: "bool:16"}')
+     .replace("extent: n_elements", "extent: 4"),
+     "r.yaml:12:26: kernels.add.args.n_elements.type: a bool argument cannot carry a hint"),
+    (edit('      n_elements: {type: "i32:16", default: numel(out_ptr)}', '      n_elements: {type: i32, optional: true, default: 3}'),
+     "r.yaml:12:41: kernels.add.args.n_elements.optional: an optional argument (None: folded into the code) is "
+     "passed to the kernel and has no default"),
+    (edit("    bucket: pow2", "    bucket: pow2\n    specialize: sometimes"),
+     "r.yaml:18:17: kernels.add.specialize: unknown policy 'sometimes' (expected one of: common, none, all)"),
+    # what the kernel's source says
+    (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: [256, 1024], NOPE: [1]}"),
+     "r.yaml:13:17: kernels.add.constexprs: NOPE is not a tl.constexpr parameter of add.py:add_kernel"),
+    (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {}"),
+     "r.yaml:13:17: kernels.add.constexprs: give values for BLOCK (a tl.constexpr of add.py:add_kernel without a default)"),
+    (edit('      x_ptr: {type: "*T:16", extent: n_elements}\n      y_ptr: "*T:16"',
+          '      y_ptr: "*T:16"\n      x_ptr: {type: "*T:16", extent: n_elements}'),
+     "r.yaml:9:7: kernels.add.args: list the kernel's runtime parameters in its order: x_ptr, y_ptr, out_ptr, n_elements (the recipe has y_ptr, x_ptr, out_ptr, n_elements; mark arguments the kernel does not take 'launch_only: true')"),
+    (edit("    triton: add.py:add_kernel", "    triton: no_such_module_here.kernels:add_kernel"),
+     "r.yaml:6:13: kernels.add.triton: importing no_such_module_here.kernels:add_kernel failed: ModuleNotFoundError: No module named 'no_such_module_here'"),
+    (edit("    triton: add.py:add_kernel", "    triton: add.py:BLOCK_DEFAULT"),
+     "r.yaml:6:13: kernels.add.triton: add.py has no 'BLOCK_DEFAULT'"),
 ]  # fmt: skip
 
 
