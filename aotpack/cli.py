@@ -14,7 +14,7 @@ from . import __version__
 from .compilers import Outcome, Pruned
 from .errors import AotpackError
 from .pipeline import build
-from .plan import Variant, plan_variants
+from .plan import Variant, plan_summary, plan_variants
 from .recipe import load
 
 
@@ -92,8 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
         if args.command == "plan":
-            for variant in plan_variants(load(args.recipe), tuple(args.only)):
+            rec = load(args.recipe)
+            variants = plan_variants(rec, tuple(args.only))
+            for variant in variants:
                 print(variant.id)
+            for line in plan_summary(rec, variants):  # on stderr: the ids stay a clean list
+                print(line, file=sys.stderr)
             return 0
         if args.command == "new":
             from .new import scaffold

@@ -250,3 +250,18 @@ def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bo
             )
     return chosen
 
+
+
+def plan_summary(recipe: Recipe, variants: tuple[Variant, ...]) -> list[str]:
+    """Per kernel: the variants planned, its specialization classes, and the combinations skipped
+    because no call can select them (with one reason)."""
+    lines = []
+    for kernel in recipe.kernels:
+        mine = sum(v.kernel is kernel for v in variants)
+        classes = specs(kernel)
+        reasons = [r for c in kernel.configs for s in classes if (r := unreachable(kernel, c, s)) is not None]
+        skipped = len(reasons) * len(kernel.bindings) * len(kernel.targets)
+        why = f"; {skipped} skipped that no call can select (e.g. {reasons[0]})" if reasons else ""
+        names = ", ".join(s.name for s in classes)
+        lines.append(f"{kernel.name}: {mine} variants; {len(classes)} classes ({names}){why}")
+    return lines

@@ -184,7 +184,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
         str(len(bindings)), f"{n}_bindings", str(len(targets)), f"{n}_targets", str(len(k.configs)),
         str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
-        str(int(k.bucket == "pow2")), str(len(k.rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
+        str(int(k.bucket == "pow2")), str(len(rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
         f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
         f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
         str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",

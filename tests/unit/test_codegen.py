@@ -146,3 +146,21 @@ def test_manifest_keeps_the_key_order(kernel_dir):
     kernels = codegen.group(rec, variants, outcomes, {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})
     text = codegen_py.manifest_json(codegen.BuildInput(recipe=rec, kernels=kernels, versions=()), "0")
     assert json.loads(text)["kernels"]["add"]["key"] == [["z", "n_elements"], ["a", "(2 * n_elements)"]]
+
+
+def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
+    text = GOOD.replace('      y_ptr: "*T:16"', '      y_ptr: "*T"')  # y_ptr is specialized as the JIT does
+    rec = recipe.parse(text, kernel_dir / "r.yaml")
+    (kernel,) = rec.kernels
+    kernel = dataclasses.replace(kernel, rules=tuple(dataclasses.replace(r, specialization="hinted")
+                                                     for r in kernel.rules))  # fmt: skip
+    rec = dataclasses.replace(rec, kernels=(kernel,))
+    variants = plan.plan_variants(rec)
+    assert [s.name for s in plan.specs(kernel)] == ["hinted-D", "hinted-_", "safe-D", "safe-_"]
+    kernels = codegen.group(rec, variants, {v.id: artifact(v) for v in variants},
+                            {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})  # fmt: skip
+    text = codegen_c.kernel_c(kernels[0], "kit", {v.id: "image" for v in variants})
+    assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 1, 1, {4096}},\n};" in text
+    # the kernel's row count is the expanded one
+    fields = text.split("const aot_kernel aot_kernel_add = {\n")[1].splitlines()
+    assert fields[16].strip() == "2," and fields[17].strip() == "add_rules,"
