@@ -655,6 +655,13 @@ def _kernel(
         if backend == "cuda":
             raise k["specialize"].fail("'specialize' is for Triton kernels (CUDA kernels use hints)")
         specialize = policy
+    autotune = k["autotune"].boolean() if "autotune" in k else False
+    if autotune and info is not None and (info.reset_to_zero or info.restore_value):
+        raise k["autotune"].fail(
+            "the kernel's @triton.autotune resets or restores arguments between runs "
+            f"({', '.join((*info.reset_to_zero, *info.restore_value))}), which runtime tuning cannot do; "
+            "tune it with aotpack tune, which does"
+        )
     for arg in args:
         if arg.optional and backend == "cuda":
             raise RecipeError(f"kernels.{name}.args.{arg.name}: optional arguments are for Triton kernels", arg.where)
@@ -662,7 +669,7 @@ def _kernel(
         name=name, backend=backend, source=source, doc=doc, args=args, types=tuple(types),
         constexpr_names=constexpr_names, configs=configs, default=default,
         grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
-        options=options, cuda=cuda, tune=tune, autotune=k["autotune"].boolean() if "autotune" in k else False,
+        options=options, cuda=cuda, tune=tune, autotune=autotune,
         mutates=_mutates(k["mutates"], pointers) if "mutates" in k else None, bound=tuple(bound),
         specialize=specialize, fixed_constexprs=fixed, dtype_constexprs=tuple(dtype_consts),
         reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),

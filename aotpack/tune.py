@@ -93,11 +93,30 @@ def _time(torch: Any, launch: Callable[[int], None], flush: Any, opts: Options) 
     return statistics.median(times) * 1000.0
 
 
-def _launcher(obj: Any, sets: list[Any], variant: str) -> Callable[[int], None]:
+def _launcher(obj: Any, sets: list[Any], variant: str, prepare: Callable[[Any], None]) -> Callable[[int], None]:
     def launch(i: int) -> None:
-        obj(*sets[i % INPUT_SETS][0], variant=variant)
+        args = sets[i % INPUT_SETS][0]
+        prepare(args)
+        obj(*args, variant=variant)
 
     return launch
+
+
+def _preparer(kernel: recipe.Kernel, sets: list[Any]) -> Callable[[Any], None]:
+    """What the kernel's @triton.autotune asks for before each run: its reset_to_zero arguments
+    zeroed, its restore_value arguments put back as the inputs hook made them."""
+    names = [kernel.args[i].name for i in kernel.call_order]
+    originals = {id(args): {n: args[names.index(n)].clone() for n in kernel.restore_value if n in names[: len(args)]}
+                 for args, _ in sets}  # fmt: skip
+
+    def prepare(args: Any) -> None:
+        for name in kernel.reset_to_zero:
+            if name in names[: len(args)]:
+                args[names.index(name)].zero_()
+        for name, original in originals[id(args)].items():
+            args[names.index(name)].copy_(original)
+
+    return prepare
 
 
 def _measure(
@@ -124,9 +143,11 @@ def _measure(
     timings: dict[str, float] = {}
     rejected: dict[str, str] = {}
     refused = ""
+    prepare = _preparer(kernel, sets)
     for variant in candidates:
         for i in outputs:
             args[i].fill_(float("nan"))
+        prepare(args)
         try:
             obj(*args, variant=variant["id"])
         except ValueError as exc:  # the runtime refuses these inputs for it (built for other `equals:` values)
@@ -137,7 +158,7 @@ def _measure(
         if not err <= kernel.tune.rtol:
             rejected[variant["config"]] = f"relative error {err:.3g} > {kernel.tune.rtol:g}"
             continue
-        timings[variant["config"]] = _time(torch, _launcher(obj, sets, variant["id"]), flush, opts)
+        timings[variant["config"]] = _time(torch, _launcher(obj, sets, variant["id"], prepare), flush, opts)
     if not timings:
         raise TuneError(
             f"{kernel.name}: no {spec or ''} variant passed the check at key {key} {types}: "

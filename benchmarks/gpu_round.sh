@@ -15,30 +15,23 @@ python3 benchmarks/launch_breakdown.py 2>&1 | tee "$out/launch_breakdown.log"
 if python3 -c "import hopper_kernels" 2>/dev/null; then
   python3 benchmarks/hopper.py 2>&1 | tee "$out/hopper.log"
 fi
-# Hopper wheels built with another Triton (dist/triton-X.Y/, e.g. the version installed here, so that
-# the JIT comparison runs the same compiler): their GPU tests and the benchmark, each in its own folder
-for wheel in dist/triton-*/hopper_kernels-*.whl; do
-  [ -e "$wheel" ] || continue
-  tag=$(basename "$(dirname "$wheel")")
-  other=$(mktemp -d)
-  python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
-  PYTHONPATH="$other:$site" python3 -m pytest tests/gpu/test_hopper.py -q -p no:cacheprovider 2>&1 | tail -3 \
-    | tee "$out/hopper-tests-$tag.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  PYTHONPATH="$other:$site" python3 benchmarks/hopper.py 2>&1 | tee "$out/hopper-$tag.log"
-done
-# the third-party corpus built with another Triton (the JIT's own release: same code, so bitwise equal results
-# and the speed comparison that matters); the wheel in dist/ was tested by tests/gpu above
-for wheel in dist/triton-*/thirdparty_kernels-*.whl; do
-  [ -e "$wheel" ] || continue
-  tag=$(basename "$(dirname "$wheel")")
-  other=$(mktemp -d)
-  python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
-  PYTHONPATH="$other:$site" python3 -m pytest tests/gpu/test_thirdparty.py -q -p no:cacheprovider 2>&1 | tail -5 \
-    | tee "$out/thirdparty-tests-$tag.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  PYTHONPATH="$other:$site" python3 benchmarks/thirdparty.py 2>&1 | tee "$out/thirdparty-$tag.log"
-done
+# Wheels built with another Triton (dist/triton-X.Y/, e.g. the version installed here, so that the JIT
+# comparison runs the same compiler: same code, so bit-identical results and the speed comparison that
+# matters): their GPU tests and benchmark, each wheel in its own folder. Arguments: package, test, benchmark.
+matched() {
+  for wheel in dist/triton-*/"$1"-*.whl; do
+    [ -e "$wheel" ] || continue
+    tag=$(basename "$(dirname "$wheel")")
+    other=$(mktemp -d)
+    python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
+    PYTHONPATH="$other:$site" python3 -m pytest "tests/gpu/$2" -q -p no:cacheprovider 2>&1 | tail -3 \
+      | tee "$out/$1-tests-$tag.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    PYTHONPATH="$other:$site" python3 "benchmarks/$3" 2>&1 | tee "$out/$1-$tag.log"
+  done
+}
+matched hopper_kernels test_hopper.py hopper.py
+matched thirdparty_kernels test_thirdparty.py thirdparty.py
 if python3 -c "import thirdparty_kernels" 2>/dev/null; then
   python3 benchmarks/thirdparty.py 2>&1 | tee "$out/thirdparty.log"
 fi

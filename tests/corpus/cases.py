@@ -189,6 +189,20 @@ def fla_cumsum_scalar(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, 
     )  # fmt: skip
 
 
+def fla_logsumexp(torch: Any, pkg: Any, shape: tuple[int, int, int], dtype: Any, layout: str) -> Pair:
+    """shape: (rows, D, scaled)."""
+    rows, d, scaled = shape
+    x = _tensor(torch, (rows, d), dtype, "misaligned" if layout == "misaligned" else "contiguous")
+    block = min(_np2(d), 65536)
+    z = torch.zeros((rows, -(-d // block)), dtype=torch.float32, device="cuda")
+    scale = 0.5 if scaled else None
+    return _pair(
+        pkg, "fla_logsumexp", "fla.ops.utils.logsumexp:logsumexp_fwd_kernel", (x, z, scale), {},
+        lambda c: dict(x=x, z=z, scale=scale),
+        lambda c: (rows, -(-d // c["B"])), [z],
+    )  # fmt: skip
+
+
 def _act_and_mul(torch: Any, pkg: Any, kernel: str, source: str, shape: tuple[int, int], dtype: Any, layout: str,
                  names: tuple[str, str, str, str], extra: dict[str, Any]) -> Pair:  # fmt: skip
     tokens, d = shape
@@ -253,6 +267,8 @@ CASES: dict[str, tuple[Callable[..., Pair], tuple[str, ...], list[tuple[int, int
                       [(333, 4096), (1, 8192)], ("contiguous",)),
     "fla_cumsum_scalar": (fla_cumsum_scalar, ("float32",), [(4096, 0), (8192, 1), (16384, 0)],
                           [(1000, 1), (63, 0)], ("contiguous", "misaligned")),
+    "fla_logsumexp": (fla_logsumexp, ("float32",), [(4096, 1024, 0), (4096, 4096, 1), (1024, 32000, 0)],
+                      [(333, 1024, 1), (7, 32000, 0)], ("contiguous", "misaligned")),
     "conch_silu_and_mul": (conch_silu_and_mul, ("float16", "bfloat16"), [(4096, 4096), (8192, 11008), (2048, 14336)],
                            [(333, 1000), (5, 4095)], LAYOUTS),
     "conch_gelu_tanh_and_mul": (conch_gelu_tanh_and_mul, ("float32",),

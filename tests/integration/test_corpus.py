@@ -6,11 +6,12 @@ the JIT's specialization), what it pruned at plan time, and how the runtime disp
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from aotpack import build, plan, recipe
+from aotpack import _sources, build, introspect, plan, recipe
 
 from .helpers import install_wheel, run_on_fake_driver
 
@@ -35,6 +36,9 @@ def site(tmp_path_factory) -> Path:
 def test_the_corpus_is_real_third_party_code(corpus):
     sources = {k.name: k.source.module for k in corpus.kernels}
     assert len(sources) >= 10
+    objects = [_sources.load(k.source) for k in corpus.kernels]
+    wrapped = [o for o in objects if introspect.unwrap(o) is not o]
+    assert len(wrapped) >= 3, "at least three published with @triton.autotune / @triton.heuristics"
     assert {m.split(".")[0] for m in sources.values() if m} == {"liger_kernel", "fla", "conch"}
     assert all(k.source.path is None for k in corpus.kernels), "referenced by module path, not copied"
     assert not any(a.hint for k in corpus.kernels for a in k.args), "no hints"
@@ -95,6 +99,7 @@ def test_the_wheel_dispatches_third_party_calls(site, fake_driver, tmp_path):
         print(k.liger_rms_norm_fwd.select(*rms(64, 2048, row=2072)))  # strided rows
         print(k.liger_rms_norm_fwd(*rms(4096, 2048), eps=1e-5, offset=0.0))
         print(sorted(n for n in dir(torch.ops.thirdparty_kernels) if not n.startswith("_"))[:3])
+        print(torch.ops.thirdparty_kernels.liger_rms_norm_fwd.default._schema)
         """
     out, log = run_on_fake_driver(code, site, fake_driver, tmp_path / "cuda.log")
     config = "T=fp16,casting_mode=0,elementwise_affine=true"
@@ -106,6 +111,11 @@ def test_the_wheel_dispatches_third_party_calls(site, fake_driver, tmp_path):
     assert out[3] == f"liger_rms_norm_fwd/{config},BLOCK_SIZE=2048,w8,s3/sm_90a/D_D_D1D1_"
     assert out[4] == "None"
     assert out[5] == ["conch_gelu_tanh_and_mul", "conch_rms_norm", "conch_silu_and_mul"].__repr__()
+    # the torch schema follows the calling order: tensors first (the written ones marked), then defaults
+    names = re.findall(r" (\w+)(?=[,)=])", out[6].split("(", 1)[1])
+    assert names == ["Y_ptr", "X_ptr", "W_ptr", "RSTD_ptr", "Y_row_stride", "X_row_stride", "W_row_stride",
+                     "RSTD_row_stride", "n_cols", "eps", "offset", "n_rows"], out[6]  # fmt: skip
+    assert "Tensor(a0!) Y_ptr" in out[6] and "float? eps=None" in out[6]
     assert len([line for line in log if line.startswith("launch")]) == 1
 
 
@@ -124,7 +134,7 @@ def test_import_survives_a_torch_op_that_cannot_be_registered(site, fake_driver,
         print(k.conch_rms_norm.__name__, len(k.conch_rms_norm.variants) > 0)
         """
     out, _ = run_on_fake_driver(code, site, fake_driver, tmp_path / "cuda.log")
-    assert out[0] == "10"  # one warning per kernel, each naming it and the reason
+    assert out[0] == "11"  # one warning per kernel, each naming it and the reason
     assert out[1] == ("thirdparty_kernels: kernel conch_rms_norm is not registered as "
                       "torch.ops.thirdparty_kernels.conch_rms_norm: RuntimeError: schema for "
                       "thirdparty_kernels::conch_rms_norm refused")  # fmt: skip
