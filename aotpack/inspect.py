@@ -48,6 +48,13 @@ def render(manifest: dict[str, Any], wheel_name: str) -> str:
             " ".join(f"{t}:{n}" for t, n in sorted(per_target.items())),
         ])  # fmt: skip
     out += [_table(rows), ""]
+    # what each class assumes, in Triton's JIT terms (D: 16-divisible or aligned, 1: equal to 1, N: None)
+    out += ["specialization classes (most specialized first):"]
+    for name, k in sorted(manifest["kernels"].items()):
+        for spec in k.get("specializations", []):
+            terms = " ".join(f"{arg}={state}" for arg, state in spec["assumes"].items()) or "nothing assumed"
+            out.append(f"  {name} {spec['name']}: {terms}")
+    out.append("")
     pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
     if pruned:
         out += ["pruned variants:", *(f"  {p['id']}: {p['reason']}" for _, p in pruned), ""]

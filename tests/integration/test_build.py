@@ -176,6 +176,7 @@ def test_inspect_shows_provenance(small_wheel, small_recipe, capsys):
     text = capsys.readouterr().out
     assert "targets (and the NVIDIA driver their code needs): sm_80 (CUDA 12.0+), sm_90a (CUDA 13.0+)" in text
     assert "add     " in text and "n_elements (pow2)" in text and "sm_80:8 sm_90a:8" in text
+    assert "  add hinted: n_elements=D out_ptr=D x_ptr=D y_ptr=D\n  add safe: nothing assumed\n" in text
 
 
 def test_inspect_refuses_other_wheels(tmp_path, capsys):
