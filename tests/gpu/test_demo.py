@@ -107,22 +107,33 @@ def log2_approx(x):
     return e + (x - (1 << e)) / (1 << e)
 
 
-def expected_config(kernel, target, types, key, hinted):
-    """The dispatcher's rule, written again in Python: among the rows for this arch, types and
-    specialization (rows that name them beat rows that do not), the nearest row at or above the
-    bucketed key in every dimension, else the nearest row; nearness is the summed |log2| gap."""
+def expected_config(kernel, target, types, key, spec, satisfied=None):
+    """The dispatcher's rule, written again in Python: among the rows for this arch, types and the
+    call's class `spec` or a class it also satisfies (rows that name them beat rows that do not, the
+    call's own class beats the others), the nearest row at or above the bucketed key in every
+    dimension, else the nearest row; nearness is the summed |log2| gap. `satisfied`: the classes the
+    call satisfies (a key-only select satisfies every class)."""
     info = demo.__aotpack__["kernels"][kernel]
-    spec = "hinted" if hinted else "safe"
+    classes = [c["name"] for c in info["specializations"]]
+    satisfied = classes if satisfied is None else satisfied
+
+    def serves(row_spec):  # a row naming a hint level serves every class of that level
+        return row_spec is None or any(c == row_spec or c.split("-")[0] == row_spec for c in satisfied)
+
     rows = [
         r for r in info["dispatch"]
-        if r["arch"] in (None, target) and r["types"] in ({}, types) and r["specialization"] in (None, spec)
+        if r["arch"] in (None, target) and r["types"] in ({}, types) and serves(r["specialization"])
     ]  # fmt: skip
     if not rows:
         return info["default_config"]
     v = [1 << max(0, (x - 1).bit_length()) for x in key] if info["bucket"] == "pow2" else list(key)
 
+    def own(row_spec):
+        return row_spec is not None and (row_spec == spec or spec.split("-")[0] == row_spec)
+
     def rank(r):
-        score = (r["arch"] is not None) * 4 + (r["types"] != {}) * 2 + (r["specialization"] is not None)
+        score = (r["arch"] is not None) * 8 + (r["types"] != {}) * 4 + own(r["specialization"]) * 2
+        score += r["specialization"] is not None
         up = all(a >= b for a, b in zip(r["key"], v, strict=True))
         dist = sum(abs(log2_approx(a) - log2_approx(b)) for a, b in zip(r["key"], v, strict=True))
         return (-score, not up, dist)
@@ -134,15 +145,17 @@ def expected_config(kernel, target, types, key, hinted):
 def test_dispatch_rounds_up_and_clamps_like_the_table(target, n):
     x = torch.empty(n, device="cuda")
     chosen = demo.add.select(x, x, x).split("/")[1]
-    assert chosen == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], hinted=n % 16 == 0)
+    spec, satisfied = ("hinted", ["hinted", "safe"]) if n % 16 == 0 else ("safe", ["safe"])
+    assert chosen == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], spec, satisfied)
     by_key = demo.add.select(n_elements=n, T="fp32")
-    assert by_key.split("/")[1] == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], hinted=True)
+    assert by_key.split("/")[1] == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], "hinted")
 
 
 @pytest.mark.parametrize("mnk", [(64, 64, 64), (300, 200, 100), (1000, 1000, 1000), (5000, 100, 3000)])
 def test_matmul_key_select_matches_the_table(target, mnk):
     chosen = demo.matmul.select(M=mnk[0], N=mnk[1], K=mnk[2], T="bf16")
-    assert chosen.split("/")[1] == "T=bf16," + expected_config("matmul", target, {"T": "bf16"}, list(mnk), hinted=True)
+    first = demo.__aotpack__["kernels"]["matmul"]["specializations"][0]["name"]  # a key select assumes the most
+    assert chosen.split("/")[1] == "T=bf16," + expected_config("matmul", target, {"T": "bf16"}, list(mnk), first)
     assert chosen.split("/")[2] == target and chosen in demo.matmul.variants
 
 
@@ -197,13 +210,21 @@ def test_matmul_dispatched(mnk, dtype):
     assert rel_err(c, a.double() @ b.double()) < TOL[dtype]
 
 
+def _rows(rows, cols, stride_state, dtype, poison=False):
+    """A (rows, cols) view whose row stride is 16-divisible or not, as a class assumes it."""
+    stride = cols + (-cols % 16 if stride_state == "D" else (1 if cols % 16 == 0 else 0))
+    full = poisoned(rows, stride, dtype=dtype) if poison else torch.randn(rows, stride, device="cuda").to(dtype)
+    return full[:, :cols]
+
+
 def test_matmul_every_variant(target):
     for variant in variants_for("matmul", target):
         dtype = DTYPES[variant["types"]["T"]]
-        m, n, k = (256, 192, 128) if variant["specialization"] == "hinted" else (255, 190, 131)
-        a = torch.randn(m, k, device="cuda").to(dtype)
-        b = torch.randn(k, n, device="cuda").to(dtype)
-        c = poisoned(m, n, dtype=dtype)
+        assumes = variant["assumes"]  # sizes and row strides as its class assumes them (16-divisible or not)
+        m, n, k = (256 if assumes.get(d) == "D" else s for d, s in (("M", 255), ("N", 190), ("K", 131)))
+        a = _rows(m, k, assumes.get("stride_am"), dtype)
+        b = _rows(k, n, assumes.get("stride_bk"), dtype)
+        c = _rows(m, n, assumes.get("stride_cm"), dtype, poison=True)
         demo.matmul(a, b, c, variant=variant["id"])
         torch.cuda.synchronize()
         assert rel_err(c, a.double() @ b.double()) < TOL[dtype], variant["id"]
@@ -213,7 +234,9 @@ def test_matmul_transposed_operand():
     a = torch.randn(300, 200, device="cuda", dtype=torch.float16).t()  # 200 x 300, column-major
     b = torch.randn(300, 130, device="cuda", dtype=torch.float16)
     c = poisoned(200, 130, dtype=torch.float16)
-    assert demo.select("matmul", a, b, c).endswith("/safe")  # stride_am == 1 is not 16-divisible
+    chosen = demo.select("matmul", a, b, c)  # stride_am == 1, stride_ak == 300: the unit-stride classes do not apply
+    assumes = next(v["assumes"] for v in variants_for("matmul", chosen.split("/")[2]) if v["id"] == chosen)
+    assert "stride_ak" not in assumes and "stride_am" not in assumes
     demo.matmul(a, b, c)
     torch.cuda.synchronize()
     assert rel_err(c, a.double() @ b.double()) < TOL[torch.float16]
@@ -480,7 +503,8 @@ def test_runtime_autotune_on_the_gpu(tmp_path):
     first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     _, tuned, err = first.stdout.split()
-    assert float(err) < 2e-3 and tuned.startswith("matmul/T=fp16,") and tuned.endswith("/hinted")
+    first = demo.__aotpack__["kernels"]["matmul"]["specializations"][0]["name"]
+    assert float(err) < 2e-3 and tuned.startswith("matmul/T=fp16,") and tuned.endswith("/" + first)
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert second.stdout.split()[1] == tuned, "the cache file carries the choice to a new process"
     saved = json.loads((tmp_path / "tuned.json").read_text())
