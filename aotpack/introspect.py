@@ -19,7 +19,9 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-ANY, DIV16, ONE = "", "D", "1"
+# What Triton's JIT keys an argument on, in its own terms: nothing, divisible by 16 (or 16-byte aligned),
+# equal to 1 (folded into the code), None (folded too). Classes of variants are spelt with these.
+ANY, DIV16, ONE, NONE = "", "D", "1", "N"
 
 
 class IntrospectError(Exception):

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 
 from . import expr, facts
 from .errors import RecipeError
+from .introspect import ANY, DIV16, NONE, ONE
 from .recipe import Arg, Config, Kernel, Recipe
 
-# the JIT's per-argument specialization keys, and how a class name spells "nothing assumed"
-DIV16, ONE, NONE, ANY = "D", "1", "N", ""
 MAX_CLASSES = 256  # a `specialize: all` kernel past this many classes is refused
 
 

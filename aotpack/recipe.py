@@ -21,6 +21,7 @@ import yaml
 
 from . import _sources, expr, facts, introspect, tables
 from .errors import Location, RecipeError
+from .introspect import DIV16, ONE
 
 Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
@@ -31,7 +32,6 @@ BACKENDS: tuple[Backend, ...] = ("triton", "cuda")
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
 POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 HINTS = (1, 16)
-DIV16, ONE = "D", "1"  # Triton's JIT keys: divisible by 16 (or 16-byte aligned), equal to 1
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _VERSION = re.compile(r"^\d+(\.\d+)*([ab]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")

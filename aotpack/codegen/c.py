@@ -8,11 +8,12 @@ from collections.abc import Callable
 
 from .. import compress, expr, facts, plan
 from ..errors import RecipeError
+from ..introspect import ANY, DIV16, NONE, ONE
 from ..plan import Spec, Variant
 from ..recipe import Arg, Kernel, Rule
 from . import BuildInput, KernelBuild
 
-_STATE = {plan.ANY: "AOT_SPEC_ANY", plan.DIV16: "AOT_SPEC_DIV16", plan.ONE: "AOT_SPEC_ONE", plan.NONE: "AOT_SPEC_NONE"}
+_STATE = {ANY: "AOT_SPEC_ANY", DIV16: "AOT_SPEC_DIV16", ONE: "AOT_SPEC_ONE", NONE: "AOT_SPEC_NONE"}
 
 
 def c_string(text: str) -> str:
@@ -58,7 +59,7 @@ def _folded(variant: Variant) -> int:
     constant: equal to 1, or None)."""
     if variant.kernel.backend != "triton":
         return 0
-    return sum(1 << i for i, s in enumerate(variant.spec.states) if s in (plan.ONE, plan.NONE))
+    return sum(1 << i for i, s in enumerate(variant.spec.states) if s in (ONE, NONE))
 
 
 def _rule_specs(rule: Rule, specs: tuple[Spec, ...]) -> list[int]:

@@ -18,8 +18,9 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
-from .. import _sources, _tools, facts, introspect, plan
+from .. import _sources, _tools, facts, introspect
 from ..errors import ToolNotFound
+from ..introspect import DIV16, NONE, ONE
 from ..mutation import written_arguments
 from ..plan import Variant
 from ..recipe import Kernel, Source
@@ -117,11 +118,11 @@ class TritonCompiler:
                 block = ",".join(str(variant.config.value(d) if isinstance(d, str) else d) for d in arg.block)
                 signature[name] = f"tensordesc<{dtype}[{block}]>"
             state = variant.state(arg)
-            if state == plan.DIV16:
+            if state == DIV16:
                 attrs[(index,)] = [["tt.divisibility", 16]]
-            elif state in (plan.ONE, plan.NONE):  # folded into the code, as the JIT does; the launcher leaves it out
+            elif state in (ONE, NONE):  # folded into the code, as the JIT does; the launcher leaves it out
                 signature[name] = "constexpr"
-                constexprs[name] = 1 if state == plan.ONE else None
+                constexprs[name] = 1 if state == ONE else None
         arch = facts.archs()[variant.target]
         target = GPUTarget("cuda", arch.capability, 32)
         options: dict[str, Any] = {"enable_fp_fusion": True, **dict(kernel.options)}

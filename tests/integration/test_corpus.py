@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from aotpack import _sources, build, introspect, plan, recipe
+from aotpack.introspect import NONE
 
 from .helpers import install_wheel, run_on_fake_driver
 
@@ -72,7 +73,7 @@ def test_plan_builds_only_reachable_variants(corpus):
     assert "BLOCK_SIZE = next_pow2(n_cols) is 4096, not 2048" in reasons
     conch = kernels["conch_rms_norm"]
     for v in (v for v in plan.plan_variants(corpus) if v.kernel is conch):  # the residual flag follows None
-        residual_none = v.state(conch.arg("residual_ptr")) == plan.NONE
+        residual_none = v.state(conch.arg("residual_ptr")) == NONE
         assert v.config.value("cxpr_use_residual") is not residual_none
 
 
