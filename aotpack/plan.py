@@ -27,6 +27,7 @@ from .introspect import ANY, DIV16, NONE, ONE
 from .recipe import Arg, Config, Kernel, Recipe
 
 MAX_CLASSES = 256  # a `specialize: all` kernel past this many classes is refused
+MAX_RELAXED = 3  # the common policy relaxes every subset of up to this many sizes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,9 +135,9 @@ def auto_states(kernel: Kernel) -> list[dict[str, str]]:
     arguments the JIT would specialize and the recipe does not pin:
     - ``none``: nothing assumed;
     - ``common`` (default): pointers aligned, unit strides 1 and every other integer divisible by 16
-      (contiguous tensors with sizes that are multiples of 16); the same but for one size-like integer
-      (one class each); pointers aligned with unit strides equal to 1 (odd sizes); pointers aligned;
-      nothing;
+      (contiguous tensors with sizes that are multiples of 16); the same but with some sizes not
+      divisible, and the row strides that equal them (see below); pointers aligned with unit strides
+      equal to 1 (odd sizes); pointers aligned; nothing;
     - ``all``: every combination of what each argument can be (bounded by MAX_CLASSES).
     An argument takes only the states the kernel's Triton release gives it (``Arg.jit_states``)."""
     args = [a for a in kernel.args if _auto(kernel, a) and len(a.jit_states) > 1]
@@ -164,12 +165,51 @@ def auto_states(kernel: Kernel) -> list[dict[str, str]]:
         return out
 
     common = level(True, True, True)
-    # the common case but for one size (a batch, a row count, a length that is not a multiple of 16):
-    # one class per size-like integer, so that such calls still get the JIT's own code
+    # the common case but for some sizes (a batch, a row count, a length) that are not multiples of 16,
+    # each taking along the row strides that equal it in contiguous tensors: every subset of up to
+    # MAX_RELAXED sizes (beyond that, one size at a time), so that such calls still get the JIT's code
     strides = {a.name for a in args if isinstance(a.default, expr.Call) and a.default.func == "stride"}
-    one_off = [{**common, a.name: ANY} for a in args
-               if not a.pointer and common[a.name] == DIV16 and a.name not in strides]  # fmt: skip
-    return [common, *one_off, level(True, True, False), level(True, False, False), level(False, False, False)]
+    sizes = [a.name for a in args if not a.pointer and common[a.name] == DIV16 and a.name not in strides]
+    partners = row_strides(kernel, units)
+    subsets = (itertools.chain.from_iterable(itertools.combinations(sizes, n) for n in range(1, len(sizes) + 1))
+               if len(sizes) <= MAX_RELAXED else ((size,) for size in sizes))  # fmt: skip
+    relaxed = [{**common, **{n: ANY for size in subset for n in (size, *partners.get(size, ()))}} for subset in subsets]
+    return [common, *relaxed, level(True, True, False), level(True, False, False), level(False, False, False)]
+
+
+def row_strides(kernel: Kernel, units: set[str]) -> dict[str, tuple[str, ...]]:
+    """For each size, the outer strides that equal it in a contiguous tensor, read off the extents:
+    in ``(R - 1) * row_stride + (C - 1) * unit_stride + 1`` (or ``+ C``), ``row_stride`` is C's."""
+    out: dict[str, list[str]] = {}
+    for arg in kernel.args:
+        if arg.extent is None:
+            continue
+        products = _products(arg.extent)
+        inner = [n for n, stride in products if stride in units] + _bare_names(arg.extent)
+        outer = [stride for _, stride in products if stride not in units]
+        for size in inner:
+            for stride in outer:
+                if stride not in out.setdefault(size, []):
+                    out[size].append(stride)
+    return {size: tuple(strides) for size, strides in out.items()}
+
+
+def _products(e: expr.Expr) -> list[tuple[str, str]]:
+    """(size, stride) of each ``(size - 1) * stride`` or ``size * stride`` term of a sum."""
+    if isinstance(e, expr.BinOp) and e.op in "+-":
+        return _products(e.left) + _products(e.right)
+    if isinstance(e, expr.BinOp) and e.op == "*" and isinstance(e.right, expr.Name):
+        factor = e.left.left if isinstance(e.left, expr.BinOp) and e.left.op == "-" else e.left
+        if isinstance(factor, expr.Name):
+            return [(factor.id, e.right.id)]
+    return []
+
+
+def _bare_names(e: expr.Expr) -> list[str]:
+    """Names added bare to a sum (``... + n_cols``): sizes with an implicit unit stride."""
+    if isinstance(e, expr.BinOp) and e.op == "+":
+        return _bare_names(e.left) + _bare_names(e.right)
+    return [e.id] if isinstance(e, expr.Name) else []
 
 
 def specs(kernel: Kernel) -> tuple[Spec, ...]:

@@ -2,12 +2,14 @@
 tuning table per arch for ``aotpack build`` to bake in.
 
 It drives the installed wheel (forcing each variant with ``variant=``), so the GPU host needs the
-wheel, torch and the recipe's tuning hooks, and no Triton or compiler. For each kernel with a
+wheel, torch and the recipe's tuning hooks, and reads the recipe as a build does: the Triton kernels'
+modules (and so Triton) must import, though nothing is compiled. For each kernel with a
 ``tune:`` section, each type binding and each key: the inputs hook makes three input sets (the
 timed runs rotate among them), every candidate variant runs once on poisoned outputs and is checked
 against the reference (the reference hook, or else the default config's variant) by relative error,
 then timed with CUDA events around each launch, after a warm-up, with L2 flushed before every run;
-the median wins.
+the median wins. Rows are written for the class the inputs select and every less specialized class
+they also satisfy.
 """
 
 from __future__ import annotations
@@ -203,12 +205,13 @@ def tune_kernel(
             args = sets[0][0]
             chosen = next(v for v in manifest["variants"] if v["id"] == obj.select(*args))
             arch = chosen["target"]
-            # rows for the class these inputs select and for the least specialized class (the best tile
-            # differs once loads cannot be vectorized); a kernel with one class gets rows for any
-            classes = [s["name"] for s in manifest["specializations"]]
+            # rows for the class these inputs select and for every class they also satisfy (one that
+            # assumes less: the best tile differs once loads cannot be vectorized); a kernel with one
+            # class gets rows for any
+            classes = manifest["specializations"]
             specs: list[str | None] = [None]
             if len(classes) > 1:
-                specs = list(dict.fromkeys([chosen["specialization"], classes[-1]]))
+                specs = [c["name"] for c in classes if c["assumes"].items() <= chosen["assumes"].items()]
             refs = reference(args) if reference else None
             for spec_name in specs:
                 candidates = [

@@ -50,3 +50,17 @@ def test_selection_must_keep_the_default(kernel_dir):
         plan.plan_variants(load(kernel_dir), ("add/*BLOCK=256*",))
     with pytest.raises(RecipeError, match="no variant id matches nothing"):
         plan.plan_variants(load(kernel_dir), ("nothing",))
+
+
+def test_row_strides_go_with_their_sizes():
+    demo = recipe.load(Path(__file__).parents[2] / "recipes" / "demo.yaml")
+    matmul = next(k for k in demo.kernels if k.name == "matmul")
+    units = plan.unit_strides(matmul)
+    assert units == {"stride_ak", "stride_bn", "stride_cn"}
+    # (M - 1) * stride_am + (K - 1) * stride_ak + 1: in a contiguous A, stride_am == K
+    assert plan.row_strides(matmul, units) == {"K": ("stride_am",), "N": ("stride_bk", "stride_cm")}
+    classes = {s.name: s.jit_terms(matmul) for s in plan.specs(matmul)}
+    # every subset of M, N, K odd has its class: a contiguous matmul of any shape runs the JIT's code
+    assert len(classes) == 8 + 2
+    k_odd = next(terms for terms in classes.values() if "K" not in terms and "M" in terms and "N" in terms)
+    assert "stride_am" not in k_odd and k_odd["stride_bk"] == "D" and k_odd["stride_ak"] == "1"
