@@ -391,7 +391,9 @@ def parse(text: str, path: Path) -> Recipe:
         kernels.append(_kernel(name, node, where, path.parent, targets, top.get("targets")))
     if not kernels:
         raise top["kernels"].fail("the recipe lists no kernels")
-    summary = top["summary"].string() if "summary" in top else f"Ahead-of-time compiled GPU kernels: {package}"
+    summary = f"Ahead-of-time compiled GPU kernels: {package}"
+    if "summary" in top:
+        summary = _text(top["summary"], one_line=True)
     table_paths: list[Path] = []
     for item in top["tables"].sequence(allow_scalar=True) if "tables" in top else ():
         table_path = (path.parent / item.string()).resolve()
@@ -644,7 +646,7 @@ def _kernel(
     bound_names = tuple(n for n, _ in bound)
     rules = _rules(k["dispatch"], configs, grid_values, key, targets, types, bound_names) if "dispatch" in k else ()
     options = _options(k["options"]) if "options" in k else ()
-    doc = k["doc"].string() if "doc" in k else ""
+    doc = _text(k["doc"], one_line=False) if "doc" in k else ""
     cuda = _cuda_launch(k, root, grid_check, set(typevars), constexpr_names) if backend == "cuda" else None
     tune = _tune(k["tune"], root, len(key)) if "tune" in k else None
     specialize: Policy = "common"
@@ -675,6 +677,18 @@ def _kernel(
         reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),
         where=where,
     )  # fmt: skip
+
+
+def _text(node: _Node, one_line: bool) -> str:
+    """Free text (a summary, a doc): any printable characters; a doc may span lines. It only ever
+    reaches generated files as escaped data (a Python repr, a C string literal, a METADATA field)."""
+    text = node.string()
+    allowed = "" if one_line else "\n\t"
+    bad = next((c for c in text if not c.isprintable() and c not in allowed), None)
+    if bad is not None:
+        what = "a single line of printable text" if one_line else "printable text (lines and tabs allowed)"
+        raise node.fail(f"expected {what}; it holds the control character {bad!r}")
+    return text
 
 
 def _describe(node: _Node, source: Source) -> introspect.KernelInfo:

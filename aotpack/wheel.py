@@ -40,6 +40,9 @@ def source_date_epoch() -> int:
 
 
 def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:
+    for field in (spec.distribution, spec.version, spec.summary, spec.requires_python, spec.generator):
+        if any(not c.isprintable() for c in field):  # a header value never spans lines (the recipe checks it)
+            raise ValueError(f"a METADATA field holds a control character: {field!r}")
     metadata = (
         "Metadata-Version: 2.1\n"
         f"Name: {spec.distribution}\n"

@@ -17,8 +17,13 @@ _STATE = {ANY: "AOT_SPEC_ANY", DIV16: "AOT_SPEC_DIV16", ONE: "AOT_SPEC_ONE", NON
 
 
 def c_string(text: str) -> str:
-    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{out}"'
+    """A C string literal holding exactly ``text`` (as UTF-8): every byte outside printable ASCII is an
+    octal escape, and so are the characters C would read otherwise (quote, backslash, '?' of trigraphs)."""
+    out = []
+    for byte in text.encode():
+        char = chr(byte)
+        out.append(char if 0x20 <= byte < 0x7F and char not in '"\\?' else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def c_bytes(data: bytes, width: int = 96) -> str:
@@ -240,7 +245,6 @@ def kernels_c(build: BuildInput) -> str:
             name = f"image_{count}"
             count += 1
             image_names[variant.id] = name
-            out.append(f"/* {variant.id} */")
             packed = art.packed or compress.compress(art.image)
             out.append(f"static const unsigned char {name}[] =\n  {c_bytes(packed)};")
     out.append("")
@@ -362,9 +366,8 @@ def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
     for kb in build.kernels:
         k = kb.kernel
         params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])
-        doc = docs[k.name].splitlines()[0]
-        lines += [
-            f"/* {k.name}: {doc} Scalars passed by pointer may be NULL: their default. */",
+        lines += [  # comments carry no recipe text: the kernel's doc is its Python __doc__
+            f"/* {k.name}: launch the kernel. Scalars passed by pointer may be NULL: their default. */",
             f"int {pkg}_{k.name}({params}, char *error, size_t error_size);",
             f"/* The id of the variant {pkg}_{k.name} would launch, into `variant`. */",
             f"int {pkg}_{k.name}_select({params}, char *variant, size_t variant_size, char *error, size_t error_size);",

@@ -183,12 +183,11 @@ def init_py(build: BuildInput) -> str:
     names = [kb.kernel.name for kb in build.kernels]
     recipe = build.recipe
     kernels = "\n".join(f"{n} = _kernel({n!r}, _native, __aotpack__)" for n in names)
-    return f'''"""{recipe.summary}
-
-Built by aotpack from {recipe.path.name}. Kernels: {", ".join(names)}.
-Every kernel takes CUDA tensors (torch, or objects with __cuda_array_interface__) or integer device
-pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.
-"""
+    doc = (f"{recipe.summary}\n\nBuilt by aotpack from {recipe.path.name}. Kernels: {', '.join(names)}.\n"
+           "Every kernel takes CUDA tensors (torch, or objects with __cuda_array_interface__) or integer device\n"
+           "pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.\n")
+    # recipe text reaches Python only through repr(): data, never code
+    return f'''{doc!r}
 
 import json as _json
 from importlib import resources as _resources

@@ -137,7 +137,22 @@ def test_stubs_docs_and_c_api_follow_the_calling_order(site, fake_driver, tmp_pa
             "uint64_t d_u64, double h_fp64, const int32_t *out_stride, const int32_t *a_i32, const uint32_t *c_u32, "
             "const float *e_fp16, const float *f_bf16, const float *g_fp32, const bool *flag, const int32_t *n, "
             "char *error, size_t error_size);") in header  # fmt: skip
-    out, _ = call("import inspect\nprint(inspect.signature(k.scalars))\nprint(k.scalars.__doc__.splitlines()[3])",
+    out, _ = call("import inspect\nprint(inspect.signature(k.scalars))\n"
+                  "print(next(ln for ln in k.scalars.__doc__.splitlines() if ln.startswith('  out_ptr')))",
                   site, fake_driver, tmp_path)  # fmt: skip
     assert out[0].startswith("(out_ptr, b_i64, d_u64, h_fp64, out_stride=None, a_i32=None,")
     assert out[1] == "  out_ptr: pointer to fp64 (extent n)"
+
+
+SUMMARY = '"""; import os; os.system("echo pwned")  # */ int evil; /* ??/ \\N{BULLET} \\x41 é'
+DOC = '*/ int evil; /* """ ??/ back\\slash\nsecond line'
+
+
+def test_recipe_text_arrives_as_data(site, fake_driver, tmp_path):
+    out, _ = call("print(repr(k.__doc__.splitlines()[0]))\nprint(repr(k.scalars.__doc__.split('\\n\\n')[0]))",
+                  site, fake_driver, tmp_path)  # fmt: skip
+    assert out == [repr(SUMMARY), repr(DOC)]
+    metadata = next((site).glob("scalar_kernels-*.dist-info")).joinpath("METADATA").read_text()
+    assert f"Summary: {SUMMARY}\n" in metadata and "Requires-Dist" not in metadata
+    header = (site / "scalar_kernels" / "include" / "scalar_kernels.h").read_text()
+    assert "evil" not in header and "pwned" not in header

@@ -1,6 +1,8 @@
 """Generated C and Python checked as text, from fake artifacts (no Triton, compiler or GPU)."""
 
+import ast
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -90,7 +92,7 @@ def test_module_and_stubs(kernel_dir):
     build = fake_build(kernel_dir)
     docs = {"add": codegen_py.docstring(build.kernels[0])}
     module = codegen_c.module_c(build, docs)
-    assert '"add($module, x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)\\n--\\n\\n' in module
+    assert '"add($module, x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)\\012--\\012\\012' in module
     assert "PyMODINIT_FUNC PyInit__native(void) {" in module
     stubs = codegen_py.init_pyi(build)
     assert (
@@ -164,3 +166,41 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     # the kernel's row count is the expanded one
     fields = text.split("const aot_kernel aot_kernel_add = {\n")[1].splitlines()
     assert fields[16].strip() == "2," and fields[17].strip() == "add_rules,"
+
+
+HOSTILE = [
+    '"""; import os; os.system("echo pwned")  #',
+    "*/ int evil; /*",
+    "back\\slash \\N{BULLET} \\x41 ??/ trigraph ??=",
+    "quote \" and 'single' and é and 中文",
+]
+
+
+def _c_unescape(literal: str) -> str:
+    """Read a C string literal as a compiler would (the escapes c_string emits)."""
+    assert literal[0] == literal[-1] == '"'
+    body, out, i = literal[1:-1], bytearray(), 0
+    while i < len(body):
+        if body[i] == "\\":
+            out.append(int(body[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            assert body[i] not in '"?' and 0x20 <= ord(body[i]) < 0x7F, body[i]
+            out.append(ord(body[i]))
+            i += 1
+    return out.decode()
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_recipe_text_is_data_in_every_generated_language(kernel_dir, text):
+    assert _c_unescape(codegen_c.c_string(text)) == text
+    rec = recipe.parse(GOOD.replace("version: 1.0.0", f"version: 1.0.0\nsummary: {json.dumps(text)}"), kernel_dir / "r.yaml")
+    build = dataclasses.replace(fake_build(kernel_dir), recipe=rec)
+    source = codegen_py.init_py(build)
+    module = ast.parse(source)
+    assert ast.get_docstring(module, clean=False).startswith(text + "\n")
+    assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) and n.names[0].name == "os" and n.lineno < 3
+                   for n in module.body)  # fmt: skip
+    docs = {"add": text}
+    assert text not in codegen_c.capi_h(build, docs), "C comments carry no recipe text"
+    assert codegen_c.c_string(text) in codegen_c.module_c(dataclasses.replace(build), docs)

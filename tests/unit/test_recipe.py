@@ -132,6 +132,12 @@ CASES = [
      "r.yaml:13:47: unknown key 'equal' in kernels.add.constexprs.BLOCK — did you mean 'equals'?"),
     (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equals: BLOCK}}"),
      "r.yaml:13:55: kernels.add.constexprs.BLOCK.equals: unknown name 'BLOCK' (known: n_elements)"),
+    # free text never carries control characters (it reaches METADATA and generated code as data)
+    (edit("version: 1.0.0", 'version: 1.0.0\nsummary: "kernels\\nRequires-Dist: evil"'),
+     "r.yaml:3:10: summary: expected a single line of printable text; it holds the control character '\\n'"),
+    (edit("    triton: add.py:add_kernel", '    triton: add.py:add_kernel\n    doc: "bell\\a"'),
+     "r.yaml:7:10: kernels.add.doc: expected printable text (lines and tabs allowed); it holds the control "
+     "character '\\x07'"),
     # scalar defaults are checked against the argument's type
     (edit("default: numel(out_ptr)", "default: 1.5"),
      "r.yaml:12:45: kernels.add.args.n_elements.default: argument 'n_elements' is i32: cannot convert the default 1.5 to it"),
