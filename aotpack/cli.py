@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="compile a recipe into a repaired manylinux wheel")
     b.add_argument("recipe", type=Path)
     b.add_argument("-o", "--out-dir", type=Path, default=Path("dist"), help="where the wheel goes (default: dist)")
-    b.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: all cores)")
+    b.add_argument("-j", "--jobs", type=_positive, default=None, help="parallel compile processes (default: all cores)")
     b.add_argument("--strict", action="store_true", help="fail when any variant fails to compile")
     b.add_argument("--only", action="append", default=[], metavar="GLOB", help="build only variant ids matching")
     b.add_argument("--keep-build-dir", type=Path, default=None, help="keep generated C and objects here")
@@ -83,6 +83,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("recipe", type=Path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes >= 1, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

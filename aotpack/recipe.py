@@ -12,11 +12,13 @@ import itertools
 import keyword
 import re
 import string
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import packaging.version
 import yaml
 
 from . import _sources, expr, facts, introspect, tables
@@ -34,12 +36,13 @@ POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 HINTS = (1, 16)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
-_VERSION = re.compile(r"^\d+(\.\d+)*([ab]|rc)?\d*(\.post\d+)?(\.dev\d+)?$")
 _TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+)(?P<required>!)?)?$")
 _DESC = re.compile(r"^tensordesc\s*<\s*(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)\s*\[(?P<block>[^\]]*)\]\s*>$")
 MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
 _ALIASES = {"bool": "i1"}  # type names a recipe may use for dtypes of the table
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
+# what every generated package defines itself (codegen/python.py): a kernel may not hide them
+PACKAGE_NAMES = ("CudaError", "autotune", "get_include", "select", "torch_ops")
 
 
 # ---------------------------------------------------------------- the data the pipeline passes on
@@ -380,14 +383,16 @@ def parse(text: str, path: Path) -> Recipe:
     package = top["package"].string(_PACKAGE, "a valid package name (lower case letters, digits, _)")
     if keyword.iskeyword(package):
         raise top["package"].fail(f"{package!r} is a Python keyword")
-    version = str(top["version"].scalar())
-    if not _VERSION.match(version):
-        raise top["version"].fail(f"{version!r} is not a valid version (such as 1.0.2)")
+    if package in sys.stdlib_module_names:
+        raise top["package"].fail(f"{package!r} is a module of Python's standard library; choose another name")
+    version = _version(top["version"])
     targets = _targets(top["targets"]) if "targets" in top else ()
     kernels: list[Kernel] = []
     for name, node, where in top["kernels"].items():
         if not _IDENT.match(name) or keyword.iskeyword(name) or name.startswith("_"):
             raise RecipeError(f"kernel name {name!r} must be a Python identifier not starting with '_'", where)
+        if name in PACKAGE_NAMES:
+            raise RecipeError(f"kernel name {name!r} would hide the package's own {name!r}; rename the kernel", where)
         kernels.append(_kernel(name, node, where, path.parent, targets, top.get("targets")))
     if not kernels:
         raise top["kernels"].fail("the recipe lists no kernels")
@@ -677,6 +682,15 @@ def _kernel(
         reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),
         where=where,
     )  # fmt: skip
+
+
+def _version(node: _Node) -> str:
+    """The version as written (YAML would read 0.10 as the float 0.1), checked and normalized."""
+    raw = node.node.value if isinstance(node.node, yaml.ScalarNode) else node.scalar()
+    try:
+        return str(packaging.version.Version(str(raw)))
+    except packaging.version.InvalidVersion:
+        raise node.fail(f"{raw!r} is not a valid version (such as 1.0.2)") from None
 
 
 def _text(node: _Node, one_line: bool) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import expr, facts, mutation, plan
-from ..recipe import Arg, Kernel
+from ..recipe import PACKAGE_NAMES, Arg, Kernel
 from . import BuildInput, KernelBuild
 
 
@@ -201,7 +201,7 @@ from ._aotpack_runtime import kernel as _kernel
 from ._native import CudaError
 
 __version__ = {recipe.version!r}
-__all__ = ["CudaError", "autotune", "get_include", "select", "torch_ops", {", ".join(repr(n) for n in names)}]
+__all__ = [{", ".join(repr(n) for n in (*PACKAGE_NAMES, *names))}]
 __aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").read_text())
 
 {kernels}
@@ -241,7 +241,7 @@ def get_include():
 
 def select(kernel, *args, **kwargs):
     """The id of the variant ``kernel`` (a name) would launch; see ``<kernel>.select``."""
-    if kernel not in __all__[5:]:
+    if kernel not in __all__[{len(PACKAGE_NAMES)}:]:
         raise ValueError(f"unknown kernel {{kernel!r}}; this package has {", ".join(names)}")
     return globals()[kernel].select(*args, **kwargs)
 '''

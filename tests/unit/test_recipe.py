@@ -132,6 +132,10 @@ CASES = [
      "r.yaml:13:47: unknown key 'equal' in kernels.add.constexprs.BLOCK — did you mean 'equals'?"),
     (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equals: BLOCK}}"),
      "r.yaml:13:55: kernels.add.constexprs.BLOCK.equals: unknown name 'BLOCK' (known: n_elements)"),
+    (edit("package: kit", "package: json"),
+     "r.yaml:1:10: package: 'json' is a module of Python's standard library; choose another name"),
+    (GOOD.replace("  add:\n", "  select:\n", 1),
+     "r.yaml:5:3: kernel name 'select' would hide the package's own 'select'; rename the kernel"),
     # free text never carries control characters (it reaches METADATA and generated code as data)
     (edit("version: 1.0.0", 'version: 1.0.0\nsummary: "kernels\\nRequires-Dist: evil"'),
      "r.yaml:3:10: summary: expected a single line of printable text; it holds the control character '\\n'"),
@@ -205,3 +209,18 @@ def test_descriptors_required_hints_and_bound_constexprs(kernel_dir: Path) -> No
     assert y.descriptor and y.pointer and y.block == ("BLOCK", 16) and y.hint is None
     assert k.arg("x_ptr").required and k.arg("x_ptr").hint == 16 and not k.arg("out_ptr").required
     assert k.bound == (("BLOCK", expr.parse("n_elements")),)
+
+
+def test_versions_are_read_as_written_and_normalized(kernel_dir: Path) -> None:
+    assert parse(edit("version: 1.0.0", "version: 0.10"), kernel_dir).version == "0.10"  # YAML alone: 0.1
+    assert parse(edit("version: 1.0.0", "version: 1.0-RC1"), kernel_dir).version == "1.0rc1"
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3", "many"])
+def test_the_cli_wants_at_least_one_compile_process(jobs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from aotpack import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["build", "r.yaml", "-j", jobs])
+    assert info.value.code == 2
+    assert f"expected a whole number of processes >= 1, got {jobs!r}" in capsys.readouterr().err
