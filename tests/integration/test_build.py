@@ -221,3 +221,20 @@ def test_a_variant_the_runtime_cannot_launch_fails_the_build(small_recipe, tmp_p
                               f"configs or options in {small_recipe}:\n")  # fmt: skip
     assert "  add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted: descriptor argument 1 needs an im2col tensor map" in message
     assert not (tmp_path / "dist").exists()
+
+
+def test_plan_into_a_closed_pipe_stops_quietly(small_recipe, tmp_path):
+    """`aotpack plan recipe | head -1`: the reader leaves early; no traceback, exit 0. The grid is
+    made large enough (about a megabyte of ids) that writing surely outlasts the pipe's buffer."""
+    blocks = ", ".join(str(256 * (i + 1)) for i in range(200))
+    text = small_recipe.read_text().replace("{BLOCK: [256, 1024]}", f"{{BLOCK: [{blocks}]}}")
+    text = text.replace("num_stages: [1]", "num_stages: [1, 2, 3, 4, 5, 6, 7, 8]")
+    text = text.replace("{BLOCK: 1024}", "{BLOCK: 1024, num_stages: 1}").replace("{BLOCK: 256}", "{BLOCK: 256, num_stages: 1}")
+    big = tmp_path / "big.yaml"
+    big.write_text(text)
+    proc = subprocess.Popen([sys.executable, "-m", "aotpack", "plan", str(big)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().startswith(b"add/")
+    proc.stdout.close()  # like head after its first line
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err
