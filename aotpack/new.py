@@ -20,11 +20,14 @@ class ScaffoldError(AotpackError):
 
 
 def _files(folder: Traversable, prefix: str = "") -> list[tuple[str, str]]:
+    """The template's text files; the bytecode an installer compiles beside them is not one."""
     out = []
     for item in sorted(folder.iterdir(), key=lambda t: t.name):
+        if item.name == "__pycache__" or item.name.endswith((".pyc", ".pyo")):
+            continue
         if item.is_dir():
             out += _files(item, f"{prefix}{item.name}/")
-        elif item.name != "__pycache__":
+        else:
             out.append((f"{prefix}{item.name}", item.read_text()))
     return out
 
