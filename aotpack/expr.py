@@ -87,10 +87,19 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
+MAX_DEPTH = 32  # parentheses, calls and signs nested in one expression
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.toks = _tokens(text)
         self.i = 0
+        self.depth = 0
+
+    def nested(self, offset: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(f"the expression nests deeper than {MAX_DEPTH} levels", offset)
 
     def peek(self) -> tuple[str, str, int]:
         return self.toks[self.i]
@@ -134,25 +143,34 @@ class _Parser:
         kind, tok, off = self.peek()
         if kind == "op" and tok == "-":
             self.i += 1
-            return Neg(self.unary(), off)
+            self.nested(off)
+            node = Neg(self.unary(), off)
+            self.depth -= 1
+            return node
         return self.atom()
 
     def atom(self) -> Expr:
         kind, tok, off = self.peek()
         self.i += 1
         if kind == "num":
+            if len(tok.lstrip("0")) > 19 or int(tok) >= 1 << 63:
+                raise ExprError(f"the integer {tok[:24]}{'...' if len(tok) > 24 else ''} does not fit in 64 bits", off)
             return Num(int(tok), off)
         if kind == "name":
             if self.take("("):
+                self.nested(off)
                 args = [self.expr()]
                 while self.take(","):
                     args.append(self.expr())
                 self.expect(")")
+                self.depth -= 1
                 return _check_call(Call(tok, tuple(args), off))
             return Name(tok, off)
         if kind == "op" and tok == "(":
+            self.nested(off)
             node = self.expr()
             self.expect(")")
+            self.depth -= 1
             return node
         raise ExprError(f"expected a number, a name or '(' but found {tok or 'the end'!r}", off)
 
@@ -179,6 +197,8 @@ def parse(text: str | int) -> Expr:
     if isinstance(text, bool):
         raise ExprError("expected an integer expression, not a boolean", 0)
     if isinstance(text, int):
+        if not -(1 << 63) <= text < 1 << 63:
+            raise ExprError(f"the integer {str(text)[:24]} does not fit in 64 bits", 0)
         return Num(text)
     parser = _Parser(text)
     node = parser.expr()

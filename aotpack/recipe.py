@@ -241,7 +241,10 @@ class _Node:
     def scalar(self) -> Any:
         if not isinstance(self.node, yaml.ScalarNode):
             raise self.fail(f"expected a single value, got a {_kind(self.node)}")
-        return self._loader.construct_object(self.node)
+        try:
+            return self._loader.construct_object(self.node)
+        except (yaml.YAMLError, ValueError) as exc:  # !!int abc, an integer past Python's digit limit
+            raise self.fail(f"cannot read the value {self.node.value[:40]!r}: {exc}") from None
 
     def mapping(self, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, _Node]:
         if not isinstance(self.node, yaml.MappingNode):
@@ -324,6 +327,31 @@ class _Node:
         return node
 
 
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+
+
+def _check_nodes(root: yaml.Node, file: str) -> None:
+    """Walk the tree (without recursion): no YAML tags beyond plain values and collections (no
+    !!python/..., no custom tags), no merge keys, no nesting past MAX_DEPTH."""
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        mark = node.start_mark
+        where = Location(file, mark.line + 1, mark.column + 1)
+        if depth > MAX_DEPTH:
+            raise RecipeError(f"the recipe nests deeper than {MAX_DEPTH} levels", where)
+        if node.tag not in _PLAIN_TAGS:
+            raise RecipeError(f"YAML tag {node.tag!r} is not allowed in a recipe: write plain values", where)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.tag == "tag:yaml.org,2002:merge" or (isinstance(key, yaml.ScalarNode) and key.value == "<<"):
+                    at = Location(file, key.start_mark.line + 1, key.start_mark.column + 1)
+                    raise RecipeError("YAML merge keys (<<) are not supported: write the keys out", at)
+                stack += [(key, depth + 1), (value, depth + 1)]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(item, depth + 1) for item in node.value]
+
+
 def _kind(node: yaml.Node) -> str:
     return {yaml.ScalarNode: "value", yaml.SequenceNode: "list", yaml.MappingNode: "mapping"}[type(node)]
 
@@ -357,17 +385,37 @@ _BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
 _CONFIG_LAUNCH = ("num_warps", "num_stages")
 
 
+MAX_RECIPE_BYTES = 4 << 20  # a recipe is a page of YAML; this bounds what a mistaken path can cost
+MAX_DEPTH = 32  # how deeply a recipe's YAML may nest (the deepest real recipe needs 6)
+
+
 def load(path: str | Path) -> Recipe:
     """Read and validate a recipe file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        if not path.is_file():
+            raise RecipeError(f"recipe {path} is not a regular file" if path.exists() else f"recipe {path} not found")
+        with path.open("rb") as f:
+            data = f.read(MAX_RECIPE_BYTES + 1)
     except OSError as exc:
         raise RecipeError(f"cannot read recipe {path}: {exc.strerror}") from None
+    if len(data) > MAX_RECIPE_BYTES:
+        raise RecipeError(f"recipe {path} is larger than {MAX_RECIPE_BYTES >> 20} MiB: is it the right file?")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RecipeError(f"the recipe is not UTF-8 text (byte 0x{data[exc.start]:02x})", Location(str(path), line,
+                          column)) from None  # fmt: skip
     return parse(text, path)
 
 
 def parse(text: str, path: Path) -> Recipe:
+    for number, line in enumerate(text.splitlines(), start=1):
+        bad = next((i for i, c in enumerate(line) if not c.isprintable() and c not in "\t\r\ufeff"), None)
+        if bad is not None:
+            raise RecipeError(f"control character {line[bad]!r} in the recipe", Location(str(path), number, bad + 1))
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -375,10 +423,13 @@ def parse(text: str, path: Path) -> Recipe:
         mark = getattr(exc, "problem_mark", None)
         where = Location(str(path), mark.line + 1, mark.column + 1) if mark else None
         raise RecipeError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where) from None
+    except RecursionError:
+        raise RecipeError(f"the recipe nests deeper than {MAX_DEPTH} levels", Location(str(path), 1, 1)) from None
     finally:
         loader.dispose()
     if root is None:
         raise RecipeError("the recipe is empty", Location(str(path), 1, 1))
+    _check_nodes(root, str(path))
     top = _Node(root, "", str(path), loader).mapping(_TOP_KEYS, required=("package", "version", "kernels"))
     package = top["package"].string(_PACKAGE, "a valid package name (lower case letters, digits, _)")
     if keyword.iskeyword(package):
@@ -1116,7 +1167,11 @@ def _cuda_launch(
     defines: tuple[str, ...],
 ) -> CudaLaunch:
     entry = k["entry"].string()
-    for _, field_name, _, _ in string.Formatter().parse(entry):
+    try:
+        fields = list(string.Formatter().parse(entry))
+    except ValueError as exc:  # a lone { or }
+        raise k["entry"].fail(f"{entry!r} is not a template: {exc} (write {{{{ and }}}} for braces)") from None
+    for _, field_name, _, _ in fields:
         if field_name is not None and field_name not in typevars and field_name not in defines:
             known = ", ".join(sorted(typevars | set(defines))) or "none"
             raise k["entry"].fail(f"unknown placeholder {{{field_name}}} (type variables and defines: {known})")

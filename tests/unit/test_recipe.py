@@ -195,7 +195,7 @@ def test_demo_recipe_loads() -> None:
 
 
 def test_missing_file_is_a_recipe_error(tmp_path: Path) -> None:
-    with pytest.raises(RecipeError, match="cannot read recipe"):
+    with pytest.raises(RecipeError, match=r"recipe .*nope\.yaml not found"):
         recipe.load(tmp_path / "nope.yaml")
 
 
@@ -224,3 +224,44 @@ def test_the_cli_wants_at_least_one_compile_process(jobs: str, capsys: pytest.Ca
         cli.main(["build", "r.yaml", "-j", jobs])
     assert info.value.code == 2
     assert f"expected a whole number of processes >= 1, got {jobs!r}" in capsys.readouterr().err
+
+
+# Malformed files: every one ends in aotpack's own located error (file:line:col), never a traceback.
+MALFORMED = [
+    (GOOD.encode().replace(b"kit", b"k\xe9t"), "r.yaml:1:11: the recipe is not UTF-8 text (byte 0xe9)"),
+    (GOOD.encode("utf-16"), "r.yaml:1:1: the recipe is not UTF-8 text (byte 0xff)"),
+    (GOOD.replace("kit", "k\x07t").encode(), "r.yaml:1:11: control character '\\x07' in the recipe"),
+    (GOOD.replace("version: 1.0.0", "version: !!python/name:os.system ''").encode(),
+     "r.yaml:2:10: YAML tag 'tag:yaml.org,2002:python/name:os.system' is not allowed in a recipe: write plain values"),
+    (GOOD.replace("version: 1.0.0", "version: !custom 1").encode(),
+     "r.yaml:2:10: YAML tag '!custom' is not allowed in a recipe: write plain values"),
+    (GOOD.replace("    num_warps: [4, 8]", "    num_warps: [4, !!int eight]").encode(),
+     "r.yaml:14:20: kernels.add.num_warps[1]: cannot read the value 'eight': invalid literal for int() with base 10: "
+     "'eight'"),
+    (GOOD.replace("package: kit", "base: &base {package: kit}\n<<: *base").encode(),
+     "r.yaml:2:1: YAML merge keys (<<) are not supported: write the keys out"),
+    (GOOD.replace("version: 1.0.0", "version: 1.0.0\nsummary: " + "[" * 40 + "]" * 40).encode(),
+     "r.yaml:3:41: the recipe nests deeper than 32 levels"),
+    (GOOD.replace('"cdiv(n_elements, BLOCK)"', '"' + "(" * 40 + "1" + ")" * 40 + '"').encode(),
+     "r.yaml:15:45: kernels.add.grid[0]: the expression nests deeper than 32 levels"),
+    (GOOD.replace('"cdiv(n_elements, BLOCK)"', "1" + "0" * 5000).encode(),
+     "r.yaml:15:12: kernels.add.grid[0]: cannot read the value '1000000000000000000000000000000000000000': Exceeds "
+     "the limit (4300 digits) for integer string conversion: value has 5001 digits; use sys.set_int_max_str_digits() "
+     "to increase the limit"),
+    (GOOD.replace('"cdiv(n_elements, BLOCK)"', '"n_elements * 99999999999999999999"').encode(),
+     "r.yaml:15:26: kernels.add.grid[0]: the integer 99999999999999999999 does not fit in 64 bits"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "message"), MALFORMED, ids=[m.split(": ", 1)[1][:40] for _, m in MALFORMED])
+def test_malformed_recipes_get_one_located_error(kernel_dir: Path, data: bytes, message: str) -> None:
+    path = kernel_dir / "r.yaml"
+    path.write_bytes(data)
+    with pytest.raises(RecipeError) as info:
+        recipe.load(path)
+    assert str(info.value) == f"{kernel_dir}/" + message
+
+
+def test_a_recipe_path_must_be_a_regular_file(kernel_dir: Path) -> None:
+    with pytest.raises(RecipeError, match="is not a regular file"):
+        recipe.load(kernel_dir)
