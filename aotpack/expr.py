@@ -205,7 +205,25 @@ def parse(text: str | int) -> Expr:
     kind, tok, off = parser.peek()
     if kind != "end":
         raise ExprError(f"unexpected {tok!r} after the expression", off)
+    _no_constant_zero_divisor(node)
     return node
+
+
+def _no_constant_zero_divisor(node: Expr) -> None:
+    """A division, modulo or cdiv by the literal 0 fails every call: say so now."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, BinOp):
+            if n.op in ("//", "%") and n.right == Num(0, n.right.offset):
+                raise ExprError(f"{'division' if n.op == '//' else 'modulo'} by zero", n.offset)
+            stack += [n.left, n.right]
+        elif isinstance(n, Neg):
+            stack.append(n.operand)
+        elif isinstance(n, Call):
+            if n.func == "cdiv" and n.args[1] == Num(0, n.args[1].offset):
+                raise ExprError("cdiv by zero", n.offset)
+            stack += list(n.args)
 
 
 def is_boolean(node: Expr) -> bool:

@@ -655,6 +655,9 @@ def _kernel(
         raise k["grid"].fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
     grid_check = checker(int_scalars | int_consts, True)
     grid = [g.expression(grid_check) for g in grid_nodes]
+    for g, g_node in zip(grid, grid_nodes, strict=True):
+        if isinstance(g, expr.Num) and g.value < 1:
+            raise g_node.fail(f"a grid dimension of {g.value} launches nothing: it must be at least 1")
     grid += [expr.Num(1)] * (3 - len(grid))
 
     key: list[tuple[str, expr.Expr]] = []
@@ -679,7 +682,7 @@ def _kernel(
     warps: tuple[int | None, ...] = (None,)
     stages: tuple[int | None, ...] = (None,)
     if backend == "triton":
-        warps = _int_list(k["num_warps"], power_of_two=True) if "num_warps" in k else (4,)
+        warps = _int_list(k["num_warps"], power_of_two=True, maximum=MAX_WARPS) if "num_warps" in k else (4,)
         stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
     if tuned:  # the autotuner's configs, times the recipe's own constexpr values
         own = [(n, v) for n, v in constexprs if n not in dict(tuned[0].constexprs)]
@@ -1025,12 +1028,17 @@ def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None])
         yield Arg(**{**arg.__dict__, "default": default, "float_default": float_default, "extent": extent})
 
 
-def _int_list(node: _Node, power_of_two: bool = False) -> tuple[int, ...]:
+MAX_WARPS = 32  # 32 warps of 32 threads: CUDA's 1024 threads per block
+
+
+def _int_list(node: _Node, power_of_two: bool = False, maximum: int | None = None) -> tuple[int, ...]:
     out: list[int] = []
     for item in node.sequence(allow_scalar=True):
         value = item.integer(minimum=1)
         if power_of_two and value & (value - 1):
             raise item.fail(f"expected a power of two, got {value}")
+        if maximum is not None and value > maximum:
+            raise item.fail(f"expected at most {maximum}, got {value}")
         if value in out:
             raise item.fail(f"{value} is listed twice")
         out.append(value)
@@ -1181,7 +1189,12 @@ def _cuda_launch(
     if not 1 <= len(block_nodes) <= 3:
         raise k["block"].fail(f"expected 1 to 3 block expressions, got {len(block_nodes)}")
     block = [b.expression(check) for b in block_nodes] + [expr.Num(1)] * (3 - len(block_nodes))
+    sizes = [b.value for b in block if isinstance(b, expr.Num)]
+    if len(sizes) == 3 and (min(sizes) < 1 or not sizes[0] * sizes[1] * sizes[2] <= 1024):
+        raise k["block"].fail(f"a block has 1 to 1024 threads, each dimension at least 1; got {sizes}")
     shared = k["shared"].expression(check) if "shared" in k else expr.Num(0)
+    if isinstance(shared, expr.Num) and shared.value < 0:
+        raise k["shared"].fail(f"dynamic shared memory is a number of bytes >= 0, got {shared.value}")
     includes = []
     for item in k["include_dirs"].sequence(allow_scalar=True) if "include_dirs" in k else ():
         folder = (root / item.string()).resolve()

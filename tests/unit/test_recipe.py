@@ -136,6 +136,15 @@ CASES = [
      "r.yaml:1:10: package: 'json' is a module of Python's standard library; choose another name"),
     (GOOD.replace("  add:\n", "  select:\n", 1),
      "r.yaml:5:3: kernel name 'select' would hide the package's own 'select'; rename the kernel"),
+    # what could only fail every call is refused at load
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', "    grid: [0]"),
+     "r.yaml:15:12: kernels.add.grid[0]: a grid dimension of 0 launches nothing: it must be at least 1"),
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', '    grid: ["n_elements // 0"]'),
+     "r.yaml:15:24: kernels.add.grid[0]: division by zero"),
+    (edit('    grid: ["cdiv(n_elements, BLOCK)"]', '    grid: ["cdiv(n_elements, 0)"]'),
+     "r.yaml:15:13: kernels.add.grid[0]: cdiv by zero"),
+    (edit("    num_warps: [4, 8]", "    num_warps: [4, 64]"),
+     "r.yaml:14:20: kernels.add.num_warps[1]: expected at most 32, got 64"),
     # free text never carries control characters (it reaches METADATA and generated code as data)
     (edit("version: 1.0.0", 'version: 1.0.0\nsummary: "kernels\\nRequires-Dist: evil"'),
      "r.yaml:3:10: summary: expected a single line of printable text; it holds the control character '\\n'"),
