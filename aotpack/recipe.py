@@ -412,12 +412,13 @@ def load(path: str | Path) -> Recipe:
 
 
 def parse(text: str, path: Path) -> Recipe:
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # only \n ends a line, as in YAML
         bad = next((i for i, c in enumerate(line) if not c.isprintable() and c not in "\t\r\ufeff"), None)
         if bad is not None:
             raise RecipeError(f"control character {line[bad]!r} in the recipe", Location(str(path), number, bad + 1))
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)
         root = loader.get_single_node()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -426,7 +427,8 @@ def parse(text: str, path: Path) -> Recipe:
     except RecursionError:
         raise RecipeError(f"the recipe nests deeper than {MAX_DEPTH} levels", Location(str(path), 1, 1)) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is None:
         raise RecipeError("the recipe is empty", Location(str(path), 1, 1))
     _check_nodes(root, str(path))

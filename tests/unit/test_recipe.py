@@ -240,6 +240,7 @@ MALFORMED = [
     (GOOD.encode().replace(b"kit", b"k\xe9t"), "r.yaml:1:11: the recipe is not UTF-8 text (byte 0xe9)"),
     (GOOD.encode("utf-16"), "r.yaml:1:1: the recipe is not UTF-8 text (byte 0xff)"),
     (GOOD.replace("kit", "k\x07t").encode(), "r.yaml:1:11: control character '\\x07' in the recipe"),
+    (b"\x0b" + GOOD.encode(), "r.yaml:1:1: control character '\\x0b' in the recipe"),  # found by the fuzz test
     (GOOD.replace("version: 1.0.0", "version: !!python/name:os.system ''").encode(),
      "r.yaml:2:10: YAML tag 'tag:yaml.org,2002:python/name:os.system' is not allowed in a recipe: write plain values"),
     (GOOD.replace("version: 1.0.0", "version: !custom 1").encode(),
