@@ -212,6 +212,9 @@ def _bare_names(e: expr.Expr) -> list[str]:
     return [e.id] if isinstance(e, expr.Name) else []
 
 
+_LETTER = {DIV16: "D", ONE: "1", NONE: "N", ANY: "_"}  # how a class name spells each argument's state
+
+
 def specs(kernel: Kernel) -> tuple[Spec, ...]:
     """The kernel's specialization classes, most specialized first."""
     pinned = [a for a in kernel.args if a.hint is not None and not a.required]
@@ -232,10 +235,7 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
                         states.append(_hint_state(a))
                     else:
                         states.append(auto.get(a.name, ANY))
-                code = "".join(
-                    {DIV16: "D", ONE: "1", NONE: "N", ANY: "_"}[states[kernel.args.index(kernel.arg(n))]]
-                    for n in auto_names
-                )
+                code = "".join(_LETTER[st] for a, st in zip(kernel.args, states, strict=True) if a.name in auto_names)
                 name = "-".join(p for p in (lvl, code) if p) or "plain"
                 out.setdefault(tuple(states), Spec(name=name, states=tuple(states), level=lvl))
     return tuple(sorted(out.values(), key=lambda s: -s.degree))
@@ -262,6 +262,18 @@ def unreachable(kernel: Kernel, config: Config, spec: Spec) -> str | None:
     return None
 
 
+def _points(kernel: Kernel, winners_only: bool) -> list[tuple[Config, Spec]]:
+    """The (config, class) pairs some call can select, in plan order."""
+    classes = specs(kernel)
+    return [
+        (config, spec)
+        for config in kernel.configs
+        if not winners_only or config == kernel.default or any(r.config == config for r in kernel.rules)
+        for spec in classes
+        if unreachable(kernel, config, spec) is None
+    ]
+
+
 def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bool = False) -> tuple[Variant, ...]:
     """Every variant of the recipe that some call can select, in a stable order; ``select`` keeps ids
     matching any glob; ``winners_only`` keeps the configs some dispatch row picks, and each kernel's
@@ -269,12 +281,10 @@ def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bo
     variants = tuple(
         Variant(kernel=kernel, binding=binding, config=config, target=target, spec=spec)
         for kernel in recipe.kernels
+        for points in [_points(kernel, winners_only)]  # the same for every target and binding
         for target in kernel.targets
         for binding in kernel.bindings
-        for config in kernel.configs
-        if not winners_only or config == kernel.default or any(r.config == config for r in kernel.rules)
-        for spec in specs(kernel)
-        if unreachable(kernel, config, spec) is None
+        for config, spec in points
     )
     if not select:
         return variants
@@ -288,7 +298,6 @@ def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bo
                 f"{kernel.default.label}; widen the selection"
             )
     return chosen
-
 
 
 def plan_summary(recipe: Recipe, variants: tuple[Variant, ...]) -> list[str]:
