@@ -413,7 +413,7 @@ def load(path: str | Path) -> Recipe:
 
 def parse(text: str, path: Path) -> Recipe:
     for number, line in enumerate(text.split("\n"), start=1):  # only \n ends a line, as in YAML
-        bad = next((i for i, c in enumerate(line) if not c.isprintable() and c not in "\t\r\ufeff"), None)
+        bad = _control_character(line, allowed="\t\r\ufeff")
         if bad is not None:
             raise RecipeError(f"control character {line[bad]!r} in the recipe", Location(str(path), number, bad + 1))
     loader = None
@@ -753,12 +753,16 @@ def _text(node: _Node, one_line: bool) -> str:
     """Free text (a summary, a doc): any printable characters; a doc may span lines. It only ever
     reaches generated files as escaped data (a Python repr, a C string literal, a METADATA field)."""
     text = node.string()
-    allowed = "" if one_line else "\n\t"
-    bad = next((c for c in text if not c.isprintable() and c not in allowed), None)
+    bad = _control_character(text, allowed="" if one_line else "\n\t")
     if bad is not None:
         what = "a single line of printable text" if one_line else "printable text (lines and tabs allowed)"
-        raise node.fail(f"expected {what}; it holds the control character {bad!r}")
+        raise node.fail(f"expected {what}; it holds the control character {text[bad]!r}")
     return text
+
+
+def _control_character(text: str, allowed: str) -> int | None:
+    """The index of the first character of ``text`` that is neither printable nor ``allowed``."""
+    return next((i for i, c in enumerate(text) if not c.isprintable() and c not in allowed), None)
 
 
 def _describe(node: _Node, source: Source) -> introspect.KernelInfo:
