@@ -532,11 +532,16 @@ static double log2_approx(int64_t x) {
  * name them win over rows that do not): the nearest row at or above the bucketed key in every
  * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
  * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
+/* A config's integer constexprs, as the grid and bound expressions read them. */
+static const int64_t *config_consts(const aot_kernel *k, int config) {
+  return &k->consts[(size_t)config * (size_t)k->nconsts];
+}
+
 /* Whether a config's bound constexprs have the values the call fixes (any config, without a call).
  * The values may depend on the config's other constexprs (a heuristic such as K % BLOCK_K == 0). */
 static int config_fits(const aot_kernel *k, aot_call *call, int config) {
   if (call == NULL || k->nbound == 0) return 1;
-  const int64_t *consts = &k->consts[(size_t)config * (size_t)k->nconsts];
+  const int64_t *consts = config_consts(k, config);
   int64_t want[AOT_MAX_KEY];
   k->bound(call, consts, want);
   for (int b = 0; b < k->nbound; b++)
@@ -630,7 +635,7 @@ static int variant_of_config(const aot_kernel *k, aot_call *call, int config, in
     char have[256] = "";
     size_t off = 0;
     int64_t want[AOT_MAX_KEY];
-    k->bound(call, &k->consts[(size_t)k->default_config * (size_t)k->nconsts], want);
+    k->bound(call, config_consts(k, k->default_config), want);
     for (int b = 0; b < k->nbound && off < sizeof have; b++)
       off += (size_t)snprintf(have + off, sizeof have - off, "%s%s = %" PRId64, b ? ", " : "", k->bound_names[b],
                               want[b]);
@@ -764,7 +769,7 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   if (err->status != AOT_OK || check_call(k, call) != 0) return -1;
   if (k->nbound > 0) { /* evaluated once here so that a failing expression is reported, not taken as a misfit */
     int64_t want[AOT_MAX_KEY];
-    k->bound(call, &k->consts[(size_t)k->default_config * (size_t)k->nconsts], want);
+    k->bound(call, config_consts(k, k->default_config), want);
     if (err->status != AOT_OK) return -1;
   }
   int target = choose_target(k, d, err);
@@ -1145,7 +1150,7 @@ static int launch_ex(const aot_variant *var, CUfunction fn, const int64_t grid[3
 static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordinal, device_state *d, aot_stream stream) {
   aot_error *err = call->err;
   const aot_variant *var = &k->variants[v];
-  const int64_t *consts = &k->consts[(size_t)var->config * (size_t)k->nconsts];
+  const int64_t *consts = config_consts(k, var->config);
   int64_t grid[3], block[3] = {32 * (int64_t)var->num_warps, 1, 1}, shared = var->shared;
   k->grid(call, consts, grid);
   if (k->block != NULL) k->block(call, consts, block);
