@@ -22,3 +22,13 @@ def run_on_fake_driver(code: str, site: Path, fake_driver: Path, log: Path, **en
                           env=environment, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines(), (log.read_text().splitlines() if log.exists() else [])
+
+
+# Code for run_on_fake_driver: a __cuda_array_interface__ producer at a made-up device address
+CAI_ARRAY = """
+class Array:
+    def __init__(self, ptr, shape, typestr="<f2", strides=None):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": typestr,
+                                         "strides": strides, "version": 3}
+A = 0x100000000
+"""

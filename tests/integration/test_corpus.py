@@ -7,6 +7,7 @@ the JIT's specialization), what it pruned at plan time, and how the runtime disp
 import ast
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from aotpack import _sources, build, introspect, plan, recipe
 from aotpack.introspect import NONE
 
-from .helpers import install_wheel, run_on_fake_driver
+from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
 pytestmark = pytest.mark.integration
 for needed in ("torch", "liger_kernel", "fla", "conch"):
@@ -81,15 +82,10 @@ def test_the_wheel_dispatches_third_party_calls(site, fake_driver, tmp_path):
     manifest = json.loads((site / "thirdparty_kernels" / "manifest.json").read_text())["kernels"]
     assert all(entry["variants"] for entry in manifest.values())
     ast.parse((site / "thirdparty_kernels" / "__init__.pyi").read_text())
-    code = """
+    code = CAI_ARRAY + textwrap.dedent("""
         import torch  # the package registers its torch ops when torch is already imported
         import thirdparty_kernels as k
 
-        class Array:
-            def __init__(self, ptr, shape, typestr="<f2", strides=None):
-                self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": typestr,
-                                                 "strides": strides, "version": 3}
-        A = 0x100000000
         def rms(rows, cols, x_at=A, row=None):
             strides = None if row is None else (row * 2, 2)
             return [Array(A + (1 << 28), (rows, cols), strides=strides), Array(x_at, (rows, cols), strides=strides),
@@ -101,7 +97,7 @@ def test_the_wheel_dispatches_third_party_calls(site, fake_driver, tmp_path):
         print(k.liger_rms_norm_fwd(*rms(4096, 2048), eps=1e-5, offset=0.0))
         print(sorted(n for n in dir(torch.ops.thirdparty_kernels) if not n.startswith("_"))[:3])
         print(torch.ops.thirdparty_kernels.liger_rms_norm_fwd.default._schema)
-        """
+        """)
     out, log = run_on_fake_driver(code, site, fake_driver, tmp_path / "cuda.log")
     config = "T=fp16,casting_mode=0,elementwise_affine=true"
     # per argument (Y, Y_row_stride, X, X_row_stride, W, W_row_stride, RSTD, RSTD_row_stride, n_cols):

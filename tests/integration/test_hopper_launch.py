@@ -11,7 +11,7 @@ import pytest
 
 from aotpack import build
 
-from .helpers import install_wheel, run_on_fake_driver
+from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,12 +66,7 @@ kernels:
 
 PRELUDE = """
 import hopper_small as h
-
-class Array:
-    def __init__(self, ptr, shape, typestr="<f2", strides=None):
-        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": typestr,
-                                         "strides": strides, "version": 3}
-A = 0x100000000
+""" + CAI_ARRAY + """
 def attempt(fn):
     try:
         fn()
