@@ -11,7 +11,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, pinned: the corpus kernels import it (a CPU build where the machine provides one)
 	$(PY) -m pip install -q 'torch==2.13.0'
-	$(PY) -m pip install -q -e '.[test,corpus]'
+	# cuda: nvcc from PyPI (nvidia-cuda-nvcc), used where no CUDA toolkit is found ($$CUDA_HOME, PATH)
+	$(PY) -m pip install -q -e '.[test,corpus,cuda]'
 	touch $(STAMP)
 
 demo: $(STAMP)  ## build recipes/demo.yaml into dist/
