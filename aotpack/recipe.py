@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import itertools
 import keyword
+import math
 import re
 import string
 import sys
@@ -999,7 +1000,7 @@ def _scalar_default(node: _Node, arg: Arg, check: Callable[[expr.Expr], None]) -
         if kind != "float":
             raise node.fail(f"argument {arg.name!r} is {arg.dtype}: cannot convert the default {value!r} to it")
         number = float(value)
-        if arg.dtype == "fp16" and abs(number) > 65504:
+        if arg.dtype == "fp16" and math.isfinite(number) and abs(number) > 65504:  # fp16 has inf and NaN
             raise node.fail(f"argument {arg.name!r} is fp16: the default {value!r} does not fit in it")
         return None, number
     default = node.expression(check)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 
 from .. import compress, expr, facts, plan
@@ -206,11 +207,20 @@ def _default(arg: Arg, i: int, emit: Callable[[expr.Expr], str]) -> str:
     """The C statement that fills in argument i's default: floats in the float slot (a constant, or
     an integer expression converted), everything else in the integer slot."""
     if arg.float_default is not None:
-        return f"x->f[{i}] = {arg.float_default!r}"
+        return f"x->f[{i}] = {c_double(arg.float_default)}"
     assert arg.default is not None
     if facts.dtypes()[arg.dtype].value == "float":
         return f"x->f[{i}] = (double)({emit(arg.default)})"
     return f"x->i[{i}] = {emit(arg.default)}"
+
+
+def c_double(value: float) -> str:
+    """A double as a C constant: Python's repr for finite values; C has no literal for inf or NaN."""
+    if math.isnan(value):
+        return '__builtin_nan("")'
+    if math.isinf(value):
+        return "-__builtin_inf()" if value < 0 else "__builtin_inf()"
+    return repr(value)
 
 
 def _function(name: str, params: str, body: list[str]) -> list[str]:

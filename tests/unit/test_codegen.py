@@ -3,6 +3,9 @@
 import ast
 import dataclasses
 import json
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -133,6 +136,17 @@ def test_native_command_is_planned_as_data(tmp_path):
 @pytest.mark.parametrize(("data", "literal"), [(b"", '""'), (b"\x00\xff", '"\\x00\\xff"')])
 def test_c_bytes(data, literal):
     assert codegen_c.c_bytes(data) == literal
+
+
+def test_float_defaults_are_c_constants(tmp_path):
+    values = (float("-inf"), float("inf"), float("nan"), 1e-06, -2.5, 65504.0)
+    prints = "".join(f'  printf("%.17g\\n", {codegen_c.c_double(v)});\n' for v in values)
+    (tmp_path / "d.c").write_text(f"#include <stdio.h>\nint main(void) {{\n{prints}  return 0;\n}}\n")
+    subprocess.run([sys.executable, "-m", "ziglang", "cc", "-std=c11", "-Wall", "-Werror", "-o", str(tmp_path / "d"),
+                    str(tmp_path / "d.c")], check=True)  # fmt: skip
+    printed = [float(line) for line in subprocess.run([tmp_path / "d"], capture_output=True, text=True).stdout.split()]
+    assert len(printed) == len(values)
+    assert all(math.isnan(p) if math.isnan(v) else p == v for p, v in zip(printed, values, strict=True))
 
 
 def test_manifest_keeps_the_key_order(kernel_dir):

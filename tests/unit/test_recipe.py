@@ -1,5 +1,6 @@
 """Recipe validation: every error message, exactly, with its file:line:col."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,16 @@ def test_recipe_errors(kernel_dir: Path, text: str, message: str) -> None:
     with pytest.raises(RecipeError) as info:
         parse(text, kernel_dir)
     assert str(info.value) == f"{kernel_dir}/" + message.replace("{dir}", str(kernel_dir))
+
+
+def test_float_defaults_may_be_infinite_or_nan(kernel_dir: Path) -> None:
+    arg = '      n_elements: {type: "i32:16", default: numel(out_ptr)}'
+    for text, check in (("-inf", lambda v: v == float("-inf")), (".inf", lambda v: v == float("inf")),
+                        (".nan", math.isnan), ("65504.0", lambda v: v == 65504)):  # fmt: skip
+        fp16 = edit(arg, f"      n_elements: {{type: fp16, default: {text}}}").replace("extent: n_elements", "extent: 4")
+        fp16 = fp16.replace('["cdiv(n_elements, BLOCK)"]', "[1]").split("    key:")[0]
+        (k,) = parse(fp16, kernel_dir).kernels
+        assert check(k.arg("n_elements").float_default), text
 
 
 def test_demo_recipe_loads() -> None:
