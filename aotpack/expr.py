@@ -70,6 +70,9 @@ COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(//|==|!=|<=|>=|[-+*%(),<>]))")
 
 
+MAX_TOKENS = 256  # the longest expression (real grids and keys use a dozen)
+
+
 def _tokens(text: str) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
     pos = 0
@@ -80,8 +83,11 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
                 break
             offset = pos + len(text[pos:]) - len(text[pos:].lstrip())
             raise ExprError(f"unexpected character {text[offset]!r}", offset)
+        start = m.start(m.lastindex or 0)
+        if len(out) == MAX_TOKENS:  # bounds the parse tree, which every later pass walks recursively
+            raise ExprError(f"the expression is longer than {MAX_TOKENS} numbers, names and operators", start)
         kind = "num" if m.group(1) else "name" if m.group(2) else "op"
-        out.append((kind, m.group(m.lastindex or 0), m.start(m.lastindex or 0)))
+        out.append((kind, m.group(m.lastindex or 0), start))
         pos = m.end()
     out.append(("end", "", len(text)))
     return out

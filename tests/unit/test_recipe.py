@@ -265,6 +265,8 @@ MALFORMED = [
      "r.yaml:3:41: the recipe nests deeper than 32 levels"),
     (GOOD.replace('"cdiv(n_elements, BLOCK)"', '"' + "(" * 40 + "1" + ")" * 40 + '"').encode(),
      "r.yaml:15:45: kernels.add.grid[0]: the expression nests deeper than 32 levels"),
+    (GOOD.replace('"cdiv(n_elements, BLOCK)"', '"' + "+".join(["n_elements"] * 3000) + '"').encode(),
+     "r.yaml:15:1421: kernels.add.grid[0]: the expression is longer than 256 numbers, names and operators"),
     (GOOD.replace('"cdiv(n_elements, BLOCK)"', "1" + "0" * 5000).encode(),
      "r.yaml:15:12: kernels.add.grid[0]: cannot read the value '1000000000000000000000000000000000000000': Exceeds "
      "the limit (4300 digits) for integer string conversion: value has 5001 digits; use sys.set_int_max_str_digits() "
