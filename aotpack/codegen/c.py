@@ -304,7 +304,7 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     out.append("")
     out.append("static PyMethodDef methods[] = {")
     out += methods
-    out.append('  {"_autotune", aot_py_autotune, METH_VARARGS, "_autotune(on: bool): switch runtime autotuning"},')
+    out.append('  {"_autotune", aot_py_autotune, METH_VARARGS, "_autotune(mode): 0 off, 1 per bucket, 2 per key"},')
     out.append('  {"_image", aot_py_image, METH_VARARGS, "_image(kernel, variant) -> its cubin or PTX, unpacked"},')
     out.append('  {"_memo", aot_py_memo, METH_VARARGS, "_memo(kernel) -> the keys tuned in this process"},')
     out.append('  {"_memo_put", aot_py_memo_put, METH_VARARGS, "_memo_put(kernel, target, binding, hinted, key, '

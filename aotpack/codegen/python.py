@@ -207,15 +207,18 @@ __aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").r
 {kernels}
 
 
-def autotune(enabled=True, cache=None):
+def autotune(enabled=True, cache=None, per="bucket"):
     """Runtime autotuning for keys the baked tables lack (kernels built with ``autotune: true``):
     timed on first sight, remembered per process, and with ``cache`` (a file path) shared between
-    processes. AOTPACK_AUTOTUNE=1 (and AOTPACK_AUTOTUNE_CACHE) switch it on at import."""
-    _runtime.autotune(_native, __aotpack__, enabled, cache)
+    processes. ``per="bucket"``: one timing per bucket of the key (the recipe's ``bucket``);
+    ``per="key"``: one per distinct key value, as @triton.autotune does. AOTPACK_AUTOTUNE=1 (or
+    ``key``), and AOTPACK_AUTOTUNE_CACHE, switch it on at import."""
+    _runtime.autotune(_native, __aotpack__, enabled, cache, per)
 
 
 if _os.environ.get("AOTPACK_AUTOTUNE", "") not in ("", "0"):
-    autotune(True, _os.environ.get("AOTPACK_AUTOTUNE_CACHE") or None)
+    autotune(True, _os.environ.get("AOTPACK_AUTOTUNE_CACHE") or None,
+             "key" if _os.environ["AOTPACK_AUTOTUNE"] == "key" else "bucket")
 
 
 def torch_ops():
@@ -260,7 +263,7 @@ def init_pyi(build: BuildInput) -> str:
         "class CudaError(RuntimeError): ...",
         "",
         "def select(kernel: str, *args: Any, **kwargs: Any) -> str: ...",
-        "def autotune(enabled: bool = True, cache: Optional[str] = None) -> None: ...",
+        "def autotune(enabled: bool = True, cache: Optional[str] = None, per: str = \"bucket\") -> None: ...",
         "def torch_ops() -> list[str]: ...",
         "def get_include() -> str: ...",
     ]

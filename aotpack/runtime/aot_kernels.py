@@ -69,11 +69,18 @@ CACHE_FORMAT = "aotpack-autotune/2"
 _saved_at_exit: set[str] = set()
 
 
-def autotune(native: Any, manifest: dict[str, Any], enabled: bool = True, cache: str | None = None) -> None:
+_TUNE_PER = {"bucket": 1, "key": 2}  # aot_tune_mode in aot_runtime.h
+
+
+def autotune(
+    native: Any, manifest: dict[str, Any], enabled: bool = True, cache: str | None = None, per: str = "bucket"
+) -> None:
     """Switch runtime autotuning on or off for the kernels the recipe allows it for (a key the
-    baked table lacks is timed over every config on first sight, never during graph capture).
-    With ``cache``, keys tuned by earlier processes are loaded now, and this process's are merged
-    into the file at exit (and when tuning is switched off)."""
+    baked table lacks is timed over every config on first sight, never during graph capture), per
+    bucket of the key or per distinct key value. With ``cache``, keys tuned by earlier processes are
+    loaded now, and this process's are merged into the file at exit (and when tuning is switched off)."""
+    if per not in _TUNE_PER:
+        raise ValueError(f"autotune(per={per!r}): expected 'bucket' or 'key'")
     if cache is not None:
         _load(native, manifest, cache)
         if cache not in _saved_at_exit:
@@ -81,7 +88,7 @@ def autotune(native: Any, manifest: dict[str, Any], enabled: bool = True, cache:
 
             atexit.register(save_autotune, native, manifest, cache)
             _saved_at_exit.add(cache)
-    native._autotune(enabled)
+    native._autotune(_TUNE_PER[per] if enabled else 0)
     if not enabled:
         for path in _saved_at_exit:
             save_autotune(native, manifest, path)

@@ -447,9 +447,10 @@ PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
 
 PyObject *aot_py_autotune(PyObject *module, PyObject *args) {
   (void)module;
-  int on;
-  if (!PyArg_ParseTuple(args, "p", &on)) return NULL;
-  aot_autotune_enable(on);
+  int mode;
+  if (!PyArg_ParseTuple(args, "i", &mode)) return NULL;
+  if (mode < AOT_TUNE_OFF || mode > AOT_TUNE_KEY) return PyErr_Format(PyExc_ValueError, "no tuning mode %d", mode);
+  aot_autotune_enable(mode);
   Py_RETURN_NONE;
 }
 

@@ -25,6 +25,7 @@ enum {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
@@ -98,6 +99,9 @@ static struct {
   int (*EventElapsedTime)(float *, CUevent, CUevent);
   int (*EventDestroy)(CUevent);
   int (*StreamIsCapturing)(aot_stream, int *);
+  int (*MemAlloc)(CUdeviceptr *, size_t);
+  int (*MemFree)(CUdeviceptr);
+  int (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, aot_stream);
   int (*GetErrorName)(int, const char **);
   int (*GetErrorString)(int, const char **);
   /* Newer entry points, looked up but optional: only variants that need them fail without them. */
@@ -178,6 +182,9 @@ static void load_driver(void) {
   AOT_SYM(EventElapsedTime, "cuEventElapsedTime");
   AOT_SYM(EventDestroy, "cuEventDestroy_v2");
   AOT_SYM(StreamIsCapturing, "cuStreamIsCapturing");
+  AOT_SYM(MemAlloc, "cuMemAlloc_v2");
+  AOT_SYM(MemFree, "cuMemFree_v2");
+  AOT_SYM(MemsetD8Async, "cuMemsetD8Async");
 #undef AOT_SYM
   *(void **)&cu.LaunchKernelEx = dlsym(lib, "cuLaunchKernelEx");
   *(void **)&cu.TensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
@@ -219,6 +226,7 @@ typedef struct {
   CUcontext context;
   int capability;
   int max_shared_optin;
+  int l2_bytes;
   char name[128];
   void *_Atomic scratch_pool; /* CUmemoryPool for kernel scratch, created on first need */
 } device_state;
@@ -243,6 +251,7 @@ static device_state *device(int ordinal, aot_error *err) {
         (rc = cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) == CUDA_SUCCESS &&
         (rc = cu.DeviceGetAttribute(&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                     dev)) == CUDA_SUCCESS &&
+        (rc = cu.DeviceGetAttribute(&d->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev)) == CUDA_SUCCESS &&
         (rc = cu.DeviceGetName(d->name, (int)sizeof d->name, dev)) == CUDA_SUCCESS &&
         (rc = cu.DevicePrimaryCtxRetain(&d->context, dev)) == CUDA_SUCCESS) {
       d->capability = major * 10 + minor;
@@ -528,10 +537,6 @@ static double log2_approx(int64_t x) {
   return e + (double)(x - (INT64_C(1) << e)) / (double)(INT64_C(1) << e);
 }
 
-/* The config for a key. Among the table's rows for this arch, types and specialization (rows that
- * name them win over rows that do not): the nearest row at or above the bucketed key in every
- * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
- * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
 /* A config's integer constexprs, as the grid and bound expressions read them. */
 static const int64_t *config_consts(const aot_kernel *k, int config) {
   return &k->consts[(size_t)config * (size_t)k->nconsts];
@@ -549,6 +554,10 @@ static int config_fits(const aot_kernel *k, aot_call *call, int config) {
   return call->err->status == AOT_OK;
 }
 
+/* The config for a key. Among the table's rows for this arch, types and specialization (rows that
+ * name them win over rows that do not): the nearest row at or above the bucketed key in every
+ * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
+ * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
 static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
                          int spec, int *exact) {
   int64_t v[AOT_MAX_KEY];
@@ -649,12 +658,14 @@ static int variant_of_config(const aot_kernel *k, aot_call *call, int config, in
 /* ---------------------------------------------------------------- runtime autotuning (opt-in)
  * For kernels the recipe marks `autotune: true`, once enabled: a key with no exact row in the table
  * is timed over every config on first sight (not while the stream captures a graph), and the winner
- * is remembered per process. The package's Python side saves and loads these to a cache file. */
+ * is remembered per process. Per bucket (AOT_TUNE_BUCKET), keys in one bucket of the recipe share
+ * the winner; per key (AOT_TUNE_KEY), each distinct key value is timed, as @triton.autotune does.
+ * The package's Python side saves and loads these to a cache file. */
 
-static atomic_int autotune_on;
+static atomic_int autotune_mode; /* aot_tune_mode */
 static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void aot_autotune_enable(int on) { atomic_store(&autotune_on, on); }
+void aot_autotune_enable(int mode) { atomic_store(&autotune_mode, mode); }
 
 static int memo_same(const aot_tuned *a, const aot_tuned *b, int nkey) {
   if (a->target != b->target || a->binding != b->binding || a->spec != b->spec) return 0;
@@ -707,48 +718,87 @@ typedef struct {
 
 static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordinal, device_state *d, aot_stream stream);
 
-static int timed_ms(CUevent start, CUevent stop, aot_stream stream, float *ms, const aot_kernel *k, aot_call *call,
-                    int v, int ordinal, device_state *d) {
+/* What a timing run needs: two events, and a buffer twice the L2 cache whose clearing before each run
+ * evicts the inputs, so that every config is timed from memory as in a real call (and as Triton's
+ * autotuner times them). */
+typedef struct {
+  CUevent start, stop;
+  CUdeviceptr flush;
+  size_t flush_bytes;
+} timer;
+
+static int timer_open(timer *t, const device_state *d, aot_error *err) {
   int rc;
-  if ((rc = cu.EventRecord(start, stream)) != CUDA_SUCCESS) return cu_fail(call->err, rc, "autotune: cuEventRecord");
+  t->flush_bytes = 2 * (size_t)(d->l2_bytes > 0 ? d->l2_bytes : 0);
+  if ((rc = cu.EventCreate(&t->start, 0)) != CUDA_SUCCESS || (rc = cu.EventCreate(&t->stop, 0)) != CUDA_SUCCESS)
+    return cu_fail(err, rc, "autotune: cuEventCreate");
+  if (t->flush_bytes > 0 && (rc = cu.MemAlloc(&t->flush, t->flush_bytes)) != CUDA_SUCCESS)
+    return cu_fail(err, rc, "autotune: allocating the buffer that clears the L2 cache (cuMemAlloc)");
+  return 0;
+}
+
+static void timer_close(timer *t) {
+  if (t->start) cu.EventDestroy(t->start);
+  if (t->stop) cu.EventDestroy(t->stop);
+  if (t->flush) cu.MemFree(t->flush);
+}
+
+static int timed_ms(const timer *t, aot_stream stream, float *ms, const aot_kernel *k, aot_call *call, int v,
+                    int ordinal, device_state *d) {
+  int rc;
+  if (t->flush && (rc = cu.MemsetD8Async(t->flush, 0, t->flush_bytes, stream)) != CUDA_SUCCESS)
+    return cu_fail(call->err, rc, "autotune: clearing the L2 cache (cuMemsetD8Async)");
+  if ((rc = cu.EventRecord(t->start, stream)) != CUDA_SUCCESS)
+    return cu_fail(call->err, rc, "autotune: cuEventRecord");
   if (launch_variant(k, call, v, ordinal, d, stream) != 0) return -1;
-  if ((rc = cu.EventRecord(stop, stream)) != CUDA_SUCCESS || (rc = cu.EventSynchronize(stop)) != CUDA_SUCCESS ||
-      (rc = cu.EventElapsedTime(ms, start, stop)) != CUDA_SUCCESS)
+  if ((rc = cu.EventRecord(t->stop, stream)) != CUDA_SUCCESS || (rc = cu.EventSynchronize(t->stop)) != CUDA_SUCCESS ||
+      (rc = cu.EventElapsedTime(ms, t->start, t->stop)) != CUDA_SUCCESS)
     return cu_fail(call->err, rc, "autotune: timing with CUDA events");
   return 0;
 }
 
-/* Time every config (2 warm-ups, median of 5) and remember the fastest; returns its variant. */
+static int by_time(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median time of a variant: 2 warm-ups, then as many runs as fit in about 10 ms of GPU time
+ * (at least 5, at most 64). */
+static int median_ms(const timer *t, aot_stream stream, float *median, const aot_kernel *k, aot_call *call, int v,
+                     int ordinal, device_state *d) {
+  enum { WARMUP = 2, MIN_REPS = 5, MAX_REPS = 64 };
+  const float budget_ms = 10.0f;
+  float times[MAX_REPS], ms = 0;
+  for (int rep = 0; rep < WARMUP; rep++)
+    if (timed_ms(t, stream, &ms, k, call, v, ordinal, d) != 0) return -1;
+  int reps = ms > budget_ms / MAX_REPS ? (int)(budget_ms / ms) : MAX_REPS;
+  if (reps < MIN_REPS) reps = MIN_REPS;
+  for (int rep = 0; rep < reps; rep++)
+    if (timed_ms(t, stream, &times[rep], k, call, v, ordinal, d) != 0) return -1;
+  qsort(times, (size_t)reps, sizeof *times, by_time);
+  *median = times[reps / 2];
+  return 0;
+}
+
+/* Time every config and remember the fastest; returns its variant. */
 static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_state *d, aot_stream stream,
                     choice *c) {
-  enum { WARMUP = 2, REPS = 5 };
   CUcontext popped;
-  CUevent start = NULL, stop = NULL;
+  timer t = {0};
   int rc = cu.CtxPushCurrent(d->context);
   if (rc != CUDA_SUCCESS) return cu_fail(call->err, rc, "making the device's context current");
   int best_v = -1, best_config = -1;
   float best_ms = 0;
-  if ((rc = cu.EventCreate(&start, 0)) != CUDA_SUCCESS || (rc = cu.EventCreate(&stop, 0)) != CUDA_SUCCESS) {
-    cu_fail(call->err, rc, "autotune: cuEventCreate");
-  } else {
+  if (timer_open(&t, d, call->err) == 0) {
     for (int config = 0; config < k->nconfigs && call->err->status == AOT_OK; config++) {
       if (!config_fits(k, call, config)) continue;
       int v = variant_in_config(k, call, config, c->point.target, c->point.binding, c->point.spec);
-      if (v < 0) continue;
-      float times[REPS], ms = 0;
-      for (int rep = 0; rep < WARMUP + REPS && timed_ms(start, stop, stream, &ms, k, call, v, ordinal, d) == 0; rep++)
-        if (rep >= WARMUP) times[rep - WARMUP] = ms;
-      if (call->err->status != AOT_OK) break;
-      for (int i = 1; i < REPS; i++) /* insertion sort for the median */
-        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
-          float t = times[j];
-          times[j] = times[j - 1], times[j - 1] = t;
-        }
-      if (best_v < 0 || times[REPS / 2] < best_ms) best_v = v, best_config = config, best_ms = times[REPS / 2];
+      float ms;
+      if (v < 0 || median_ms(&t, stream, &ms, k, call, v, ordinal, d) != 0) continue;
+      if (best_v < 0 || ms < best_ms) best_v = v, best_config = config, best_ms = ms;
     }
   }
-  if (start) cu.EventDestroy(start);
-  if (stop) cu.EventDestroy(stop);
+  timer_close(&t);
   cu.CtxPopCurrent(&popped);
   if (call->err->status != AOT_OK) return -1;
   c->point.config = best_config;
@@ -800,9 +850,12 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   int spec = call_spec(k, call, err), exact;
   if (spec < 0) return -1;
   int config = choose_config(k, call, key, target, binding, spec, &exact);
-  if (!exact && k->autotune && atomic_load(&autotune_on)) {
+  int mode = k->autotune ? atomic_load(&autotune_mode) : AOT_TUNE_OFF;
+  for (int dim = 0; dim < k->nkey && mode == AOT_TUNE_KEY; dim++)
+    if (bucket(k, key[dim]) != key[dim]) exact = 0; /* the table's row is for the bucket, not this key */
+  if (!exact && mode != AOT_TUNE_OFF) {
     c->point.target = target, c->point.binding = binding, c->point.spec = spec, c->point.config = -1;
-    for (int dim = 0; dim < k->nkey; dim++) c->point.key[dim] = bucket(k, key[dim]);
+    for (int dim = 0; dim < k->nkey; dim++) c->point.key[dim] = mode == AOT_TUNE_KEY ? key[dim] : bucket(k, key[dim]);
     int tuned = memo_find(k, &c->point);
     if (tuned >= 0) config = tuned;
     c->untuned = tuned < 0;

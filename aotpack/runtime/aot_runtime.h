@@ -203,7 +203,8 @@ int aot_select(const aot_kernel *k, aot_call *call, int device, int forced);
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int device, aot_error *err);
 
 /* Runtime autotuning: switch it on or off, and read or add the tuned keys (for a cache file). */
-void aot_autotune_enable(int on);
+typedef enum { AOT_TUNE_OFF = 0, AOT_TUNE_BUCKET = 1, AOT_TUNE_KEY = 2 } aot_tune_mode;
+void aot_autotune_enable(int mode); /* an aot_tune_mode */
 int aot_memo_get(const aot_kernel *k, int index, aot_tuned *out);
 int aot_memo_put(const aot_kernel *k, const aot_tuned *entry);
 

@@ -50,7 +50,7 @@ int cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
 int cuDeviceGetAttribute(int *v, int attr, int dev) {
   (void)dev;
   int cc = env_int("FAKE_CUDA_CC", 90);
-  *v = attr == 75 ? cc / 10 : attr == 76 ? cc % 10 : attr == 97 ? 232448 : 0;
+  *v = attr == 75 ? cc / 10 : attr == 76 ? cc % 10 : attr == 97 ? 232448 : attr == 38 ? 50 << 20 : 0;
   return 0;
 }
 int cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "Fake GPU %d", dev); return 0; }
@@ -177,3 +177,9 @@ int cuMemAllocFromPoolAsync(unsigned long long *ptr, size_t size, void *pool, vo
   return 0;
 }
 int cuMemFreeAsync(unsigned long long ptr, void *stream) { record("free %llx stream=%p", ptr, stream); return 0; }
+int cuMemAlloc_v2(unsigned long long *ptr, size_t size) { return cuMemAllocFromPoolAsync(ptr, size, NULL, NULL); }
+int cuMemFree_v2(unsigned long long ptr) { return cuMemFreeAsync(ptr, NULL); }
+int cuMemsetD8Async(unsigned long long ptr, unsigned char value, size_t size, void *stream) {
+  record("memset %llx %u %zu stream=%p", ptr, value, size, stream);
+  return 0;
+}

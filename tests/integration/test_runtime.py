@@ -213,6 +213,12 @@ def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fa
     launches = [line for line in log if line.startswith("launch")]
     # 2 configs x (2 warm-ups + 5 timed) + the call itself, then one launch for each later call
     assert len(launches) == 2 * 7 + 1 + 1 + 1
+    # every timed run starts from a cold L2: a buffer of twice the L2 (50 MiB on the fake) cleared before it
+    timing = log[: [i for i, line in enumerate(log) if line.startswith("launch")][2 * 7]]
+    flushes = [line for line in timing if line.startswith("memset")]
+    assert len(flushes) == 2 * 7 and all(f" 0 {100 << 20} " in line for line in flushes)
+    assert [line.split()[0] for line in timing if line.split()[0] in ("memset", "launch")] == ["memset", "launch"] * 14
+    assert any(line.startswith("alloc 104857600") for line in timing) and any(line.startswith("free") for line in timing)
     assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted", "add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"]
     saved = json.loads(cache.read_text())
     assert saved["format"] == "aotpack-autotune/2" and saved["package"] == "small_kernels"
@@ -223,6 +229,25 @@ def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fa
     out, log = run(code, installed, fake_driver, tmp_path)  # a new process reads the cache: no timing
     assert out == ["add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"] * 2
     assert len([line for line in log if line.startswith("launch")]) == 3
+
+
+def test_runtime_autotune_per_key_times_each_key_value_like_triton(installed, fake_driver, tmp_path):
+    cache = tmp_path / "tuned.json"
+    code = f"""
+        k.autotune(True, cache={str(cache)!r}, per="key")
+        for n in (100000, 100000, 100001, 4096):  # two new values in one bucket; 4096 is the table's row
+            x = Array(A, n)
+            k.add(x, x, x)
+        try:
+            k.autotune(True, per="row")
+        except ValueError as exc:
+            print(exc)
+        """
+    out, log = run(code, installed, fake_driver, tmp_path)
+    assert len([line for line in log if line.startswith("launch")]) == 2 * (2 * 7 + 1) + 1 + 1
+    assert out == ["autotune(per='row'): expected 'bucket' or 'key'"]
+    saved = json.loads(cache.read_text())
+    assert [e["key"] for e in saved["entries"]] == [[100000], [100001]]
 
 
 def test_runtime_autotune_never_times_during_capture_or_when_off(installed, fake_driver, tmp_path):
