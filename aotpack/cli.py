@@ -1,4 +1,5 @@
-"""The command line: ``aotpack build`` and ``aotpack plan``. The only place errors are caught."""
+"""The command line: ``aotpack build``, ``plan``, ``tune``, ``record``, ``inspect``, ``new``. The only place
+errors are caught."""
 
 from __future__ import annotations
 
@@ -80,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
     n.add_argument("name", help="the Python package name (lower case, digits, _)")
     n.add_argument("--dir", type=Path, default=None, help="where to write it (default: ./NAME)")
+    r = sub.add_parser("record", help="run a program under Triton's JIT and write the recipe of what it compiled",
+                       usage="aotpack record -o RECIPE [--package NAME] -- python program.py [args...]")
+    r.add_argument("-o", "--out", type=Path, required=True, help="the recipe to write (merged into if it exists)")
+    r.add_argument("--package", default="recorded_kernels", help="package name of a new recipe")
+    r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
     p.add_argument("recipe", type=Path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
@@ -122,6 +128,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             manifest = read_manifest(args.wheel)
             print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else render(manifest, args.wheel.name))
+            return 0
+        if args.command == "record":
+            from .record import recording, run_program
+
+            program = args.program[1:] if args.program[:1] == ["--"] else args.program
+            with recording(args.out, args.package) as recorded:
+                run_program(program)
+            launches = sum(c.launches for c in recorded.compilations())
+            print(f"wrote {args.out}: {len(recorded.compiled)} compilations of "
+                  f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches")
+            for function, why in sorted(recorded.skipped.items()):
+                print(f"not recorded: {function}: {why}", file=sys.stderr)
             return 0
         if args.command == "tune":
             from .tune import Options, tune

@@ -217,6 +217,14 @@ _LETTER = {DIV16: "D", ONE: "1", NONE: "N", ANY: "_"}  # how a class name spells
 
 def specs(kernel: Kernel) -> tuple[Spec, ...]:
     """The kernel's specialization classes, most specialized first."""
+    if kernel.launch == "triton":  # the classes a recording saw, spelt over the arguments the JIT keys
+        keyed = [len(a.jit_states) > 1 or a.optional for a in kernel.args]
+        recorded = dict.fromkeys(p.states for p in kernel.points)
+        return tuple(sorted(
+            (Spec(name="".join(_LETTER[st] for st, k in zip(states, keyed, strict=True) if k) or "plain",
+                  states=states, level="") for states in recorded),
+            key=lambda s: -s.degree,
+        ))  # fmt: skip
     pinned = [a for a in kernel.args if a.hint is not None and not a.required]
     levels = ("hinted", "safe") if pinned else ("",)
     autos = auto_states(kernel)
@@ -262,16 +270,21 @@ def unreachable(kernel: Kernel, config: Config, spec: Spec) -> str | None:
     return None
 
 
-def _points(kernel: Kernel, winners_only: bool) -> list[tuple[Config, Spec]]:
-    """The (config, class) pairs some call can select, in plan order."""
+def _points(kernel: Kernel, winners_only: bool) -> list[tuple[tuple[tuple[str, str], ...], Config, Spec]]:
+    """The (binding, config, class) triples some call can select, in plan order: for a recorded
+    kernel (``launch: triton``), exactly those it lists."""
     classes = specs(kernel)
-    return [
+    if kernel.launch == "triton":
+        spec_of = {s.states: s for s in classes}
+        return [(p.binding, p.config, spec_of[p.states]) for p in kernel.points]
+    pairs = [
         (config, spec)
         for config in kernel.configs
         if not winners_only or config == kernel.default or any(r.config == config for r in kernel.rules)
         for spec in classes
         if unreachable(kernel, config, spec) is None
     ]
+    return [(binding, config, spec) for binding in kernel.bindings for config, spec in pairs]
 
 
 def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bool = False) -> tuple[Variant, ...]:
@@ -281,10 +294,9 @@ def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bo
     variants = tuple(
         Variant(kernel=kernel, binding=binding, config=config, target=target, spec=spec)
         for kernel in recipe.kernels
-        for points in [_points(kernel, winners_only)]  # the same for every target and binding
+        for points in [_points(kernel, winners_only)]  # the same for every target
         for target in kernel.targets
-        for binding in kernel.bindings
-        for config, spec in points
+        for binding, config, spec in points
     )
     if not select:
         return variants

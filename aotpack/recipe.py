@@ -24,11 +24,12 @@ import yaml
 
 from . import _sources, expr, facts, introspect, tables
 from .errors import Location, RecipeError
-from .introspect import DIV16, ONE
+from .introspect import DIV16, NONE, ONE
 
 Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
 Policy = Literal["common", "none", "all"]
+Launch = Literal["call", "triton"]
 ConstValue = int | float | bool | str
 
 BACKENDS: tuple[Backend, ...] = ("triton", "cuda")
@@ -43,7 +44,8 @@ MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
 _ALIASES = {"bool": "i1"}  # type names a recipe may use for dtypes of the table
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
 # what every generated package defines itself (codegen/python.py): a kernel may not hide them
-PACKAGE_NAMES = ("CudaError", "autotune", "get_include", "select", "torch_ops")
+PACKAGE_NAMES = ("CudaError", "MissingVariant", "activate", "autotune", "deactivate", "get_include", "select",
+                 "torch_ops")
 
 
 # ---------------------------------------------------------------- the data the pipeline passes on
@@ -129,6 +131,28 @@ class Rule:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Point:
+    """One variant a recording saw compiled (``launch: triton`` kernels): its types, config and the
+    JIT's specialization class, one state per argument (``D``, ``1``, ``N`` or nothing)."""
+
+    binding: tuple[tuple[str, str], ...]
+    config: Config
+    states: tuple[str, ...]
+    launches: int  # how often the recording launched it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pick:
+    """What a kernel's @triton.autotune picked in a recording: for this key (its values, then the
+    dtypes of its tensor arguments, as the autotuner keys its cache), this config."""
+
+    key: tuple[ConstValue, ...]
+    kwargs: tuple[tuple[str, ConstValue], ...]
+    num_warps: int
+    num_stages: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class CudaLaunch:
     """What a CUDA kernel needs beyond the shared fields: how to build it and how to launch it."""
 
@@ -182,6 +206,13 @@ class Kernel:
     # from the kernel's @triton.autotune: arguments aotpack tune zeroes / restores between runs
     reset_to_zero: tuple[str, ...] = ()
     restore_value: tuple[str, ...] = ()
+    # `launch: triton`: launched as Triton launches it, kernel[grid](*args, **constexprs, num_warps=...):
+    # the caller gives the grid and the constexprs, and exactly the recorded variants are built
+    launch: Launch = "call"
+    points: tuple[Point, ...] = ()
+    signature: tuple[str, ...] = ()  # launch: triton: the function's parameters in order (constexprs too)
+    defaults: tuple[tuple[str, ConstValue], ...] = ()  # launch: triton: the signature's plain defaults
+    picks: tuple[Pick, ...] = ()  # launch: triton: what its @triton.autotune picked in the recording
     where: Location
 
     def arg(self, name: str) -> Arg:
@@ -376,11 +407,16 @@ _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
     "specialize",
 )  # fmt: skip
-_TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options")
+_TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options", "launch", "variants")
 _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
 _KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
 _ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only", "optional", "specialize")
 _RULE_KEYS = ("key", "config", "arch", "types")
+_POINT_KEYS = ("types", "config", "class", "launches")
+# what a `launch: triton` kernel takes: the caller gives the grid and the config, so no dispatch
+_LAUNCHED_KEYS = ("triton", "launch", "doc", "args", "types", "targets", "options", "variants", "autotuned")
+_PICK_KEYS = ("key", "config")
+_CLASS_LETTERS = {"D": DIV16, "1": ONE, "N": NONE, "_": ""}
 _OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas", "launch_pdl", "launch_cooperative_grid")
 _BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
 _CONFIG_LAUNCH = ("num_warps", "num_stages")
@@ -528,9 +564,15 @@ def _targets(node: _Node, gencode: bool = False) -> tuple[str, ...]:
 def _kernel(
     name: str, node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...], targets_at: _Node | None
 ) -> Kernel:
-    k = node.mapping(_KERNEL_KEYS, required=("args", "grid"))
+    k = node.mapping(_KERNEL_KEYS, required=("args",))
     if ("triton" in k) == ("cuda" in k):
         raise node.fail("give exactly one of 'triton' (a @triton.jit function) or 'cuda' (a .cu file)")
+    if "launch" in k:
+        return _launched_kernel(name, k, node, where, root, recipe_targets, targets_at)
+    if "variants" in k:
+        raise k["variants"].fail("'variants' lists what a recording saw; it needs 'launch: triton'")
+    if "grid" not in k:
+        raise node.fail("missing required key 'grid'")
     backend: Backend = "triton" if "triton" in k else "cuda"
     other = _CUDA_KEYS if backend == "triton" else _TRITON_KEYS
     for other_key in other:
@@ -739,6 +781,117 @@ def _kernel(
         reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),
         where=where,
     )  # fmt: skip
+
+
+def _launched_kernel(
+    name: str, k: dict[str, _Node], node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...],
+    targets_at: _Node | None,
+) -> Kernel:
+    """A ``launch: triton`` kernel (what ``aotpack record`` writes): launched with Triton's syntax, the
+    caller giving the grid, the constexprs and the launch options; built as exactly the variants
+    listed (types, config, the JIT's specialization class)."""
+    if k["launch"].string() != "triton":
+        raise k["launch"].fail(f"unknown launch {k['launch'].string()!r} (expected: triton)")
+    for key in k:
+        if key not in _LAUNCHED_KEYS:
+            raise k[key].fail(f"a 'launch: triton' kernel takes no {key!r}: the caller gives the grid and the "
+                              f"config (it takes {', '.join(_LAUNCHED_KEYS)})")  # fmt: skip
+    if "triton" not in k or "variants" not in k:
+        raise node.fail("a 'launch: triton' kernel needs 'triton' (its @triton.jit function) and 'variants'")
+    source = _source(k["triton"], root)
+    targets = _targets(k["targets"]) if "targets" in k else recipe_targets
+    if not targets:
+        raise node.fail("no targets: set 'targets' in the recipe or in this kernel")
+    for t in targets:
+        if not facts.archs()[t].triton:
+            raise (k.get("targets") or targets_at or node).fail(f"Triton cannot build {t!r}; use '{t}a'")
+    types: list[tuple[str, tuple[str, ...]]] = []
+    for var, values, var_at in k["types"].items() if "types" in k else ():
+        if not _IDENT.match(var) or var in facts.dtypes():
+            raise RecipeError(f"type variable {var!r} must be an identifier that is not a dtype name", var_at)
+        choices = tuple(_dtype(v, v.string(), pointer=True) for v in values.sequence())
+        if len(set(choices)) != len(choices) or not choices:
+            raise values.fail("expected a non-empty list of distinct dtypes")
+        types.append((var, choices))
+    typevars = dict(types)
+    info = _describe(k["triton"], source)
+    constexpr_names = tuple(p.name for p in info.params if p.constexpr)
+    args = _args(k["args"], typevars, constexpr_names)
+    for arg in args:
+        if arg.has_default or arg.extent is not None or arg.launch_only or arg.hint is not None or arg.descriptor:
+            raise RecipeError(f"kernels.{name}.args.{arg.name}: a 'launch: triton' argument takes a plain type "
+                              "(the JIT's own specialization is recorded per variant)", arg.where)  # fmt: skip
+    args = _jit_args(k["args"], args, info)
+    points: list[Point] = []
+    for row in k["variants"].sequence():
+        points.append(_point(row, args, types, constexpr_names))
+    if not points:
+        raise k["variants"].fail("expected at least one variant")
+    seen: dict[tuple[Any, ...], _Node] = {}
+    for point, row in zip(points, k["variants"].sequence(), strict=True):
+        ident = (point.binding, point.config, point.states)
+        if ident in seen:
+            raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
+        seen[ident] = row
+    optional = {a.name for p in points for a, st in zip(args, p.states, strict=True) if st == NONE}
+    args = [dataclasses.replace(a, optional=a.name in optional) for a in args]
+    configs = tuple(dict.fromkeys(p.config for p in points))
+    return Kernel(
+        name=name, backend="triton", source=source, doc=_text(k["doc"], one_line=False) if "doc" in k else "",
+        args=tuple(args), types=tuple(types), constexpr_names=constexpr_names, configs=configs, default=configs[0],
+        grid=(expr.Num(1), expr.Num(1), expr.Num(1)), key=(), bucket="exact", rules=(), targets=targets,
+        options=_options(k["options"]) if "options" in k else (), launch="triton", points=tuple(points),
+        signature=tuple(p.name for p in info.params),
+        defaults=tuple((p.name, p.default) for p in info.params
+                       if p.has_default and isinstance(p.default, (int, float, bool, str))),
+        picks=tuple(_pick(row) for row in k["autotuned"].sequence()) if "autotuned" in k else (), where=where,
+    )  # fmt: skip
+
+
+def _pick(row: _Node) -> Pick:
+    fields = row.mapping(_PICK_KEYS, required=_PICK_KEYS)
+    key = tuple(_const(v) for v in fields["key"].sequence())
+    config = fields["config"].mapping(())
+    kwargs = tuple((n, _const(v)) for n, v in config.items() if n not in _CONFIG_LAUNCH)
+    warps = config["num_warps"].integer(minimum=1) if "num_warps" in config else 4
+    stages = config["num_stages"].integer(minimum=1) if "num_stages" in config else 3
+    return Pick(key=key, kwargs=kwargs, num_warps=warps, num_stages=stages)
+
+
+def _point(row: _Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...]) -> Point:
+    fields = row.mapping(_POINT_KEYS, required=("config", "class"))
+    binding: list[tuple[str, str]] = []
+    given = fields["types"].mapping(tuple(v for v, _ in types)) if "types" in fields else {}
+    for var, choices in types:
+        if var not in given:
+            raise row.fail(f"give the dtype of type variable {var!r} in 'types'")
+        dtype = given[var].string()
+        if dtype not in choices:
+            raise given[var].fail(f"{dtype!r} is not one of {var}'s dtypes ({', '.join(choices)})")
+        binding.append((var, dtype))
+    cfg = fields["config"].mapping((*names, *_CONFIG_LAUNCH), required=names)
+    warps = cfg["num_warps"].integer(minimum=1) if "num_warps" in cfg else 4
+    if warps & (warps - 1) or warps > MAX_WARPS:
+        raise cfg["num_warps"].fail(f"expected a power of two up to {MAX_WARPS}, got {warps}")
+    stages = cfg["num_stages"].integer(minimum=1) if "num_stages" in cfg else 3
+    config = Config(constexprs=tuple((n, _const(cfg[n])) for n in names), num_warps=warps, num_stages=stages)
+    spelled = fields["class"].string()
+    runtime = [a for a in args if not a.launch_only]
+    if len(spelled) != len(runtime) or any(c not in _CLASS_LETTERS for c in spelled):
+        raise fields["class"].fail(f"expected one letter per argument ({len(runtime)}: "
+                                   f"{', '.join(a.name for a in runtime)}), each D, 1, N or _")  # fmt: skip
+    states = []
+    for arg, letter in zip(runtime, spelled, strict=True):
+        state = _CLASS_LETTERS[letter]
+        allowed = {"", NONE} if arg.pointer else set(arg.jit_states)
+        if arg.pointer:
+            allowed |= set(arg.jit_states)
+        if state not in allowed:
+            raise fields["class"].fail(f"argument {arg.name} cannot be {letter!r} (the JIT keys it on "
+                                       f"{', '.join(s or '_' for s in arg.jit_states)})")  # fmt: skip
+        states.append(state)
+    launches = fields["launches"].integer(minimum=0) if "launches" in fields else 0
+    return Point(binding=tuple(binding), config=config, states=tuple(states), launches=launches)
 
 
 def _version(node: _Node) -> str:

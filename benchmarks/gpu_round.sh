@@ -32,6 +32,7 @@ matched() {
 }
 matched hopper_kernels test_hopper.py hopper.py
 matched thirdparty_kernels test_thirdparty.py thirdparty.py
+matched liger_recorded test_recorded.py launch.py
 if python3 -c "import thirdparty_kernels" 2>/dev/null; then
   python3 benchmarks/thirdparty.py 2>&1 | tee "$out/thirdparty.log"
 fi

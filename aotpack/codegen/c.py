@@ -55,8 +55,10 @@ def _param(arg: Arg, kernel: Kernel) -> str:
     else:
         kind, dtype = str(facts.dtypes()[arg.dtype].arg), -1
     typevar = typevars.index(arg.dtype) if arg.typevar else -1
+    keyed = (*arg.jit_states, *((NONE,) if arg.optional else ()))  # what the JIT keys it on, as a bit set
+    jit_states = " | ".join(f"1 << {_STATE[s]}" for s in keyed)
     flags = [arg.hint or 0, int(arg.required), int(arg.launch_only), int(arg.has_default),
-             int(arg.contiguous), len(arg.block), int(arg.optional)]  # fmt: skip
+             int(arg.contiguous), len(arg.block), int(arg.optional), jit_states]  # fmt: skip
     return f"{{{c_string(arg.name)}, {kind}, {dtype}, {typevar}, {', '.join(map(str, flags))}}}"
 
 
@@ -280,6 +282,15 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     for kb in build.kernels:
         n = kb.kernel.name
         out.append(f"extern const aot_kernel aot_kernel_{n};")
+        if kb.kernel.launch == "triton":  # only Triton's launch syntax: the caller gives grid and config
+            out.append(f"static PyObject *py_launch_{n}(PyObject *module, PyObject *args) {{")
+            out.append("  (void)module;")
+            out.append(f"  return aot_py_launch(&aot_kernel_{n}, args);")
+            out.append("}")
+            launch_doc = c_string("_launch(config, grid, *args): launch the config's variant for the call's class.")
+            methods.append(f"  {{{c_string('_launch_' + n)}, (PyCFunction)(void (*)(void))py_launch_{n}, "
+                           f"METH_VARARGS, {launch_doc}}},")  # fmt: skip
+            continue
         for prefix, fn in (("", "aot_py_call"), ("_select_", "aot_py_select")):
             out.append(f"static PyObject *py{prefix or '_'}{n}(PyObject *module, PyObject *args, PyObject *kwargs) {{")
             out.append("  (void)module;")
@@ -375,6 +386,8 @@ def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
     ]
     for kb in build.kernels:
         k = kb.kernel
+        if k.launch == "triton":  # Triton's launch syntax (grid and config from the caller): Python only
+            continue
         params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])
         lines += [  # comments carry no recipe text: the kernel's doc is its Python __doc__
             f"/* {k.name}: launch the kernel. Scalars passed by pointer may be NULL: their default. */",
@@ -394,6 +407,8 @@ def capi_c(build: BuildInput) -> str:
            f'#include "{pkg}.h"', "", "#define AOT_EXPORT __attribute__((visibility(\"default\")))", ""]  # fmt: skip
     for kb in build.kernels:
         k = kb.kernel
+        if k.launch == "triton":
+            continue
         out.append(f"extern const aot_kernel aot_kernel_{k.name};")
         fill = []
         for p, arg in enumerate(k.args):

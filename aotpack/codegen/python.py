@@ -119,6 +119,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                 for r in k.rules
             ],
             "call_order": [k.args[i].name for i in k.call_order],
+            **(_launch_entry(k) if k.launch == "triton" else {}),
             "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in plan.specs(k)],
             "targets": list(k.targets),
             "min_driver_cuda": {t: _cuda_text(v) for t, v in kb.min_driver.items()},
@@ -160,6 +161,27 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
     }
 
 
+def _launch_entry(kernel: Kernel) -> dict[str, Any]:
+    """What the drop-in launcher needs (``launch: triton``): the kernel's parameters in its own order
+    (constexprs among them), its configs in the runtime's order, and the function to stand in for
+    (``activate()``)."""
+    args = {a.name for a in kernel.args}
+    return {
+        "launch": "triton",
+        "function": {"module": kernel.source.module, "path": str(kernel.source.path) if kernel.source.path else None,
+                     "name": kernel.source.function},
+        "params": [[n, n in args] for n in kernel.signature],
+        "configs": [
+            {"constexprs": dict(c.constexprs), "num_warps": c.num_warps, "num_stages": c.num_stages}
+            for c in kernel.configs
+        ],
+        "options": dict(kernel.options),
+        "defaults": dict(kernel.defaults),
+        "tuned": [{"key": list(p.key), "kwargs": dict(p.kwargs), "num_warps": p.num_warps, "num_stages": p.num_stages}
+                  for p in kernel.picks],
+    }  # fmt: skip
+
+
 def _source_text(kernel: Kernel, recipe_path: Path) -> str:
     """The kernel's source as the recipe names it (a path relative to the recipe, or a module)."""
     src = kernel.source
@@ -182,7 +204,11 @@ def _cuda_text(version: int) -> str:
 def init_py(build: BuildInput) -> str:
     names = [kb.kernel.name for kb in build.kernels]
     recipe = build.recipe
-    kernels = "\n".join(f"{n} = _kernel({n!r}, _native, __aotpack__)" for n in names)
+    kernels = "\n".join(
+        f"{kb.kernel.name} = _{'launcher' if kb.kernel.launch == 'triton' else 'kernel'}({kb.kernel.name!r}, "
+        "_native, __aotpack__)"
+        for kb in build.kernels
+    )
     doc = (f"{recipe.summary}\n\nBuilt by aotpack from {recipe.path.name}. Kernels: {', '.join(names)}.\n"
            "Every kernel takes CUDA tensors (torch, or objects with __cuda_array_interface__) or integer device\n"
            "pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.\n")
@@ -198,7 +224,8 @@ import sys as _sys
 from . import _aotpack_runtime as _runtime
 from . import _native
 from ._aotpack_runtime import kernel as _kernel
-from ._native import CudaError
+from ._aotpack_runtime import launcher as _launcher
+from ._native import CudaError, MissingVariant
 
 __version__ = {recipe.version!r}
 __all__ = [{", ".join(repr(n) for n in (*PACKAGE_NAMES, *names))}]
@@ -236,6 +263,20 @@ if "torch" in _sys.modules:
         _warnings.warn(f"{recipe.package}: torch ops not registered: {{_exc}}", RuntimeWarning, stacklevel=2)
 
 
+def activate(fallback=None):
+    """Make the original @triton.jit functions of the recorded kernels (``launch: triton``) launch
+    this package's variants: call sites such as ``fn[grid](...)`` in your code or a library's run
+    with no compilation. A call no variant matches exactly raises MissingVariant
+    (``fallback="error"``, the default where Triton is not installed) or runs Triton's JIT
+    (``fallback="jit"``, logged once per new case). Returns the kernels activated."""
+    return _runtime.activate([k for k in globals().values() if isinstance(k, _runtime.Launcher)], fallback)
+
+
+def deactivate():
+    """Undo ``activate()``."""
+    _runtime.deactivate()
+
+
 def get_include():
     """The folder holding {recipe.package}.h, the C API of these kernels (link with lib{recipe.package}.so
     beside this file)."""
@@ -252,7 +293,7 @@ def select(kernel, *args, **kwargs):
 
 def init_pyi(build: BuildInput) -> str:
     lines = [
-        "from typing import Any, Optional",
+        "from typing import Any, Callable, Optional",
         "",
         "# A pointer argument: a CUDA torch.Tensor, an object with __cuda_array_interface__, or an int.",
         "Pointer = Any",
@@ -266,10 +307,24 @@ def init_pyi(build: BuildInput) -> str:
         "def autotune(enabled: bool = True, cache: Optional[str] = None, per: str = \"bucket\") -> None: ...",
         "def torch_ops() -> list[str]: ...",
         "def get_include() -> str: ...",
+        "def activate(fallback: Optional[str] = None) -> list[str]: ...",
+        "def deactivate() -> None: ...",
+        "class MissingVariant(LookupError): ...",
     ]
     for kb in build.kernels:
         params = []
         k = kb.kernel
+        if k.launch == "triton":
+            lines += [
+                "",
+                f"class _{k.name}:",
+                "    def __getitem__(self, grid: Any) -> Callable[..., None]: ...",
+                "    def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> None: ...",
+                "    variants: list[str]",
+                "",
+                f"{k.name}: _{k.name}",
+            ]
+            continue
         for arg in (k.args[i] for i in k.call_order):
             py = "Pointer" if arg.pointer else _kind(arg)
             if arg.has_default:

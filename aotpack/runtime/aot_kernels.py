@@ -65,6 +65,199 @@ def kernel(name: str, native: Any, manifest: dict[str, Any]) -> Kernel:
     return made
 
 
+class Launcher:
+    """A kernel built from a recording (``launch: triton``), launched as Triton launches it:
+    ``kernel[grid](*args, BLOCK=..., num_warps=..., num_stages=...)``, the grid a tuple of 1 to 3
+    ints or a callable of the call's arguments by name (constexprs included), as Triton's is. The
+    constexprs and options pick the config; the C runtime computes the call's specialization class
+    as the JIT does and launches the variant built for exactly that class, or raises MissingVariant."""
+
+    __slots__ = ("__name__", "_configs", "_consts", "_defaults", "_index", "_launch", "_missing", "_names",
+                 "_options", "_runtime", "function", "tuned", "variants")  # fmt: skip
+
+    def __init__(self, name: str, native: Any, manifest: dict[str, Any]) -> None:
+        entry = manifest["kernels"][name]
+        self.__name__ = name
+        self._launch = getattr(native, "_launch_" + name)
+        self._missing = native.MissingVariant
+        self._names = [n for n, _ in entry["params"]]
+        self._index = {n: i for i, n in enumerate(self._names)}
+        self._runtime = [i for i, (_, is_arg) in enumerate(entry["params"]) if is_arg]
+        self._consts = [i for i, (_, is_arg) in enumerate(entry["params"]) if not is_arg]
+        self._defaults = entry["defaults"]
+        self._configs = {
+            (tuple(c["constexprs"][self._names[i]] for i in self._consts), c["num_warps"], c["num_stages"]): index
+            for index, c in enumerate(entry["configs"])
+        }
+        self._options = entry["options"]
+        self.function = entry["function"]
+        self.tuned = entry["tuned"]
+        self.variants = [v["id"] for v in entry["variants"]]
+
+    def __getitem__(self, grid: Any) -> Any:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            self.run(*args, grid=grid, warmup=False, **kwargs)
+
+        return launch
+
+    def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> None:
+        """Triton's JITFunction.run signature: what ``activate()`` puts in its place."""
+        names = self._names
+        if len(args) > len(names):
+            raise TypeError(f"{self.__name__}[grid]() takes {len(names)} arguments ({len(args)} given)")
+        values = [*args, *(_UNSET,) * (len(names) - len(args))]
+        num_warps, num_stages = kwargs.pop("num_warps", 4), kwargs.pop("num_stages", 3)
+        for key, value in kwargs.items():
+            i = self._index.get(key)
+            if i is None:
+                if key in self._options and self._options[key] == value:
+                    continue  # a launch option the variants were built with
+                if key in _LAUNCH_OPTIONS:
+                    raise self._missing(f"{self.__name__}[grid](...): no variant was built with {key}={value!r}")
+                raise TypeError(f"{self.__name__}[grid]() got an unexpected keyword argument {key!r}")
+            if values[i] is not _UNSET:
+                raise TypeError(f"{self.__name__}[grid]() got multiple values for argument {key!r}")
+            values[i] = value
+        for i, value in enumerate(values):
+            if value is _UNSET:
+                if names[i] not in self._defaults:
+                    raise TypeError(f"{self.__name__}[grid]() missing required argument {names[i]!r}")
+                values[i] = self._defaults[names[i]]
+        consts = tuple(_plain(values[i]) for i in self._consts)
+        config = self._configs.get((consts, num_warps, num_stages))
+        if config is None:
+            shown = ", ".join(f"{names[i]}={v!r}" for i, v in zip(self._consts, consts, strict=True))
+            raise self._missing(f"{self.__name__}[grid](...): no variant was built for {shown}, num_warps="
+                                f"{num_warps}, num_stages={num_stages}; record a run that makes this call")  # fmt: skip
+        if warmup:
+            return
+        if callable(grid):
+            grid = grid(dict(zip(names, values, strict=True)))
+        self._launch(config, tuple(grid), *[values[i] for i in self._runtime])
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.__name__}[grid]: {len(self.variants)} variants>"
+
+
+def _plain(value: Any) -> Any:
+    """A constexpr as the configs hold it: a tl.constexpr(0) the caller passes is 0."""
+    return value.value if type(value).__name__ == "constexpr" else value
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+# launch options of Triton's JIT that select other code (num_warps and num_stages pick the config)
+_LAUNCH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")
+
+
+def launcher(name: str, native: Any, manifest: dict[str, Any]) -> Launcher:
+    return Launcher(name, native, manifest)
+
+
+_active: dict[int, tuple[Any, Any]] = {}  # id(JITFunction) -> (the function, its own run, or None)
+
+
+def activate(launchers: list[Launcher], fallback: str | None = None) -> list[str]:
+    """Make the original ``@triton.jit`` functions launch these kernels: their ``run`` (which
+    ``fn[grid](...)`` calls) becomes the launcher's, so call sites in the user's or a library's code
+    run the built variants with no compilation. Autotuned kernels get the configs their autotuner
+    picked in the recording, per key, in the autotuner's own cache. A call no variant matches exactly
+    raises MissingVariant (``fallback="error"``, the default without Triton), or runs Triton's JIT
+    (``fallback="jit"``, the default with Triton), logged once per new class. Returns the names."""
+    import importlib.util
+    import logging
+
+    have_triton = importlib.util.find_spec("triton") is not None
+    fallback = fallback or ("jit" if have_triton else "error")
+    if fallback not in ("jit", "error"):
+        raise ValueError(f"activate(fallback={fallback!r}): expected 'jit' or 'error'")
+    if fallback == "jit" and not have_triton:
+        raise ValueError("activate(fallback='jit') needs Triton installed; use fallback='error'")
+    log = logging.getLogger("aotpack")
+    done = []
+    for launch in launchers:
+        wrapped = _function(launch.function)
+        jit = wrapped
+        while not hasattr(jit, "params") and hasattr(jit, "fn"):  # inside @triton.autotune / @triton.heuristics
+            jit = jit.fn
+        if id(jit) in _active:
+            continue
+        original = jit.run
+        seen: set[str] = set()
+
+        def run(*args: Any, grid: Any, warmup: bool = False, _launch: Launcher = launch, _original: Any = original,
+                _seen: set[str] = seen, **kwargs: Any) -> Any:  # fmt: skip
+            try:
+                return _launch.run(*args, grid=grid, warmup=warmup, **kwargs)
+            except _launch._missing as exc:
+                if fallback != "jit":
+                    raise
+                if str(exc) not in _seen:
+                    _seen.add(str(exc))
+                    log.warning("%s; running Triton's JIT for it", exc)
+                return _original(*args, grid=grid, warmup=warmup, **kwargs)
+
+        _active[id(jit)] = (jit, jit.__dict__.get("run"))
+        jit.run = run
+        _seed_autotuner(wrapped, launch.tuned)
+        done.append(launch.__name__)
+    return done
+
+
+def deactivate() -> None:
+    """Give the ``@triton.jit`` functions their own ``run`` back."""
+    for jit, own in _active.values():
+        if own is None:
+            del jit.run
+        else:
+            jit.run = own
+    _active.clear()
+
+
+def _function(where: dict[str, Any]) -> Any:
+    """The published kernel object a launcher stands in for: by module, or by file (the module
+    already imported from that file, else imported now)."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+
+    if where["module"]:
+        module = importlib.import_module(where["module"])
+    else:
+        path = os.path.realpath(where["path"])
+        found = [m for m in list(sys.modules.values()) if os.path.realpath(getattr(m, "__file__", None) or "") == path]
+        if found:
+            module = found[0]
+        else:
+            spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import the kernel's file {path}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+    return getattr(module, where["name"])
+
+
+def _seed_autotuner(wrapped: Any, tuned: list[dict[str, Any]]) -> None:
+    """Put the recorded picks into the @triton.autotune wrapper's cache (key -> its own Config
+    object), so that it launches them without timing anything."""
+    tuner = wrapped
+    while tuner is not None and not (hasattr(tuner, "cache") and hasattr(tuner, "configs")):
+        tuner = getattr(tuner, "fn", None)
+    if tuner is None:
+        return
+    for pick in tuned:
+        for config in tuner.configs:
+            same = dict(config.kwargs) == pick["kwargs"] and config.num_warps == pick["num_warps"]
+            if same and config.num_stages == pick["num_stages"]:
+                tuner.cache[tuple(pick["key"])] = config
+                break
+
+
 CACHE_FORMAT = "aotpack-autotune/2"
 _saved_at_exit: set[str] = set()
 
@@ -172,8 +365,8 @@ def register_torch_ops(native: Any, manifest: dict[str, Any]) -> list[str]:
     done = []
     for name, info in manifest["kernels"].items():
         qualname = f"{package}::{name}"
-        if info["mutates"] is None or qualname in _registered:
-            continue
+        if info["mutates"] is None or info.get("launch") == "triton" or qualname in _registered:
+            continue  # writes unknown, Triton's launch syntax (no op schema for a grid), or done
         try:
             _registered[qualname] = _register(torch, qualname, getattr(native, name), info)
         except Exception as exc:  # torch.library raises assorted types; the package must still import

@@ -6,6 +6,7 @@
 #include <string.h>
 
 static PyObject *cuda_error;   /* <package>.CudaError */
+static PyObject *missing_error; /* <package>.MissingVariant */
 static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
 static PyObject *torch_dtypes[64];
 static PyObject *torch_raw_stream; /* torch._C._cuda_getCurrentRawStream */
@@ -44,6 +45,13 @@ int aot_py_init(PyObject *module) {
   if (cuda_error == NULL) return -1;
   Py_INCREF(cuda_error);
   if (PyModule_AddObject(module, "CudaError", cuda_error) < 0) return -1;
+  strcpy(strrchr(qual, '.'), ".MissingVariant");
+  missing_error = PyErr_NewExceptionWithDoc(
+      qual, "A call in Triton's launch syntax that no built variant matches exactly (its config and class).",
+      PyExc_LookupError, NULL);
+  if (missing_error == NULL) return -1;
+  Py_INCREF(missing_error);
+  if (PyModule_AddObject(module, "MissingVariant", missing_error) < 0) return -1;
 #define AOT_INTERN(var, text) \
   if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
   AOT_INTERN(s_data_ptr, "data_ptr");
@@ -58,8 +66,10 @@ int aot_py_init(PyObject *module) {
 }
 
 static PyObject *raise(const aot_error *err) {
-  PyObject *type = err->status == AOT_E_TYPE ? PyExc_TypeError : err->status == AOT_E_VALUE ? PyExc_ValueError
-                                                                                              : cuda_error;
+  PyObject *type = err->status == AOT_E_TYPE      ? PyExc_TypeError
+                   : err->status == AOT_E_VALUE   ? PyExc_ValueError
+                   : err->status == AOT_E_MISSING ? missing_error
+                                                  : cuda_error;
   PyErr_SetString(type, err->message);
   return NULL;
 }
@@ -365,6 +375,7 @@ static int parse(const aot_kernel *k, PyObject *args, PyObject *kwargs, aot_call
   int device = -2, device_from = -1, any_torch = 0;
   call->given = 0;
   call->none = 0;
+  call->launch_config = 0;
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
     if (values[p] == NULL || (values[p] == Py_None && prm->has_default)) continue;
@@ -413,6 +424,33 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   /* The GIL stays held: a launch takes microseconds, and the first call's module load never waits
    * for Python, so holding it cannot deadlock and saves a release/acquire on every call. */
   if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, forced) != 0) return raise(&err);
+  Py_RETURN_NONE;
+}
+
+PyObject *aot_py_launch(const aot_kernel *k, PyObject *args) {
+  aot_error err = {AOT_OK, ""};
+  aot_call call;
+  call.kernel = k;
+  call.err = &err;
+  Py_ssize_t n = PyTuple_Size(args);
+  if (n < 2) return PyErr_Format(PyExc_TypeError, "_launch_%s(config, grid, *args): too few arguments", k->name);
+  long config = PyLong_AsLong(PyTuple_GetItem(args, 0));
+  if (PyErr_Occurred()) return NULL;
+  if (config < 0 || config >= k->nconfigs) return PyErr_Format(PyExc_ValueError, "%s: no config %ld", k->name, config);
+  int64_t grid[3] = {1, 1, 1};
+  int dims = int_tuple(PyTuple_GetItem(args, 1), grid, 3, "grid", "dimensions", &err);
+  if (dims < 0) return raise(&err);
+  if (dims == 0) return PyErr_Format(PyExc_ValueError, "%s[grid]: the grid has no dimensions", k->name);
+  PyObject *rest = PyTuple_GetSlice(args, 2, n);
+  if (rest == NULL) return NULL;
+  uint64_t stream;
+  int forced;
+  int device = parse(k, rest, NULL, &call, &stream, &forced);
+  Py_DECREF(rest);
+  if (device < 0) return PyErr_Occurred() ? NULL : raise(&err);
+  call.launch_config = (int)config + 1;
+  memcpy(call.grid, grid, sizeof grid);
+  if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, -1) != 0) return raise(&err);
   Py_RETURN_NONE;
 }
 

@@ -438,6 +438,13 @@ static uint8_t call_state(const aot_kernel *k, const aot_call *call, int p) {
   return (uint64_t)call->i[p] % 16 == 0 ? AOT_SPEC_DIV16 : AOT_SPEC_ANY;
 }
 
+/* What the JIT itself would key the argument on: the call's state where the JIT keys that argument
+ * on it (not under do_not_specialize, say), else nothing. */
+static uint8_t jit_state(const aot_kernel *k, const aot_call *call, int p) {
+  uint8_t have = call_state(k, call, p);
+  return k->params[p].jit_states >> have & 1 ? have : AOT_SPEC_ANY;
+}
+
 /* Whether the call satisfies an argument's hint (16-divisible, or 1). */
 static int hint_holds(const aot_kernel *k, const aot_call *call, int p) {
   const aot_param *prm = &k->params[p];
@@ -780,6 +787,28 @@ static int median_ms(const timer *t, aot_stream stream, float *median, const aot
   return 0;
 }
 
+/* Triton's launch syntax: the caller's config, in exactly the class the JIT computes for the call
+ * (a less specialized variant would run it, but it is not the code the JIT would run). */
+static int exact_variant(const aot_kernel *k, aot_call *call, int config, int target, int binding) {
+  const int *slots = &k->variant_of[((size_t)(binding * k->nconfigs + config) * (size_t)k->ntargets + (size_t)target) *
+                                    (size_t)k->nspecs];
+  for (int s = 0; s < k->nspecs; s++) {
+    const uint8_t *want = &k->specs[(size_t)s * (size_t)k->nparams];
+    int same = slots[s] >= 0;
+    for (int p = 0; same && p < k->nparams; p++) same = k->params[p].launch_only || want[p] == jit_state(k, call, p);
+    if (same) return slots[s];
+  }
+  static const char letter[] = {'_', 'D', '1', 'N'};
+  char have[AOT_MAX_ARGS + 1];
+  int n = 0;
+  for (int p = 0; p < k->nparams; p++)
+    if (!k->params[p].launch_only) have[n++] = letter[jit_state(k, call, p)];
+  have[n] = '\0';
+  return aot_fail(call->err, AOT_E_MISSING, "%s[grid](...): no variant was built for config %s in class %s (the "
+                  "JIT's specialization of this call, one letter per argument); record a run that makes this "
+                  "call, or allow the JIT fallback", k->name, k->config_labels[config], have);
+}
+
 /* Time every config and remember the fastest; returns its variant. */
 static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_state *d, aot_stream stream,
                     choice *c) {
@@ -844,6 +873,7 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
     }
     return forced;
   }
+  if (call->launch_config > 0) return exact_variant(k, call, call->launch_config - 1, target, binding);
   int64_t key[AOT_MAX_KEY];
   k->key(call, key);
   if (err->status != AOT_OK) return -1;
@@ -1205,7 +1235,8 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
   const aot_variant *var = &k->variants[v];
   const int64_t *consts = config_consts(k, var->config);
   int64_t grid[3], block[3] = {32 * (int64_t)var->num_warps, 1, 1}, shared = var->shared;
-  k->grid(call, consts, grid);
+  if (call->launch_config > 0) memcpy(grid, call->grid, sizeof grid); /* Triton's launch syntax: the caller's */
+  else k->grid(call, consts, grid);
   if (k->block != NULL) k->block(call, consts, block);
   if (k->shared != NULL) k->shared(call, consts, &shared);
   if (err->status != AOT_OK) return -1;

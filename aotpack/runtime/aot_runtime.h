@@ -19,7 +19,9 @@ typedef int aot_cu_result;
 typedef struct aot_cu_stream_st *aot_stream;
 typedef struct aot_cu_func_st *aot_function;
 
-typedef enum { AOT_OK = 0, AOT_E_TYPE, AOT_E_VALUE, AOT_E_CUDA } aot_status;
+/* AOT_E_MISSING: a call in Triton's launch syntax that no built variant matches exactly (the caller may
+ * fall back to Triton's JIT) */
+typedef enum { AOT_OK = 0, AOT_E_TYPE, AOT_E_VALUE, AOT_E_CUDA, AOT_E_MISSING } aot_status;
 
 typedef struct {
   aot_status status;
@@ -49,6 +51,7 @@ typedef struct {
   uint8_t contiguous;  /* pointers: the tensor must be contiguous */
   uint8_t desc_rank;   /* a tensor descriptor of this rank (the caller passes the tensor); 0: not one */
   uint8_t optional;    /* may be passed as None (variants were built for that) */
+  uint8_t jit_states;  /* bit per aot_spec_state: what Triton's JIT keys this argument on */
 } aot_param;
 
 /* How the launcher encodes one host tensor descriptor (cuTensorMapEncodeTiled), as the compiler
@@ -90,7 +93,10 @@ typedef struct aot_call {
   aot_tensor t[AOT_MAX_ARGS];
   int64_t i[AOT_MAX_ARGS];
   double f[AOT_MAX_ARGS];
-
+  /* Triton's launch syntax (kernel[grid](...)): config index + 1 that the caller's constexprs and
+   * options chose, and the caller's grid; 0: the dispatcher chooses, and the recipe's grid runs */
+  int launch_config;
+  int64_t grid[3];
   aot_error *err;
 } aot_call;
 

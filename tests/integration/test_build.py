@@ -88,7 +88,8 @@ except k.CudaError as e:
     out = subprocess.run([py, "-c", code], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "0.2.0 ['CudaError', 'autotune', 'get_include', 'select', 'torch_ops', 'add']"
+    assert lines[0] == ("0.2.0 ['CudaError', 'MissingVariant', 'activate', 'autotune', 'deactivate', 'get_include', "
+                        "'select', 'torch_ops', 'add']")
     assert lines[1] == "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)"
     assert lines[2] == "16 ['sm_80', 'sm_90a']"
     assert lines[3].startswith("CudaError: no NVIDIA driver: libcuda.so.1 could not be loaded")

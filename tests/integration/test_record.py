@@ -1,0 +1,196 @@
+"""`aotpack record` and the drop-in launch, without a GPU: a hook stream in the form Triton's JIT
+gives it (signature, constants, attributes, options) becomes a recipe that builds exactly the
+variants seen; the built package launches them with Triton's syntax on the fake driver, and
+`activate()` makes the original @triton.jit function's call sites launch them."""
+
+import json
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from aotpack import build, plan, recipe, record
+from aotpack.errors import RecipeError
+
+from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_kernel():
+    from aotpack import _sources
+
+    return _sources.load(recipe.Source(path=ROOT / "examples" / "add.py", module=None, function="add_kernel"))
+
+
+def hook_call(jit, dtype, n_state, block, warps=4, aligned=True):
+    """The keyword arguments Triton's JIT passes its jit_cache_hook for add_kernel(x, y, out, n, BLOCK)."""
+    signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "out_ptr": f"*{dtype}", "n_elements": "i32",
+                 "BLOCK": "constexpr"}  # fmt: skip
+    constants = {(4,): block}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(3 if aligned else 0)}
+    if n_state == "1":
+        signature["n_elements"] = "constexpr"
+        constants[(3,)] = 1
+    elif n_state == "D":
+        attrs[(3,)] = [["tt.divisibility", 16]]
+    spec = {"options": {"num_warps": warps, "num_stages": 3, "num_ctas": 1, "maxnreg": None,
+                        "enable_fp_fusion": True, "launch_cooperative_grid": False, "launch_pdl": False},
+            "target": {"backend": "cuda", "arch": 90, "warp_size": 32}}  # fmt: skip
+    compile = {"signature": signature, "constants": constants, "configs": [attrs], "num_warps": warps,
+               "num_stages": 3, "specialization_data": json.dumps(spec)}  # fmt: skip
+    key = f"{dtype}-{n_state}-{block}-{warps}-{aligned}"
+    return {"key": key, "repr": "", "fn": SimpleNamespace(module=jit.fn.__module__, name=jit.fn.__qualname__,
+            jit_function=jit), "compile": compile, "is_manual_warmup": False, "already_compiled": False}  # fmt: skip
+
+
+def recorded(calls):
+    rec = record.Recording()
+    for call in calls:
+        rec.on_compile(**call)
+    return rec
+
+
+def test_a_hook_stream_becomes_a_recipe_of_exactly_those_variants(tmp_path):
+    jit = add_kernel()
+    rec = recorded([hook_call(jit, "fp32", "D", 1024), hook_call(jit, "fp32", "", 1024),
+                    hook_call(jit, "fp16", "1", 256, warps=8), hook_call(jit, "fp32", "D", 1024)])  # fmt: skip
+    text = record.recipe_text(rec.compilations(), rec.picks, tmp_path)
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    loaded = recipe.load(path)
+    ids = [v.id for v in plan.plan_variants(loaded)]
+    assert ids == [
+        "add_kernel/T=fp16,BLOCK=256,w8,s3/sm_90a/DDD1",
+        "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/DDDD",
+        "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/DDD_",
+    ]
+    kernel = yaml.safe_load(text)["kernels"]["add_kernel"]
+    assert kernel["launch"] == "triton" and kernel["types"] == {"T": ["fp16", "fp32"]}
+    assert kernel["args"] == {"x_ptr": "*T", "y_ptr": "*T", "out_ptr": "*T", "n_elements": "i32"}
+    assert yaml.safe_load(text)["targets"] == ["sm_90a"]
+    # one line per variant (diff-friendly), in a stable order
+    assert "      - {types: {T: fp32}, config: {BLOCK: 1024, num_warps: 4, num_stages: 3}, class: DDD_, launches: 0}" in text
+
+    # a second recording merges in: new variants are added, the rest kept, the text stable
+    again = recorded([hook_call(jit, "fp32", "D", 512), hook_call(jit, "fp32", "D", 1024)])
+    merged = record.recipe_text(again.compilations(), again.picks, tmp_path, yaml.safe_load(text))
+    assert len(yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]) == 4
+    assert record.recipe_text([], {}, tmp_path, yaml.safe_load(merged)) == merged  # a fixed point
+
+
+def test_launch_counts_and_unrecordable_kernels_are_reported(tmp_path):
+    jit = add_kernel()
+    rec = recorded([hook_call(jit, "fp32", "D", 1024)])
+    ident = next(iter(rec.compiled))
+    rec.launches[ident] = 7
+    assert rec.compilations()[0].launches == 7
+    bad = hook_call(jit, "fp32", "D", 1024)
+    bad["compile"]["constants"] = {(4,): object()}
+    rec.on_compile(**bad)
+    assert "constexpr BLOCK takes a value that is not a number" in next(iter(rec.skipped.values()))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("class: DDDD", "class: DDD"), "expected one letter per argument (4: x_ptr, y_ptr, out_ptr, n_elements)"),
+        (("class: DDDD", "class: DD1D"), "argument out_ptr cannot be '1'"),
+        (("launch: triton", "launch: jit"), "unknown launch 'jit' (expected: triton)"),
+        (("launch: triton", "launch: triton\n    grid: [1]"), "a 'launch: triton' kernel takes no 'grid'"),
+        (("BLOCK: 1024, ", ""), "missing required key 'BLOCK'"),
+    ],
+)
+def test_recorded_recipes_are_checked_with_located_errors(tmp_path, change, message):
+    good = textwrap.dedent(f"""\
+        package: r
+        version: 0.1.0
+        targets: [sm_90a]
+        kernels:
+          add_kernel:
+            triton: {ROOT}/examples/add.py:add_kernel
+            launch: triton
+            args: {{x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32", n_elements: i32}}
+            variants:
+              - {{config: {{BLOCK: 1024, num_warps: 4, num_stages: 3}}, class: DDDD}}
+        """)
+    recipe.parse(good, tmp_path / "r.yaml")
+    with pytest.raises(RecipeError) as err:
+        recipe.parse(good.replace(*change), tmp_path / "r.yaml")
+    assert message in str(err.value) and "r.yaml:" in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def recorded_site(tmp_path_factory):
+    jit = add_kernel()
+    rec = recorded([hook_call(jit, "fp32", "D", 1024), hook_call(jit, "fp32", "", 1024),
+                    hook_call(jit, "fp16", "1", 256, warps=8)])  # fmt: skip
+    folder = tmp_path_factory.mktemp("recorded")
+    path = folder / "r.yaml"
+    path.write_text(record.recipe_text(rec.compilations(), rec.picks, folder))
+    wheel = build(path, folder / "dist", jobs=2).wheel
+    return install_wheel(wheel, folder / "site")
+
+
+def test_drop_in_launch_with_tritons_syntax_on_the_fake_driver(recorded_site, fake_driver, tmp_path):
+    code = CAI_ARRAY + """
+import recorded_kernels as k
+x, y, o = (Array(A + i * 0x1000000, (4096,), "<f4") for i in range(3))
+k.add_kernel[(4,)](x, y, o, 4096, BLOCK=1024)                                  # class DDDD
+k.add_kernel[lambda meta: (meta["n_elements"] // meta["BLOCK"] + 1,)](x, y, o, 4000, BLOCK=1024)  # DDD_
+h = Array(A, (1,), "<f2")
+k.add_kernel[(1, 1, 1)](h, h, h, n_elements=1, BLOCK=256, num_warps=8)         # DDD1 (fp16)
+for bad in (lambda: k.add_kernel[(1,)](Array(A + 4, (8,), "<f4"), x, o, 8, BLOCK=1024),  # misaligned: not built
+            lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=512),
+            lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=1024, num_warps=8)):
+    try:
+        bad()
+    except k.MissingVariant as exc:
+        print("missing:", exc)
+try:
+    k.add_kernel[(1,)](x, y, o, 4096, BLOCK=1024, colour=1)
+except TypeError as exc:
+    print("type:", exc)
+print(k.add_kernel)
+"""
+    out, log = run_on_fake_driver(code, recorded_site, fake_driver, tmp_path / "cuda.log")
+    launches = [line for line in log if line.startswith("launch")]
+    assert len(launches) == 3
+    assert "grid=4,1,1 block=128,1,1" in launches[0] and "p3=4096" in launches[0]
+    assert "grid=4,1,1" in launches[1] and "p3=4000" in launches[1]
+    # n_elements == 1 is folded into that code: parameter 3 is already Triton's (null) scratch pointer
+    assert "grid=1,1,1 block=256,1,1" in launches[2] and " p3=0 " in launches[2]
+    assert out[0].startswith("missing: add_kernel[grid](...): no variant was built for config BLOCK=1024,w4,s3 "
+                             "in class _DD_")  # fmt: skip
+    assert out[1].startswith("missing: add_kernel[grid](...): no variant was built for BLOCK=512, num_warps=4")
+    assert out[2].startswith("missing: add_kernel[grid](...): no variant was built for BLOCK=1024, num_warps=8")
+    assert out[3] == "type: add_kernel[grid]() got an unexpected keyword argument 'colour'"
+    assert out[4] == "<kernel add_kernel[grid]: 3 variants>"
+
+
+def test_activate_makes_the_original_call_sites_launch_the_built_variants(recorded_site, fake_driver, tmp_path):
+    code = CAI_ARRAY + f"""
+import sys
+sys.path.insert(0, {str(ROOT / "examples")!r})
+import triton
+from add import add_kernel
+import recorded_kernels as k
+x, y, o = (Array(A + i * 0x1000000, (4096,), "<f4") for i in range(3))
+print(k.activate(fallback="error"))
+grid = lambda meta: (triton.cdiv(meta["n_elements"], meta["BLOCK"]),)
+add_kernel[grid](x, y, o, 4096, BLOCK=1024)   # the user's call site, unchanged
+try:
+    add_kernel[grid](x, y, o, 4096, BLOCK=2048)
+except k.MissingVariant as exc:
+    print("missing")
+k.deactivate()
+print("run" in add_kernel.__dict__)
+"""
+    out, log = run_on_fake_driver(code, recorded_site, fake_driver, tmp_path / "cuda.log")
+    assert out == ["['add_kernel']", "missing", "False"]
+    launches = [line for line in log if line.startswith("launch")]
+    assert len(launches) == 1 and "grid=4,1,1" in launches[0]
