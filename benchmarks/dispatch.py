@@ -4,14 +4,16 @@ package's runtime tuning on per key (`pkg.autotune(True, per="key")`: each new k
 over the configs on first sight, as @triton.autotune does; its tuning excluded), the oracle (the
 fastest variant of this wheel for that exact shape, each forced with variant=), and Triton's
 @triton.autotune over the same config grid run JIT in this process (its tuning excluded). Times:
-CUDA events around each launch, L2 flushed before each, median of 30 after 5 warm-ups. Printed as
-ratios; the targets: a median dispatched/oracle <= 1.05, and runtime-tuned/@triton.autotune <= 1.00.
+CUDA events around each launch, L2 flushed before each, median of 30 after 5 warm-ups, the candidates
+of a shape interleaved. Printed as ratios; the targets: a median dispatched/oracle <= 1.05, and
+runtime-tuned/@triton.autotune <= 1.00.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -39,18 +41,24 @@ SOFTMAX_COLS = [100, 200, 300, 500, 700, 1000, 1500, 2000, 2500, 3000, 3500, 400
                 12000, 14000, 16000]  # fmt: skip
 
 
-def median_us(launch) -> float:
-    for _ in range(WARMUP):
-        launch()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(REPS)]
-    for s, e in zip(starts, ends, strict=True):
-        FLUSH.zero_()
-        s.record()
-        launch()
-        e.record()
+def medians_us(launches: dict[str, Callable[[], None]]) -> dict[str, float]:
+    """Median GPU time of each launch, interleaved: every round times each once (L2 flushed before
+    each), in an order that rotates, so that drift and position hit all candidates alike."""
+    names = list(launches)
+    for launch in launches.values():
+        for _ in range(WARMUP):
+            launch()
+    events = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPS)]
+              for n in names}  # fmt: skip
+    for rep in range(REPS):
+        for name in names[rep % len(names):] + names[: rep % len(names)]:
+            start, end = events[name][rep]
+            FLUSH.zero_()
+            start.record()
+            launches[name]()
+            end.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1000
+    return {n: statistics.median(s.elapsed_time(e) for s, e in events[n]) * 1000 for n in names}
 
 
 def triton_configs(kernel: recipe.Kernel) -> list[triton.Config]:
@@ -73,14 +81,29 @@ def check(out, ref, what):
     assert err < 2e-2, f"{what}: relative error {err}"
 
 
-def runtime_tuned(name: str, args) -> tuple[float, str]:
-    """The call with the package's runtime tuning on: the first call times the configs (excluded)."""
+def runtime_tuned(name: str, args) -> str:
+    """The variant the package's runtime tuning picks for the call (its first call times the configs)."""
     demo_kernels.autotune(True, per="key")
     try:
         getattr(demo_kernels, name)(*args)
-        return median_us(lambda: getattr(demo_kernels, name)(*args)), getattr(demo_kernels, name).select(*args)
+        return str(getattr(demo_kernels, name).select(*args))
     finally:
         demo_kernels.autotune(False)
+
+
+def timed(name: str, args, jit: Callable[[], None]) -> tuple[float, float, float, float, str, str]:
+    """(dispatched, runtime-tuned, oracle, @triton.autotune) medians in us, and the variants chosen by
+    the table and by runtime tuning. Runtime tuning happens first (untimed); its pick is then timed
+    as a forced variant, interleaved with the rest."""
+    kernel = getattr(demo_kernels, name)
+    chosen, picked = kernel.select(*args), runtime_tuned(name, args)
+    launches = {"dispatched": lambda: kernel(*args), "runtime-tuned": lambda: kernel(*args, variant=picked),
+                "autotune": jit}  # fmt: skip
+    for v in candidates(name, args):
+        launches[v] = lambda v=v: kernel(*args, variant=v)
+    t = medians_us(launches)
+    oracle = min(t[v] for v in launches if "/" in v)
+    return t["dispatched"], t["runtime-tuned"], oracle, t["autotune"], chosen, picked
 
 
 def config_of(variant: str) -> str:
@@ -99,47 +122,39 @@ def bench_matmul(tuned, m: int, n: int, k: int) -> Row:
     args, _ = tuning.matmul_inputs({"M": m, "N": n, "K": k}, {"T": "fp16"})
     a, b, c = args
     ref = tuning.matmul_reference(args)[0]
-    dispatched = median_us(lambda: demo_kernels.matmul(a, b, c))
-    chosen = demo_kernels.matmul.select(a, b, c)
-    check(c, ref, f"matmul {m}x{n}x{k}")
-    c.fill_(float("nan"))
-    rt, rt_variant = runtime_tuned("matmul", (a, b, c))
-    check(c, ref, f"runtime-tuned matmul {m}x{n}x{k}")
-    oracle = min(median_us(lambda v=v: demo_kernels.matmul(a, b, c, variant=v)) for v in candidates("matmul", args))
 
     def jit() -> None:
         grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
         tuned[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
 
+    for launch, what in ((lambda: demo_kernels.matmul(a, b, c), "matmul"), (jit, "triton matmul")):
+        c.fill_(float("nan"))
+        launch()  # the JIT's first call tunes (excluded from the timing, like the package's)
+        check(c, ref, f"{what} {m}x{n}x{k}")
+    d, rt, oracle, auto, chosen, picked = timed("matmul", args, jit)
     c.fill_(float("nan"))
-    jit()
-    check(c, ref, f"triton matmul {m}x{n}x{k}")
-    auto = median_us(jit)
-    return ("matmul", f"{m}x{n}x{k}", dispatched, rt, oracle, auto, config_of(chosen), config_of(rt_variant),
-            triton_config(tuned))
+    demo_kernels.matmul(a, b, c, variant=picked)
+    check(c, ref, f"runtime-tuned matmul {m}x{n}x{k}")
+    return ("matmul", f"{m}x{n}x{k}", d, rt, oracle, auto, config_of(chosen), config_of(picked), triton_config(tuned))
 
 
 def bench_softmax(tuned, cols: int) -> Row:
     args, _ = tuning.softmax_inputs({"n_cols": cols}, {"T": "fp16"})
     out, x = args
     ref = tuning.softmax_reference(args)[0]
-    dispatched = median_us(lambda: demo_kernels.softmax(out, x))
-    chosen = demo_kernels.softmax.select(out, x)
-    check(out, ref, f"softmax {cols}")
-    out.fill_(float("nan"))
-    rt, rt_variant = runtime_tuned("softmax", (out, x))
-    check(out, ref, f"runtime-tuned softmax {cols}")
-    oracle = min(median_us(lambda v=v: demo_kernels.softmax(out, x, variant=v)) for v in candidates("softmax", args))
 
     def jit() -> None:
         tuned[(x.shape[0],)](out, x, x.stride(0), out.stride(0), cols)
 
+    for launch, what in ((lambda: demo_kernels.softmax(out, x), "softmax"), (jit, "triton softmax")):
+        out.fill_(float("nan"))
+        launch()
+        check(out, ref, f"{what} {cols}")
+    d, rt, oracle, auto, chosen, picked = timed("softmax", args, jit)
     out.fill_(float("nan"))
-    jit()
-    check(out, ref, f"triton softmax {cols}")
-    auto = median_us(jit)
-    return ("softmax", f"4096x{cols}", dispatched, rt, oracle, auto, config_of(chosen), config_of(rt_variant),
-            triton_config(tuned))
+    demo_kernels.softmax(out, x, variant=picked)
+    check(out, ref, f"runtime-tuned softmax {cols}")
+    return ("softmax", f"4096x{cols}", d, rt, oracle, auto, config_of(chosen), config_of(picked), triton_config(tuned))
 
 
 def main() -> None:
