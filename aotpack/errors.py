@@ -75,3 +75,9 @@ class WheelError(AotpackError):
     """The wheel could not be assembled, repaired or checked."""
 
     exit_code = 6
+
+
+class RecordError(AotpackError):
+    """``aotpack record`` could not run or record the program."""
+
+    exit_code = 7

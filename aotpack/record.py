@@ -26,13 +26,9 @@ from typing import Any
 import yaml
 
 from . import facts
-from .errors import AotpackError
+from .errors import RecordError
 
 PLAIN = (int, float, bool, str)
-
-
-class RecordError(AotpackError):
-    """The workload could not be recorded (the message says why)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -83,6 +83,39 @@ def test_a_hook_stream_becomes_a_recipe_of_exactly_those_variants(tmp_path):
     assert record.recipe_text([], {}, tmp_path, yaml.safe_load(merged)) == merged  # a fixed point
 
 
+WORKLOAD = """
+import sys
+from triton import knobs
+sys.path.insert(0, {tests!r})
+from integration.test_record import add_kernel, hook_call
+jit = add_kernel()
+for dtype in sys.argv[1:]:  # what the JIT would do on a GPU: call the hook before each compilation
+    knobs.runtime.jit_cache_hook(**hook_call(jit, dtype, "D", 1024))
+"""
+
+
+def test_the_record_command_runs_a_program_with_the_hooks_and_merges_its_recipe(tmp_path):
+    import subprocess
+    import sys
+
+    program = tmp_path / "work.py"
+    program.write_text(WORKLOAD.format(tests=str(ROOT / "tests")))
+    out = tmp_path / "r.yaml"
+    cmd = [sys.executable, "-m", "aotpack", "record", "-o", str(out), "--package", "mine", "--", "python",
+           str(program)]  # fmt: skip
+    first = subprocess.run([*cmd, "fp32"], capture_output=True, text=True, cwd=ROOT)
+    assert first.returncode == 0, first.stderr
+    assert "1 compilations of 1 kernels, 0 launches" in first.stdout
+    second = subprocess.run([*cmd, "fp16"], capture_output=True, text=True, cwd=ROOT)
+    assert second.returncode == 0, second.stderr
+    data = yaml.safe_load(out.read_text())
+    assert data["package"] == "mine" and data["targets"] == ["sm_90a"]
+    kernel = data["kernels"]["add_kernel"]
+    assert kernel["types"] == {"T": ["fp16", "fp32"]} and len(kernel["variants"]) == 2  # merged
+    failing = subprocess.run([*cmd[:-1], str(tmp_path / "missing.py")], capture_output=True, text=True, cwd=ROOT)
+    assert failing.returncode == 7 and "aotpack: error: no such program" in failing.stderr
+
+
 def test_launch_counts_and_unrecordable_kernels_are_reported(tmp_path):
     jit = add_kernel()
     rec = recorded([hook_call(jit, "fp32", "D", 1024)])
