@@ -597,14 +597,7 @@ def _kernel(
                 f"arch-specific target; use '{t}a'"
             )
 
-    types: list[tuple[str, tuple[str, ...]]] = []
-    for var, values, var_at in k["types"].items() if "types" in k else ():
-        if not _IDENT.match(var) or var in facts.dtypes():
-            raise RecipeError(f"type variable {var!r} must be an identifier that is not a dtype name", var_at)
-        choices = tuple(_dtype(v, v.string(), pointer=True) for v in values.sequence())
-        if len(set(choices)) != len(choices) or not choices:
-            raise values.fail("expected a non-empty list of distinct dtypes")
-        types.append((var, choices))
+    types = _type_variables(k["types"]) if "types" in k else []
     typevars = dict(types)
 
     info = _describe(k["triton"], source) if backend == "triton" else None
@@ -783,6 +776,19 @@ def _kernel(
     )  # fmt: skip
 
 
+def _type_variables(node: _Node) -> list[tuple[str, tuple[str, ...]]]:
+    """``types:``: each type variable and the dtypes it takes."""
+    types = []
+    for var, values, var_at in node.items():
+        if not _IDENT.match(var) or var in facts.dtypes():
+            raise RecipeError(f"type variable {var!r} must be an identifier that is not a dtype name", var_at)
+        choices = tuple(_dtype(v, v.string(), pointer=True) for v in values.sequence())
+        if len(set(choices)) != len(choices) or not choices:
+            raise values.fail("expected a non-empty list of distinct dtypes")
+        types.append((var, choices))
+    return types
+
+
 def _launched_kernel(
     name: str, k: dict[str, _Node], node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...],
     targets_at: _Node | None,
@@ -805,14 +811,7 @@ def _launched_kernel(
     for t in targets:
         if not facts.archs()[t].triton:
             raise (k.get("targets") or targets_at or node).fail(f"Triton cannot build {t!r}; use '{t}a'")
-    types: list[tuple[str, tuple[str, ...]]] = []
-    for var, values, var_at in k["types"].items() if "types" in k else ():
-        if not _IDENT.match(var) or var in facts.dtypes():
-            raise RecipeError(f"type variable {var!r} must be an identifier that is not a dtype name", var_at)
-        choices = tuple(_dtype(v, v.string(), pointer=True) for v in values.sequence())
-        if len(set(choices)) != len(choices) or not choices:
-            raise values.fail("expected a non-empty list of distinct dtypes")
-        types.append((var, choices))
+    types = _type_variables(k["types"]) if "types" in k else []
     typevars = dict(types)
     info = _describe(k["triton"], source)
     constexpr_names = tuple(p.name for p in info.params if p.constexpr)
