@@ -305,8 +305,16 @@ class TensorInfo(Protocol):
     def stride(self, dim: int) -> int: ...
 
 
+def _int64(value: int) -> int:
+    """The generated C computes in int64 and refuses what leaves it; so does the evaluator."""
+    if not -(1 << 63) <= value < 1 << 63:
+        raise ValueError("a launch expression overflows 64-bit integers")
+    return value
+
+
 def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInfo | None] | None = None) -> int:
-    """Evaluate with Python integers, exactly as the generated C does (floor division)."""
+    """Evaluate with Python integers, exactly as the generated C does (floor division; a result past
+    int64 raises ValueError, as the C reports an error)."""
 
     def ev(n: Expr) -> int:
         return evaluate(n, env, tensors)
@@ -316,9 +324,9 @@ def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInf
     if isinstance(node, Name):
         return env[node.id]
     if isinstance(node, Neg):
-        return -ev(node.operand)
+        return _int64(-ev(node.operand))
     if isinstance(node, BinOp):
-        return _BINOPS[node.op](ev(node.left), ev(node.right))
+        return _int64(_BINOPS[node.op](ev(node.left), ev(node.right)))
     if node.func in TENSOR_FUNCTIONS:
         assert isinstance(node.args[0], Name)
         tensor = (tensors or {})[node.args[0].id]
@@ -332,12 +340,15 @@ def evaluate(node: Expr, env: Mapping[str, int], tensors: Mapping[str, TensorInf
         return tensor.size(dim) if node.func == "size" else tensor.stride(dim)
     values = [ev(a) for a in node.args]
     if node.func == "cdiv":
-        return -_floordiv(-values[0], values[1])
+        return _int64(-_floordiv(-values[0], values[1]))
     if node.func == "min":
         return min(values)
     if node.func == "max":
         return max(values)
     return next_pow2(values[0])
+
+
+_CHECKED = {"+": "add", "-": "sub", "*": "mul"}  # the runtime's overflow-checked helpers
 
 
 def to_c(node: Expr, resolve: Callable[[str], str], tensor_index: Callable[[str], int]) -> str:
@@ -353,8 +364,10 @@ def to_c(node: Expr, resolve: Callable[[str], str], tensor_index: Callable[[str]
     if isinstance(node, Name):
         return resolve(node.id)
     if isinstance(node, Neg):
-        return f"(-{emit(node.operand)})"
+        return f"aot_neg(x, {emit(node.operand)})"
     if isinstance(node, BinOp):
+        if node.op in _CHECKED:
+            return f"aot_{_CHECKED[node.op]}(x, {emit(node.left)}, {emit(node.right)})"
         if node.op == "//":
             return f"aot_floordiv(x, {emit(node.left)}, {emit(node.right)})"
         if node.op == "%":

@@ -189,6 +189,8 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     lines.append(f"static const uint8_t {n}_specs[] = {{{', '.join(states)}}};")
     lines.append(f"static const char *const {n}_spec_names[] = {{{', '.join(c_string(s.name) for s in specs)}}};")
     lines.append(f"static const int8_t {n}_call_order[] = {{{', '.join(map(str, k.call_order))}}};")
+    grid_exprs = ", ".join(c_string(expr.unparse(g)) for g in k.grid)
+    lines.append(f"static const char *const {n}_grid_exprs[] = {{{grid_exprs}}};")
     fields = [
         c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
         str(len(bindings)), f"{n}_bindings", str(len(targets)), f"{n}_targets", str(len(k.configs)),
@@ -197,7 +199,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
         f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
         str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
-        f"{n}_spec_names", f"{n}_call_order",
+        f"{n}_spec_names", f"{n}_call_order", f"{n}_grid_exprs",
     ]  # fmt: skip
     lines.append(f"const aot_kernel aot_kernel_{n} = {{")
     lines += [f"  {f}," for f in fields]

@@ -89,6 +89,7 @@ static struct {
   int (*CtxPopCurrent)(CUcontext *);
   int (*ModuleLoadData)(CUmodule *, const void *);
   int (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  int (*ModuleUnload)(CUmodule);
   int (*FuncSetAttribute)(CUfunction, int, int);
   int (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                       aot_stream, void **, void **);
@@ -173,6 +174,7 @@ static void load_driver(void) {
   AOT_SYM(CtxPopCurrent, "cuCtxPopCurrent_v2");
   AOT_SYM(ModuleLoadData, "cuModuleLoadData");
   AOT_SYM(ModuleGetFunction, "cuModuleGetFunction");
+  AOT_SYM(ModuleUnload, "cuModuleUnload");
   AOT_SYM(FuncSetAttribute, "cuFuncSetAttribute");
   AOT_SYM(LaunchKernel, "cuLaunchKernel");
   AOT_SYM(PointerGetAttribute, "cuPointerGetAttribute");
@@ -325,19 +327,44 @@ static int64_t expr_fail(aot_call *x, const char *what) {
   return 0;
 }
 
+/* Every operation of a launch expression is total: a result past int64 is an error, as is a division
+ * by zero; none traps (INT64_MIN / -1 and INT64_MIN % -1 do, in C). */
+static int64_t overflow(aot_call *x) {
+  return expr_fail(x, "a launch expression overflows 64-bit integers; check the arguments");
+}
+
+int64_t aot_add(aot_call *x, int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? overflow(x) : r;
+}
+
+int64_t aot_sub(aot_call *x, int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_sub_overflow(a, b, &r) ? overflow(x) : r;
+}
+
+int64_t aot_mul(aot_call *x, int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? overflow(x) : r;
+}
+
+int64_t aot_neg(aot_call *x, int64_t a) { return aot_sub(x, 0, a); }
+
 int64_t aot_floordiv(aot_call *x, int64_t a, int64_t b) {
   if (b == 0) return expr_fail(x, "division by zero in a launch expression; check the arguments");
+  if (b == -1) return aot_neg(x, a);
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
 int64_t aot_mod(aot_call *x, int64_t a, int64_t b) {
   if (b == 0) return expr_fail(x, "modulo by zero in a launch expression; check the arguments");
+  if (b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
-int64_t aot_cdiv(aot_call *x, int64_t a, int64_t b) { return -aot_floordiv(x, -a, b); }
+int64_t aot_cdiv(aot_call *x, int64_t a, int64_t b) { return aot_neg(x, aot_floordiv(x, aot_neg(x, a), b)); }
 
 int64_t aot_next_pow2(aot_call *x, int64_t a) {
   (void)x;
@@ -507,16 +534,21 @@ static int check_call(const aot_kernel *k, aot_call *call) {
     const aot_param *prm = &k->params[p];
     const aot_tensor *t = &call->t[p];
     if (prm->kind != AOT_ARG_PTR || t->ndim < 0) continue;
-    int64_t numel = 1, span = 1, expect = 1;
-    int contiguous = 1;
+    int64_t numel = 1, span = 1, expect = 1, reach;
+    int contiguous = 1, wraps = 0;
     for (int d = t->ndim - 1; d >= 0; d--) {
-      numel *= t->shape[d];
-      if (t->strides[d] < 0)
-        return aot_fail(call->err, AOT_E_VALUE, "argument %s: negative strides are not supported", prm->name);
-      span += (t->shape[d] - 1) * t->strides[d];
+      if (t->strides[d] < 0 || t->shape[d] < 0)
+        return aot_fail(call->err, AOT_E_VALUE, "argument %s: negative strides or sizes are not supported",
+                        prm->name);
       if (t->shape[d] != 1 && t->strides[d] != expect) contiguous = 0;
-      expect *= t->shape[d];
+      wraps += __builtin_mul_overflow(numel, t->shape[d], &numel);
+      wraps += __builtin_mul_overflow(t->shape[d] > 0 ? t->shape[d] - 1 : 0, t->strides[d], &reach);
+      wraps += __builtin_add_overflow(span, reach, &span);
+      wraps += __builtin_mul_overflow(expect, t->shape[d], &expect);
     }
+    if (wraps)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s: its shape and strides span more than 64-bit sizes",
+                      prm->name);
     if (numel == 0) span = 0;
     if (prm->contiguous && !contiguous)
       return aot_fail(call->err, AOT_E_VALUE, "argument %s must be contiguous; call .contiguous() on it",
@@ -1007,6 +1039,7 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
       } else {
         atomic_store_explicit(slot, (void *)fn, memory_order_release);
       }
+      if (fn == NULL && module != NULL) cu.ModuleUnload(module); /* a failed load leaves nothing behind */
       free(image); /* the driver keeps its own copy of a loaded module */
       cu.CtxPopCurrent(&popped);
     }
@@ -1242,7 +1275,12 @@ static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordina
   if (err->status != AOT_OK) return -1;
   static const int64_t limit[3] = {INT32_MAX, 65535, 65535};
   for (int i = 0; i < 3; i++) {
-    if (grid[i] <= 0) return 0; /* nothing to do */
+    if (grid[i] == 0 && call->launch_config > 0) return 0; /* Triton's syntax: an empty grid launches nothing */
+    if (grid[i] <= 0 && call->launch_config > 0)
+      return aot_fail(err, AOT_E_VALUE, "%s[grid](...): grid dimension %d is %" PRId64, k->name, i, grid[i]);
+    if (grid[i] <= 0)
+      return aot_fail(err, AOT_E_VALUE, "%s(): grid dimension %d, %s, is %" PRId64 " for this call: nothing would "
+                      "run; check the arguments (an empty input?)", k->name, i, k->grid_exprs[i], grid[i]);
     if (grid[i] * (i == 0 ? var->num_ctas : 1) > limit[i])
       return aot_fail(err, AOT_E_VALUE, "%s(): grid dimension %d is %" PRId64 ", above the CUDA limit %" PRId64,
                       k->name, i, grid[i], limit[i]);

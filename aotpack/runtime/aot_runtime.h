@@ -182,6 +182,7 @@ typedef struct aot_kernel {
   const uint8_t *specs;         /* nspecs x nparams */
   const char *const *spec_names;
   const int8_t *call_order;     /* positional argument i fills parameter call_order[i] */
+  const char *const *grid_exprs; /* the recipe's grid, as text (for errors) */
 } aot_kernel;
 
 /* Dtype names by code, generated from the package's dtype table. */
@@ -235,6 +236,10 @@ int32_t aot_f16_bits(double value);
 int aot_fail(aot_error *err, aot_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Expression helpers used by the generated code; they record errors in call->err. */
+int64_t aot_add(aot_call *x, int64_t a, int64_t b);
+int64_t aot_sub(aot_call *x, int64_t a, int64_t b);
+int64_t aot_mul(aot_call *x, int64_t a, int64_t b);
+int64_t aot_neg(aot_call *x, int64_t a);
 int64_t aot_cdiv(aot_call *x, int64_t a, int64_t b);
 int64_t aot_floordiv(aot_call *x, int64_t a, int64_t b);
 int64_t aot_mod(aot_call *x, int64_t a, int64_t b);

@@ -1,7 +1,8 @@
 /* A stand-in for the NVIDIA driver (libcuda.so.1) so the generated runtime's dispatch, loading and
  * launch path can be tested on machines without a GPU. It records loads and launches in the file
  * named by $FAKE_CUDA_LOG. Settings: FAKE_CUDA_CC (compute capability, e.g. 90), FAKE_CUDA_DRIVER
- * (e.g. 13000), FAKE_CUDA_DEVICES (count), FAKE_CUDA_CAPTURING (streams report graph capture).
+ * (e.g. 13000), FAKE_CUDA_DEVICES (count), FAKE_CUDA_CAPTURING (streams report graph capture),
+ * FAKE_CUDA_NO_FUNCTION (cuModuleGetFunction fails).
  * Device pointers are any address >= 0x10000. Events read a fake clock that each launch advances
  * by its block count plus 16 times its threads per block (so fewer, smaller blocks look faster). */
 #include <pthread.h>
@@ -67,7 +68,9 @@ int cuModuleLoadData(void **module, const void *image) {
   *module = (void *)image;
   return 0;
 }
+int cuModuleUnload(void *module) { record("unload %p", module); return 0; }
 int cuModuleGetFunction(void **fn, void *module, const char *name) {
+  if (env_int("FAKE_CUDA_NO_FUNCTION", 0)) return 500; /* CUDA_ERROR_NOT_FOUND */
   fake_function *f = calloc(1, sizeof *f);
   f->image = module;
   snprintf(f->entry, sizeof f->entry, "%s", name);

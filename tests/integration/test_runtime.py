@@ -352,3 +352,71 @@ def test_c_api_from_a_c_program(installed, fake_driver, tmp_path):
     ]
     (launch,) = [ln for ln in (tmp_path / "cuda.log").read_text().splitlines() if ln.startswith("launch")]
     assert "grid=4,1,1" in launch and "stream=0x4d2" in launch and "p3=1000" in launch
+
+
+ARITH = """\
+package: arith_kernels
+version: 0.1.0
+targets: [sm_90a]
+kernels:
+  add:
+    triton: {examples}/add.py:add_kernel
+    args:
+      x_ptr: {{type: "*fp32", extent: "n_elements * rep"}}
+      y_ptr: {{type: "*fp32", extent: "n_elements + n_elements % d * 0"}}
+      out_ptr: {{type: "*fp32", extent: n_elements}}
+      n_elements: i64
+      rep: {{type: i64, default: 1, launch_only: true}}
+      d: {{type: i64, default: 1, launch_only: true}}
+    constexprs: {{BLOCK: [1024]}}
+    grid: ["cdiv(n_elements, BLOCK) + n_elements // d * 0"]
+"""
+
+
+def test_launch_arithmetic_is_total_and_an_empty_grid_is_an_error(fake_driver, tmp_path):
+    from pathlib import Path
+
+    from aotpack import build
+
+    from .helpers import install_wheel
+
+    recipe_path = tmp_path / "arith.yaml"
+    recipe_path.write_text(ARITH.format(examples=Path(__file__).resolve().parents[2] / "examples"))
+    site = install_wheel(build(recipe_path, tmp_path / "dist", jobs=2).wheel, tmp_path / "site")
+    code = """
+        import arith_kernels as k
+        A = 0x100000000
+        for kwargs in ({"n_elements": 1 << 40, "rep": 1 << 40},      # the extent overflows int64
+                       {"n_elements": -(1 << 63), "d": -1},          # INT64_MIN % -1 and // -1: no trap
+                       {"n_elements": 0},                            # the grid is 0: nothing would run
+                       {"n_elements": 4096, "d": -1}):               # fine: 4 programs
+            try:
+                k.add(A, A, A, **kwargs)
+                print("launched")
+            except ValueError as exc:
+                print(exc)
+        """
+    out, log = run_on_fake_driver(textwrap.dedent(code), site, fake_driver, tmp_path / "cuda.log")
+    assert out == [
+        "add(): a launch expression overflows 64-bit integers; check the arguments",
+        "add(): a launch expression overflows 64-bit integers; check the arguments",
+        "add(): grid dimension 0, (cdiv(n_elements, BLOCK) + ((n_elements // d) * 0)), is 0 for this call: nothing "
+        "would run; check the arguments (an empty input?)",
+        "launched",
+    ]
+    assert [line.split()[3] for line in log if line.startswith("launch")] == ["grid=4,1,1"]
+
+
+def test_a_module_whose_function_is_missing_is_unloaded_each_time(installed, fake_driver, tmp_path):
+    code = """
+        x = Array(A, 4096)
+        for _ in range(2):
+            try:
+                k.add(x, x, x)
+            except k.CudaError as exc:
+                print(str(exc).split(":")[0])
+        """
+    out, log = run(code, installed, fake_driver, tmp_path, FAKE_CUDA_NO_FUNCTION="1")
+    assert out == ["finding add_kernel in add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted failed"] * 2
+    events = [line.split()[0] for line in log if line.split()[0] in ("load", "unload", "launch")]
+    assert events == ["load", "unload", "load", "unload"]
