@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from . import __version__, cache, codegen, mutation, native, plan, recipe, repair, wheel
+from . import __version__, cache, codegen, limits, mutation, native, plan, recipe, repair, wheel
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
 from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
@@ -177,6 +177,7 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         "module.c": codegen_c.module_c(inputs, docs),
         "capi.c": codegen_c.capi_c(inputs),
         f"{pkg}.h": header,
+        "aot_limits.h": limits.header(),
     }
     log.info("compiling the extension module and the C API library")
     so, library = native.compile_libraries(work, generated, pkg)

@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 import packaging.version
 import yaml
 
-from . import _sources, expr, facts, introspect, tables
+from . import _sources, expr, facts, introspect, limits, tables
 from .errors import Location, RecipeError
 from .introspect import DIV16, NONE, ONE
 
@@ -660,6 +660,11 @@ def _kernel(
                 target = cast(expr.Name, call.args[0])
                 if not allow_tensors:
                     raise expr.ExprError(f"{call.func}() is not allowed here", call.offset)
+                if call.func in ("size", "stride") and isinstance(call.args[1], expr.Num):
+                    dim = call.args[1].value
+                    if not 0 <= dim < limits.MAX_DIMS:
+                        raise expr.ExprError(f"dimension {dim} of {target.id}: tensors have 0 to "
+                                             f"{limits.MAX_DIMS - 1}", call.args[1].offset)  # fmt: skip
                 if call.func == "none" and target.id not in optional:
                     raise expr.ExprError(f"none() needs an optional argument, not {target.id!r}", target.offset)
                 if target.id not in pointers and call.func != "none":
@@ -686,8 +691,10 @@ def _kernel(
             raise node.fail(f"heuristic {cname!r} of {source} reads as {text!r}: {exc}; give it in 'constexprs' as "
                             f"{{values: [...], equals: ...}}") from None  # fmt: skip
         bound.append((cname, e))
-    if len(bound) > 8:
-        raise (k[grid_key] if grid_key in k else node).fail("at most 8 constexprs can be bound with 'equals'")
+    if len(bound) > limits.MAX_KEY:
+        raise (k[grid_key] if grid_key in k else node).fail(
+            f"at most {limits.MAX_KEY} constexprs can be bound with 'equals' (the runtime's limit)"
+        )
     grid_nodes = k["grid"].sequence(allow_scalar=True)
     if not 1 <= len(grid_nodes) <= 3:
         raise k["grid"].fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
@@ -710,6 +717,9 @@ def _kernel(
                 key.append((expr.unparse(e), e))
     elif info is not None:  # the autotuner's key, where it names integer arguments
         key = [(n, expr.Name(n)) for n in info.key if n in int_scalars]
+    if len(key) > limits.MAX_KEY:
+        raise (k.get("key") or k["triton"]).fail(f"the key has {len(key)} values; at most {limits.MAX_KEY} (the "
+                                                 "runtime's limit)")  # fmt: skip
     bucket: Bucket = "exact"
     if "bucket" in k:
         b = k["bucket"].string()
@@ -1038,6 +1048,9 @@ def _dtype(node: _Node, name: str, pointer: bool, typevars: Iterable[str] = ()) 
 
 
 def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[str, ...]) -> list[Arg]:
+    if isinstance(node.node, yaml.MappingNode) and len(node.node.value) > limits.MAX_ARGS:
+        raise node.fail(f"{len(node.node.value)} arguments; a kernel takes at most {limits.MAX_ARGS} (the runtime's "
+                        "limit)")  # fmt: skip
     out: list[Arg] = []
     for name, value, where in node.items():
         if not _IDENT.match(name) or name in RESERVED_ARGS or keyword.iskeyword(name):

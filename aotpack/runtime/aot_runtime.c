@@ -364,7 +364,12 @@ int64_t aot_mod(aot_call *x, int64_t a, int64_t b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
-int64_t aot_cdiv(aot_call *x, int64_t a, int64_t b) { return aot_neg(x, aot_floordiv(x, aot_neg(x, a), b)); }
+int64_t aot_cdiv(aot_call *x, int64_t a, int64_t b) {
+  if (b == 0) return expr_fail(x, "division by zero in a launch expression; check the arguments");
+  if (b == -1) return aot_neg(x, a);
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) == (b < 0))) ? q + 1 : q;
+}
 
 int64_t aot_next_pow2(aot_call *x, int64_t a) {
   (void)x;

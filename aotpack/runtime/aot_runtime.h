@@ -8,10 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AOT_MAX_ARGS 64
-#define AOT_MAX_DIMS 8
-#define AOT_MAX_KEY 8
-#define AOT_MAX_DEVICES 64
+#include "aot_limits.h" /* AOT_MAX_ARGS, _KEY, _DIMS, _DEVICES: generated from aotpack/limits.py */
 #define AOT_ERR_LEN 768
 
 /* The few driver API types the runtime needs; the driver itself is dlopen'ed. */

@@ -144,7 +144,8 @@ def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
         "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted assumes argument x_ptr is 16-divisible "
         "(16-byte aligned) (class hinted), and this call's is not; pass a less specialized variant",
         "ValueError: argument x_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans 6",
-        "no error",
+        "ValueError: add(): grid dimension 0, cdiv(n_elements, BLOCK), is 0 for this call: nothing would run; check "
+        "the arguments (an empty input?)",  # n_elements = -1: never a silent no-op
         "ValueError: unknown kernel 'mul'; this package has add",
     ]
 

@@ -144,7 +144,7 @@ def test_generated_launch_functions(folder):
                                                   versions=()))  # fmt: skip
     assert '  {"compute_90", 90, 0, 1},' in text
     assert "  block[0] = c[0];\n  block[1] = INT64_C(1);" in text
-    assert "  *bytes = (c[0] * INT64_C(4));" in text
+    assert "  *bytes = aot_mul(x, c[0], INT64_C(4));" in text
     assert (
         "  scale_functions,\n  scale_block,\n  scale_shared,\n  scale_config_labels,\n  0,\n  &scale_memo,\n  0,\n"
         in text

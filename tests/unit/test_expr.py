@@ -47,12 +47,24 @@ def test_division_by_zero_is_an_error_not_a_crash():
 
 
 def test_to_c_is_floor_semantics_with_error_context():
-    e = expr.parse("cdiv(M, BM) * max(N // 2, 1) % 3 + size(a, 1)")
+    """Every operation goes through a runtime helper that reports division by zero and overflow."""
+    e = expr.parse("cdiv(M, BM) * max(N // 2, 1) % 3 + size(a, 1) - -k")
     c = expr.to_c(e, lambda n: f"v[{n}]", lambda n: 7)
     assert c == (
-        "(aot_mod(x, (aot_cdiv(x, v[M], v[BM]) * aot_max(aot_floordiv(x, v[N], INT64_C(2)), INT64_C(1))), "
-        "INT64_C(3)) + aot_size(x, 7, INT64_C(1)))"
+        "aot_sub(x, aot_add(x, aot_mod(x, aot_mul(x, aot_cdiv(x, v[M], v[BM]), aot_max(aot_floordiv(x, v[N], "
+        "INT64_C(2)), INT64_C(1))), INT64_C(3)), aot_size(x, 7, INT64_C(1))), aot_neg(x, v[k]))"
     )
+
+
+def test_evaluation_refuses_what_leaves_int64_as_the_runtime_does():
+    big = 1 << 62
+    assert expr.evaluate(expr.parse("a * 2 - 1 + a * 2"), {"a": big // 2}) == 2 * big - 1
+    for text, env in (("a * 4", {"a": big}), ("a - 1", {"a": -(1 << 63)}), ("-a", {"a": -(1 << 63)}),
+                      ("a // -1", {"a": -(1 << 63)}), ("cdiv(a, -1)", {"a": -(1 << 63)})):  # fmt: skip
+        with pytest.raises(ValueError, match="overflows 64-bit integers"):
+            expr.evaluate(expr.parse(text), env)
+    assert expr.evaluate(expr.parse("a % -1"), {"a": -(1 << 63)}) == 0
+    assert expr.evaluate(expr.parse("cdiv(a, 1)"), {"a": -(1 << 63)}) == -(1 << 63)
 
 
 def test_names_and_tensor_calls():

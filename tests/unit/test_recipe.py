@@ -187,6 +187,14 @@ CASES = [
      "r.yaml:6:13: kernels.add.triton: importing no_such_module_here.kernels:add_kernel failed: ModuleNotFoundError: No module named 'no_such_module_here'"),
     (edit("    triton: add.py:add_kernel", "    triton: add.py:BLOCK_DEFAULT"),
      "r.yaml:6:13: kernels.add.triton: add.py has no 'BLOCK_DEFAULT'"),
+    # the runtime's fixed sizes (aotpack/limits.py), refused at load
+    (edit("    key: [n_elements]", "    key: [" + ", ".join(["n_elements"] * 9) + "]"),
+     "r.yaml:16:10: kernels.add.key: the key has 9 values; at most 8 (the runtime's limit)"),
+    (edit('      out_ptr: "*T:16"\n', '      out_ptr: "*T:16"\n' + "".join(f"      a{i}: {{type: i32, launch_only: true}}\n"
+                                                                       for i in range(61))),
+     "r.yaml:9:7: kernels.add.args: 65 arguments; a kernel takes at most 64 (the runtime's limit)"),
+    (edit("extent: n_elements}", 'extent: "size(x_ptr, 8)"}'),
+     "r.yaml:9:51: kernels.add.args.x_ptr.extent: dimension 8 of x_ptr: tensors have 0 to 7"),
 ]  # fmt: skip
 
 
