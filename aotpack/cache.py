@@ -151,10 +151,50 @@ class Cache:
         _write_atomically(folder / "build.json", json.dumps({**info, "wheel": wheel.name}).encode())
 
 
+def temp_prefix(base: str) -> str:
+    """A temporary name's prefix that says which process owns it (see ``sweep``)."""
+    return f"{base}{os.getpid()}-"
+
+
+def sweep(folder: Path, base: str) -> None:
+    """Remove what killed builds left in ``folder``: entries named ``temp_prefix(base)...`` whose
+    process is gone (a running build's are kept)."""
+    try:
+        entries = list(folder.glob(base + "*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(base):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:
+            pass  # another build swept it first, or it is not ours to remove
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+OUT_TEMP = ".aotpack-tmp-"  # a wheel being copied into the output folder
+
+
 def copy_into(source: Path, out_dir: Path) -> Path:
-    """Copy a file into out_dir atomically (a temporary name, then a rename)."""
+    """Copy a file into out_dir atomically (a temporary name, then a rename); first removes what
+    killed builds left there."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".aotpack-tmp-")
+    sweep(out_dir, OUT_TEMP)
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=temp_prefix(OUT_TEMP))
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)

@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from .compilers import Outcome, Pruned
-from .errors import AotpackError
+from .errors import AotpackError, UsageError
 from .pipeline import build
 from .plan import Variant, plan_summary, plan_variants
 from .recipe import load
@@ -92,6 +93,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _writable_folder(path: Path, what: str) -> None:
+    """Checked before any work, creating nothing: the folder is one this user can write in, or can
+    be made inside the nearest folder that exists."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "it is" if existing == path else f"{existing} is"
+        raise UsageError(f"{what} {path}: {where} a file, not a folder; give a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: {existing} is not writable; give a folder you can write")
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -132,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "record":
             from .record import recording, run_program
 
+            _writable_folder(args.out.parent, "-o")
             program = args.program[1:] if args.program[:1] == ["--"] else args.program
             with recording(args.out, args.package) as recorded:
                 run_program(program)
@@ -144,9 +159,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tune":
             from .tune import Options, tune
 
+            _writable_folder(args.out_dir, "-o")
             opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
             print(f"wrote {tune(args.recipe, args.out_dir, opts)}")
             return 0
+        for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
+                             (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip
+            if folder is not None:
+                _writable_folder(folder, what)
+        if args.nvcc is not None and shutil.which(args.nvcc) is None:
+            raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
         total = len(plan_variants(load(args.recipe), tuple(args.only), winners_only=args.winners_only))
         result = build(
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),

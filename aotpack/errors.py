@@ -42,6 +42,12 @@ class RecipeError(AotpackError):
         return (type(self), (self.bare_message, self.where))
 
 
+class UsageError(AotpackError):
+    """A command-line argument cannot work (a folder that is a file or not writable, a missing tool)."""
+
+    exit_code = 2
+
+
 class ToolNotFound(AotpackError):
     """A tool aotpack needs (Triton, a C compiler, auditwheel) is missing or too old."""
 

@@ -23,6 +23,7 @@ from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
 from .errors import CompileError, RecipeError
 
 log = logging.getLogger("aotpack")
+WORK_TEMP = "aotpack-"  # a build's work folder in the system's temporary folder
 Progress = Callable[[plan.Variant, Outcome, bool], None]  # (variant, outcome, taken from the cache)
 
 
@@ -49,6 +50,7 @@ def build(
     use_cache: bool = True,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
+    cache.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
     variants = plan.plan_variants(rec, select, winners_only=winners_only)
     compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc)
     versions: dict[str, str] = {"aotpack": __version__, "host C compiler": native.zig_version()}
@@ -130,7 +132,7 @@ def build(
         sources=sources,
     )
     built = sum(len(kb.variants) for kb in inputs.kernels)
-    with tempfile.TemporaryDirectory(prefix="aotpack-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=cache.temp_prefix(WORK_TEMP)) as tmp:
         work = keep_build_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         repaired = package(inputs, work)

@@ -181,7 +181,7 @@ static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err
   if ((t->ndim = int_tuple(shape, t->shape, AOT_MAX_DIMS, arg, "shape", err)) < 0) return -1;
   if (strides == NULL || strides == Py_None) {
     int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) t->strides[d] = s, s *= t->shape[d];
+    for (int d = t->ndim - 1; d >= 0; d--) t->strides[d] = s, s = aot_sat_mul(s, t->shape[d]);
   } else {
     if (int_tuple(strides, t->strides, AOT_MAX_DIMS, arg, "strides", err) < 0) return -1;
     for (int d = 0; d < t->ndim; d++) {
@@ -238,7 +238,7 @@ static int dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *
       for (int d = t->ndim - 1; d >= 0; d--) {
         t->shape[d] = dl->shape[d];
         t->strides[d] = dl->strides ? dl->strides[d] : expect;
-        expect *= dl->shape[d];
+        expect = aot_sat_mul(expect, dl->shape[d]);
       }
       device = dl->device.id;
     }

@@ -291,7 +291,7 @@ void aot_set_tensor(aot_call *call, int param, uint64_t ptr, int dtype, int ndim
   for (int d = t->ndim - 1; d >= 0; d--) {
     t->shape[d] = shape[d];
     t->strides[d] = strides != NULL ? strides[d] : expect;
-    expect *= shape[d];
+    expect = aot_sat_mul(expect, shape[d]);
   }
   call->given |= UINT64_C(1) << param;
 }
@@ -395,7 +395,8 @@ int64_t aot_numel(aot_call *x, int param) {
   const aot_tensor *t = shaped(x, param, "numel");
   if (t == NULL) return 0;
   int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  for (int d = 0; d < t->ndim; d++)
+    if (__builtin_mul_overflow(n, t->shape[d], &n)) return overflow(x);
   return n;
 }
 
@@ -1096,7 +1097,7 @@ static void *scratch_pool(device_state *d, int ordinal, const aot_variant *var, 
     int rc = cu.MemPoolCreate(&pool, &props);
     if (rc == CUDA_SUCCESS) rc = cu.MemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
     if (rc != CUDA_SUCCESS) {
-      char what[96];
+      char what[192];
       snprintf(what, sizeof what, "creating a scratch memory pool on device %d (%s)", ordinal, d->name);
       cu_fail(err, rc, what);
       pool = NULL;

@@ -244,6 +244,11 @@ int64_t aot_next_pow2(aot_call *x, int64_t a);
 int64_t aot_numel(aot_call *x, int param);
 int64_t aot_size(aot_call *x, int param, int64_t dim);
 int64_t aot_stride(aot_call *x, int param, int64_t dim);
+/* a * b, or INT64_MAX past int64 (row-major strides of a shape no memory can hold: the span check refuses it) */
+static inline int64_t aot_sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
 static inline int64_t aot_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t aot_max(int64_t a, int64_t b) { return a > b ? a : b; }
 

@@ -239,3 +239,26 @@ def test_plan_into_a_closed_pipe_stops_quietly(small_recipe, tmp_path):
     proc.stdout.close()  # like head after its first line
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+def test_what_killed_builds_left_is_swept_by_the_next(small_recipe, small_wheel, tmp_path, monkeypatch):
+    """A kill -9 during the final copy leaves .aotpack-tmp-<pid>-* in the output folder, and one during
+    the build its work folder in the system's temporary folder: the next build removes those of
+    processes that are gone, and keeps a live one's."""
+    import os
+    import tempfile
+
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
+    (out / f".aotpack-tmp-{dead}-x1").write_bytes(b"half a wheel")
+    (tmp / f"aotpack-{dead}-y2").mkdir()
+    (tmp / f"aotpack-{dead}-y2" / "kernels.c").write_text("")
+    live = out / f".aotpack-tmp-{os.getpid()}-z3"
+    live.write_bytes(b"being copied")
+    wheel = build(small_recipe, out, jobs=2).wheel
+    assert wheel.read_bytes() == small_wheel.read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == sorted([wheel.name, live.name])
+    assert list(tmp.iterdir()) == []

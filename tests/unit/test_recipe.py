@@ -254,6 +254,27 @@ def test_the_cli_wants_at_least_one_compile_process(jobs: str, capsys: pytest.Ca
     assert f"expected a whole number of processes >= 1, got {jobs!r}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["-o", "{file}"], "-o {file}: it is a file, not a folder; give a folder"),
+        (["--cache-dir", "{file}"], "--cache-dir {file}: it is a file, not a folder; give a folder"),
+        (["--keep-build-dir", "{file}/sub"], "--keep-build-dir {file}/sub: {file} is a file, not a folder"),
+        (["--nvcc", "/no/such/nvcc"], "--nvcc /no/such/nvcc: no such executable; give the path of nvcc"),
+    ],
+)
+def test_the_cli_checks_its_folders_and_tools_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    from aotpack import cli
+
+    file = tmp_path / "a-file"
+    file.write_text("")
+    args = [f.format(file=file) for f in flags]
+    assert cli.main(["build", str(tmp_path / "missing.yaml"), *args]) == 2  # before the recipe is even read
+    assert f"aotpack: error: {message.format(file=file)}" in capsys.readouterr().err
+
+
 # Malformed files: every one ends in aotpack's own located error (file:line:col), never a traceback.
 MALFORMED = [
     (GOOD.encode().replace(b"kit", b"k\xe9t"), "r.yaml:1:11: the recipe is not UTF-8 text (byte 0xe9)"),
