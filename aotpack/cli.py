@@ -138,10 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {len(files)} files to {dest}; next: aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'}")
             return 0
         if args.command == "inspect":
-            from .inspect import read_manifest, render
+            from .inspect import describe, read_manifest
 
             manifest = read_manifest(args.wheel)
-            print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else render(manifest, args.wheel.name))
+            print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
             return 0
         if args.command == "record":
             from .record import recording, run_program

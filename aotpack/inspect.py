@@ -17,10 +17,23 @@ def read_manifest(wheel: Path) -> dict[str, Any]:
             name = next((n for n in zf.namelist() if n.endswith("/manifest.json") and n.count("/") == 1), None)
             if name is None:
                 raise WheelError(f"{wheel} has no manifest.json: it was not built by aotpack")
-            manifest: dict[str, Any] = json.loads(zf.read(name))
+            manifest = json.loads(zf.read(name))
     except (OSError, zipfile.BadZipFile) as exc:
         raise WheelError(f"cannot read {wheel}: {exc}") from None
+    except ValueError as exc:
+        raise WheelError(f"{wheel}: its manifest.json is not valid JSON ({exc}); rebuild the wheel") from None
+    if not isinstance(manifest, dict):
+        raise WheelError(f"{wheel}: its manifest.json is not an object; rebuild the wheel")
     return manifest
+
+
+def describe(manifest: dict[str, Any], wheel_name: str) -> str:
+    """``render``, or one error line when the manifest lacks what aotpack writes."""
+    try:
+        return render(manifest, wheel_name)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        raise WheelError(f"{wheel_name}: its manifest lacks what aotpack writes ({type(exc).__name__}: {exc}); "
+                         "was it built by another version? rebuild the wheel") from None
 
 
 def _table(rows: list[list[str]]) -> str:

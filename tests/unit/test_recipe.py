@@ -317,3 +317,26 @@ def test_malformed_recipes_get_one_located_error(kernel_dir: Path, data: bytes, 
 def test_a_recipe_path_must_be_a_regular_file(kernel_dir: Path) -> None:
     with pytest.raises(RecipeError, match="is not a regular file"):
         recipe.load(kernel_dir)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        (b"{not json", "its manifest.json is not valid JSON"),
+        (b"[1, 2]", "its manifest.json is not an object"),
+        (b'{"package": "x"}', "its manifest lacks what aotpack writes (KeyError: 'version')"),
+    ],
+)
+def test_inspect_reports_a_malformed_manifest_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], manifest: bytes, message: str
+) -> None:
+    import zipfile
+
+    from aotpack import cli
+
+    wheel = tmp_path / "x-1.0-cp39-abi3-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("x/manifest.json", manifest)
+    assert cli.main(["inspect", str(wheel)]) == 6
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and err.startswith("aotpack: error: ")
