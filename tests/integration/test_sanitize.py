@@ -1,17 +1,22 @@
-"""The shipped runtime and the generated C under AddressSanitizer (leaks included) and
-UndefinedBehaviorSanitizer: sanitize_main.c drives the small recipe's C API on the fake driver with
-good calls, bad calls (dtypes, sizes, alignment, raw pointers, empty and negative grids, shapes past
-int64, too many dimensions) and eight threads launching at once. Any finding fails the run
-(-fno-sanitize-recover). Skipped where no C compiler with the sanitizer runtimes is installed."""
+"""The shipped runtime and the generated C under AddressSanitizer and UndefinedBehaviorSanitizer:
+sanitize_main.c drives the small recipe's C API on the fake driver (leaks checked) with good calls,
+bad calls (dtypes, sizes, alignment, raw pointers, empty and negative grids, shapes past int64, too
+many dimensions) and eight threads launching at once; and the CPython binding, rebuilt with the
+sanitizers in place of the wheel's extension, takes every kind of bad Python call. Any finding fails
+the run (-fno-sanitize-recover). Skipped where no C compiler with the sanitizer runtimes is installed."""
 
 import os
 import shutil
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from aotpack import build
+from aotpack import build, native
+
+from .helpers import install_wheel
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +36,20 @@ def sanitizing_compiler(tmp_path: Path) -> str | None:
     return None
 
 
-def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(small_recipe, fake_driver, tmp_path):
-    cc = sanitizing_compiler(tmp_path)
+@pytest.fixture(scope="module")
+def sanitized(small_recipe, tmp_path_factory):
+    """(compiler, the small recipe's generated sources, its wheel), or a skip."""
+    tmp = tmp_path_factory.mktemp("sanitize")
+    cc = sanitizing_compiler(tmp)
     if cc is None:
         pytest.skip("no C compiler with AddressSanitizer and UBSan runtimes (apt install gcc)")
-    work = tmp_path / "build"
-    build(small_recipe, tmp_path / "dist", jobs=2, keep_build_dir=work, use_cache=False)
+    work = tmp / "build"
+    wheel = build(small_recipe, tmp / "dist", jobs=2, keep_build_dir=work, use_cache=False).wheel
+    return cc, work, wheel
+
+
+def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized, fake_driver, tmp_path):
+    cc, work, _ = sanitized
     program = tmp_path / "sanitized"
     sources = [HERE / "sanitize_main.c", work / "kernels.c", work / "capi.c", work / "aot_runtime.c"]
     subprocess.run([cc, *FLAGS, f"-I{work}", *map(str, sources), "-ldl", "-lpthread", "-o", str(program)],
@@ -55,3 +68,60 @@ def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(small_rec
     assert lines["threads"] == "done"
     launches = [line for line in (tmp_path / "cuda.log").read_text().splitlines() if line.startswith("launch")]
     assert len(launches) == 4 + 8 * 200  # good, misaligned, raw pointers, nine dimensions (a bare pointer), threads
+
+
+BAD_CALLS = """
+import small_kernels as k
+
+class Array:
+    def __init__(self, ptr, n, typestr="<f4", shape=None, strides=None, data=None):
+        self.__cuda_array_interface__ = {"data": data if data is not None else (ptr, False), "shape": shape or (n,),
+                                         "typestr": typestr, "strides": strides, "version": 3}
+
+class Weird:
+    def __dlpack__(self):
+        return "not a capsule"
+
+A = 0x100000000
+x = Array(A, 4096)
+calls = [
+    lambda: k.add(x, x, x), lambda: k.add(x, x), lambda: k.add(*[x] * 70), lambda: k.add(x, x, x, bogus=1),
+    lambda: k.add(x, x, x, n_elements="many"), lambda: k.add(x, x, x, n_elements=1 << 80),
+    lambda: k.add(x, Array(A, 4096, "<i8"), x), lambda: k.add(x, Array(A, 10, shape=(2, 3, 4, 5, 6, 7, 8, 9, 10)), x),
+    lambda: k.add(x, Array(A, 1, shape=(1 << 62, 8), strides=(32, 4)), x), lambda: k.add(x, Weird(), x),
+    lambda: k.add(x, Array(A, 4, data=("x", False)), x), lambda: k.add(x, Array(A, 4, shape="abc"), x),
+    lambda: k.add(x, -1, x), lambda: k.add(x, x, x, stream=object()), lambda: k.add(x, x, x, variant=7),
+    lambda: k.add(x, x, x, variant="a" * 5000), lambda: k.add.select(n_elements=1 << 70, T="fp32"),
+    lambda: k.add(x, x, x, n_elements=0), lambda: k.autotune(True, per="key") or k.add(x, x, x),
+]
+for call in calls:
+    try:
+        call()
+        print("ok")
+    except Exception as exc:
+        print(type(exc).__name__)
+"""
+
+
+def test_the_python_binding_is_clean_under_asan_and_ubsan(sanitized, fake_driver, tmp_path):
+    """The wheel's extension, rebuilt from its generated sources with the sanitizers (libasan preloaded
+    into Python), takes good and bad calls of every kind; leaks are not checked (CPython keeps memory
+    to the end by design)."""
+    cc, work, wheel = sanitized
+    site = install_wheel(wheel, tmp_path / "site")
+    extension = next((site / "small_kernels").glob("_native*.so"))
+    sources = [work / name for name in ("kernels.c", "module.c", "aot_runtime.c", "aot_python.c")]
+    subprocess.run([cc, *FLAGS, "-shared", "-fPIC", f"-DPy_LIMITED_API={native.LIMITED_API}", f"-I{work}",
+                    f"-I{native.python_include()}", *map(str, sources), "-ldl", "-lpthread", "-o", str(extension)],
+                   check=True, capture_output=True)  # fmt: skip
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    env = {**os.environ, "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(fake_driver), "LD_PRELOAD": libasan,
+           "FAKE_CUDA_LOG": str(tmp_path / "cuda.log"), "ASAN_OPTIONS": "detect_leaks=0",
+           "UBSAN_OPTIONS": "print_stacktrace=1"}  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(BAD_CALLS)], capture_output=True, text=True,
+                         env=env, timeout=300)  # fmt: skip
+    assert run.returncode == 0 and "runtime error" not in run.stderr and "Sanitizer" not in run.stderr, run.stderr
+    out = run.stdout.split()
+    assert "libasan" in subprocess.run(["ldd", str(extension)], capture_output=True, text=True).stdout
+    T, V = "TypeError", "ValueError"
+    assert out == ["ok", T, T, T, T, V, T, V, V, T, T, T, V, T, T, V, T, V, "ok"]
