@@ -96,9 +96,13 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
+CACHE_TEMP = ".tmp-"  # an entry being written into the cache
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    sweep(path.parent, CACHE_TEMP)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(CACHE_TEMP))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -7,7 +7,7 @@ import itertools
 import math
 from collections.abc import Callable
 
-from .. import compress, expr, facts, plan
+from .. import compress, expr, facts, limits, plan
 from ..errors import RecipeError
 from ..introspect import ANY, DIV16, NONE, ONE
 from ..plan import Spec, Variant
@@ -371,7 +371,8 @@ def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
         "#endif",
         "",
         "/* A device array: its pointer, dtype, and (ndim >= 0) shape and strides in elements (strides",
-        " * NULL: contiguous). ndim < 0: a bare pointer, whose size the kernel cannot check. An optional",
+        " * NULL: contiguous). ndim < 0: a bare pointer, whose size the kernel cannot check; more than",
+        f" * {limits.MAX_DIMS} dimensions: refused. An optional",
         " * argument given {0, 0, -1} (pointer 0, no shape) is None. */",
         "typedef struct {",
         "  uint64_t ptr;",

@@ -287,6 +287,9 @@ void aot_set_tensor(aot_call *call, int param, uint64_t ptr, int dtype, int ndim
   t->ptr = ptr;
   t->dtype = dtype >= 0 && dtype < aot_num_dtypes ? dtype : -1;
   t->ndim = ndim >= 0 && ndim <= AOT_MAX_DIMS && shape != NULL ? ndim : -1;
+  if (ndim > AOT_MAX_DIMS && call->err->status == AOT_OK) /* reported when the call is made */
+    aot_fail(call->err, AOT_E_VALUE, "argument %s has %d dimensions; at most %d are supported",
+             call->kernel->params[param].name, ndim, AOT_MAX_DIMS);
   int64_t expect = 1;
   for (int d = t->ndim - 1; d >= 0; d--) {
     t->shape[d] = shape[d];
@@ -880,6 +883,7 @@ static int variant_for(const aot_kernel *k, const int64_t *key, int target, int 
 
 static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c) {
   aot_error *err = call->err;
+  if (err->status != AOT_OK) return -1; /* filling the call failed (aot_set_tensor) */
   int binding = bind_types(k, call, err);
   if (binding < 0) return -1;
   k->defaults(call);

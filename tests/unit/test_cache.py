@@ -1,6 +1,7 @@
 """Cache keys: stable for the same inputs, new for anything that changes the output."""
 
 import dataclasses
+import os
 from pathlib import Path
 
 from aotpack import cache, plan, recipe
@@ -60,3 +61,19 @@ def test_wheel_entries(tmp_path):
     assert store.wheel_key([("r.yaml", "ab" * 32), ("t.json", "ef" * 32)], ["k1", "k2"]) != key
     copied = cache.copy_into(found, tmp_path / "out")
     assert copied.read_bytes() == b"zip" and not list((tmp_path / "out").glob(".aotpack-tmp-*"))
+
+
+def test_a_killed_writer_leaves_nothing_the_next_write_keeps(tmp_path):
+    """Entries are written under a temporary name that carries the writer's PID; a write into the
+    same folder removes those of writers that are gone, never a live one's."""
+    store = cache.Cache(tmp_path / "c")
+    folder = tmp_path / "c" / "wheels" / "k"
+    folder.mkdir(parents=True)
+    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
+    (folder / f".tmp-{dead}-abc").write_bytes(b"half")
+    live = folder / f".tmp-{os.getpid()}-def"
+    live.write_bytes(b"being written")
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(b"wheel")
+    store.store_wheel("k", wheel, {"variants": 1, "pruned": []})
+    assert sorted(p.name for p in folder.iterdir()) == sorted([live.name, "w.whl", "build.json"])
