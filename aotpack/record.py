@@ -50,8 +50,12 @@ class Compilation:
 
     @property
     def ident(self) -> tuple[Any, ...]:
-        return (self.module, self.function, self.types, self.states, self.constexprs, self.num_warps,
-                self.num_stages, self.options, self.arch)  # fmt: skip
+        return (self.module, self.function, self.arch, *self.variant)
+
+    @property
+    def variant(self) -> tuple[Any, ...]:
+        """What a recipe row says of it (the kernel and the targets are said elsewhere)."""
+        return (self.types, self.states, self.constexprs, self.num_warps, self.num_stages, self.options)
 
 
 _DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "enable_fp_fusion": True, "launch_cooperative_grid": False,
@@ -282,9 +286,9 @@ def recipe_text(compiled: list[Compilation], picks: dict[tuple[str, str], list[d
         name = by_source.get(source) or _kernel_name(source.rpartition(":")[2], set(kernels))
         old = kernels.get(name) if isinstance(kernels.get(name), dict) else None
         merged: dict[tuple[Any, ...], Compilation] = {}
-        for c in [*(_compilations(old) if old else ()), *group]:  # the same variant twice: add up launches
-            ident = c.ident[2:]
-            merged[ident] = replace(c, launches=c.launches + (merged[ident].launches if ident in merged else 0))
+        for c in [*(_compilations(old) if old else ()), *group]:  # one row twice (or per arch): add up launches
+            same = merged.get(c.variant)
+            merged[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
         picked = [p for p in (old or {}).get("autotuned") or () if p not in tuned[source]] + tuned[source]
         kernels[name] = _kernel(source, list(merged.values()), picked)
         by_source[source] = name

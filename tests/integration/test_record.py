@@ -76,10 +76,14 @@ def test_a_hook_stream_becomes_a_recipe_of_exactly_those_variants(tmp_path):
     # one line per variant (diff-friendly), in a stable order
     assert "      - {types: {T: fp32}, config: {BLOCK: 1024, num_warps: 4, num_stages: 3}, class: DDD_, launches: 0}" in text
 
-    # a second recording merges in: new variants are added, the rest kept, the text stable
+    # a second recording merges in: new variants are added, the rest kept, launch counts added up
+    text = text.replace("class: DDDD, launches: 0", "class: DDDD, launches: 5")
     again = recorded([hook_call(jit, "fp32", "D", 512), hook_call(jit, "fp32", "D", 1024)])
+    again.launches[next(i for i, c in again.compiled.items() if dict(c.constexprs)["BLOCK"] == 1024)] = 2
     merged = record.recipe_text(again.compilations(), again.picks, tmp_path, yaml.safe_load(text))
-    assert len(yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]) == 4
+    rows = yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]
+    assert len(rows) == 4
+    assert [r["launches"] for r in rows if r["class"] == "DDDD" and r["config"]["BLOCK"] == 1024] == [7]
     assert record.recipe_text([], {}, tmp_path, yaml.safe_load(merged)) == merged  # a fixed point
 
 
