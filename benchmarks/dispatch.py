@@ -26,11 +26,11 @@ import demo_kernels  # noqa: E402
 import tuning  # noqa: E402
 from matmul import matmul_kernel  # noqa: E402
 from softmax import softmax_kernel  # noqa: E402
+from timing import interleaved_ms  # noqa: E402
 
 from aotpack import recipe  # noqa: E402
 
 REPS, WARMUP = 30, 5
-FLUSH = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
 MATMUL_SHAPES = [
     (100, 100, 100), (300, 200, 500), (777, 513, 129), (1000, 1000, 1000), (1500, 900, 2048), (2000, 3000, 700),
     (3000, 3000, 3000), (4000, 4000, 500), (96, 4000, 4000), (4000, 96, 4000), (1234, 4321, 999), (2500, 2500, 64),
@@ -39,26 +39,6 @@ MATMUL_SHAPES = [
 ]  # fmt: skip
 SOFTMAX_COLS = [100, 200, 300, 500, 700, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000, 7000, 8000, 10000,
                 12000, 14000, 16000]  # fmt: skip
-
-
-def medians_us(launches: dict[str, Callable[[], None]]) -> dict[str, float]:
-    """Median GPU time of each launch, interleaved: every round times each once (L2 flushed before
-    each), in an order that rotates, so that drift and position hit all candidates alike."""
-    names = list(launches)
-    for launch in launches.values():
-        for _ in range(WARMUP):
-            launch()
-    events = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPS)]
-              for n in names}  # fmt: skip
-    for rep in range(REPS):
-        for name in names[rep % len(names):] + names[: rep % len(names)]:
-            start, end = events[name][rep]
-            FLUSH.zero_()
-            start.record()
-            launches[name]()
-            end.record()
-    torch.cuda.synchronize()
-    return {n: statistics.median(s.elapsed_time(e) for s, e in events[n]) * 1000 for n in names}
 
 
 def triton_configs(kernel: recipe.Kernel) -> list[triton.Config]:
@@ -101,7 +81,7 @@ def timed(name: str, args, jit: Callable[[], None]) -> tuple[float, float, float
                 "autotune": jit}  # fmt: skip
     for v in candidates(name, args):
         launches[v] = lambda v=v: kernel(*args, variant=v)
-    t = medians_us(launches)
+    t = {name: ms * 1000 for name, ms in interleaved_ms(launches, REPS, WARMUP).items()}
     oracle = min(t[v] for v in launches if "/" in v)
     return t["dispatched"], t["runtime-tuned"], oracle, t["autotune"], chosen, picked
 

@@ -33,30 +33,12 @@ sys.path[:0] = [str(ROOT / "examples" / "hopper")]
 
 import hopper_kernels  # noqa: E402
 from attention import attention_fwd_kernel  # noqa: E402
+from timing import interleaved_ms  # noqa: E402
 from tma_matmul import matmul_tma_kernel  # noqa: E402
 
 REPS, WARMUP = 40, 5
-FLUSH = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
 MATMUL_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (3000, 5000, 2000)]
 ATTENTION_SHAPES = [(4, 16, 4096, 64), (4, 16, 4096, 128), (16, 16, 1024, 64), (2, 8, 8192, 128)]
-
-
-def median_ms(launches: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """GPU time per launch of each, interleaved rep by rep (clock and thermal drift hit all alike)."""
-    for launch in launches.values():
-        for _ in range(WARMUP):
-            launch()
-    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                     for _ in range(REPS)] for name in launches}  # fmt: skip
-    for rep in range(REPS):
-        for name, launch in launches.items():
-            start, end = events[name][rep]
-            FLUSH.zero_()
-            start.record()
-            launch()
-            end.record()
-    torch.cuda.synchronize()
-    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 
 
 def per_call_us(launch: Callable[[], object], calls: int = 2000) -> float:
@@ -114,11 +96,11 @@ def matmul_row(m: int, n: int, k: int, dtype) -> tuple:
     hopper_kernels.matmul_tma(a, b, c)
     torch.cuda.synchronize()
     assert rel_diff(c, jit_out) < 1e-3, "aotpack and Triton JIT disagree"
-    times = median_ms({
+    times = interleaved_ms({
         "aotpack": lambda: hopper_kernels.matmul_tma(a, b, c),
         "triton_jit": jit,
         "torch": lambda: torch.matmul(a, b, out=c),
-    })  # fmt: skip
+    }, REPS, WARMUP)  # fmt: skip
     tflops = {name: 2 * m * n * k / (t * 1e-3) / 1e12 for name, t in times.items()}
     return (f"matmul {m}x{n}x{k}", chosen, tflops, compiled.asm["cubin"])
 
@@ -151,7 +133,7 @@ def attention_row(shape: tuple[int, int, int, int], causal: int, dtype) -> tuple
     aot()
     torch.cuda.synchronize()
     assert rel_diff(out, jit_out) < 1e-3, "aotpack and Triton JIT disagree"
-    times = median_ms({"aotpack": aot, "triton_jit": jit, "torch": sdpa})
+    times = interleaved_ms({"aotpack": aot, "triton_jit": jit, "torch": sdpa}, REPS, WARMUP)
     flops = 4 * z * h * seq * seq * d * (0.5 if causal else 1.0)
     tflops = {name: flops / (t * 1e-3) / 1e12 for name, t in times.items()}
     return (f"attention {z}x{h}x{seq}x{d}{' causal' if causal else ''}", chosen, tflops, compiled.asm["cubin"])

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -25,35 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 import thirdparty_kernels as pkg  # noqa: E402
+from timing import interleaved_ms  # noqa: E402
 
 from tests.corpus.cases import CASES  # noqa: E402
 from tests.gpu.test_thirdparty import jit_class  # noqa: E402
 
 REPS, WARMUP = 100, 10
-FLUSH = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-
-
-def median_ms(launches: dict[str, Callable[[], object]]) -> dict[str, float]:
-    # warm up for a while, not a count: after the JIT's compilations the GPU idled and its clocks dropped
-    start = time.perf_counter()
-    while time.perf_counter() - start < 0.3:
-        for launch in launches.values():
-            for _ in range(WARMUP):
-                FLUSH.zero_()
-                launch()
-        torch.cuda.synchronize()
-    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                     for _ in range(REPS)] for name in launches}  # fmt: skip
-    names = list(launches)
-    for rep in range(REPS):
-        for name in names if rep % 2 == 0 else names[::-1]:  # alternate who goes first
-            start, end = events[name][rep]
-            FLUSH.zero_()
-            start.record()
-            launches[name]()
-            end.record()
-    torch.cuda.synchronize()
-    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 
 
 def main() -> None:
@@ -74,7 +49,7 @@ def main() -> None:
                 diff = max((a.double() - b.double()).abs().max().item() for a, b in pairs)
                 entry = next(v for v in pkg.__aotpack__["kernels"][kernel]["variants"] if v["id"] == pair.variant)
                 exact = entry["assumes"] == jit_class(pair.fn, pair.jit_args)
-                times = median_ms({"aot": pair.aot, "jit": pair.jit})
+                times = interleaved_ms({"aot": pair.aot, "jit": pair.jit}, REPS, WARMUP, warmup_s=0.3)
                 ratio = times["jit"] / times["aot"]
                 ratios.append(ratio)
                 print(f"| {kernel} | {dtype} | {'x'.join(map(str, shape))} | {pair.variant.rsplit('/', 1)[1]} | "
