@@ -561,6 +561,30 @@ def _targets(node: _Node, gencode: bool = False) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _kernel_targets(
+    name: str, k: dict[str, _Node], node: _Node, backend: Backend, recipe_targets: tuple[str, ...],
+    targets_at: _Node | None,
+) -> tuple[str, ...]:
+    """The kernel's targets (its own 'targets' or 'gencode', else the recipe's), each one its
+    backend can build."""
+    if "gencode" in k:
+        if "targets" in k:
+            raise k["gencode"].fail("give 'gencode' or 'targets', not both")
+        targets = _targets(k["gencode"], gencode=True)
+    else:
+        targets = _targets(k["targets"]) if "targets" in k else recipe_targets
+    if not targets:
+        raise node.fail("no targets: set 'targets' in the recipe or in this kernel")
+    for t in targets:
+        if backend == "triton" and not facts.archs()[t].triton:
+            at = k["targets"] if "targets" in k else targets_at or node
+            raise at.fail(
+                f"Triton cannot build {t!r} (kernel {name!r}): it builds 9.0 and newer only as the "
+                f"arch-specific target; use '{t}a'"
+            )
+    return targets
+
+
 def _kernel(
     name: str, node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...], targets_at: _Node | None
 ) -> Kernel:
@@ -581,21 +605,7 @@ def _kernel(
     if backend == "cuda" and "entry" not in k:
         raise node.fail("a CUDA kernel needs 'entry': its __global__ function (or template instantiation)")
     source = _source(k["triton"], root) if backend == "triton" else _cuda_source(k["cuda"], root)
-    if "gencode" in k:
-        if "targets" in k:
-            raise k["gencode"].fail("give 'gencode' or 'targets', not both")
-        targets = _targets(k["gencode"], gencode=True)
-    else:
-        targets = _targets(k["targets"]) if "targets" in k else recipe_targets
-    if not targets:
-        raise node.fail("no targets: set 'targets' in the recipe or in this kernel")
-    for t in targets:
-        if backend == "triton" and not facts.archs()[t].triton:
-            at = k["targets"] if "targets" in k else targets_at or node
-            raise at.fail(
-                f"Triton cannot build {t!r} (kernel {name!r}): it builds 9.0 and newer only as the "
-                f"arch-specific target; use '{t}a'"
-            )
+    targets = _kernel_targets(name, k, node, backend, recipe_targets, targets_at)
 
     types = _type_variables(k["types"]) if "types" in k else []
     typevars = dict(types)
@@ -815,12 +825,7 @@ def _launched_kernel(
     if "triton" not in k or "variants" not in k:
         raise node.fail("a 'launch: triton' kernel needs 'triton' (its @triton.jit function) and 'variants'")
     source = _source(k["triton"], root)
-    targets = _targets(k["targets"]) if "targets" in k else recipe_targets
-    if not targets:
-        raise node.fail("no targets: set 'targets' in the recipe or in this kernel")
-    for t in targets:
-        if not facts.archs()[t].triton:
-            raise (k.get("targets") or targets_at or node).fail(f"Triton cannot build {t!r}; use '{t}a'")
+    targets = _kernel_targets(name, k, node, "triton", recipe_targets, targets_at)
     types = _type_variables(k["types"]) if "types" in k else []
     typevars = dict(types)
     info = _describe(k["triton"], source)
@@ -832,16 +837,16 @@ def _launched_kernel(
                               "(the JIT's own specialization is recorded per variant)", arg.where)  # fmt: skip
     args = _jit_args(k["args"], args, info)
     points: list[Point] = []
-    for row in k["variants"].sequence():
-        points.append(_point(row, args, types, constexpr_names))
-    if not points:
-        raise k["variants"].fail("expected at least one variant")
     seen: dict[tuple[Any, ...], _Node] = {}
-    for point, row in zip(points, k["variants"].sequence(), strict=True):
+    for row in k["variants"].sequence():
+        point = _point(row, args, types, constexpr_names)
         ident = (point.binding, point.config, point.states)
         if ident in seen:
             raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
         seen[ident] = row
+        points.append(point)
+    if not points:
+        raise k["variants"].fail("expected at least one variant")
     optional = {a.name for p in points for a, st in zip(args, p.states, strict=True) if st == NONE}
     args = [dataclasses.replace(a, optional=a.name in optional) for a in args]
     configs = tuple(dict.fromkeys(p.config for p in points))
