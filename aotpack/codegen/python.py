@@ -205,7 +205,7 @@ def init_py(build: BuildInput) -> str:
     names = [kb.kernel.name for kb in build.kernels]
     recipe = build.recipe
     kernels = "\n".join(
-        f"{kb.kernel.name} = _{'launcher' if kb.kernel.launch == 'triton' else 'kernel'}({kb.kernel.name!r}, "
+        f"{kb.kernel.name} = {'_runtime.Launcher' if kb.kernel.launch == 'triton' else '_kernel'}({kb.kernel.name!r}, "
         "_native, __aotpack__)"
         for kb in build.kernels
     )
@@ -224,7 +224,6 @@ import sys as _sys
 from . import _aotpack_runtime as _runtime
 from . import _native
 from ._aotpack_runtime import kernel as _kernel
-from ._aotpack_runtime import launcher as _launcher
 from ._native import CudaError, MissingVariant
 
 __version__ = {recipe.version!r}

@@ -154,10 +154,6 @@ _UNSET = _Unset()
 _LAUNCH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")
 
 
-def launcher(name: str, native: Any, manifest: dict[str, Any]) -> Launcher:
-    return Launcher(name, native, manifest)
-
-
 _active: dict[int, tuple[Any, Any]] = {}  # id(JITFunction) -> (the function, its own run, or None)
 
 

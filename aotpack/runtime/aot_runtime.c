@@ -665,12 +665,17 @@ static int choose_target(const aot_kernel *k, const device_state *d, aot_error *
                   k->name, d->name, d->capability / 10, d->capability % 10, k->package, have);
 }
 
+/* Per specialization class, the variant built for this binding, config and target (-1: none). */
+static const int *class_slots(const aot_kernel *k, int binding, int config, int target) {
+  return &k->variant_of[((size_t)(binding * k->nconfigs + config) * (size_t)k->ntargets + (size_t)target) *
+                        (size_t)k->nspecs];
+}
+
 /* The variant of a config for this call: the most specialized class built whose assumptions the call
  * satisfies (classes are ordered; the least specialized assumes nothing and is always tried last). */
 static int variant_in_config(const aot_kernel *k, aot_call *call, int config, int target, int binding,
                              int first_spec) {
-  const int *slots = &k->variant_of[((size_t)(binding * k->nconfigs + config) * (size_t)k->ntargets + (size_t)target) *
-                                    (size_t)k->nspecs];
+  const int *slots = class_slots(k, binding, config, target);
   for (int s = first_spec; s < k->nspecs; s++)
     if (slots[s] >= 0 && spec_holds(k, call, s)) return slots[s];
   return -1;
@@ -831,8 +836,7 @@ static int median_ms(const timer *t, aot_stream stream, float *median, const aot
 /* Triton's launch syntax: the caller's config, in exactly the class the JIT computes for the call
  * (a less specialized variant would run it, but it is not the code the JIT would run). */
 static int exact_variant(const aot_kernel *k, aot_call *call, int config, int target, int binding) {
-  const int *slots = &k->variant_of[((size_t)(binding * k->nconfigs + config) * (size_t)k->ntargets + (size_t)target) *
-                                    (size_t)k->nspecs];
+  const int *slots = class_slots(k, binding, config, target);
   for (int s = 0; s < k->nspecs; s++) {
     const uint8_t *want = &k->specs[(size_t)s * (size_t)k->nparams];
     int same = slots[s] >= 0;
