@@ -46,6 +46,7 @@ RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
 # what every generated package defines itself (codegen/python.py): a kernel may not hide them
 PACKAGE_NAMES = ("CudaError", "MissingVariant", "activate", "autotune", "deactivate", "get_include", "select",
                  "torch_ops")
+LAZY_NAMES = ("ops",)  # the package's attributes made on first use (not in __all__: * must not import torch)
 
 
 # ---------------------------------------------------------------- the data the pipeline passes on
@@ -481,7 +482,7 @@ def parse(text: str, path: Path) -> Recipe:
     for name, node, where in top["kernels"].items():
         if not _IDENT.match(name) or keyword.iskeyword(name) or name.startswith("_"):
             raise RecipeError(f"kernel name {name!r} must be a Python identifier not starting with '_'", where)
-        if name in PACKAGE_NAMES:
+        if name in PACKAGE_NAMES or name in LAZY_NAMES:
             raise RecipeError(f"kernel name {name!r} would hide the package's own {name!r}; rename the kernel", where)
         kernels.append(_kernel(name, node, where, path.parent, targets, top.get("targets")))
     if not kernels:

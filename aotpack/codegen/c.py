@@ -285,13 +285,13 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
         n = kb.kernel.name
         out.append(f"extern const aot_kernel aot_kernel_{n};")
         if kb.kernel.launch == "triton":  # only Triton's launch syntax: the caller gives grid and config
-            out.append(f"static PyObject *py_launch_{n}(PyObject *module, PyObject *args) {{")
+            out.append(f"static PyObject *py_runner_{n}(PyObject *module, PyObject *spec) {{")
             out.append("  (void)module;")
-            out.append(f"  return aot_py_launch(&aot_kernel_{n}, args);")
+            out.append(f"  return aot_py_runner(&aot_kernel_{n}, spec);")
             out.append("}")
-            launch_doc = c_string("_launch(config, grid, *args): launch the config's variant for the call's class.")
-            methods.append(f"  {{{c_string('_launch_' + n)}, (PyCFunction)(void (*)(void))py_launch_{n}, "
-                           f"METH_VARARGS, {launch_doc}}},")  # fmt: skip
+            runner_doc = c_string("_runner(spec) -> run(*args, grid, warmup, **kwargs): Triton's launch syntax.")
+            methods.append(f"  {{{c_string('_runner_' + n)}, (PyCFunction)(void (*)(void))py_runner_{n}, "
+                           f"METH_O, {runner_doc}}},")  # fmt: skip
             continue
         for prefix, fn in (("", "aot_py_call"), ("_select_", "aot_py_select")):
             out.append(f"static PyObject *py{prefix or '_'}{n}(PyObject *module, PyObject *args, PyObject *kwargs) {{")

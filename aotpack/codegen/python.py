@@ -206,7 +206,7 @@ def init_py(build: BuildInput) -> str:
     recipe = build.recipe
     kernels = "\n".join(
         f"{kb.kernel.name} = {'_runtime.Launcher' if kb.kernel.launch == 'triton' else '_kernel'}({kb.kernel.name!r}, "
-        "_native, __aotpack__)"
+        "_native, _manifest)"
         for kb in build.kernels
     )
     doc = (f"{recipe.summary}\n\nBuilt by aotpack from {recipe.path.name}. Kernels: {', '.join(names)}.\n"
@@ -215,11 +215,7 @@ def init_py(build: BuildInput) -> str:
     # recipe text reaches Python only through repr(): data, never code
     return f'''{doc!r}
 
-import json as _json
-from importlib import resources as _resources
-
 import os as _os
-import sys as _sys
 
 from . import _aotpack_runtime as _runtime
 from . import _native
@@ -228,7 +224,7 @@ from ._native import CudaError, MissingVariant
 
 __version__ = {recipe.version!r}
 __all__ = [{", ".join(repr(n) for n in (*PACKAGE_NAMES, *names))}]
-__aotpack__ = _json.loads(_resources.files(__name__).joinpath("manifest.json").read_text())
+_manifest = _runtime.Manifest(__name__)  # read on first use: launches never need it
 
 {kernels}
 
@@ -239,7 +235,7 @@ def autotune(enabled=True, cache=None, per="bucket"):
     processes. ``per="bucket"``: one timing per bucket of the key (the recipe's ``bucket``);
     ``per="key"``: one per distinct key value, as @triton.autotune does. AOTPACK_AUTOTUNE=1 (or
     ``key``), and AOTPACK_AUTOTUNE_CACHE, switch it on at import."""
-    _runtime.autotune(_native, __aotpack__, enabled, cache, per)
+    _runtime.autotune(_native, _manifest(), enabled, cache, per)
 
 
 if _os.environ.get("AOTPACK_AUTOTUNE", "") not in ("", "0"):
@@ -248,18 +244,21 @@ if _os.environ.get("AOTPACK_AUTOTUNE", "") not in ("", "0"):
 
 
 def torch_ops():
-    """Register the kernels as torch.ops.{recipe.package}.<kernel> (torch.compile and CUDA graphs
-    see their writes); done at import when torch is already imported. Returns the names."""
-    return _runtime.register_torch_ops(_native, __aotpack__)
+    """Register the kernels as torch.ops.{recipe.package}.<kernel> (torch.compile traces them and CUDA
+    graphs see their writes). Not done at import, so that eager users never pay for it: call this, or
+    use ``{recipe.package}.ops.<kernel>`` (which calls it). Returns the names registered."""
+    return _runtime.register_torch_ops(_native, _manifest())
 
 
-if "torch" in _sys.modules:
-    try:
+def __getattr__(name):
+    if name == "__aotpack__":  # the manifest, parsed on first use
+        return _manifest()
+    if name == "ops":  # torch.ops.{recipe.package}, registered on first use
         torch_ops()
-    except Exception as _exc:  # an optional integration never breaks the import
-        import warnings as _warnings
+        import torch
 
-        _warnings.warn(f"{recipe.package}: torch ops not registered: {{_exc}}", RuntimeWarning, stacklevel=2)
+        return getattr(torch.ops, {recipe.package!r})
+    raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}")
 
 
 def activate(fallback=None):
@@ -279,7 +278,9 @@ def deactivate():
 def get_include():
     """The folder holding {recipe.package}.h, the C API of these kernels (link with lib{recipe.package}.so
     beside this file)."""
-    return str(_resources.files(__name__).joinpath("include"))
+    from importlib import resources
+
+    return str(resources.files(__name__).joinpath("include"))
 
 
 def select(kernel, *args, **kwargs):
@@ -305,6 +306,7 @@ def init_pyi(build: BuildInput) -> str:
         "def select(kernel: str, *args: Any, **kwargs: Any) -> str: ...",
         "def autotune(enabled: bool = True, cache: Optional[str] = None, per: str = \"bucket\") -> None: ...",
         "def torch_ops() -> list[str]: ...",
+        "ops: Any  # torch.ops.<package>, registered on first use",
         "def get_include() -> str: ...",
         "def activate(fallback: Optional[str] = None) -> list[str]: ...",
         "def deactivate() -> None: ...",

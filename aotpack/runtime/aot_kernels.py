@@ -6,23 +6,44 @@ A kernel is a callable object: calling it launches (the call goes straight to th
 
 from __future__ import annotations
 
+import functools
 from typing import Any
+
+
+class Manifest:
+    """The package's manifest.json, read on first use: a launch never needs it, so importing the
+    package does not pay for parsing it (hundreds of KB for a large build)."""
+
+    __slots__ = ("_data", "_package")
+
+    def __init__(self, package: str) -> None:
+        self._package = package
+        self._data: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if self._data is None:  # two threads may both read it; either result is the same
+            import json
+            from importlib import resources
+
+            self._data = json.loads(resources.files(self._package).joinpath("manifest.json").read_text())
+        return self._data
 
 
 class Kernel:
     """A kernel of this package. Call it with the kernel's arguments to launch it."""
 
-    __slots__ = ("__name__", "_bindings", "_choose", "_key", "_select", "_typevars", "variants")
+    __slots__ = ("__name__", "_choose", "_manifest", "_select")
 
-    def __init__(self, name: str, native: Any, manifest: dict[str, Any]) -> None:
-        entry = manifest["kernels"][name]
+    def __init__(self, name: str, native: Any, manifest: Manifest) -> None:
         self.__name__ = name
         self._select = getattr(native, "_select_" + name)
         self._choose = getattr(native, "_choose_" + name)
-        self._key = [name for name, _ in entry["key"]]
-        self._typevars = list(entry["types"])
-        self._bindings = [dict(b) for b in entry["bindings"]]
-        self.variants = [v["id"] for v in entry["variants"]]
+        self._manifest = manifest
+
+    @property
+    def variants(self) -> list[str]:
+        """The ids of the kernel's variants."""
+        return [v["id"] for v in self._manifest()["kernels"][self.__name__]["variants"]]
 
     def select(self, *args: Any, **kwargs: Any) -> str:
         """The id of the variant the dispatcher would launch, without launching.
@@ -32,18 +53,22 @@ class Kernel:
         ``device`` (``k.select(M=512, N=512, K=512, T="fp16")``): the table's choice for that key on
         that device, for arguments that satisfy the divisibility hints.
         """
-        names = set(self._key) | set(self._typevars) | {"device"}
+        entry = self._manifest()["kernels"][self.__name__]
+        key_names = [name for name, _ in entry["key"]]
+        typevars = list(entry["types"])
+        names = set(key_names) | set(typevars) | {"device"}
         if args or not kwargs or not set(kwargs) <= names:
             return str(self._select(*args, **kwargs))
-        missing = [n for n in self._key if n not in kwargs]
+        missing = [n for n in key_names if n not in kwargs]
         if missing:
             raise TypeError(f"{self.__name__}.select(): give the key values {', '.join(missing)}")
-        types = {v: kwargs[v] for v in self._typevars if v in kwargs}
-        matches = [i for i, b in enumerate(self._bindings) if all(b[v] == t for v, t in types.items())]
+        bindings = [dict(b) for b in entry["bindings"]]
+        types = {v: kwargs[v] for v in typevars if v in kwargs}
+        matches = [i for i, b in enumerate(bindings) if all(b[v] == t for v, t in types.items())]
         if len(matches) != 1:
-            choices = "; ".join(", ".join(f"{v}={t}" for v, t in b.items()) for b in self._bindings)
+            choices = "; ".join(", ".join(f"{v}={t}" for v, t in b.items()) for b in bindings)
             raise TypeError(f"{self.__name__}.select(): name the types, one of: {choices}")
-        key = tuple(int(kwargs[n]) for n in self._key)
+        key = tuple(int(kwargs[n]) for n in key_names)
         return str(self._choose(key, matches[0], int(kwargs.get("device", 0))))
 
     @property
@@ -56,7 +81,7 @@ class Kernel:
         return f"<kernel {self.__name__}: {len(self.variants)} variants>"
 
 
-def kernel(name: str, native: Any, manifest: dict[str, Any]) -> Kernel:
+def kernel(name: str, native: Any, manifest: Manifest) -> Kernel:
     """The kernel object: a one-off subclass whose __call__ is the C function itself (so a launch
     costs one extra lookup, not a Python frame) and whose docstring is the kernel's."""
     function = getattr(native, name)
@@ -70,70 +95,64 @@ class Launcher:
     ``kernel[grid](*args, BLOCK=..., num_warps=..., num_stages=...)``, the grid a tuple of 1 to 3
     ints or a callable of the call's arguments by name (constexprs included), as Triton's is. The
     constexprs and options pick the config; the C runtime computes the call's specialization class
-    as the JIT does and launches the variant built for exactly that class, or raises MissingVariant."""
+    as the JIT does and launches the variant built for exactly that class, or raises MissingVariant.
+    ``run`` (Triton's ``JITFunction.run`` signature) is the C runner itself: no Python frame per launch."""
 
-    __slots__ = ("__name__", "_configs", "_consts", "_defaults", "_index", "_launch", "_missing", "_names",
-                 "_options", "_runtime", "function", "tuned", "variants")  # fmt: skip
+    __slots__ = ("__name__", "_manifest", "_run", "_runner", "_spec")
 
-    def __init__(self, name: str, native: Any, manifest: dict[str, Any]) -> None:
-        entry = manifest["kernels"][name]
+    def __init__(self, name: str, native: Any, manifest: Manifest) -> None:
         self.__name__ = name
-        self._launch = getattr(native, "_launch_" + name)
-        self._missing = native.MissingVariant
-        self._names = [n for n, _ in entry["params"]]
-        self._index = {n: i for i, n in enumerate(self._names)}
-        self._runtime = [i for i, (_, is_arg) in enumerate(entry["params"]) if is_arg]
-        self._consts = [i for i, (_, is_arg) in enumerate(entry["params"]) if not is_arg]
-        self._defaults = entry["defaults"]
-        self._configs = {
-            (tuple(c["constexprs"][self._names[i]] for i in self._consts), c["num_warps"], c["num_stages"]): index
-            for index, c in enumerate(entry["configs"])
-        }
-        self._options = entry["options"]
-        self.function = entry["function"]
-        self.tuned = entry["tuned"]
-        self.variants = [v["id"] for v in entry["variants"]]
+        self._manifest = manifest
+        self._runner = getattr(native, "_runner_" + name)
+        self._spec: tuple[Any, ...] | None = None
+        self._run: Any = None
+
+    @property
+    def _entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = self._manifest()["kernels"][self.__name__]
+        return entry
+
+    @property
+    def run(self) -> Any:
+        """``run(*args, grid, warmup=False, **kwargs)``, as Triton's JITFunction has it."""
+        if self._run is None:
+            self._run = self.runner(None)
+        return self._run
+
+    def runner(self, fallback: Any) -> Any:
+        """A C ``run`` that calls ``fallback(message, args, kwargs)`` instead of raising MissingVariant
+        (None: raise)."""
+        if self._spec is None:  # the runner's spec, as aot_python.h describes it (less the fallback)
+            entry = self._entry
+            names = tuple(n for n, _ in entry["params"])
+            consts = [n for n, is_arg in entry["params"] if not is_arg]
+            configs = {
+                (tuple(c["constexprs"][n] for n in consts), c["num_warps"], c["num_stages"]): index
+                for index, c in enumerate(entry["configs"])
+            }
+            self._spec = (names, tuple(bool(is_arg) for _, is_arg in entry["params"]), dict(entry["defaults"]),
+                          configs, dict(entry["options"]), _LAUNCH_OPTIONS, _plain)  # fmt: skip
+        return self._runner((*self._spec, fallback))
 
     def __getitem__(self, grid: Any) -> Any:
-        def launch(*args: Any, **kwargs: Any) -> None:
-            self.run(*args, grid=grid, warmup=False, **kwargs)
+        return functools.partial(self.run, grid=grid)
 
-        return launch
+    @property
+    def function(self) -> dict[str, Any]:
+        """Where the published ``@triton.jit`` function is: module or path, and name."""
+        function: dict[str, Any] = self._entry["function"]
+        return function
 
-    def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> None:
-        """Triton's JITFunction.run signature: what ``activate()`` puts in its place."""
-        names = self._names
-        if len(args) > len(names):
-            raise TypeError(f"{self.__name__}[grid]() takes {len(names)} arguments ({len(args)} given)")
-        values = [*args, *(_UNSET,) * (len(names) - len(args))]
-        num_warps, num_stages = kwargs.pop("num_warps", 4), kwargs.pop("num_stages", 3)
-        for key, value in kwargs.items():
-            i = self._index.get(key)
-            if i is None:
-                if key in self._options and self._options[key] == value:
-                    continue  # a launch option the variants were built with
-                if key in _LAUNCH_OPTIONS:
-                    raise self._missing(f"{self.__name__}[grid](...): no variant was built with {key}={value!r}")
-                raise TypeError(f"{self.__name__}[grid]() got an unexpected keyword argument {key!r}")
-            if values[i] is not _UNSET:
-                raise TypeError(f"{self.__name__}[grid]() got multiple values for argument {key!r}")
-            values[i] = value
-        for i, value in enumerate(values):
-            if value is _UNSET:
-                if names[i] not in self._defaults:
-                    raise TypeError(f"{self.__name__}[grid]() missing required argument {names[i]!r}")
-                values[i] = self._defaults[names[i]]
-        consts = tuple(_plain(values[i]) for i in self._consts)
-        config = self._configs.get((consts, num_warps, num_stages))
-        if config is None:
-            shown = ", ".join(f"{names[i]}={v!r}" for i, v in zip(self._consts, consts, strict=True))
-            raise self._missing(f"{self.__name__}[grid](...): no variant was built for {shown}, num_warps="
-                                f"{num_warps}, num_stages={num_stages}; record a run that makes this call")  # fmt: skip
-        if warmup:
-            return
-        if callable(grid):
-            grid = grid(dict(zip(names, values, strict=True)))
-        self._launch(config, tuple(grid), *[values[i] for i in self._runtime])
+    @property
+    def tuned(self) -> list[dict[str, Any]]:
+        """The configs the recorded autotuner picked, per key."""
+        tuned: list[dict[str, Any]] = self._entry["tuned"]
+        return tuned
+
+    @property
+    def variants(self) -> list[str]:
+        """The ids of the kernel's variants."""
+        return [v["id"] for v in self._entry["variants"]]
 
     def __repr__(self) -> str:
         return f"<kernel {self.__name__}[grid]: {len(self.variants)} variants>"
@@ -144,12 +163,6 @@ def _plain(value: Any) -> Any:
     return value.value if type(value).__name__ == "constexpr" else value
 
 
-class _Unset:
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-_UNSET = _Unset()
 # launch options of Triton's JIT that select other code (num_warps and num_stages pick the config)
 _LAUNCH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")
 
@@ -185,18 +198,14 @@ def activate(launchers: list[Launcher], fallback: str | None = None) -> list[str
         original = jit.run
         seen: set[str] = set()
 
-        def run(*args: Any, grid: Any, warmup: bool = False, _launch: Launcher = launch, _original: Any = original,
-                _seen: set[str] = seen, **kwargs: Any) -> Any:  # fmt: skip
-            try:
-                return _launch.run(*args, grid=grid, warmup=warmup, **kwargs)
-            except _launch._missing as exc:
-                if fallback != "jit":
-                    raise
-                if str(exc) not in _seen:
-                    _seen.add(str(exc))
-                    log.warning("%s; running Triton's JIT for it", exc)
-                return _original(*args, grid=grid, warmup=warmup, **kwargs)
+        def jit_instead(message: str, args: tuple[Any, ...], kwargs: dict[str, Any], _original: Any = original,
+                        _seen: set[str] = seen) -> Any:  # fmt: skip
+            if message not in _seen:
+                _seen.add(message)
+                log.warning("%s; running Triton's JIT for it", message)
+            return _original(*args, **kwargs)
 
+        run = launch.runner(jit_instead if fallback == "jit" else None)
         _active[id(jit)] = (jit, jit.__dict__.get("run"))
         jit.run = run
         _seed_autotuner(wrapped, launch.tuned)

@@ -13,10 +13,14 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs);
 /* The variant id the call would launch on its device, without launching. */
 PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs);
 
-/* Triton's launch syntax: args (config index, grid: tuple of 1 to 3 ints, *the kernel's runtime
- * arguments in order). Launches the variant of that config compiled for exactly the call's JIT class,
- * or raises <package>.MissingVariant. */
-PyObject *aot_py_launch(const aot_kernel *k, PyObject *args);
+/* Triton's launch syntax (launch: triton kernels): a builtin run(*args, grid, warmup=False, num_warps=4,
+ * num_stages=3, **kwargs), what JITFunction.run takes. spec is the tuple (names: every parameter in order,
+ * runtime: per name True for a runtime argument and False for a constexpr, defaults: {name: value},
+ * configs: {(constexpr values, num_warps, num_stages): config index}, options: {option: value the variants
+ * were built with}, selecting: launch options that would need other code, plain: unwraps a constexpr object,
+ * fallback: None or f(message, args, kwargs) called instead of raising MissingVariant). The constexprs and
+ * options pick the config; the call's JIT class picks its variant, or MissingVariant is raised. */
+PyObject *aot_py_runner(const aot_kernel *k, PyObject *spec);
 
 /* Key-based choice: args (key: tuple of ints, binding: int, device: int) -> variant id. */
 PyObject *aot_py_choose(const aot_kernel *k, PyObject *args);

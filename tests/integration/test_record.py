@@ -193,8 +193,31 @@ try:
 except TypeError as exc:
     print("type:", exc)
 print(k.add_kernel)
+for bad in (lambda: k.add_kernel[(1,)](x, y, o, BLOCK=1024),                 # n_elements missing
+            lambda: k.add_kernel[(1,)](x, y, o, 4096, n_elements=4096, BLOCK=1024),
+            lambda: k.add_kernel.run(x, y, o, 4096, BLOCK=1024),            # no grid
+            lambda: k.add_kernel[()](x, y, o, 4096, BLOCK=1024),
+            lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=1024, num_ctas=2)):
+    try:
+        bad()
+    except (TypeError, ValueError, k.MissingVariant) as exc:
+        print(type(exc).__name__ + ":", exc)
+k.add_kernel.run(x, y, o, 4096, grid=(4,), warmup=True, BLOCK=1024)          # checks the config, launches nothing
+calls = []
+k.add_kernel.runner(lambda *a: calls.append(a))(x, y, o, 4096, grid=(1,), BLOCK=512)
+message, args, kwargs = calls[0]
+print("fallback:", message.split(";")[0], len(args), sorted(kwargs))
 """
     out, log = run_on_fake_driver(code, recorded_site, fake_driver, tmp_path / "cuda.log")
+    assert out[5:] == [
+        "TypeError: add_kernel[grid]() missing required argument 'n_elements'",
+        "TypeError: add_kernel[grid]() got multiple values for argument 'n_elements'",
+        "TypeError: add_kernel.run() missing the keyword argument 'grid'",
+        "ValueError: add_kernel[grid]: the grid has no dimensions",
+        "MissingVariant: add_kernel[grid](...): no variant was built with num_ctas=2",
+        "fallback: add_kernel[grid](...): no variant was built for BLOCK=512, num_warps=4, num_stages=3 4 "
+        "['BLOCK', 'grid']",
+    ]
     launches = [line for line in log if line.startswith("launch")]
     assert len(launches) == 3
     assert "grid=4,1,1 block=128,1,1" in launches[0] and "p3=4096" in launches[0]
