@@ -1,5 +1,7 @@
 """Where the host time of one aotpack call goes: the torch tensor queries the binding makes, the
-dispatch without a launch (select), and the full call, each timed in a tight loop."""
+argument parsing and dispatch without a launch (the C select), and the full call, each timed in a
+tight loop; for the drop-in launch of a recorded kernel (when liger_recorded is installed), the
+config pick alone (warmup=True returns before the launch) and the full call."""
 
 import statistics
 import sys
@@ -38,10 +40,22 @@ steps = {
     "t.stride()": lambda: x.stride(),
     "t.numel()": lambda: x.numel(),
     "torch current raw stream": lambda: raw(0),
-    "select (no launch)": lambda: demo_kernels.select("add", x, y, out),
+    "select through Python (no launch)": lambda: demo_kernels.select("add", x, y, out),
+    "C select: parse + dispatch (no launch)": lambda: demo_kernels._native._select_add(x, y, out),
     "add (tensors)": lambda: demo_kernels.add(x, y, out),
     "add (x tensor, raw y/out, n, stream=0)": lambda: demo_kernels.add(x, y.data_ptr(), out.data_ptr(), N, stream=0),
     "torch.add": lambda: torch.add(x, y, out=out),
 }
+try:
+    import liger_recorded
+
+    a, b = (torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    c = torch.empty_like(a)
+    run = liger_recorded.swiglu_forward_kernel.run
+    meta = {"n_cols": 4096, "BLOCK_SIZE": 4096, "num_warps": 8}
+    steps["drop-in: config pick (warmup=True)"] = lambda: run(a, b, c, 4096, 1.0, grid=(1,), warmup=True, **meta)
+    steps["drop-in: full launch (run)"] = lambda: run(a, b, c, 4096, 1.0, grid=(1,), **meta)
+except ImportError:
+    pass
 for name, fn in steps.items():
-    print(f"{name:36} {per_call(fn) * 1e6:7.3f} us")
+    print(f"{name:40} {per_call(fn) * 1e6:7.3f} us")

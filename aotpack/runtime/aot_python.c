@@ -11,7 +11,7 @@ static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
 static PyObject *torch_dtypes[64];
 static PyObject *torch_raw_stream; /* torch._C._cuda_getCurrentRawStream */
 static PyObject *s_data_ptr, *s_get_device, *s_dtype, *s_shape, *s_stride, *s_cai, *s_cuda_stream;
-static PyObject *small_ints[5]; /* 0..4: Triton's default num_warps and num_stages */
+static PyObject *small_ints[AOT_MAX_DEVICES]; /* device ordinals; 4 and 3: Triton's num_warps and num_stages */
 
 /* str(obj) into buf (the limited API of 3.9 has no borrowed UTF-8 view). */
 static const char *text_of(PyObject *obj, char *buf, size_t size) {
@@ -63,7 +63,7 @@ int aot_py_init(PyObject *module) {
   AOT_INTERN(s_cai, "__cuda_array_interface__");
   AOT_INTERN(s_cuda_stream, "cuda_stream");
 #undef AOT_INTERN
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < AOT_MAX_DEVICES; i++)
     if ((small_ints[i] = PyLong_FromLong(i)) == NULL) return -1;
   return 0;
 }
@@ -405,7 +405,8 @@ static int parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, P
   if (stream_obj != NULL && stream_obj != Py_None) {
     if (stream_of(stream_obj, stream, err) < 0) return -1;
   } else if (any_torch && torch_raw_stream != NULL) {
-    PyObject *s = PyObject_CallFunction(torch_raw_stream, "i", device);
+    PyObject *s = device < AOT_MAX_DEVICES ? PyObject_CallFunctionObjArgs(torch_raw_stream, small_ints[device], NULL)
+                                           : PyObject_CallFunction(torch_raw_stream, "i", device);
     if (s == NULL) return -1;
     *stream = PyLong_AsUnsignedLongLong(s);
     Py_DECREF(s);

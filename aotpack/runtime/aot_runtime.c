@@ -609,7 +609,8 @@ static int config_fits(const aot_kernel *k, aot_call *call, int config) {
 static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
                          int spec, int *exact) {
   int64_t v[AOT_MAX_KEY];
-  for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]);
+  double v_log2[AOT_MAX_KEY];
+  for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]), v_log2[d] = log2_approx(v[d]);
   int best = -1, best_score = -1, best_up = 0;
   double best_dist = 0;
   for (int r = 0; r < k->nrules; r++) {
@@ -624,7 +625,7 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
     int up = 1;
     double dist = 0;
     for (int d = 0; d < k->nkey; d++) {
-      double gap = log2_approx(rule->key[d]) - log2_approx(v[d]);
+      double gap = log2_approx(rule->key[d]) - v_log2[d];
       up &= rule->key[d] >= v[d];
       dist += gap < 0 ? -gap : gap;
     }
