@@ -21,6 +21,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from ._temp import sweep, temp_prefix
 from .compilers import Outcome
 from .plan import Variant
 from .recipe import Kernel
@@ -153,41 +154,6 @@ class Cache:
         folder = self.root / "wheels" / key
         _write_atomically(folder / wheel.name, wheel.read_bytes())
         _write_atomically(folder / "build.json", json.dumps({**info, "wheel": wheel.name}).encode())
-
-
-def temp_prefix(base: str) -> str:
-    """A temporary name's prefix that says which process owns it (see ``sweep``)."""
-    return f"{base}{os.getpid()}-"
-
-
-def sweep(folder: Path, base: str) -> None:
-    """Remove what killed builds left in ``folder``: entries named ``temp_prefix(base)...`` whose
-    process is gone (a running build's are kept)."""
-    try:
-        entries = list(folder.glob(base + "*"))
-    except OSError:
-        return
-    for entry in entries:
-        pid = entry.name[len(base):].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
-        try:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        except OSError:
-            pass  # another build swept it first, or it is not ours to remove
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 OUT_TEMP = ".aotpack-tmp-"  # a wheel being copied into the output folder

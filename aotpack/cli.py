@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
     b.add_argument("--winners-only", action="store_true",
                    help="build only the configs the dispatch tables pick, and the defaults")  # fmt: skip
+    b.add_argument("--line-info", action="store_true",
+                   help="keep line info in Triton's cubins, for profilers; it holds the sources' absolute paths, "
+                        "so the wheel is then tied to this checkout")  # fmt: skip
     t = sub.add_parser("tune", help="on a GPU host: time every variant of the installed package, write tables")
     t.add_argument("recipe", type=Path)
     t.add_argument("-o", "--out-dir", type=Path, default=Path("tables"), help="where the table goes (default: tables)")
@@ -174,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
             keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet), nvcc=args.nvcc,
             winners_only=args.winners_only, cache_dir=args.cache_dir, use_cache=not args.no_cache,
+            line_info=args.line_info,
         )  # fmt: skip
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
         cached = ", unchanged: from the cache" if result.cached else ""

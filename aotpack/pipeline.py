@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from . import __version__, cache, codegen, limits, mutation, native, plan, recipe, repair, wheel
+from . import __version__, _temp, cache, codegen, limits, mutation, native, plan, recipe, repair, wheel
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
 from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
@@ -48,11 +48,12 @@ def build(
     winners_only: bool = False,
     cache_dir: Path | None = None,
     use_cache: bool = True,
+    line_info: bool = False,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
-    cache.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
+    _temp.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
     variants = plan.plan_variants(rec, select, winners_only=winners_only)
-    compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc)
+    compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc, line_info=line_info)
     versions: dict[str, str] = {"aotpack": __version__, "host C compiler": native.zig_version()}
     toolchains: dict[str, dict[str, str]] = {}
     min_driver: dict[tuple[str, str], int] = {}
@@ -132,7 +133,7 @@ def build(
         sources=sources,
     )
     built = sum(len(kb.variants) for kb in inputs.kernels)
-    with tempfile.TemporaryDirectory(prefix=cache.temp_prefix(WORK_TEMP)) as tmp:
+    with tempfile.TemporaryDirectory(prefix=_temp.temp_prefix(WORK_TEMP)) as tmp:
         work = keep_build_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         repaired = package(inputs, work)
@@ -155,6 +156,23 @@ def _check_mutation(rec: recipe.Recipe, outcomes: dict[str, Outcome]) -> None:
             what = [f"the kernel writes {', '.join(missing)}, which 'mutates' does not list"] if missing else []
             what += [f"it lists {', '.join(extra)}, which no store in the kernel reaches"] if extra else []
             raise RecipeError(f"kernels.{kernel.name}.mutates: {'; '.join(what)}", kernel.where)
+
+
+def runtime_notice() -> bytes:
+    """The notice of the aotpack runtime every wheel embeds (its C runtime and Python module), with
+    aotpack's license text as aotpack's own distribution carries it."""
+    import importlib.metadata
+
+    # every aotpack found on the path: a checkout's aotpack.egg-info may shadow the installed dist-info
+    found = (d.read_text(name) for d in importlib.metadata.distributions(name="aotpack")
+             for name in ("licenses/LICENSE", "LICENSE"))  # fmt: skip
+    text = next((t for t in found if t), None)
+    if text is None:
+        raise CompileError("aotpack's LICENSE is missing from its installation; reinstall aotpack")
+    head = (f"This package embeds the runtime of aotpack {__version__} (aot_runtime.c, aot_python.c and\n"
+            "_aotpack_runtime.py, compiled into its shared objects or copied beside them), licensed under\n"
+            "the Apache License, Version 2.0, whose text follows.\n\n")  # fmt: skip
+    return (head + text).encode()
 
 
 def _provenance(rec: recipe.Recipe) -> tuple[tuple[str, str], ...]:
@@ -195,7 +213,8 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
     )
     spec = wheel.WheelSpec(
         distribution=pkg, version=rec.version, tag="cp39-abi3-linux_x86_64", summary=rec.summary,
-        requires_python=">=3.9", generator=f"aotpack {__version__}", files=files,
+        requires_python=">=3.9", generator=f"aotpack {__version__}", files=files, license=rec.license,
+        license_files=(("AOTPACK-RUNTIME-LICENSE", runtime_notice()),),
     )  # fmt: skip
     raw = wheel.write_wheel(spec, work / "raw")
     log.info("repairing %s with auditwheel", raw.name)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import packaging.licenses
 import packaging.version
 import yaml
 
@@ -241,6 +242,7 @@ class Recipe:
     targets: tuple[str, ...]
     kernels: tuple[Kernel, ...]
     tables: tuple[Path, ...] = ()
+    license: str | None = None  # an SPDX license expression, normalized
 
 
 def _const_text(value: ConstValue) -> str:
@@ -402,7 +404,7 @@ def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
 
 # ---------------------------------------------------------------- recipe parsing
 
-_TOP_KEYS = ("package", "version", "summary", "targets", "kernels", "tables")
+_TOP_KEYS = ("package", "version", "summary", "license", "targets", "kernels", "tables")
 _TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
 _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
@@ -500,7 +502,7 @@ def parse(text: str, path: Path) -> Recipe:
         table_paths.append(table_path)
     return Recipe(
         path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
-        tables=tuple(table_paths),
+        tables=tuple(table_paths), license=_license(top["license"]) if "license" in top else None,
     )  # fmt: skip
 
 
@@ -916,6 +918,15 @@ def _version(node: _Node) -> str:
         return str(packaging.version.Version(str(raw)))
     except packaging.version.InvalidVersion:
         raise node.fail(f"{raw!r} is not a valid version (such as 1.0.2)") from None
+
+
+def _license(node: _Node) -> str:
+    """An SPDX license expression (such as Apache-2.0 or MIT OR BSD-3-Clause), normalized."""
+    raw = node.string()
+    try:
+        return str(packaging.licenses.canonicalize_license_expression(raw))
+    except packaging.licenses.InvalidLicenseExpression as exc:
+        raise node.fail(f"{raw!r} is not an SPDX license expression (such as Apache-2.0 or MIT): {exc}") from None
 
 
 def _text(node: _Node, one_line: bool) -> str:

@@ -24,6 +24,8 @@ class WheelSpec:
     requires_python: str
     generator: str
     files: tuple[tuple[str, bytes], ...]  # path inside the wheel -> content (package files only)
+    license: str | None = None  # SPDX expression (License-Expression)
+    license_files: tuple[tuple[str, bytes], ...] = ()  # name -> text, shipped in .dist-info/licenses/
 
     @property
     def filename(self) -> str:
@@ -40,18 +42,24 @@ def source_date_epoch() -> int:
 
 
 def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:
-    for field in (spec.distribution, spec.version, spec.summary, spec.requires_python, spec.generator):
+    fields = [spec.distribution, spec.version, spec.summary, spec.requires_python, spec.generator,
+              spec.license or "", *(name for name, _ in spec.license_files)]  # fmt: skip
+    for field in fields:
         if any(not c.isprintable() for c in field):  # a header value never spans lines (the recipe checks it)
             raise ValueError(f"a METADATA field holds a control character: {field!r}")
     metadata = (
-        "Metadata-Version: 2.1\n"
+        "Metadata-Version: 2.4\n"
         f"Name: {spec.distribution}\n"
         f"Version: {spec.version}\n"
         f"Summary: {spec.summary}\n"
-        f"Requires-Python: {spec.requires_python}\n"
+        + (f"License-Expression: {spec.license}\n" if spec.license else "")
+        + "".join(f"License-File: {name}\n" for name, _ in spec.license_files)
+        + f"Requires-Python: {spec.requires_python}\n"
     )
     wheel = f"Wheel-Version: 1.0\nGenerator: {spec.generator}\nRoot-Is-Purelib: false\nTag: {spec.tag}\n"
-    return ((f"{spec.dist_info}/METADATA", metadata.encode()), (f"{spec.dist_info}/WHEEL", wheel.encode()))
+    licenses = tuple((f"{spec.dist_info}/licenses/{name}", text) for name, text in spec.license_files)
+    return ((f"{spec.dist_info}/METADATA", metadata.encode()), (f"{spec.dist_info}/WHEEL", wheel.encode()),
+            *licenses)  # fmt: skip
 
 
 def _record_hash(data: bytes) -> str:

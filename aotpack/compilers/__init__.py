@@ -87,14 +87,17 @@ class Compiler(Protocol):
         ...
 
 
-def compilers_for(backends: Iterable[Backend], nvcc: str | None = None) -> dict[Backend, Compiler]:
-    """One compiler per backend the recipe uses, found and checked now (not in the workers)."""
+def compilers_for(
+    backends: Iterable[Backend], nvcc: str | None = None, line_info: bool = False
+) -> dict[Backend, Compiler]:
+    """One compiler per backend the recipe uses, found and checked now (not in the workers).
+    ``line_info``: Triton's cubins keep their line info (and with it the sources' absolute paths)."""
     from .cuda import NvccCompiler
     from .triton import TritonCompiler
 
     found: dict[Backend, Compiler] = {}
     for backend in sorted(set(backends)):
-        found[backend] = TritonCompiler() if backend == "triton" else NvccCompiler.find(nvcc)
+        found[backend] = TritonCompiler(line_info) if backend == "triton" else NvccCompiler.find(nvcc)
     return found
 
 

@@ -190,7 +190,7 @@ class NvccCompiler:
 
     def versions(self) -> Mapping[str, str]:
         (major, minor), _, _ = _nvcc_facts(self.nvcc)
-        return {"nvcc": f"{major}.{minor} ({self.nvcc})"}
+        return {"nvcc": f"{major}.{minor}"}  # the version, not where it is: no host path in the wheel
 
     def min_driver_cuda(self, target: str) -> int:
         (major, _), _, _ = _nvcc_facts(self.nvcc)

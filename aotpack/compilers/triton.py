@@ -1,6 +1,11 @@
 """The Triton backend: ``triton.compile(ASTSource(...), target=GPUTarget(...))`` per variant.
 
-This needs no GPU and no driver (Triton's ``tools/compile.py`` does; it is not used). The compiled
+This needs no GPU and no driver (Triton's ``tools/compile.py`` does; it is not used). Each worker
+compiles in a hermetic Triton: its own empty cache (Triton's ``~/.triton/cache`` is shared by every
+build and JIT of the host, and a cached cubin carries the source paths of whoever compiled it first),
+none of the host's ``TRITON_*`` settings but the tool paths, and line info off, so that no path of
+the build host reaches the wheel (``line_info=True``, for profiling builds, keeps it and with it
+the absolute paths of the kernel sources). The compiled
 kernel's parameters are the recipe's runtime arguments in order (a tensor descriptor expands to the
 ``CUtensorMap`` and the tensor's shape and strides, or, without TMA, to its pointer, shape, strides
 and flags), followed by two pointers Triton adds: global and profile scratch, which the runtime
@@ -13,12 +18,16 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import shutil
+import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-from .. import _sources, _tools, facts, introspect
+from .. import _sources, _temp, _tools, facts, introspect
 from ..errors import ToolNotFound
 from ..introspect import DIV16, NONE, ONE
 from ..mutation import written_arguments
@@ -73,10 +82,34 @@ def _load_function(source: Source) -> Any:
     return _sources.load(source)
 
 
+TOOL_SETTINGS = re.compile(r"TRITON_[A-Z0-9_]+_PATH")  # the toolchain the user chose (ptxas, ...): kept
+CACHE_TEMP = "aotpack-triton-"  # a worker's private Triton cache in the temporary folder
+
+
+@cache
+def _hermetic(line_info: bool) -> None:
+    """Once per worker process: Triton's settings from nothing but ours (the tool paths excepted) and
+    a private, empty Triton cache that goes when the worker does (or, if it is killed, with the next
+    build's sweep of the temporary folder)."""
+    from multiprocessing import util
+
+    for name in [n for n in os.environ if n.startswith("TRITON_") and not TOOL_SETTINGS.fullmatch(n)]:
+        del os.environ[name]
+    _temp.sweep(Path(tempfile.gettempdir()), CACHE_TEMP)
+    folder = tempfile.mkdtemp(prefix=_temp.temp_prefix(CACHE_TEMP))
+    util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=0)
+    os.environ.update(TRITON_CACHE_DIR=folder, TRITON_HOME=folder)
+    if not line_info:
+        os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
+
+
+@dataclass(frozen=True)
 class TritonCompiler:
+    line_info: bool = False  # keep line info (and the sources' absolute paths) in the cubins
+
     def versions(self) -> Mapping[str, str]:
         """Read without importing Triton (a no-op rebuild must not pay for that import)."""
-        out = {"triton": _installed_version()}
+        out = {"triton": _installed_version(), "triton line info": "on" if self.line_info else "off"}
         for label, binary in (("ptxas (sm_8x)", "ptxas"), ("ptxas (sm_90 and newer)", "ptxas-blackwell")):
             path = _ptxas_path(binary)
             out[label] = f"{_ptxas_version(path)} ({os.path.basename(path)})"
@@ -96,6 +129,7 @@ class TritonCompiler:
         _triton()
 
     def compile(self, variant: Variant) -> Outcome:
+        _hermetic(self.line_info)
         triton = _triton()
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
