@@ -24,10 +24,10 @@ matched() {
     tag=$(basename "$(dirname "$wheel")")
     other=$(mktemp -d)
     python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
-    PYTHONPATH="$other:$site" python3 -m pytest "tests/gpu/$2" -q -p no:cacheprovider 2>&1 | tail -3 \
+    PYTHONPATH="$other:$PYTHONPATH" python3 -m pytest "tests/gpu/$2" -q -p no:cacheprovider 2>&1 | tail -3 \
       | tee "$out/$1-tests-$tag.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    PYTHONPATH="$other:$site" python3 "benchmarks/$3" 2>&1 | tee "$out/$1-$tag.log"
+    PYTHONPATH="$other:$PYTHONPATH" python3 "benchmarks/$3" 2>&1 | tee "$out/$1-$tag.log"
   done
 }
 matched hopper_kernels test_hopper.py hopper.py

@@ -35,6 +35,7 @@ kernels:
     autotune: true
     dispatch:
       - {{key: [4096], config: {{BLOCK: 256}}}}
+license: MIT
 """
 
 

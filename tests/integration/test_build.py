@@ -32,7 +32,10 @@ def test_wheel_is_manylinux2014_abi3_with_no_dependencies(small_wheel):
         assert {"small_kernels/__init__.py", "small_kernels/__init__.pyi", "small_kernels/py.typed",
                 "small_kernels/manifest.json", "small_kernels/_native.abi3.so"} <= names  # fmt: skip
         metadata = zf.read("small_kernels-0.2.0.dist-info/METADATA").decode()
+        notice = zf.read("small_kernels-0.2.0.dist-info/licenses/AOTPACK-RUNTIME-LICENSE").decode()
     assert "Requires-Dist" not in metadata and "Requires-Python: >=3.9" in metadata
+    assert "License-Expression: MIT\n" in metadata and "License-File: AOTPACK-RUNTIME-LICENSE\n" in metadata
+    assert notice.startswith("This package embeds the runtime of aotpack") and "Apache License" in notice
     assert not [n for n in names if n.endswith(".libs/")], "nothing was grafted: the runtime needs no library"
 
 

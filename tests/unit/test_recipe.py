@@ -61,6 +61,13 @@ def edit(old: str, new: str) -> str:
     return GOOD.replace(old, new, 1)
 
 
+def test_license_is_an_spdx_expression_normalized(kernel_dir: Path) -> None:
+    assert parse(GOOD, kernel_dir).license is None
+    assert parse(edit("version: 1.0.0", "version: 1.0.0\nlicense: apache-2.0 or mit"), kernel_dir).license == (
+        "Apache-2.0 OR MIT"
+    )
+
+
 CASES = [
     (edit("    num_warps: [4, 8]", "    num_warp: [4, 8]"),
      "r.yaml:14:5: unknown key 'num_warp' in kernels.add — did you mean 'num_warps'?"),
@@ -146,6 +153,9 @@ CASES = [
      "r.yaml:15:13: kernels.add.grid[0]: cdiv by zero"),
     (edit("    num_warps: [4, 8]", "    num_warps: [4, 64]"),
      "r.yaml:14:20: kernels.add.num_warps[1]: expected at most 32, got 64"),
+    (edit("version: 1.0.0", "version: 1.0.0\nlicense: Apache 2"),
+     "r.yaml:3:10: license: 'Apache 2' is not an SPDX license expression (such as Apache-2.0 or MIT): Invalid "
+     "license expression: 'Apache 2'"),
     # free text never carries control characters (it reaches METADATA and generated code as data)
     (edit("version: 1.0.0", 'version: 1.0.0\nsummary: "kernels\\nRequires-Dist: evil"'),
      "r.yaml:3:10: summary: expected a single line of printable text; it holds the control character '\\n'"),

@@ -41,6 +41,18 @@ def test_wheel_is_reproducible_and_well_formed(tmp_path, monkeypatch):
     assert not list((tmp_path / "a").glob(".tmp-*")), "no temporary file is left behind"
 
 
+def test_license_expression_and_files_go_into_the_metadata(tmp_path):
+    made = wheel.write_wheel(spec(license="MIT", license_files=(("NOTICE", b"notice\n"),)), tmp_path)
+    with zipfile.ZipFile(made) as zf:
+        metadata = zf.read("kit-1.0.dist-info/METADATA").decode()
+        assert metadata.startswith("Metadata-Version: 2.4\n")
+        assert "License-Expression: MIT\nLicense-File: NOTICE\n" in metadata
+        assert zf.read("kit-1.0.dist-info/licenses/NOTICE") == b"notice\n"
+        assert "kit-1.0.dist-info/licenses/NOTICE,sha256=" in zf.read("kit-1.0.dist-info/RECORD").decode()
+    with pytest.raises(ValueError, match="control character"):
+        wheel.write_wheel(spec(license="MIT\nRequires-Dist: evil"), tmp_path / "bad")
+
+
 @pytest.mark.parametrize(
     ("name", "ok"),
     [
