@@ -576,22 +576,21 @@ static PyObject *run_launch(PyObject *self, PyObject *args, PyObject *kwargs) {
   call.kernel = k;
   call.err = &err;
   int64_t dims[3] = {1, 1, 1};
+  PyObject *computed = grid;
+  Py_INCREF(computed);
   if (PyCallable_Check(grid)) { /* Triton calls it with the arguments by name, constexprs included */
     PyObject *bound = PyDict_New();
     for (Py_ssize_t i = 0; bound != NULL && i < n; i++)
       if (PyDict_SetItem(bound, PyTuple_GetItem(names, i), values[i]) < 0) Py_CLEAR(bound);
-    PyObject *computed = bound ? PyObject_CallFunctionObjArgs(grid, bound, NULL) : NULL;
+    Py_DECREF(computed);
+    computed = bound ? PyObject_CallFunctionObjArgs(grid, bound, NULL) : NULL;
     Py_XDECREF(bound);
     if (computed == NULL) return NULL;
-    int got = int_tuple(computed, dims, 3, "grid", "dimensions", &err);
-    Py_DECREF(computed);
-    if (got < 0) return raise(&err);
-    if (got == 0) return PyErr_Format(PyExc_ValueError, "%s[grid]: the grid has no dimensions", k->name);
-  } else {
-    int got = int_tuple(grid, dims, 3, "grid", "dimensions", &err);
-    if (got < 0) return raise(&err);
-    if (got == 0) return PyErr_Format(PyExc_ValueError, "%s[grid]: the grid has no dimensions", k->name);
   }
+  int got = int_tuple(computed, dims, 3, "grid", "dimensions", &err);
+  Py_DECREF(computed);
+  if (got < 0) return raise(&err);
+  if (got == 0) return PyErr_Format(PyExc_ValueError, "%s[grid]: the grid has no dimensions", k->name);
   PyObject *rest[AOT_MAX_ARGS];
   Py_ssize_t nrest = 0;
   for (Py_ssize_t i = 0; i < n; i++)

@@ -19,31 +19,11 @@ import pytest
 from aotpack.compilers.cuda import NvccCompiler
 from aotpack.errors import ToolNotFound
 
+from .conftest import ROOT, SMALL
 from .helpers import install_wheel
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-
-RECIPE = """\
-package: repro_kernels
-version: 1.0.0
-targets: [sm_80, sm_90a]
-kernels:
-  add:
-    triton: kernels/add.py:add_kernel
-    types: {T: [fp32, fp16]}
-    args:
-      x_ptr: {type: "*T:16", extent: n_elements}
-      y_ptr: {type: "*T:16", extent: n_elements}
-      out_ptr: {type: "*T:16", extent: n_elements}
-      n_elements: {type: "i32:16", default: numel(out_ptr)}
-    constexprs: {BLOCK: [256, 1024]}
-    num_warps: [4]
-    num_stages: [1]
-    grid: ["cdiv(n_elements, BLOCK)"]
-    default: {BLOCK: 1024}
-"""
 
 CUDA_KERNEL = """\
   rmsnorm:
@@ -79,7 +59,8 @@ def checkout(root: Path) -> Path:
     shutil.copy(ROOT / "examples" / "add.py", root / "kernels" / "add.py")
     shutil.copy(ROOT / "examples" / "rmsnorm.cu", root / "kernels" / "rmsnorm.cu")
     recipe = root / "recipe.yaml"
-    recipe.write_text(RECIPE + (CUDA_KERNEL if have_nvcc() else ""))
+    text = SMALL.format(examples="kernels")  # the small recipe, its kernel beside it; the CUDA one before license:
+    recipe.write_text(text.replace("license: MIT\n", CUDA_KERNEL + "license: MIT\n") if have_nvcc() else text)
     return recipe
 
 
@@ -128,7 +109,7 @@ def test_no_byte_of_the_wheel_names_a_folder_of_the_build_host(two_builds):
     site = install_wheel(wheel, tmp / "site")
     code = textwrap.dedent("""
         import json, sys
-        import repro_kernels as k
+        import small_kernels as k
         forbidden = json.loads(sys.argv[1])
         count = 0
         for name, info in k.__aotpack__["kernels"].items():
