@@ -57,13 +57,26 @@ def zig_version() -> str:
     return f"zig cc {importlib.metadata.version('ziglang')} (target glibc {GLIBC})"
 
 
-def python_include() -> Path:
+def python_include(build_dir: Path) -> tuple[Path, ...]:
+    """The folders the extension's C needs for Python.h. Debian's and Ubuntu's system Pythons keep
+    pyconfig.h per architecture (``#include <x86_64-linux-gnu/python3.X/pyconfig.h>``, under
+    /usr/include): that one folder is linked into the build folder, so the host's /usr/include, whose
+    glibc headers would shadow the glibc 2.17 ones the compiler targets, is never searched."""
     include = Path(sysconfig.get_paths()["include"])
     if not (include / "Python.h").is_file():
         raise ToolNotFound(
             f"Python.h not found in {include}; install the Python development headers (e.g. python3-dev)"
         )
-    return include
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    per_arch = include.parent / multiarch / include.name if multiarch else None
+    if per_arch is None or not (per_arch / "pyconfig.h").is_file():
+        return (include,)
+    alias = build_dir / "python-multiarch"
+    (alias / multiarch).mkdir(parents=True, exist_ok=True)
+    link = alias / multiarch / include.name
+    if not link.is_symlink():
+        link.symlink_to(per_arch, target_is_directory=True)
+    return (include, Path(alias.name))  # relative, as the build runs in build_dir
 
 
 def runtime_text(name: str) -> str:
@@ -93,7 +106,7 @@ def compile_libraries(build_dir: Path, generated: dict[str, str], package: str) 
     plans = (
         NativeBuild(
             sources=tuple(map(Path, ("kernels.c", "module.c", "aot_runtime.c", "aot_python.c"))),
-            include_dirs=(Path("."), python_include()),
+            include_dirs=(Path("."), *python_include(build_dir)),
             output=Path("_native.abi3.so"),
         ),
         NativeBuild(

@@ -113,7 +113,8 @@ def test_the_python_binding_is_clean_under_asan_and_ubsan(sanitized, fake_driver
     extension = next((site / "small_kernels").glob("_native*.so"))
     sources = [work / name for name in ("kernels.c", "module.c", "aot_runtime.c", "aot_python.c")]
     subprocess.run([cc, *FLAGS, "-shared", "-fPIC", f"-DPy_LIMITED_API={native.LIMITED_API}", f"-I{work}",
-                    f"-I{native.python_include()}", *map(str, sources), "-ldl", "-lpthread", "-o", str(extension)],
+                    *(f"-I{work / d}" for d in native.python_include(work)), *map(str, sources), "-ldl", "-lpthread",
+                    "-o", str(extension)],
                    check=True, capture_output=True)  # fmt: skip
     libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     env = {**os.environ, "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(fake_driver), "LD_PRELOAD": libasan,
