@@ -53,11 +53,12 @@ class Kernel:
         ``device`` (``k.select(M=512, N=512, K=512, T="fp16")``): the table's choice for that key on
         that device, for arguments that satisfy the divisibility hints.
         """
+        if args or not kwargs:  # the call's own arguments: the binding selects (no manifest needed)
+            return str(self._select(*args, **kwargs))
         entry = self._manifest()["kernels"][self.__name__]
         key_names = [name for name, _ in entry["key"]]
         typevars = list(entry["types"])
-        names = set(key_names) | set(typevars) | {"device"}
-        if args or not kwargs or not set(kwargs) <= names:
+        if not set(kwargs) <= set(key_names) | set(typevars) | {"device"}:
             return str(self._select(*args, **kwargs))
         missing = [n for n in key_names if n not in kwargs]
         if missing:
