@@ -1,91 +1,90 @@
-"""The compression of kernel images in the wheel: a small LZ77 format whose decoder (in the C
-runtime, ``aot_decompress``) is a few bounds-checked lines, so that a wheel still needs nothing but
-the NVIDIA driver at run time. Images are decompressed only when their variant is first loaded.
+"""How kernel images are stored in the wheel: LZ4 blocks, a standard format (the LZ4 block format of
+lz4/lz4's ``doc/lz4_Block_format.md``) whose decoder in the C runtime (``aot_lz4_decode``) is a few
+bounds-checked lines, so that a wheel still needs nothing but the NVIDIA driver at run time.
 
-Format: repeated ``literal length, literal bytes, match length[, match offset]`` with lengths and
-offsets as LEB128 varints; a match copies ``length`` bytes from ``offset`` bytes back (overlap
-allowed); a match length of 0 has no offset. The stream ends when the output reaches its size.
+Variants of one kernel and target differ in a few constants and instructions, so images are packed
+solid: each block holds consecutive images of one kernel and target, up to ``BLOCK_BYTES`` (or one
+image, when that is larger), compressed as one LZ4 block at high compression by ``lz4`` from PyPI.
+On the demo recipe this is 3.8x on the line-info-free cubins where compressing each image alone is
+2.5x, and the wheel's deflate finds another 1.2x in LZ4's uncoded literals. A variant's first load
+decodes its block (at most ``BLOCK_BYTES`` plus one image: tens of microseconds) and checks the
+image's CRC-32 before the driver sees it. zstd packs 1.4x tighter, but its decoder is thousands of
+lines; the driver's compressed fatbins need no decoder of ours, but fatbinary from a CUDA toolkit at
+build time, and they would reach the driver unchecked.
 """
 
 from __future__ import annotations
 
-MIN_MATCH = 6
-WINDOW = 1 << 16
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BLOCK_BYTES = 128 * 1024  # raw bytes per block: the larger, the tighter and the slower a first load
+LEVEL = 12  # LZ4-HC's highest level: the build pays once, the decoder's speed does not depend on it
 
 
-def _varint(value: int, out: bytearray) -> None:
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return
+@dataclass(frozen=True)
+class Block:
+    """Consecutive images, compressed together."""
+
+    data: bytes  # the LZ4 block
+    raw_size: int
 
 
-def compress(data: bytes) -> bytes:
-    out = bytearray()
-    table: dict[bytes, int] = {}
-    n, i, literal_start = len(data), 0, 0
-    view = memoryview(data)
-    while i + MIN_MATCH <= n:
-        prefix = data[i : i + MIN_MATCH]
-        j = table.get(prefix)
-        table[prefix] = i
-        if j is None or i - j > WINDOW:
-            i += 1
-            continue
-        length = MIN_MATCH
-        step = 256
-        while step >= 1:  # extend the match in strides, then byte by byte
-            while (
-                i + length + step <= n and view[j + length : j + length + step] == view[i + length : i + length + step]
-            ):
-                length += step
-            step //= 16
-        _varint(i - literal_start, out)
-        out += data[literal_start:i]
-        _varint(length, out)
-        _varint(i - j, out)
-        i += length
-        literal_start = i
-    _varint(n - literal_start, out)
-    out += data[literal_start:]
-    _varint(0, out)
-    return bytes(out)
+@dataclass(frozen=True)
+class Placement:
+    """Where one image lies: its block, its offset and size in the block unpacked, its CRC-32."""
+
+    block: int
+    offset: int
+    size: int
+    crc32: int
 
 
-def decompress(data: bytes, size: int) -> bytes:
-    """The reference decoder (the C runtime has the same loop); raises ValueError on bad input."""
-    out = bytearray()
-    pos = 0
+def pack(images: Sequence[Sequence[bytes]]) -> tuple[tuple[Block, ...], tuple[Placement, ...]]:
+    """Pack groups of related images (one group per kernel and target); blocks never span groups.
+    Returns the blocks and, in the order given, where each image lies."""
+    blocks: list[Block] = []
+    placements: list[Placement] = []
+    for group in images:
+        pending: list[bytes] = []
+        for image in group:
+            if pending and sum(map(len, pending)) + len(image) > BLOCK_BYTES:
+                blocks.append(_block(pending))
+                pending = []
+            offset = sum(map(len, pending))
+            placements.append(Placement(len(blocks), offset, len(image), zlib.crc32(image)))
+            pending.append(image)
+        if pending:
+            blocks.append(_block(pending))
+    return tuple(blocks), tuple(placements)
 
-    def varint() -> int:
-        nonlocal pos
-        value = shift = 0
-        while True:
-            if pos >= len(data) or shift > 63:
-                raise ValueError("truncated image")
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value
 
-    while len(out) < size:
-        literals = varint()
-        if pos + literals > len(data) or len(out) + literals > size:
-            raise ValueError("literal run past the end")
-        out += data[pos : pos + literals]
-        pos += literals
-        if len(out) == size:
-            break
-        length = varint()
-        if length == 0:
-            continue
-        offset = varint()
-        if offset == 0 or offset > len(out) or len(out) + length > size:
-            raise ValueError("match out of range")
-        for _ in range(length):
-            out.append(out[-offset])
-    return bytes(out)
+def _block(images: list[bytes]) -> Block:
+    import lz4.block  # build-time only: the runtime has its own decoder
+
+    raw = b"".join(images)
+    data: bytes = lz4.block.compress(raw, mode="high_compression", compression=LEVEL, store_size=False)
+    return Block(data, len(raw))
+
+
+def unpack(block: Block, where: Placement) -> bytes:
+    """The reference for the C runtime's path: decode the block, cut the image out, check its CRC-32;
+    raises ValueError on damage."""
+    import lz4.block
+
+    try:
+        raw: bytes = lz4.block.decompress(block.data, uncompressed_size=block.raw_size)
+    except lz4.block.LZ4BlockError as e:
+        raise ValueError(f"damaged block: {e}") from None
+    image = raw[where.offset : where.offset + where.size]
+    if len(raw) != block.raw_size or len(image) != where.size or zlib.crc32(image) != where.crc32:
+        raise ValueError("damaged image: its CRC-32 does not match")
+    return image
+
+
+def version() -> str:
+    """What made the blocks (it decides their bytes, so it is part of the toolchain)."""
+    import lz4
+
+    return f"LZ4 block {lz4.library_version_string()!s} HC level {LEVEL}, {BLOCK_BYTES // 1024} KiB blocks"

@@ -1,4 +1,15 @@
-"""Generated C + the runtime -> the CPython extension module ``_native.abi3.so``.
+"""Generated C + the runtime -> ``lib<package>.so`` and the CPython extension module ``_native.abi3.so``.
+
+The runtime, the kernel tables and the images live once, in ``lib<package>.so``: it has no Python in
+it, so any C or C++ program can link or dlopen it, and its C API is the package's C API. The
+extension holds only the Python binding and links that library through its SONAME and an ``$ORIGIN``
+run path, so a process that uses both gets one runtime (one module cache, one autotuning memo). One
+shared object serving both was the alternative; it would need every Python symbol looked up by hand
+at run time, since a C host has no libpython to resolve them against.
+
+The library's symbols carry a version node named after the package (``AOTPACK_<package>``): the
+extension binds to exactly that library's runtime even when another aotpack package's library is
+already in the process; ``-Bsymbolic`` keeps the library's own calls inside it.
 
 The C is compiled by zig's clang (``ziglang`` from PyPI) for glibc 2.17, so the wheel qualifies for
 manylinux2014 whatever the build host's glibc; on the limited API of CPython 3.9 (abi3), so one
@@ -31,6 +42,7 @@ class NativeBuild:
     sources: tuple[Path, ...]
     include_dirs: tuple[Path, ...]
     output: Path
+    link: tuple[str, ...] = ()  # linker arguments (libraries, run path, SONAME, version script)
     machine: str = "x86_64"
 
     def command(self, compiler: tuple[str, ...]) -> tuple[str, ...]:
@@ -38,7 +50,7 @@ class NativeBuild:
             *compiler, "-target", f"{self.machine}-linux-gnu.{GLIBC}", "-shared", "-fPIC", "-O2", "-std=c11",
             *WARNINGS, "-g0", "-fvisibility=hidden", f"-DPy_LIMITED_API={LIMITED_API}",
             *(f"-I{d}" for d in self.include_dirs), "-o", str(self.output),
-            *(str(s) for s in self.sources), "-ldl", "-lpthread",
+            *(str(s) for s in self.sources), *self.link, "-ldl", "-lpthread",
         )  # fmt: skip
 
 
@@ -94,31 +106,48 @@ def copy_runtime(folder: Path) -> tuple[Path, ...]:
     return tuple(f for f in files if f.suffix == ".c")
 
 
-def compile_libraries(build_dir: Path, generated: dict[str, str], package: str) -> tuple[Path, Path]:
-    """Compile the generated C (name -> text) with the runtime into the Python extension
-    (``_native.abi3.so``) and the C API library (``lib<package>.so``, no Python in it, so that any
-    C or C++ program can link or dlopen it); returns both paths."""
-    copy_runtime(build_dir)
-    for name, text in sorted(generated.items()):
-        (build_dir / name).write_text(text)
-    # relative paths, run in the build folder: file names end up in the binary, and a temporary
-    # folder's name would make two builds differ
-    plans = (
-        NativeBuild(
-            sources=tuple(map(Path, ("kernels.c", "module.c", "aot_runtime.c", "aot_python.c"))),
-            include_dirs=(Path("."), *python_include(build_dir)),
-            output=Path("_native.abi3.so"),
-        ),
+def plan_libraries(package: str, python_dirs: tuple[Path, ...]) -> tuple[NativeBuild, NativeBuild]:
+    """The C API library (runtime, tables, images, C API), then the extension that links it. Paths are
+    relative and the compiler runs in the build folder: file names end up in the binaries, and a
+    temporary folder's name would make two builds differ."""
+    library = f"lib{package}.so"
+    return (
         NativeBuild(
             sources=tuple(map(Path, ("kernels.c", "capi.c", "aot_runtime.c"))),
             include_dirs=(Path("."),),
-            output=Path(f"lib{package}.so"),
+            output=Path(library),
+            link=(f"-Wl,-soname,{library}", f"-Wl,--version-script={VERSION_SCRIPT}", "-Wl,-Bsymbolic"),
+        ),
+        NativeBuild(
+            sources=tuple(map(Path, ("module.c", "aot_python.c"))),
+            include_dirs=(Path("."), *python_dirs),
+            output=Path("_native.abi3.so"),
+            link=("-L.", f"-l{package}", "-Wl,-rpath,$ORIGIN"),
         ),
     )
+
+
+VERSION_SCRIPT = "library.map"
+
+
+def version_script(package: str) -> str:
+    """Every exported symbol of the library (the runtime's, marked AOT_API, and the C API) in one
+    version node of the package's own."""
+    return f"AOTPACK_{package} {{\n  global: *;\n}};\n"
+
+
+def compile_libraries(build_dir: Path, generated: dict[str, str], package: str) -> tuple[Path, Path]:
+    """Compile the generated C (name -> text) with the runtime into the C API library
+    (``lib<package>.so``) and the Python extension (``_native.abi3.so``) that uses it; returns the
+    extension's path, then the library's."""
+    copy_runtime(build_dir)
+    for name, text in sorted({**generated, VERSION_SCRIPT: version_script(package)}.items()):
+        (build_dir / name).write_text(text)
+    plans = plan_libraries(package, python_include(build_dir))
     for plan in plans:
         _tools.run(
             plan.command(zig_cc()),
             cwd=str(build_dir),
             hint="the generated C failed to compile; please report this as a bug",
         )
-    return build_dir / plans[0].output, build_dir / plans[1].output
+    return build_dir / plans[1].output, build_dir / plans[0].output

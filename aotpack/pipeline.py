@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from . import __version__, _temp, cache, codegen, limits, mutation, native, plan, recipe, repair, wheel
+from . import __version__, _temp, cache, codegen, compress, limits, mutation, native, plan, recipe, repair, wheel
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
 from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
@@ -54,7 +54,9 @@ def build(
     _temp.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
     variants = plan.plan_variants(rec, select, winners_only=winners_only)
     compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc, line_info=line_info)
-    versions: dict[str, str] = {"aotpack": __version__, "host C compiler": native.zig_version()}
+    versions: dict[str, str] = {
+        "aotpack": __version__, "host C compiler": native.zig_version(), "image compression": compress.version(),
+    }  # fmt: skip
     toolchains: dict[str, dict[str, str]] = {}
     min_driver: dict[tuple[str, str], int] = {}
     for backend, compiler in compilers.items():
@@ -72,7 +74,7 @@ def build(
         digests = {k.name: cache.source_digest(k) for k in rec.kernels}
         keys = {v.id: cache.variant_key(v, toolchains[v.kernel.backend], digests[v.kernel.name]) for v in variants}
         # every input file, tuning hooks included (the manifest records them all), and the variants
-        wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={strict}", versions["host C compiler"]])
+        wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={strict}", *versions.values()])
         hit = store.wheel(wheel_key)
         if hit is not None:
             log.info("nothing changed: the wheel comes from the cache (%s)", store.root)

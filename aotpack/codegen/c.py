@@ -92,7 +92,7 @@ def _emitter(kernel: Kernel, consts: tuple[str, ...]) -> Callable[[expr.Expr], s
     return lambda e: expr.to_c(e, resolve, index.__getitem__)
 
 
-def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> str:
+def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, compress.Placement]]) -> str:
     k = build.kernel
     n = k.name
     consts = int_constexprs(k)
@@ -135,12 +135,12 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
     lines.append(f"static const aot_variant {n}_variants[] = {{")
     for variant, art in build.variants:
         needs = art.needs
-        image = image_names[variant.id]
+        image = images[variant.id]  # its block's name, and where in it
         where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
         where += str(targets.index(variant.target))
         lines.append(
             f"  {{{c_string(variant.id)}, {where}, {specs.index(variant.spec)}, "
-            f"{image}, sizeof {image} - 1, {len(art.image)}, "
+            f"&{image[0]}, {image[1].offset}, {image[1].size}, UINT32_C({image[1].crc32}), "
             f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
             f"UINT64_C({_folded(variant)}), "
             f"{build.min_driver[variant.target]}, "
@@ -201,7 +201,7 @@ def kernel_c(build: KernelBuild, package: str, image_names: dict[str, str]) -> s
         str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
         f"{n}_spec_names", f"{n}_call_order", f"{n}_grid_exprs",
     ]  # fmt: skip
-    lines.append(f"const aot_kernel aot_kernel_{n} = {{")
+    lines.append(f"AOT_API const aot_kernel aot_kernel_{n} = {{")  # the extension reads it from the library
     lines += [f"  {f}," for f in fields]
     lines.append("};")
     return "\n".join(lines) + "\n"
@@ -252,18 +252,16 @@ def kernels_c(build: BuildInput) -> str:
         + "};",
         "",
     ]
-    image_names: dict[str, str] = {}
-    count = 0
-    for kb in build.kernels:
-        for variant, art in kb.variants:
-            name = f"image_{count}"
-            count += 1
-            image_names[variant.id] = name
-            packed = art.packed or compress.compress(art.image)
-            out.append(f"static const unsigned char {name}[] =\n  {c_bytes(packed)};")
+    groups = [[(v, art) for v, art in kb.variants if v.target == t] for kb in build.kernels for t in kb.kernel.targets]
+    blocks, placements = compress.pack([[art.image for _, art in group] for group in groups])
+    for j, block in enumerate(blocks):
+        out.append(f"static const unsigned char block_{j}_data[] =\n  {c_bytes(block.data)};")
+        out.append(f"static const aot_block block_{j} = {{block_{j}_data, {len(block.data)}, {block.raw_size}}};")
+    ordered = [v.id for group in groups for v, _ in group]
+    images = {vid: (f"block_{p.block}", p) for vid, p in zip(ordered, placements, strict=True)}
     out.append("")
     for kb in build.kernels:
-        out.append(kernel_c(kb, build.recipe.package, image_names))
+        out.append(kernel_c(kb, build.recipe.package, images))
     everyone = ", ".join(f"&aot_kernel_{kb.kernel.name}" for kb in build.kernels)
     out.append(f"const aot_kernel *const aot_all_kernels[] = {{{everyone}}};")
     out.append(f"const int aot_num_kernels = {len(build.kernels)};")
@@ -283,7 +281,7 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     methods = []
     for kb in build.kernels:
         n = kb.kernel.name
-        out.append(f"extern const aot_kernel aot_kernel_{n};")
+        out.append(f"extern AOT_API const aot_kernel aot_kernel_{n};")
         if kb.kernel.launch == "triton":  # only Triton's launch syntax: the caller gives grid and config
             out.append(f"static PyObject *py_runner_{n}(PyObject *module, PyObject *spec) {{")
             out.append("  (void)module;")

@@ -3,7 +3,6 @@ recipe's backend name to it. ``compile_all`` runs the variants in parallel worke
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -11,7 +10,6 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Protocol
 
-from .. import compress
 from ..plan import Variant
 from ..recipe import Backend, Kernel
 
@@ -53,7 +51,6 @@ class Artifact:
     extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
     needs: LaunchNeeds = LaunchNeeds()
     metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
-    packed: bytes = b""  # the image compressed (compress.py), as the wheel ships it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,14 +98,6 @@ def compilers_for(
     return found
 
 
-def _compile_one(compiler: Compiler, variant: Variant) -> Outcome:
-    """Compile, and compress the image here in the worker (in parallel, and cached with it)."""
-    outcome = compiler.compile(variant)
-    if isinstance(outcome, Artifact):
-        outcome = dataclasses.replace(outcome, packed=compress.compress(outcome.image))
-    return outcome
-
-
 def compile_all(
     variants: Iterable[Variant],
     compilers: Mapping[Backend, Compiler],
@@ -124,7 +113,7 @@ def compile_all(
         workers = max(1, min(jobs or os.cpu_count() or 1, len(variants)))
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        futures = {executor.submit(_compile_one, compilers[v.kernel.backend], v): v for v in variants}
+        futures = {executor.submit(compilers[v.kernel.backend].compile, v): v for v in variants}
         done: dict[str, Outcome] = {}
         for future in as_completed(futures):
             variant = futures[future]

@@ -746,11 +746,10 @@ PyObject *aot_py_image(PyObject *module, PyObject *args) {
   int v = aot_find_variant(k, id, &err);
   if (v < 0) return raise(&err);
   const aot_variant *var = &k->variants[v];
-  PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)var->raw_size);
-  if (out != NULL && aot_decompress(var->image, var->image_size, (unsigned char *)PyBytes_AsString(out),
-                                    var->raw_size) != 0) {
+  PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)var->raw_size); /* room for the NUL too */
+  if (out != NULL && aot_unpack(var, (unsigned char *)PyBytes_AsString(out), &err) != 0) {
     Py_DECREF(out);
-    return PyErr_Format(cuda_error, "%s: its kernel image is damaged", id);
+    return raise(&err);
   }
   return out;
 }

@@ -964,35 +964,69 @@ int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err) {
 
 /* ---------------------------------------------------------------- loading and launching */
 
-static int read_varint(const unsigned char *src, size_t size, size_t *pos, size_t *out) {
-  size_t value = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
+/* An LZ4 length: the 4 bits of the token, and while they (then each added byte) are all ones, one more
+ * byte; -1 past the end of the input. */
+static int lz4_length(const unsigned char *src, size_t size, size_t *pos, size_t *length) {
+  if (*length != 15) return 0;
+  unsigned char byte;
+  do {
     if (*pos >= size) return -1;
-    unsigned char byte = src[(*pos)++];
-    value |= (size_t)(byte & 0x7F) << shift;
-    if (!(byte & 0x80)) {
-      *out = value;
-      return 0;
-    }
-  }
-  return -1;
+    byte = src[(*pos)++];
+    *length += byte;
+  } while (byte == 255);
+  return 0;
 }
 
-int aot_decompress(const unsigned char *src, size_t src_size, unsigned char *dst, size_t dst_size) {
-  size_t in = 0, out = 0, literals, length, offset;
-  while (out < dst_size) {
-    if (read_varint(src, src_size, &in, &literals) != 0 || literals > src_size - in || literals > dst_size - out)
-      return -1;
-    memcpy(dst + out, src + in, literals);
-    in += literals, out += literals;
-    if (out == dst_size) break;
-    if (read_varint(src, src_size, &in, &length) != 0) return -1;
-    if (length == 0) continue;
-    if (read_varint(src, src_size, &in, &offset) != 0 || offset == 0 || offset > out || length > dst_size - out)
-      return -1;
-    for (size_t i = 0; i < length; i++, out++) dst[out] = dst[out - offset]; /* overlapping copies repeat */
+int aot_lz4_decode(const unsigned char *src, size_t src_size, unsigned char *dst, size_t want) {
+  size_t in = 0, out = 0;
+  while (out < want) {
+    if (in >= src_size) return -1;
+    unsigned char token = src[in++];
+    size_t literals = token >> 4, length = token & 15;
+    if (lz4_length(src, src_size, &in, &literals) != 0 || literals > src_size - in) return -1;
+    size_t take = literals < want - out ? literals : want - out;
+    memcpy(dst + out, src + in, take);
+    in += literals, out += take;
+    if (out == want) break;
+    if (src_size - in < 2) return -1; /* the last sequence has no match: the block ended short */
+    size_t offset = (size_t)src[in] | (size_t)src[in + 1] << 8;
+    in += 2;
+    if (offset == 0 || offset > out || lz4_length(src, src_size, &in, &length) != 0) return -1;
+    length += 4;
+    if (length > want - out) length = want - out;
+    if (offset >= length) {
+      memcpy(dst + out, dst + out - offset, length);
+      out += length;
+    } else {
+      for (size_t i = 0; i < length; i++, out++) dst[out] = dst[out - offset]; /* overlapping copies repeat */
+    }
   }
   return 0;
+}
+
+static uint32_t crc32(const unsigned char *data, size_t size) {
+  uint32_t table[256];
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int bit = 0; bit < 8; bit++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; i++) c = table[(c ^ data[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+int aot_unpack(const aot_variant *var, unsigned char *dst, aot_error *err) {
+  const aot_block *block = var->block;
+  size_t end = (size_t)var->offset + var->raw_size; /* only the block's bytes up to the image's end */
+  unsigned char *raw = end <= block->raw_size ? malloc(end ? end : 1) : NULL;
+  int ok = raw != NULL && aot_lz4_decode(block->data, block->size, raw, end) == 0 &&
+           crc32(raw + var->offset, var->raw_size) == var->crc32;
+  if (ok) memcpy(dst, raw + var->offset, var->raw_size), dst[var->raw_size] = 0;
+  free(raw);
+  if (ok) return 0;
+  return aot_fail(err, AOT_E_CUDA, "%s: its kernel image %s; reinstall the package", var->id,
+                  raw == NULL && end <= block->raw_size ? "does not fit in memory" : "is damaged (CRC-32 mismatch)");
 }
 
 static CUfunction function(const aot_kernel *k, int v, int ordinal, const device_state *d, aot_error *err) {
@@ -1026,12 +1060,11 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
       cu_fail(err, rc, "making the device's context current");
     } else {
       char what[512];
-      unsigned char *image = malloc(var->raw_size + 1); /* + NUL: the driver reads PTX as a C string */
-      int unpacked = image != NULL && aot_decompress(var->image, var->image_size, image, var->raw_size) == 0;
-      if (unpacked) image[var->raw_size] = 0;
-      if (!unpacked) {
-        aot_fail(err, AOT_E_CUDA, "%s: its kernel image %s; reinstall the package", var->id,
-                 image == NULL ? "does not fit in memory" : "is damaged");
+      unsigned char *image = malloc((size_t)var->raw_size + 1);
+      if (image == NULL) {
+        aot_fail(err, AOT_E_CUDA, "%s: its kernel image does not fit in memory", var->id);
+      } else if (aot_unpack(var, image, err) != 0) {
+        /* err says why */
       } else if ((rc = cu.ModuleLoadData(&module, image)) != CUDA_SUCCESS) {
         snprintf(what, sizeof what, "loading %s on device %d (%s)", var->id, ordinal, d->name);
         cu_fail(err, rc, what);

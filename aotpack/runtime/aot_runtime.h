@@ -104,13 +104,18 @@ typedef struct {
   uint8_t ptx;      /* PTX the driver compiles at load: runs on this capability and newer */
 } aot_target;
 
+/* Consecutive images of one kernel and target, compressed together (aotpack/compress.py). */
+typedef struct {
+  const unsigned char *data; /* an LZ4 block */
+  uint32_t size, raw_size;
+} aot_block;
+
 typedef struct {
   const char *id;
   int binding, config, target; /* indices into the kernel's tables */
   int spec;                    /* the specialization class it was compiled for (index into the kernel's) */
-  const unsigned char *image; /* compressed (aot_decompress); unpacked when the variant first loads */
-  size_t image_size;
-  size_t raw_size;
+  const aot_block *block; /* holds the image, unpacked when the variant first loads (aot_unpack) */
+  uint32_t offset, raw_size, crc32; /* where the image lies in the unpacked block; its CRC-32 */
   const char *entry;
   uint32_t shared;        /* dynamic shared memory bytes, when fixed at build time (Triton) */
   uint32_t static_shared; /* shared memory the code declares (CUDA __shared__) */
@@ -182,6 +187,11 @@ typedef struct aot_kernel {
   const char *const *grid_exprs; /* the recipe's grid, as text (for errors) */
 } aot_kernel;
 
+/* What follows is the runtime's interface: exported from lib<package>.so, where it lives once, for the
+ * Python extension that links that library (everything else in the library stays hidden). */
+#define AOT_API __attribute__((visibility("default")))
+#pragma GCC visibility push(default)
+
 /* Dtype names by code, generated from the package's dtype table. */
 extern const char *const aot_dtype_names[];
 extern const char *const aot_dtype_torch_names[];
@@ -218,8 +228,13 @@ int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err);
 /* The CUDA device that owns a device pointer (-1 and err when it is not device memory). */
 int aot_pointer_device(uint64_t ptr, const char *arg, aot_error *err);
 
-/* Unpack an image (the format of aotpack/compress.py); 0, or -1 when the data is malformed. */
-int aot_decompress(const unsigned char *src, size_t src_size, unsigned char *dst, size_t dst_size);
+/* Decode the first `want` bytes of an LZ4 block into dst; 0, or -1 when the data is malformed or ends
+ * before that. */
+int aot_lz4_decode(const unsigned char *src, size_t src_size, unsigned char *dst, size_t want);
+
+/* A variant's image into dst (raw_size + 1 bytes: it is NUL-terminated, as the driver reads PTX as a C
+ * string), checked against its CRC-32; 0, or -1 and err. */
+int aot_unpack(const aot_variant *var, unsigned char *dst, aot_error *err);
 
 /* Describe a pointer argument (the C API's path; the Python binding reads objects instead): a dtype
  * outside the table, or ndim < 0, leaves that part unknown. */
@@ -252,4 +267,5 @@ static inline int64_t aot_sat_mul(int64_t a, int64_t b) {
 static inline int64_t aot_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t aot_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
+#pragma GCC visibility pop
 #endif

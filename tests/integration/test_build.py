@@ -39,21 +39,59 @@ def test_wheel_is_manylinux2014_abi3_with_no_dependencies(small_wheel):
     assert not [n for n in names if n.endswith(".libs/")], "nothing was grafted: the runtime needs no library"
 
 
-def test_extension_needs_only_libc_and_no_cuda(small_wheel, tmp_path):
-    with zipfile.ZipFile(small_wheel) as zf:
-        zf.extract("small_kernels/_native.abi3.so", tmp_path)
-    so = tmp_path / "small_kernels" / "_native.abi3.so"
+def dynamic(so: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """An ELF file's dynamic tags (name -> values) and its defined dynamic symbols (name -> version)."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerSymSection
 
     with so.open("rb") as f:
         elf = ELFFile(f)
-        needed = sorted(t.needed for s in elf.iter_sections() if isinstance(s, DynamicSection)
-                        for t in s.iter_tags() if t.entry.d_tag == "DT_NEEDED")  # fmt: skip
-        symbols = {s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()}
-    assert not any("cuda" in n or "python" in n for n in needed), needed
-    assert "PyInit__native" in symbols
-    assert not any(s.startswith("cu") and s[2:3].isupper() for s in symbols), "the driver is dlopen'ed"
+        tags: dict[str, list[str]] = {}
+        for section in (s for s in elf.iter_sections() if isinstance(s, DynamicSection)):
+            for tag in section.iter_tags():
+                value = getattr(tag, {"DT_NEEDED": "needed", "DT_SONAME": "soname", "DT_RUNPATH": "runpath"}.get(
+                    tag.entry.d_tag, "_"), None)  # fmt: skip
+                if value is not None:
+                    tags.setdefault(tag.entry.d_tag, []).append(value)
+        versym = next(s for s in elf.iter_sections() if isinstance(s, GNUVerSymSection))
+        names = {}
+        verdef = elf.get_section_by_name(".gnu.version_d")
+        if verdef is not None:
+            for definition, aux in verdef.iter_versions():
+                names[definition.entry.vd_ndx] = next(aux).name
+        defined = {}
+        for i, symbol in enumerate(elf.get_section_by_name(".dynsym").iter_symbols()):
+            if symbol.entry.st_shndx != "SHN_UNDEF" and symbol.name:
+                defined[symbol.name] = names.get(versym.get_symbol(i).entry.ndx, "")
+    return tags, defined
+
+
+def test_one_copy_of_the_runtime_serves_python_and_c(small_wheel, tmp_path):
+    """The runtime, the tables and the images live in lib<package>.so (no Python, no CUDA), under a version
+    node of the package's own; the extension holds only the binding and finds the library beside it."""
+    with zipfile.ZipFile(small_wheel) as zf:
+        zf.extractall(tmp_path)
+    folder = tmp_path / "small_kernels"
+    ext_tags, ext_symbols = dynamic(folder / "_native.abi3.so")
+    lib_tags, lib_symbols = dynamic(folder / "libsmall_kernels.so")
+    assert ext_tags["DT_RUNPATH"] == ["$ORIGIN"] and "libsmall_kernels.so" in ext_tags["DT_NEEDED"]
+    assert set(ext_symbols) == {"PyInit__native"}, "nothing of the runtime is defined twice"
+    assert lib_tags["DT_SONAME"] == ["libsmall_kernels.so"]
+    assert set(lib_tags["DT_NEEDED"]) <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"}, "no Python, no CUDA"
+    assert {"aot_launch", "aot_unpack", "aot_kernel_add", "small_kernels_add"} <= set(lib_symbols)
+    assert set(lib_symbols.values()) == {"AOTPACK_small_kernels"}
+    assert not any(s.startswith("cu") and s[2:3].isupper() for s in lib_symbols), "the driver is dlopen'ed"
+    magic = b"\x7fELF\x02\x01\x01"  # a kernel image's first bytes (the LZ4 block's first literals)
+    assert (folder / "libsmall_kernels.so").read_bytes().find(magic, 1) > 0
+    assert (folder / "_native.abi3.so").read_bytes().find(magic, 1) == -1, "the images are in the library only"
+
+
+def test_abi3audit_finds_nothing(small_wheel):
+    out = subprocess.run([sys.executable, "-m", "abi3audit", "--strict", "--summary", str(small_wheel)],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 extensions scanned; 0 ABI version mismatches and 0 ABI violations found" in " ".join(out.stderr.split())
 
 
 def pythons() -> list[str]:

@@ -6,11 +6,12 @@ import json
 import math
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
 
-from aotpack import codegen, native, plan, recipe
+from aotpack import codegen, compress, native, plan, recipe
 from aotpack.codegen import c as codegen_c
 from aotpack.codegen import python as codegen_py
 from aotpack.compilers import Artifact, LaunchNeeds, Pruned, TmaLayout
@@ -66,13 +67,19 @@ def test_kernel_tables(kernel_dir):
     ) in text
     assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
     assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
+    # each variant's image: its block (the kernel's sm_80 images first), offset, size and CRC-32
+    build = fake_build(kernel_dir)
+    rows = [(v, art) for v, art in build.kernels[0].variants if v.target == "sm_80"]
+    first, second = rows[0][1].image, rows[1][1].image
     assert (
-        '"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 0, image_0, sizeof image_0 - 1, 39, "add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000, '
-        "{0, 1}, {0, 1}, 1, 0, 0, NULL}"
-        in text
+        f'"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 0, &block_0, 0, 39, UINT32_C({zlib.crc32(first)}), '
+        '"add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000, {0, 1}, {0, 1}, 1, 0, 0, NULL}' in text
     )
-    # the shipped image is compressed: a 39-byte literal run, then the bytes
-    assert 'static const unsigned char image_0[] =\n  "\\x27\\x61\\x64\\x64' in text
+    assert f'"{rows[1][0].id}", ' in text and f"&block_0, 39, {len(second)}, UINT32_C({zlib.crc32(second)})" in text
+    # the shipped block is LZ4: a token with 15+ literals, then the first image's bytes
+    head = text.split("static const unsigned char block_0_data[] =\n  ")[1][:40]
+    assert head.startswith('"\\xf') and "\\x61\\x64\\x64\\x2f" in head  # "add/"
+    assert "static const aot_block block_0 = {block_0_data, " in text and "block_1 = " in text
 
 
 def test_launch_needs_are_tabled_per_variant(kernel_dir):
@@ -178,10 +185,11 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     assert [s.name for s in plan.specs(kernel)] == ["hinted-D", "hinted-_", "safe-D", "safe-_"]
     kernels = codegen.group(rec, variants, {v.id: artifact(v) for v in variants},
                             {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})  # fmt: skip
-    text = codegen_c.kernel_c(kernels[0], "kit", {v.id: "image" for v in variants})
+    where = compress.Placement(block=0, offset=0, size=1, crc32=0)
+    text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
     assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 1, 1, {4096}},\n};" in text
     # the kernel's row count is the expanded one
-    fields = text.split("const aot_kernel aot_kernel_add = {\n")[1].splitlines()
+    fields = text.split("AOT_API const aot_kernel aot_kernel_add = {\n")[1].splitlines()
     assert fields[16].strip() == "2," and fields[17].strip() == "add_rules,"
 
 
