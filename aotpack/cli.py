@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, facts
 from .compilers import Outcome, Pruned
 from .errors import AotpackError, UsageError
 from .pipeline import build
@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--only", action="append", default=[], metavar="GLOB", help="build only variant ids matching")
     b.add_argument("--keep-build-dir", type=Path, default=None, help="keep generated C and objects here")
     b.add_argument("--nvcc", default=None, help="the nvcc for CUDA kernels (default: $CUDA_HOME, PATH, pip)")
+    b.add_argument("--cuda", type=_cuda, default=None, metavar="X.Y",
+                   help="the oldest CUDA driver the wheel must load on (default: the recipe's cuda:, else the "
+                        "oldest the toolchains found can build each target for)")  # fmt: skip
     b.add_argument(
         "--cache-dir", type=Path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
     )
@@ -107,6 +110,13 @@ def _writable_folder(path: Path, what: str) -> None:
         raise UsageError(f"{what} {path}: {where} a file, not a folder; give a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{what} {path}: {existing} is not writable; give a folder you can write")
+
+
+def _cuda(text: str) -> int:
+    try:
+        return facts.cuda_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(text: str) -> int:
@@ -177,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
             keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet), nvcc=args.nvcc,
             winners_only=args.winners_only, cache_dir=args.cache_dir, use_cache=not args.no_cache,
-            line_info=args.line_info,
+            line_info=args.line_info, cuda_floor=args.cuda,
         )  # fmt: skip
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
         cached = ", unchanged: from the cache" if result.cached else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -32,6 +33,22 @@ class Target:
     name: str
     arch: Arch
     ptx: bool
+
+
+CUDA_VERSION = re.compile(r"(\d+)\.(\d)")
+
+
+def cuda_version(text: str) -> int:
+    """A CUDA release as written ("12.2") in the driver API's encoding (1000*major + 10*minor);
+    ValueError when it is not one."""
+    m = CUDA_VERSION.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"{text!r} is not a CUDA version (such as 12.2)")
+    return int(m[1]) * 1000 + int(m[2]) * 10
+
+
+def cuda_text(version: int) -> str:
+    return f"{version // 1000}.{version % 1000 // 10}"
 
 
 def target(name: str) -> Target:

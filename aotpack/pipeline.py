@@ -49,22 +49,20 @@ def build(
     cache_dir: Path | None = None,
     use_cache: bool = True,
     line_info: bool = False,
+    cuda_floor: int | None = None,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
     _temp.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
     variants = plan.plan_variants(rec, select, winners_only=winners_only)
-    compilers = compilers_for((k.backend for k in rec.kernels), nvcc=nvcc, line_info=line_info)
+    floor = cuda_floor if cuda_floor is not None else rec.cuda_floor
+    compilers = compilers_for(rec.kernels, nvcc=nvcc, line_info=line_info, cuda_floor=floor)
     versions: dict[str, str] = {
         "aotpack": __version__, "host C compiler": native.zig_version(), "image compression": compress.version(),
     }  # fmt: skip
     toolchains: dict[str, dict[str, str]] = {}
-    min_driver: dict[tuple[str, str], int] = {}
     for backend, compiler in compilers.items():
         toolchains[backend] = dict(compiler.versions())
         versions.update(toolchains[backend])
-        for kernel in (k for k in rec.kernels if k.backend == backend):
-            for target in kernel.targets:
-                min_driver[kernel.name, target] = compiler.min_driver_cuda(target)
 
     sources = _provenance(rec)
     store = cache.Cache(cache_dir or cache.default_dir()) if use_cache else None
@@ -130,7 +128,7 @@ def build(
     _check_mutation(rec, outcomes)
     inputs = codegen.BuildInput(
         recipe=rec,
-        kernels=codegen.group(rec, variants, outcomes, min_driver),
+        kernels=codegen.group(rec, variants, outcomes),
         versions=tuple(sorted(versions.items())),
         sources=sources,
     )

@@ -243,6 +243,7 @@ class Recipe:
     kernels: tuple[Kernel, ...]
     tables: tuple[Path, ...] = ()
     license: str | None = None  # an SPDX license expression, normalized
+    cuda_floor: int | None = None  # the oldest CUDA driver the wheel must load on (1000*major + 10*minor)
 
 
 def _const_text(value: ConstValue) -> str:
@@ -404,7 +405,7 @@ def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
 
 # ---------------------------------------------------------------- recipe parsing
 
-_TOP_KEYS = ("package", "version", "summary", "license", "targets", "kernels", "tables")
+_TOP_KEYS = ("package", "version", "summary", "license", "cuda", "targets", "kernels", "tables")
 _TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
 _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
@@ -503,6 +504,7 @@ def parse(text: str, path: Path) -> Recipe:
     return Recipe(
         path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
         tables=tuple(table_paths), license=_license(top["license"]) if "license" in top else None,
+        cuda_floor=_cuda_floor(top["cuda"]) if "cuda" in top else None,
     )  # fmt: skip
 
 
@@ -918,6 +920,18 @@ def _version(node: _Node) -> str:
         return str(packaging.version.Version(str(raw)))
     except packaging.version.InvalidVersion:
         raise node.fail(f"{raw!r} is not a valid version (such as 1.0.2)") from None
+
+
+def _cuda_floor(node: _Node) -> int:
+    """A CUDA release as written (YAML would read 12.10 as the float 12.1), at least 12.0."""
+    raw = node.node.value if isinstance(node.node, yaml.ScalarNode) else node.scalar()
+    try:
+        version = facts.cuda_version(str(raw))
+    except ValueError as exc:
+        raise node.fail(f"{exc}: the oldest CUDA driver the wheel must load on") from None
+    if version < 12000:
+        raise node.fail(f"CUDA {raw} is older than aotpack builds for; give 12.0 or newer")
+    return version
 
 
 def _license(node: _Node) -> str:

@@ -28,7 +28,7 @@ import sys
 from aotpack import load, plan_variants
 from aotpack.compilers.triton import TritonCompiler
 variant = next(v for v in plan_variants(load(sys.argv[1])) if v.id == sys.argv[2])
-outcome = TritonCompiler().compile(variant)
+outcome = TritonCompiler.find([variant.target]).compile(variant)
 assert type(outcome).__name__ == "Artifact", outcome
 """
 
@@ -37,8 +37,9 @@ import sys
 from aotpack import load, plan_variants
 from aotpack.compilers import compile_all, compilers_for
 ids = set(sys.argv[3].split(";"))
-variants = [v for v in plan_variants(load(sys.argv[1])) if v.id in ids]
-outcomes = compile_all(variants, compilers_for({"triton"}), jobs=int(sys.argv[2]))
+recipe = load(sys.argv[1])
+variants = [v for v in plan_variants(recipe) if v.id in ids]
+outcomes = compile_all(variants, compilers_for(recipe.kernels), jobs=int(sys.argv[2]))
 assert all(type(o).__name__ == "Artifact" for o in outcomes.values())
 """
 

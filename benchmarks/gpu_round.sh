@@ -10,6 +10,7 @@ export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 python3 -m pytest tests/gpu -v -p no:cacheprovider -W error -W ignore::DeprecationWarning 2>&1 | tee "$out/gpu-tests.log"
 status=${PIPESTATUS[0]}
+python3 benchmarks/images.py dist/demo_kernels-*.whl 2>&1 | tee "$out/images.log"
 python3 benchmarks/launch.py 2>&1 | tee "$out/launch.log"
 python3 benchmarks/launch_breakdown.py 2>&1 | tee "$out/launch_breakdown.log"
 if python3 -c "import hopper_kernels" 2>/dev/null; then

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compilers import Artifact, Outcome, Pruned
+from .. import facts
+from ..compilers import Artifact, DriverFloor, Outcome, Pruned
 from ..plan import Variant
 from ..recipe import Kernel, Recipe
 
@@ -18,7 +19,7 @@ class KernelBuild:
     kernel: Kernel
     variants: tuple[tuple[Variant, Artifact], ...]
     pruned: tuple[tuple[Variant, Pruned], ...]
-    min_driver: dict[str, int]  # target -> CUDA driver version its images need
+    min_driver: dict[str, DriverFloor]  # target -> the CUDA driver its images need, and what set that
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,13 +34,23 @@ def group(
     recipe: Recipe,
     variants: tuple[Variant, ...],
     outcomes: dict[str, Outcome],
-    min_driver: dict[tuple[str, str], int],
 ) -> tuple[KernelBuild, ...]:
     out = []
     for kernel in recipe.kernels:
         mine = [v for v in variants if v.kernel is kernel]
         built = tuple((v, o) for v in mine if isinstance(o := outcomes[v.id], Artifact))
         pruned = tuple((v, o) for v in mine if isinstance(o := outcomes[v.id], Pruned))
-        drivers = {t: min_driver[kernel.name, t] for t in kernel.targets}
+        drivers = {t: driver_floor(t, [a for v, a in built if v.target == t]) for t in kernel.targets}
         out.append(KernelBuild(kernel=kernel, variants=built, pruned=pruned, min_driver=drivers))
     return tuple(out)
+
+
+def driver_floor(target: str, built: list[Artifact]) -> DriverFloor:
+    """The driver a target's images need: the newest any toolchain that built them needs, or the
+    target's own floor when that is newer (or nothing was built)."""
+    arch = facts.target(target).arch
+    floors = [a.driver_floor for a in built if a.driver_floor is not None]
+    newest = max(floors, key=lambda f: f.cuda, default=None)
+    if newest is None or newest.cuda < arch.min_driver_cuda:
+        return DriverFloor(arch.min_driver_cuda, f"{target} itself")
+    return newest

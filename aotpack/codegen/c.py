@@ -143,7 +143,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
             f"&{image[0]}, {image[1].offset}, {image[1].size}, UINT32_C({image[1].crc32}), "
             f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
             f"UINT64_C({_folded(variant)}), "
-            f"{build.min_driver[variant.target]}, "
+            f"{build.min_driver[variant.target].cuda}, "
             f"{{{needs.scratch[0]}, {needs.scratch[1]}}}, {{{needs.profile_scratch[0]}, {needs.profile_scratch[1]}}}, "
             f"{needs.num_ctas}, {int(needs.cooperative)}, {int(needs.pdl)}, {tma_names.get(variant.id, 'NULL')}}},"
         )

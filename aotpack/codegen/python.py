@@ -122,7 +122,8 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
             **(_launch_entry(k) if k.launch == "triton" else {}),
             "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in plan.specs(k)],
             "targets": list(k.targets),
-            "min_driver_cuda": {t: _cuda_text(v) for t, v in kb.min_driver.items()},
+            "min_driver_cuda": {t: facts.cuda_text(f.cuda) for t, f in kb.min_driver.items()},
+            "driver_floor_set_by": {t: f.set_by for t, f in kb.min_driver.items()},
             "variants": [
                 {
                     "id": v.id,
@@ -153,7 +154,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
         "toolchain": dict(build.versions),
         "targets": sorted({t for kb in build.kernels for t in kb.kernel.targets}),
         "min_driver_cuda": {
-            t: _cuda_text(max(kb.min_driver[t] for kb in build.kernels if t in kb.min_driver))
+            t: facts.cuda_text(max(kb.min_driver[t].cuda for kb in build.kernels if t in kb.min_driver))
             for t in sorted({t for kb in build.kernels for t in kb.kernel.targets})
         },
         "sources": dict(build.sources),
@@ -195,10 +196,6 @@ def _mutates(kb: KernelBuild) -> list[str] | None:
     if kb.kernel.backend != "triton":
         return list(kb.kernel.mutates) if kb.kernel.mutates is not None else None
     return list(mutation.recorded(art.metadata for _, art in kb.variants))
-
-
-def _cuda_text(version: int) -> str:
-    return f"{version // 1000}.{version % 1000 // 10}"
 
 
 def init_py(build: BuildInput) -> str:

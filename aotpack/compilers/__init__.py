@@ -38,6 +38,14 @@ class LaunchNeeds:
     tma: tuple[TmaLayout, ...] | None = None  # per tensor-descriptor argument; None: passed decomposed
 
 
+@dataclass(frozen=True)
+class DriverFloor:
+    """The oldest CUDA driver that loads a target's code (1000*major + 10*minor), and what set it."""
+
+    cuda: int
+    set_by: str  # the toolchain, such as "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Artifact:
     """A compiled variant: the cubin and what the launcher needs to know about it."""
@@ -51,6 +59,9 @@ class Artifact:
     extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
     needs: LaunchNeeds = LaunchNeeds()
     metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
+    # the driver its code needs, set by the toolchain that built it: a CUDA X.Y toolchain's code is taken as
+    # needing an X.Y driver (minor-version compatibility is not relied on); None: the target's own floor
+    driver_floor: DriverFloor | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,26 +86,29 @@ class Compiler(Protocol):
         """Check the recipe against the kernel sources before compiling; raise RecipeError."""
         ...
 
-    def min_driver_cuda(self, target: str) -> int:
-        """The oldest CUDA driver version that loads this backend's code for the target."""
-        ...
-
     def compile(self, variant: Variant) -> Outcome:
         """Compile one variant (runs in a worker process)."""
         ...
 
 
 def compilers_for(
-    backends: Iterable[Backend], nvcc: str | None = None, line_info: bool = False
+    kernels: Iterable[Kernel], nvcc: str | None = None, line_info: bool = False, cuda_floor: int | None = None
 ) -> dict[Backend, Compiler]:
-    """One compiler per backend the recipe uses, found and checked now (not in the workers).
-    ``line_info``: Triton's cubins keep their line info (and with it the sources' absolute paths)."""
+    """One compiler per backend the kernels use, found and checked now (not in the workers).
+    ``line_info``: Triton's cubins keep their line info (and with it the sources' absolute paths).
+    ``cuda_floor``: the oldest CUDA driver the wheel must load on; every toolchain chosen must build
+    for it (default: the oldest toolchain found that builds each target)."""
     from .cuda import NvccCompiler
     from .triton import TritonCompiler
 
+    kernels = list(kernels)
     found: dict[Backend, Compiler] = {}
-    for backend in sorted(set(backends)):
-        found[backend] = TritonCompiler(line_info) if backend == "triton" else NvccCompiler.find(nvcc)
+    for backend in sorted({k.backend for k in kernels}):
+        targets = sorted({t for k in kernels if k.backend == backend for t in k.targets})
+        if backend == "triton":
+            found[backend] = TritonCompiler.find(targets, cuda_floor, line_info)
+        else:
+            found[backend] = NvccCompiler.find(nvcc, cuda_floor)
     return found
 
 

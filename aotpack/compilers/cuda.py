@@ -24,7 +24,7 @@ from .. import _tools, facts
 from ..errors import RecipeError, ToolFailed, ToolNotFound
 from ..plan import Variant
 from ..recipe import Kernel
-from . import Artifact, Outcome, Pruned
+from . import Artifact, DriverFloor, Outcome, Pruned
 
 _VERSION = re.compile(r"release (\d+)\.(\d+)")
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
@@ -185,16 +185,22 @@ class NvccCompiler:
     nvcc: Path
 
     @classmethod
-    def find(cls, explicit: str | None = None) -> NvccCompiler:
-        return cls(find_nvcc(explicit))
+    def find(cls, explicit: str | None = None, floor: int | None = None) -> NvccCompiler:
+        """The nvcc to use; with a CUDA floor, one no newer than it (its cubins and PTX need a driver of
+        its own release or newer)."""
+        compiler = cls(find_nvcc(explicit))
+        (major, minor), _, _ = _nvcc_facts(compiler.nvcc)
+        if floor is not None and major * 1000 + minor * 10 > floor:
+            raise ToolNotFound(
+                f"nvcc {major}.{minor} builds CUDA kernels for drivers from CUDA {major}.{minor}, newer than the "
+                f"CUDA floor {facts.cuda_text(floor)}; name the nvcc of a CUDA {facts.cuda_text(floor)} or older "
+                "toolkit (--nvcc or $CUDA_HOME; PyPI has no CUDA 12 nvcc), or raise the floor (cuda: or --cuda)"
+            )
+        return compiler
 
     def versions(self) -> Mapping[str, str]:
         (major, minor), _, _ = _nvcc_facts(self.nvcc)
         return {"nvcc": f"{major}.{minor}"}  # the version, not where it is: no host path in the wheel
-
-    def min_driver_cuda(self, target: str) -> int:
-        (major, _), _, _ = _nvcc_facts(self.nvcc)
-        return max(facts.target(target).arch.min_driver_cuda, major * 1000)
 
     def check(self, kernels: Iterable[Kernel]) -> None:
         (major, minor), codes, archs = _nvcc_facts(self.nvcc)
@@ -211,6 +217,7 @@ class NvccCompiler:
     def compile(self, variant: Variant) -> Outcome:
         kernel = variant.kernel
         assert kernel.cuda is not None
+        (major, minor), _, _ = _nvcc_facts(self.nvcc)
         ptx = facts.target(variant.target).ptx
         with tempfile.TemporaryDirectory(prefix="aotpack-nvcc-") as tmp:
             wrapper = Path(tmp) / "variant.cu"
@@ -251,4 +258,5 @@ class NvccCompiler:
             num_warps=0,
             extra_pointer_params=0,
             metadata=tuple(sorted(details.items())),
+            driver_floor=DriverFloor(major * 1000 + minor * 10, f"nvcc {major}.{minor}"),
         )

@@ -33,7 +33,7 @@ from ..introspect import DIV16, NONE, ONE
 from ..mutation import written_arguments
 from ..plan import Variant
 from ..recipe import Kernel, Source
-from . import Artifact, LaunchNeeds, Outcome, Pruned, TmaLayout
+from . import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
 
 SUPPORTED = ((3, 6), (3, 9))  # the Triton minor releases this backend is tested with (CI: 3.9)
 
@@ -58,23 +58,76 @@ def _installed_version() -> str:
     return version
 
 
-def _ptxas_path(binary: str) -> str:
-    """The ptxas Triton runs: $TRITON_<NAME>_PATH, else the one in its wheel (as triton.knobs does)."""
-    override = os.environ.get(f"TRITON_{binary.upper().replace('-', '_')}_PATH")
-    if override:
-        return override
-    spec = importlib.util.find_spec("triton")
-    assert spec is not None and spec.submodule_search_locations
-    return os.path.join(next(iter(spec.submodule_search_locations)), "backends", "nvidia", "bin", binary)
+@dataclass(frozen=True)
+class Ptxas:
+    """A ptxas Triton can run, with its CUDA release and where it came from."""
+
+    path: str
+    cuda: int  # 1000*major + 10*minor
+    origin: str  # for the manifest: a package and version, or the setting that named it; no host path
+
+    @property
+    def label(self) -> str:
+        return f"ptxas {facts.cuda_text(self.cuda)} ({self.origin})"
 
 
 @cache
-def _ptxas_version(path: str) -> str:
-    out = _tools.run([path, "--version"], hint="Triton's ptxas did not run; reinstall triton")
+def _ptxas_release(path: str) -> int:
+    out = _tools.run([path, "--version"], hint=f"{path} did not run; reinstall it or name another ptxas")
     m = re.search(r"release (\d+\.\d+)", out)
     if m is None:
         raise ToolNotFound(f"cannot read the version of {path} from: {out.strip()}")
-    return m[1]
+    return facts.cuda_version(m[1])
+
+
+USER_PTXAS = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")  # a toolkit's ptxas the user names
+PYPI_PTXAS = ("nvidia-cuda-nvcc-cu12", "nvidia.cuda_nvcc")  # CUDA 12's ptxas from PyPI: package, module
+
+
+def ptxas_candidates() -> tuple[Ptxas, ...]:
+    """The ptxas binaries a build may use: the ones the user names (then only those), else the CUDA 12
+    ptxas of the nvidia-cuda-nvcc-cu12 package when installed, and Triton's own two."""
+    named = [(os.environ[v], f"${v}") for v in USER_PTXAS if os.environ.get(v)]
+    if named:
+        return tuple(Ptxas(path, _ptxas_release(path), origin) for path, origin in named)
+    found = []
+    distribution, module = PYPI_PTXAS
+    spec = importlib.util.find_spec(module) if importlib.util.find_spec("nvidia") else None
+    if spec is not None and spec.submodule_search_locations:
+        path = os.path.join(next(iter(spec.submodule_search_locations)), "bin", "ptxas")
+        if os.access(path, os.X_OK):
+            origin = f"{distribution} {importlib.metadata.version(distribution)}"
+            found.append(Ptxas(path, _ptxas_release(path), origin))
+    triton = importlib.util.find_spec("triton")
+    assert triton is not None and triton.submodule_search_locations
+    for binary in ("ptxas", "ptxas-blackwell"):
+        path = os.path.join(next(iter(triton.submodule_search_locations)), "backends", "nvidia", "bin", binary)
+        found.append(Ptxas(path, _ptxas_release(path), f"triton {_installed_version()}, {binary}"))
+    return tuple(found)
+
+
+def ptxas_for(target: str, candidates: Iterable[Ptxas], floor: int | None) -> tuple[Ptxas, ...]:
+    """The ptxas binaries that build for the target (with a floor, those no newer than it), oldest first:
+    a variant is assembled by the first that reads its PTX (Triton writes newer PTX for some code, such
+    as TMA copies, than an older ptxas takes), and its target's driver floor is the newest one used."""
+    arch = facts.archs()[target]
+    candidates = list(candidates)
+    fits = [p for p in candidates if p.cuda >= arch.min_driver_cuda and (floor is None or p.cuda <= floor)]
+    if fits:
+        return tuple(sorted(fits, key=lambda p: (p.cuda, p.origin)))
+    have = ", ".join(p.label for p in candidates)
+    need = facts.cuda_text(arch.min_driver_cuda)
+    if floor is None:
+        raise ToolNotFound(f"no ptxas builds {target}, which needs CUDA {need} or newer (found {have}); upgrade "
+                           "triton, or set TRITON_PTXAS_PATH to a newer CUDA toolkit's ptxas")  # fmt: skip
+    if floor < arch.min_driver_cuda:
+        raise ToolNotFound(f"{target} needs a CUDA {need} driver or newer, above the CUDA floor "
+                           f"{facts.cuda_text(floor)}; raise the floor (cuda: or --cuda) to {need}")  # fmt: skip
+    raise ToolNotFound(
+        f"no ptxas builds {target} for drivers from CUDA {facts.cuda_text(floor)} (found {have}); run: pip install "
+        f"'nvidia-cuda-nvcc-cu12=={facts.cuda_text(floor)}.*', or set TRITON_PTXAS_PATH to the ptxas of a CUDA "
+        f"{need if need == facts.cuda_text(floor) else need + ' to ' + facts.cuda_text(floor)} toolkit"
+    )
 
 
 def _load_function(source: Source) -> Any:
@@ -106,23 +159,24 @@ def _hermetic(line_info: bool) -> None:
 @dataclass(frozen=True)
 class TritonCompiler:
     line_info: bool = False  # keep line info (and the sources' absolute paths) in the cubins
+    ptxas: tuple[tuple[str, tuple[Ptxas, ...]], ...] = ()  # per target: the ptxas to try, oldest first
+
+    @classmethod
+    def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:
+        _installed_version()
+        candidates = ptxas_candidates()
+        return cls(line_info, tuple((t, ptxas_for(t, candidates, floor)) for t in sorted(targets)))
+
+    def _ptxas(self, target: str) -> tuple[Ptxas, ...]:
+        chosen = dict(self.ptxas).get(target)
+        return chosen if chosen is not None else ptxas_for(target, ptxas_candidates(), None)
 
     def versions(self) -> Mapping[str, str]:
         """Read without importing Triton (a no-op rebuild must not pay for that import)."""
         out = {"triton": _installed_version(), "triton line info": "on" if self.line_info else "off"}
-        for label, binary in (("ptxas (sm_8x)", "ptxas"), ("ptxas (sm_90 and newer)", "ptxas-blackwell")):
-            path = _ptxas_path(binary)
-            out[label] = f"{_ptxas_version(path)} ({os.path.basename(path)})"
+        for target, chain in self.ptxas:
+            out[f"ptxas ({target})"] = ", then ".join(p.label.removeprefix("ptxas ") for p in chain)
         return out
-
-    def min_driver_cuda(self, target: str) -> int:
-        """The oldest CUDA driver (1000*major + 10*minor) that loads this target's cubins: the one
-        of the target itself and at least the major release of the ptxas that built them (Triton
-        uses ptxas-blackwell from sm_90 on)."""
-        arch = facts.archs()[target]
-        binary = "ptxas" if arch.capability < 90 else "ptxas-blackwell"
-        major = int(_ptxas_version(_ptxas_path(binary)).split(".")[0])
-        return max(arch.min_driver_cuda, major * 1000)
 
     def check(self, kernels: Iterable[Kernel]) -> None:
         """Nothing left to check: the recipe loader read each kernel as Triton does (introspect.py)."""
@@ -162,12 +216,18 @@ class TritonCompiler:
         options: dict[str, Any] = {"enable_fp_fusion": True, **dict(kernel.options)}
         options.update(num_warps=variant.config.num_warps, num_stages=variant.config.num_stages)
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                compiled = triton.compile(src, target=target, options=options)
-        except Exception as exc:  # Triton reports compile failures as assorted exception types
-            return Pruned(variant_id=variant.id, reason=_reason(exc, kernel))
+        chain = self._ptxas(variant.target)
+        for ptxas in chain:
+            _use_ptxas(ptxas.path)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    compiled = triton.compile(src, target=target, options=options)
+                break
+            except Exception as exc:  # Triton reports compile failures as assorted exception types
+                if type(exc).__name__ == "PTXASError" and ptxas is not chain[-1]:
+                    continue  # PTX this ptxas cannot read: the next, newer one may
+                return Pruned(variant_id=variant.id, reason=_reason(exc, kernel))
         meta = compiled.metadata
         if meta.shared > arch.max_shared:  # Triton checks this only at launch, against the GPU it runs on
             limit = f"{variant.target} allows {arch.max_shared} per block"
@@ -184,6 +244,7 @@ class TritonCompiler:
             "arch": meta.arch,
             "writes": ",".join(sorted(written_arguments(compiled.asm["ttir"]))),
             "triton_hash": meta.hash,
+            "ptxas": ptxas.label.removeprefix("ptxas "),
         }
         return Artifact(
             variant_id=variant.id,
@@ -195,7 +256,20 @@ class TritonCompiler:
             extra_pointer_params=2,
             needs=needs,
             metadata=tuple((k, str(v)) for k, v in facts_.items()),
+            driver_floor=DriverFloor(ptxas.cuda, ptxas.label),
         )
+
+
+def _use_ptxas(path: str) -> None:
+    """Point both of Triton's ptxas settings (it runs "ptxas-blackwell" from sm_90 on) at this one; its
+    per-arch memo of the ptxas version is cleared when the binary changes within a worker."""
+    if all(os.environ.get(v) == path for v in USER_PTXAS):
+        return
+    os.environ.update(dict.fromkeys(USER_PTXAS, path))
+    from triton.backends.nvidia import compiler
+
+    for memo in ("get_ptxas_version", "get_features"):
+        getattr(getattr(compiler, memo, None), "cache_clear", lambda: None)()
 
 
 def _tl_dtype(name: str) -> Any:

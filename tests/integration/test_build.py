@@ -1,6 +1,7 @@
 """Build real wheels and use them where no GPU is: tags, contents, install, import, errors."""
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -140,7 +141,8 @@ def test_manifest_records_variants_and_toolchain(installed):
     manifest = json.loads((installed / "small_kernels" / "manifest.json").read_text())
     add = manifest["kernels"]["add"]
     assert manifest["toolchain"]["triton"].startswith("3.9")
-    assert {"aotpack", "ptxas (sm_8x)", "ptxas (sm_90 and newer)"} <= set(manifest["toolchain"])
+    assert {"aotpack", "ptxas (sm_80)", "ptxas (sm_90a)", "image compression"} <= set(manifest["toolchain"])
+    assert all(v["compiler"]["ptxas"].startswith("12.2 (nvidia-cuda-nvcc-cu12 12.2.") for v in add["variants"])
     ids = [v["id"] for v in add["variants"]]
     assert ids[0] == "add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted" and len(ids) == 16
     assert all(len(v["image_sha256"]) == 64 and v["entry"] == "add_kernel" for v in add["variants"])
@@ -212,11 +214,15 @@ def test_inspect_shows_provenance(small_wheel, small_recipe, capsys):
     rel = os.path.relpath(add, small_recipe.parent)
     assert manifest["sources"][rel] == hashlib.sha256(add.read_bytes()).hexdigest()
     assert manifest["sources"]["small.yaml"] == hashlib.sha256(small_recipe.read_bytes()).hexdigest()
-    assert manifest["min_driver_cuda"] == {"sm_80": "12.0", "sm_90a": "13.0"}
+    # the oldest ptxas found that builds each target: CUDA 12.2's, from PyPI (an aotpack dependency)
+    assert manifest["min_driver_cuda"] == {"sm_80": "12.2", "sm_90a": "12.2"}
+    assert set(manifest["kernels"]["add"]["driver_floor_set_by"].values()) == {
+        f"ptxas 12.2 (nvidia-cuda-nvcc-cu12 {importlib.metadata.version('nvidia-cuda-nvcc-cu12')})"}
+    assert manifest["toolchain"]["ptxas (sm_90a)"].startswith("12.2 (nvidia-cuda-nvcc-cu12 12.2.")
     assert manifest["toolchain"]["host C compiler"].startswith("zig cc ")
     assert cli.main(["inspect", str(small_wheel)]) == 0
     text = capsys.readouterr().out
-    assert "targets (and the NVIDIA driver their code needs): sm_80 (CUDA 12.0+), sm_90a (CUDA 13.0+)" in text
+    assert "targets (and the NVIDIA driver their code needs): sm_80 (CUDA 12.2+), sm_90a (CUDA 12.2+)" in text
     assert "add     " in text and "n_elements (pow2)" in text and "sm_80:8 sm_90a:8" in text
     assert "  add hinted: n_elements=D out_ptr=D x_ptr=D y_ptr=D\n  add safe: nothing assumed\n" in text
 

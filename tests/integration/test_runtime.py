@@ -85,20 +85,25 @@ def test_sm86_runs_sm80_code_and_other_gpus_are_refused(installed, fake_driver, 
     ]
 
 
-def test_too_old_driver_is_refused_at_load(installed, fake_driver, tmp_path):
-    out, log = run(
-        """
+def test_the_driver_floor_is_the_oldest_ptxas_release(installed, fake_driver, tmp_path):
+    """The small wheel's cubins come from CUDA 12.2's ptxas (the default: the oldest found that builds the
+    targets): a driver for CUDA 12.2 loads and launches them, one for CUDA 12.0 is refused with both
+    versions named, before anything reaches the driver."""
+    code = """
         x = Array(A, 4096)
         try:
             k.add(x, x, x)
+            print("launched")
         except k.CudaError as e:
             print(e)
-        """,
-        installed, fake_driver, tmp_path, FAKE_CUDA_DRIVER="12040",
-    )  # fmt: skip
+        """
+    (tmp_path / "new").mkdir(), (tmp_path / "old").mkdir()
+    out, log = run(code, installed, fake_driver, tmp_path / "new", FAKE_CUDA_DRIVER="12020")
+    assert out == ["launched"] and [line for line in log if line.startswith("launch")]
+    out, log = run(code, installed, fake_driver, tmp_path / "old", FAKE_CUDA_DRIVER="12000")
     assert out == [
-        "the NVIDIA driver supports CUDA 12.4, but add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted needs a driver for "
-        "CUDA 13.0 or newer; update the driver"
+        "the NVIDIA driver supports CUDA 12.0, but add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted needs a driver for "
+        "CUDA 12.2 or newer; update the driver"
     ]
     assert not [line for line in log if line.startswith(("load", "launch"))]
 

@@ -14,7 +14,7 @@ import pytest
 from aotpack import codegen, compress, native, plan, recipe
 from aotpack.codegen import c as codegen_c
 from aotpack.codegen import python as codegen_py
-from aotpack.compilers import Artifact, LaunchNeeds, Pruned, TmaLayout
+from aotpack.compilers import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
 
 from .test_recipe import GOOD
 
@@ -29,7 +29,12 @@ def artifact(v: plan.Variant) -> Artifact:
         num_warps=v.config.num_warps,
         extra_pointer_params=2,
         metadata=(("arch", v.target),),
+        driver_floor=FLOORS[v.target],
     )
+
+
+FLOORS = {"sm_80": DriverFloor(12020, "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)"),
+          "sm_90a": DriverFloor(13000, "ptxas 13.0 (triton 3.9.0, ptxas-blackwell)")}
 
 
 def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
@@ -39,7 +44,7 @@ def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
         v.id: Pruned(variant_id=v.id, reason="out of registers") if prune and prune in v.id else artifact(v)
         for v in variants
     }
-    kernels = codegen.group(rec, variants, outcomes, {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})
+    kernels = codegen.group(rec, variants, outcomes)
     return codegen.BuildInput(recipe=rec, kernels=kernels, versions=(("triton", "3.9.0"),))
 
 
@@ -73,7 +78,7 @@ def test_kernel_tables(kernel_dir):
     first, second = rows[0][1].image, rows[1][1].image
     assert (
         f'"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 0, &block_0, 0, 39, UINT32_C({zlib.crc32(first)}), '
-        '"add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12000, {0, 1}, {0, 1}, 1, 0, 0, NULL}' in text
+        '"add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12020, {0, 1}, {0, 1}, 1, 0, 0, NULL}' in text
     )
     assert f'"{rows[1][0].id}", ' in text and f"&block_0, 39, {len(second)}, UINT32_C({zlib.crc32(second)})" in text
     # the shipped block is LZ4: a token with 15+ literals, then the first image's bytes
@@ -90,7 +95,7 @@ def test_launch_needs_are_tabled_per_variant(kernel_dir):
     kernels = (dataclasses.replace(build.kernels[0], variants=((first, dataclasses.replace(art, needs=needs)),)),)
     text = codegen_c.kernels_c(dataclasses.replace(build, kernels=kernels))
     assert "static const aot_tma add_tma_0[] = {{{128, 64}, 2, 3, 6, 2}};" in text
-    assert "12000, {512, 128}, {64, 8}, 2, 1, 1, add_tma_0}," in text
+    assert "12020, {512, 128}, {64, 8}, 2, 1, 1, add_tma_0}," in text
 
 
 def test_pruned_variants_leave_holes_the_dispatcher_skips(kernel_dir):
@@ -127,7 +132,9 @@ def test_manifest(kernel_dir):
         {"name": "hinted", "assumes": {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D", "n_elements": "D"}},
         {"name": "safe", "assumes": {}},
     ]
-    assert add["min_driver_cuda"] == {"sm_80": "12.0", "sm_90a": "13.0"}
+    assert add["min_driver_cuda"] == {"sm_80": "12.2", "sm_90a": "13.0"}
+    assert add["driver_floor_set_by"] == {"sm_80": "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)",
+                                          "sm_90a": "ptxas 13.0 (triton 3.9.0, ptxas-blackwell)"}  # fmt: skip
     assert len(add["variants"]) == 32 and add["pruned"] == []
     assert add["dispatch"] == [
         {"key": [4096], "config": "BLOCK=256,w8,s3", "arch": None, "types": {}, "specialization": None}
@@ -169,7 +176,7 @@ def test_manifest_keeps_the_key_order(kernel_dir):
     rec = recipe.parse(text, kernel_dir / "r.yaml")
     variants = plan.plan_variants(rec)
     outcomes = {v.id: artifact(v) for v in variants}
-    kernels = codegen.group(rec, variants, outcomes, {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})
+    kernels = codegen.group(rec, variants, outcomes)
     text = codegen_py.manifest_json(codegen.BuildInput(recipe=rec, kernels=kernels, versions=()), "0")
     assert json.loads(text)["kernels"]["add"]["key"] == [["z", "n_elements"], ["a", "(2 * n_elements)"]]
 
@@ -183,8 +190,7 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     rec = dataclasses.replace(rec, kernels=(kernel,))
     variants = plan.plan_variants(rec)
     assert [s.name for s in plan.specs(kernel)] == ["hinted-D", "hinted-_", "safe-D", "safe-_"]
-    kernels = codegen.group(rec, variants, {v.id: artifact(v) for v in variants},
-                            {("add", "sm_80"): 12000, ("add", "sm_90a"): 13000})  # fmt: skip
+    kernels = codegen.group(rec, variants, {v.id: artifact(v) for v in variants})
     where = compress.Placement(block=0, offset=0, size=1, crc32=0)
     text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
     assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 1, 1, {4096}},\n};" in text

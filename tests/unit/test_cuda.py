@@ -6,7 +6,7 @@ import pytest
 
 from aotpack import plan, recipe
 from aotpack.codegen import c as codegen_c
-from aotpack.compilers import cuda
+from aotpack.compilers import DriverFloor, cuda
 from aotpack.errors import RecipeError
 
 CUDA = """\
@@ -138,10 +138,10 @@ def test_generated_launch_functions(folder):
 
     rec = load(folder)
     variants = plan.plan_variants(rec)
-    outcomes = {v.id: Artifact(variant_id=v.id, image=b"x", entry="_Z5scale", shared=0, static_shared=64, num_warps=0, extra_pointer_params=0, metadata=()) for v in variants}  # fmt: skip
-    drivers = {("scale", t): 13000 for t in rec.kernels[0].targets}
-    text = codegen_c.kernels_c(codegen.BuildInput(recipe=rec, kernels=codegen.group(rec, variants, outcomes, drivers),
-                                                  versions=()))  # fmt: skip
+    outcomes = {v.id: Artifact(variant_id=v.id, image=b"x", entry="_Z5scale", shared=0, static_shared=64, num_warps=0, extra_pointer_params=0, metadata=(), driver_floor=DriverFloor(13000, "nvcc 13.0")) for v in variants}  # fmt: skip
+    kernels = codegen.group(rec, variants, outcomes)
+    assert {t: f.set_by for t, f in kernels[0].min_driver.items()} == dict.fromkeys(rec.kernels[0].targets, "nvcc 13.0")
+    text = codegen_c.kernels_c(codegen.BuildInput(recipe=rec, kernels=kernels, versions=()))
     assert '  {"compute_90", 90, 0, 1},' in text
     assert "  block[0] = c[0];\n  block[1] = INT64_C(1);" in text
     assert "  *bytes = aot_mul(x, c[0], INT64_C(4));" in text
@@ -152,3 +152,53 @@ def test_generated_launch_functions(folder):
     assert text.rstrip().endswith(
         "const aot_kernel *const aot_all_kernels[] = {&aot_kernel_scale};\nconst int aot_num_kernels = 1;"
     )
+
+
+def test_the_oldest_ptxas_that_builds_a_target_is_chosen_within_the_floor():
+    from aotpack.compilers.triton import Ptxas, ptxas_for
+    from aotpack.errors import ToolNotFound
+
+    pypi = Ptxas("/a/ptxas", 12020, "nvidia-cuda-nvcc-cu12 12.2.140")
+    sm8x = Ptxas("/t/ptxas", 12090, "triton 3.9.0, ptxas")
+    sm9x = Ptxas("/t/ptxas-blackwell", 13040, "triton 3.9.0, ptxas-blackwell")
+    found = (sm9x, sm8x, pypi)
+    assert ptxas_for("sm_90a", found, None) == (pypi, sm8x, sm9x)  # oldest first: a newer one reads newer PTX
+    assert ptxas_for("sm_80", found, 12020) == (pypi,)
+    assert ptxas_for("sm_100a", found, None) == (sm8x, sm9x)  # CUDA 12.2 cannot build sm_100a (12.8 and newer)
+    with pytest.raises(ToolNotFound, match=r"no ptxas builds sm_90a for drivers from CUDA 12.2 \(found ptxas 12.9 "
+                                           r".*pip install 'nvidia-cuda-nvcc-cu12==12.2.\*'"):  # fmt: skip
+        ptxas_for("sm_90a", (sm8x, sm9x), 12020)
+    with pytest.raises(ToolNotFound, match=r"sm_100a needs a CUDA 12.8 driver or newer, above the CUDA floor 12.2"):
+        ptxas_for("sm_100a", found, 12020)
+
+
+def test_a_targets_floor_is_the_newest_toolchain_that_built_it():
+    from aotpack import codegen
+    from aotpack.compilers import Artifact
+
+    def built(floor):
+        return Artifact(variant_id="k/c/sm_90a/safe", image=b"x", entry="k", shared=0, static_shared=0, num_warps=4,
+                        extra_pointer_params=2, metadata=(), driver_floor=floor)  # fmt: skip
+
+    old, new = DriverFloor(12020, "ptxas 12.2 (pypi)"), DriverFloor(12090, "ptxas 12.9 (triton)")
+    assert codegen.driver_floor("sm_90a", [built(old), built(new), built(old)]) == new
+    assert codegen.driver_floor("sm_90a", []) == DriverFloor(12000, "sm_90a itself")
+    assert codegen.driver_floor("sm_100a", [built(old)]) == DriverFloor(12080, "sm_100a itself")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [('"12.2"', 12020), ("12.2", 12020), ("13.0", 13000), ('"11.8"', "older than aotpack builds for"),
+     ('"12"', "is not a CUDA version"), ("[12, 2]", "expected a single value"), ('"12.2; rm -rf /"', "not a CUDA")],
+)  # fmt: skip
+def test_recipe_cuda_floor(kernel_dir, text, expected):
+    from .test_recipe import GOOD
+
+    path = kernel_dir / "r.yaml"
+    source = GOOD + f"cuda: {text}\n"
+    if isinstance(expected, int):
+        assert recipe.parse(source, path).cuda_floor == expected
+        return
+    with pytest.raises(RecipeError, match=expected) as info:
+        recipe.parse(source, path)
+    assert f"{path}:{source.count(chr(10))}" in str(info.value) and "cuda" in str(info.value)
