@@ -309,3 +309,16 @@ def test_what_killed_builds_left_is_swept_by_the_next(small_recipe, small_wheel,
     assert wheel.read_bytes() == small_wheel.read_bytes()
     assert sorted(p.name for p in out.iterdir()) == sorted([wheel.name, live.name])
     assert list(tmp.iterdir()) == []
+
+
+def test_a_cuda_floor_no_toolchain_meets_fails_saying_what_to_install(small_recipe, tmp_path, capsys):
+    from aotpack.errors import ToolNotFound
+
+    out = tmp_path / "dist"
+    assert cli.main(["build", str(small_recipe), "-o", str(out), "--cuda", "12.0"]) == ToolNotFound.exit_code
+    err = capsys.readouterr().err
+    assert "no ptxas builds sm_80 for drivers from CUDA 12.0 (found ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2." in err
+    assert "pip install 'nvidia-cuda-nvcc-cu12==12.0.*'" in err and not out.exists()
+    with pytest.raises(SystemExit):
+        cli.main(["build", str(small_recipe), "--cuda", "twelve"])
+    assert "'twelve' is not a CUDA version (such as 12.2)" in capsys.readouterr().err
