@@ -64,7 +64,7 @@ def build(
         toolchains[backend] = dict(compiler.versions())
         versions.update(toolchains[backend])
 
-    sources = _provenance(rec)
+    sources = provenance(rec)
     store = cache.Cache(cache_dir or cache.default_dir()) if use_cache else None
     keys: dict[str, str] = {}
     wheel_key = ""
@@ -175,7 +175,7 @@ def runtime_notice() -> bytes:
     return (head + text).encode()
 
 
-def _provenance(rec: recipe.Recipe) -> tuple[tuple[str, str], ...]:
+def provenance(rec: recipe.Recipe) -> tuple[tuple[str, str], ...]:
     """Every file the build read, relative to the recipe, with its sha256."""
     files = {rec.path.resolve(), *rec.tables}
     for kernel in rec.kernels:

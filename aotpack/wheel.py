@@ -41,13 +41,14 @@ def source_date_epoch() -> int:
     return max(ZIP_EPOCH, int(value)) if value and value.isdigit() else ZIP_EPOCH
 
 
-def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:
+def core_metadata(spec: WheelSpec) -> str:
+    """The core metadata (the wheel's METADATA, the sdist's PKG-INFO)."""
     fields = [spec.distribution, spec.version, spec.summary, spec.requires_python, spec.generator,
               spec.license or "", *(name for name, _ in spec.license_files)]  # fmt: skip
     for field in fields:
         if any(not c.isprintable() for c in field):  # a header value never spans lines (the recipe checks it)
             raise ValueError(f"a METADATA field holds a control character: {field!r}")
-    metadata = (
+    return (
         "Metadata-Version: 2.4\n"
         f"Name: {spec.distribution}\n"
         f"Version: {spec.version}\n"
@@ -56,6 +57,10 @@ def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:
         + "".join(f"License-File: {name}\n" for name, _ in spec.license_files)
         + f"Requires-Python: {spec.requires_python}\n"
     )
+
+
+def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:
+    metadata = core_metadata(spec)
     wheel = f"Wheel-Version: 1.0\nGenerator: {spec.generator}\nRoot-Is-Purelib: false\nTag: {spec.tag}\n"
     licenses = tuple((f"{spec.dist_info}/licenses/{name}", text) for name, text in spec.license_files)
     return ((f"{spec.dist_info}/METADATA", metadata.encode()), (f"{spec.dist_info}/WHEEL", wheel.encode()),

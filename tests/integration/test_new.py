@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 def test_new_package_builds_and_passes_its_tests(tmp_path, capsys):
     assert cli.main(["new", "fresh_kit", "--dir", str(tmp_path / "fresh")]) == 0
-    assert "wrote 6 files" in capsys.readouterr().out
+    assert "wrote 7 files" in capsys.readouterr().out
     assert cli.main(["build", str(tmp_path / "fresh" / "recipe.yaml"), "-o", str(tmp_path / "dist"), "-q"]) == 0
     (wheel,) = (tmp_path / "dist").glob("fresh_kit-0.1.0-cp39-abi3-*.whl")
     site = install_wheel(wheel, tmp_path / "site")
@@ -33,3 +34,42 @@ def test_new_refuses_bad_names_and_full_folders(tmp_path, capsys):
     (tmp_path / "full" / "keep.txt").write_text("mine")
     assert cli.main(["new", "kit", "--dir", str(tmp_path / "full")]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
+
+
+def test_a_scaffolded_package_builds_with_pip_and_from_its_sdist(tmp_path, capsys):
+    """The PEP 517 backend: `pip wheel .` gives the wheel `aotpack build` gives, byte for byte, and the
+    sdist (`python -m build --sdist`) holds what builds that wheel again, with no cache."""
+    project = tmp_path / "kit"
+    assert cli.main(["new", "pip_kit", "--dir", str(project)]) == 0
+    assert cli.main(["build", str(project / "recipe.yaml"), "-o", str(tmp_path / "cli"), "-q"]) == 0
+    (expected,) = (tmp_path / "cli").glob("pip_kit-0.1.0-cp39-abi3-manylinux*.whl")
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip, "-w", str(tmp_path / "pip"), str(project)], check=True)
+    assert (tmp_path / "pip" / expected.name).read_bytes() == expected.read_bytes()
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(tmp_path / "sdist"),
+                    str(project)], check=True, capture_output=True)  # fmt: skip
+    (sdist,) = (tmp_path / "sdist").glob("*.tar.gz")
+    assert sdist.name == "pip_kit-0.1.0.tar.gz"
+    with tarfile.open(sdist) as tar:
+        names = sorted(tar.getnames())
+        assert "Name: pip_kit\nVersion: 0.1.0\n" in tar.extractfile("pip_kit-0.1.0/PKG-INFO").read().decode()
+    assert names == [f"pip_kit-0.1.0/{n}" for n in ("PKG-INFO", "README.md", "kernels/axpy.py", "kernels/relu.cu",
+                                                    "pyproject.toml", "recipe.yaml")]  # fmt: skip
+    subprocess.run([*pip, "-C", "cache=false", "-w", str(tmp_path / "from-sdist"), str(sdist)], check=True)
+    assert (tmp_path / "from-sdist" / expected.name).read_bytes() == expected.read_bytes()
+
+
+def test_the_backend_refuses_settings_it_does_not_know(tmp_path, monkeypatch):
+    from aotpack import build_meta
+    from aotpack.errors import UsageError
+
+    (tmp_path / "pyproject.toml").write_text('[tool.aotpack]\nrecipe = "r.yaml"\njobz = 4\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=r"\[tool.aotpack\] 'jobz' is not an aotpack setting \(known: recipe, jobs"):
+        build_meta.build_wheel(str(tmp_path / "out"))
+    (tmp_path / "pyproject.toml").write_text("[tool.other]\n")
+    with pytest.raises(UsageError, match=r'needs recipe = "<the recipe file>"'):
+        build_meta.build_sdist(str(tmp_path / "out"))
+    (tmp_path / "pyproject.toml").write_text('[tool.aotpack]\nrecipe = "r.yaml"\n')
+    with pytest.raises(UsageError, match=r"config setting jobs = 'many': expected int"):
+        build_meta.build_wheel(str(tmp_path / "out"), {"jobs": "many"})

@@ -1,0 +1,140 @@
+"""The PEP 517 build backend: a kernel package is a Python project that pip, ``python -m build`` and any
+standard CI build. Its ``pyproject.toml``::
+
+    [build-system]
+    requires = ["aotpack"]
+    build-backend = "aotpack.build_meta"
+
+    [tool.aotpack]
+    recipe = "recipe.yaml"   # the only required setting
+    jobs = 8                 # parallel compiles (default: all cores)
+    cuda = "12.2"            # the oldest CUDA driver the wheel must load on (default: as `aotpack build`)
+    strict = false           # fail when a variant fails to compile
+    cache = true             # use aotpack's cache of compiled variants (~/.cache/aotpack)
+    line-info = false        # keep line info in Triton's cubins (profiling builds)
+
+Every setting can also come as a config setting (``pip wheel . -C cuda=12.2``, ``python -m build
+-C jobs=4``), which wins. ``build_wheel`` gives the same repaired manylinux abi3 wheel as ``aotpack
+build``; ``build_sdist`` packs the recipe, its tables, the kernel sources it reads and pyproject.toml,
+from which the same wheel builds again. No editable hook: the package is compiled code, there is
+nothing to edit in place.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import sysconfig
+import tarfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import pipeline, recipe, wheel
+from .errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
+SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool}
+EXTRA_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt")  # into the sdist, when present
+
+
+def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """[tool.aotpack] of ./pyproject.toml, then the config settings (text, as front ends pass them)."""
+    try:
+        tool = tomllib.loads(Path("pyproject.toml").read_text()).get("tool", {}).get("aotpack", {})
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"pyproject.toml: {exc}") from None
+    if not isinstance(tool, dict):
+        raise UsageError("pyproject.toml: [tool.aotpack] must be a table")
+    out: dict[str, Any] = {}
+    for source, values in (("[tool.aotpack]", tool), ("config setting", dict(config_settings or {}))):
+        for key, value in values.items():
+            kind = SETTINGS.get(key)
+            if kind is None:
+                known = ", ".join(SETTINGS)
+                raise UsageError(f"pyproject.toml: {source} {key!r} is not an aotpack setting (known: {known})")
+            out[key] = _typed(key, value, kind, source)
+    if "recipe" not in out:
+        raise UsageError('pyproject.toml: [tool.aotpack] needs recipe = "<the recipe file>"')
+    return out
+
+
+def _typed(key: str, value: Any, kind: type, source: str) -> Any:
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and kind is bool and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    if isinstance(value, str) and kind is int and value.isdigit() and int(value) > 0:
+        return int(value)
+    if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise UsageError(f"pyproject.toml: {source} {key} = {value!r}: expected {kind.__name__}")
+
+
+def _installed(path: Path) -> bool:
+    paths = sysconfig.get_paths()
+    return any(path.is_relative_to(Path(paths[k]).resolve()) for k in ("purelib", "platlib"))
+
+
+def get_requires_for_build_wheel(config_settings: Mapping[str, Any] | None = None) -> list[str]:
+    return []
+
+
+def get_requires_for_build_sdist(config_settings: Mapping[str, Any] | None = None) -> list[str]:
+    return []
+
+
+def build_wheel(
+    wheel_directory: str, config_settings: Mapping[str, Any] | None = None, metadata_directory: str | None = None
+) -> str:
+    from .facts import cuda_version
+
+    s = _settings(config_settings)
+    try:
+        floor = cuda_version(s["cuda"]) if "cuda" in s else None
+    except ValueError as exc:
+        raise UsageError(f"pyproject.toml: cuda: {exc}") from None
+    result = pipeline.build(
+        s["recipe"], wheel_directory, jobs=s.get("jobs"), strict=s.get("strict", False),
+        use_cache=s.get("cache", True), line_info=s.get("line-info", False), cuda_floor=floor,
+    )  # fmt: skip
+    return result.wheel.name
+
+
+def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None = None) -> str:
+    """``<name>-<version>.tar.gz``: the recipe and every file of the project it reads (the recipe's
+    provenance), plus pyproject.toml, README and LICENSE; reproducible (sorted, fixed times and owners)."""
+    s = _settings(config_settings)
+    rec = recipe.load(s["recipe"])
+    root = Path.cwd().resolve()
+    files = {root / name for name in EXTRA_FILES if (root / name).is_file()}
+    base = rec.path.resolve().parent
+    for relative, _ in pipeline.provenance(rec):
+        path = (base / relative).resolve()
+        if path.is_relative_to(root):
+            files.add(path)
+        elif not _installed(path):  # an installed kernel package is a build requirement, not a source
+            raise UsageError(f"{path} is read by the recipe but lies outside the project ({root}); move it in")
+    name = f"{rec.package}-{rec.version}"
+    spec = wheel.WheelSpec(distribution=rec.package, version=rec.version, tag="", summary=rec.summary,
+                           requires_python=">=3.9", generator="", files=(), license=rec.license)  # fmt: skip
+    entries = [(f"{name}/PKG-INFO", wheel.core_metadata(spec).encode())]
+    entries += [(f"{name}/{p.relative_to(root).as_posix()}", p.read_bytes()) for p in files]
+    stamp = wheel.source_date_epoch()
+    out = Path(sdist_directory) / f"{name}.tar.gz"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for member, data in sorted(entries):
+            info = tarfile.TarInfo(member)
+            info.size, info.mtime, info.mode = len(data), stamp, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(buffer.getvalue(), compresslevel=9, mtime=stamp))
+    os.chmod(out, 0o644)
+    return out.name
