@@ -17,7 +17,7 @@ from . import __version__, facts
 from .compilers import Outcome, Pruned
 from .errors import AotpackError, UsageError
 from .pipeline import build
-from .plan import Variant, plan_summary, plan_variants
+from .plan import Variant, plan_summary, select
 from .recipe import load
 
 
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "plan":
             rec = load(args.recipe)
-            variants = plan_variants(rec, tuple(args.only))
+            rec, variants = select(rec, tuple(args.only))
             for variant in variants:
                 print(variant.id)
             for line in plan_summary(rec, variants):  # on stderr: the ids stay a clean list
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _writable_folder(folder, what)
         if args.nvcc is not None and shutil.which(args.nvcc) is None:
             raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
-        total = len(plan_variants(load(args.recipe), tuple(args.only), winners_only=args.winners_only))
+        total = len(select(load(args.recipe), tuple(args.only), winners_only=args.winners_only)[1])
         result = build(
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
             keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet), nvcc=args.nvcc,

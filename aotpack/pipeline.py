@@ -53,7 +53,7 @@ def build(
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
     _temp.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
-    variants = plan.plan_variants(rec, select, winners_only=winners_only)
+    rec, variants = plan.select(rec, select, winners_only=winners_only)
     floor = cuda_floor if cuda_floor is not None else rec.cuda_floor
     compilers = compilers_for(rec.kernels, nvcc=nvcc, line_info=line_info, cuda_floor=floor)
     versions: dict[str, str] = {

@@ -17,6 +17,7 @@ Variant ids are stable and readable: ``add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import itertools
 from dataclasses import dataclass
@@ -287,29 +288,46 @@ def _points(kernel: Kernel, winners_only: bool) -> list[tuple[tuple[tuple[str, s
     return [(binding, config, spec) for binding in kernel.bindings for config, spec in pairs]
 
 
-def plan_variants(recipe: Recipe, select: tuple[str, ...] = (), winners_only: bool = False) -> tuple[Variant, ...]:
-    """Every variant of the recipe that some call can select, in a stable order; ``select`` keeps ids
-    matching any glob; ``winners_only`` keeps the configs some dispatch row picks, and each kernel's
-    default."""
-    variants = tuple(
+def plan_variants(recipe: Recipe, winners_only: bool = False) -> tuple[Variant, ...]:
+    """Every variant of the recipe that some call can select, in a stable order; ``winners_only``
+    keeps the configs some dispatch row picks, and each kernel's default."""
+    return tuple(
         Variant(kernel=kernel, binding=binding, config=config, target=target, spec=spec)
         for kernel in recipe.kernels
         for points in [_points(kernel, winners_only)]  # the same for every target
         for target in kernel.targets
         for binding, config, spec in points
     )
-    if not select:
-        return variants
-    chosen = tuple(v for v in variants if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in select))
+
+
+def select(recipe: Recipe, patterns: tuple[str, ...], winners_only: bool = False) -> tuple[Recipe, tuple[Variant, ...]]:
+    """``--only``: the recipe narrowed to the kernels and targets of the variants whose ids match a glob,
+    and those variants plus what makes them work: their kernel's default config, for each type binding,
+    target and class selected (the dispatcher falls back to it). No patterns: everything."""
+    if not patterns:
+        return recipe, plan_variants(recipe, winners_only)
+    every = plan_variants(recipe, winners_only)
+    chosen = [v for v in every if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in patterns)]
     if not chosen:
-        raise RecipeError(f"no variant id matches {', '.join(select)} (ids look like {variants[0].id})")
-    for kernel in recipe.kernels:
-        if not any(v.kernel is kernel and v.config == kernel.default for v in chosen):
-            raise RecipeError(
-                f"the selection leaves kernel {kernel.name!r} without its default config "
-                f"{kernel.default.label}; widen the selection"
-            )
-    return chosen
+        raise RecipeError(f"no variant id matches {', '.join(patterns)} (ids look like {every[0].id})")
+    kept: dict[str, set[str]] = {}
+    for v in chosen:
+        kept.setdefault(v.kernel.name, set()).add(v.target)
+    kernels = tuple(
+        dataclasses.replace(k, targets=tuple(t for t in k.targets if t in kept[k.name]),
+                            rules=tuple(r for r in k.rules if r.arch is None or r.arch in kept[k.name]))
+        for k in recipe.kernels if k.name in kept
+    )  # fmt: skip
+    narrowed = dataclasses.replace(
+        recipe, kernels=kernels, targets=tuple(t for t in recipe.targets if any(t in ts for ts in kept.values()))
+    )
+    ids = {v.id for v in chosen}
+    classes = {(v.kernel.name, v.binding, v.target, v.spec) for v in chosen}
+    variants = tuple(
+        v for v in plan_variants(narrowed, winners_only)
+        if v.id in ids or (v.config == v.kernel.default and (v.kernel.name, v.binding, v.target, v.spec) in classes)
+    )  # fmt: skip
+    return narrowed, variants
 
 
 def plan_summary(recipe: Recipe, variants: tuple[Variant, ...]) -> list[str]:

@@ -54,7 +54,8 @@ def find_nvcc(explicit: str | None = None) -> Path:
         raise ToolNotFound(f"--nvcc {explicit} is not an executable file")
     raise ToolNotFound(
         "nvcc not found (looked at $CUDA_HOME/bin, PATH and the nvidia-cuda-nvcc package); CUDA kernels need "
-        "it: install the CUDA toolkit, or pip install 'aotpack[cuda]', or pass --nvcc PATH"
+        "it: run pip install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-cccl (aotpack's cuda extra), "
+        "install a CUDA toolkit, or pass --nvcc PATH"
     )
 
 

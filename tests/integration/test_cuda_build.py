@@ -2,6 +2,7 @@
 and the runtime launches them with the recipe's block shape and shared memory (fake driver)."""
 
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
@@ -161,3 +162,26 @@ def test_nvcc_failure_is_pruned_with_its_output_and_a_define_hint(tmp_path):
     assert 'scale.cu(2): error: expected a "," or ">"' in message
     assert "note: defines reach nvcc as -D macros, and scale.cu declares THREADS; rename it" in message
     assert not (tmp_path / "dist").exists()
+
+
+def test_the_demo_cuda_kernel_builds_with_no_cuda_toolkit_on_the_machine(tmp_path):
+    """A fresh machine: no CUDA_HOME, no toolkit on PATH; nvcc and its headers come from PyPI (the cuda
+    extra), and `--only` builds just the demo's CUDA kernel."""
+    path = "/usr/bin:/bin"
+    if shutil.which("nvcc", path=path):
+        pytest.skip(f"an nvcc is installed in {path}: this machine cannot show a build without one")
+    try:
+        pypi_nvcc = importlib.metadata.version("nvidia-cuda-nvcc")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("aotpack's cuda extra is not installed (make test installs it)")
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env.update(PATH=path, HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    demo = Path(__file__).parents[2] / "recipes" / "demo.yaml"
+    run = subprocess.run([sys.executable, "-m", "aotpack", "build", str(demo), "--only", "rmsnorm/*", "-o",
+                          str(tmp_path / "dist"), "-q"], capture_output=True, text=True, env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (wheel,) = (tmp_path / "dist").glob("demo_kernels-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        manifest = json.loads(zf.read("demo_kernels/manifest.json"))
+    assert list(manifest["kernels"]) == ["rmsnorm"] and manifest["targets"] == ["sm_80", "sm_90a"]
+    assert manifest["toolchain"]["nvcc"] == ".".join(pypi_nvcc.split(".")[:2])

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -41,15 +42,24 @@ def test_specialize_none_means_one_plain_variant(kernel_dir):
 
 
 def test_select_by_glob(kernel_dir):
-    chosen = plan.plan_variants(load(kernel_dir), ("add/T=fp16,*/sm_90a/*",))
+    rec = load(kernel_dir)
+    narrowed, chosen = plan.select(rec, ("add/T=fp16,*/sm_90a/*",))
     assert len(chosen) == 8 and all("T=fp16" in v.id and "sm_90a" in v.id for v in chosen)
+    assert narrowed.targets == ("sm_90a",) and narrowed.kernels[0].targets == ("sm_90a",)
+    assert plan.select(rec, ()) == (rec, plan.plan_variants(rec))
 
 
-def test_selection_must_keep_the_default(kernel_dir):
-    with pytest.raises(RecipeError, match="without its default config BLOCK=1024,w4,s3"):
-        plan.plan_variants(load(kernel_dir), ("add/*BLOCK=256*",))
+def test_a_selection_keeps_its_defaults_and_drops_the_rest(kernel_dir):
+    """A config without the default gets the default back for the same types, target and class; a kernel
+    no pattern reaches is dropped, not refused."""
+    rec = load(kernel_dir)
+    _, chosen = plan.select(rec, ("add/T=fp32,BLOCK=256,w4,*/sm_80/hinted",))
+    assert [v.id for v in chosen] == ["add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", "add/T=fp32,BLOCK=1024,w4,s3/sm_80/hinted"]
+    two = dataclasses.replace(rec, kernels=(rec.kernels[0], dataclasses.replace(rec.kernels[0], name="other")))
+    narrowed, chosen = plan.select(two, ("other/*",))
+    assert [k.name for k in narrowed.kernels] == ["other"] and {v.kernel.name for v in chosen} == {"other"}
     with pytest.raises(RecipeError, match="no variant id matches nothing"):
-        plan.plan_variants(load(kernel_dir), ("nothing",))
+        plan.select(rec, ("nothing",))
 
 
 def test_row_strides_go_with_their_sizes():
