@@ -10,8 +10,10 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from . import __version__, facts
 from .compilers import Outcome, Pruned
@@ -21,33 +23,56 @@ from .plan import Variant, plan_summary, select
 from .recipe import load
 
 
-class _Progress:
-    """A one-line counter on a terminal (done, cached, failed, ETA), plain lines otherwise (CI logs)."""
+class Progress:
+    """Build progress on stderr: on a terminal one line, cut to its width and rewritten in place; in a
+    log, a plain line per tenth of the work. The ETA counts each backend's remaining variants at that
+    backend's own pace (the time between completions is charged to the backend that completed), since
+    nvcc variants take many times as long as Triton's."""
 
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.total, self.done, self.cached, self.failed = total, 0, 0, 0
-        self.tty = sys.stderr.isatty()
-        self.quiet = quiet
-        self.start = time.monotonic()
+    def __init__(self, variants: Sequence[Variant], quiet: bool, stream: TextIO | None = None) -> None:
+        self.left = Counter(v.kernel.backend for v in variants)
+        self.total, self.done, self.cached, self.failed = len(variants), 0, 0, 0
+        self.spent: dict[str, float] = dict.fromkeys(self.left, 0.0)  # seconds charged per backend
+        self.compiled: Counter[str] = Counter()
+        self.stream = stream or sys.stderr
+        self.tty, self.quiet = self.stream.isatty(), quiet
+        self.start = self.last = time.monotonic()
+
+    def eta(self) -> float:
+        overall = sum(self.spent.values()) / max(1, sum(self.compiled.values()))
+        pace = {b: self.spent[b] / self.compiled[b] if self.compiled[b] else overall for b in self.left}
+        return sum(n * pace[b] for b, n in self.left.items())
 
     def __call__(self, variant: Variant, outcome: Outcome, cached: bool) -> None:
+        now = time.monotonic()
+        backend = variant.kernel.backend
         self.done += 1
+        self.left[backend] -= 1
         self.cached += cached
+        if not cached:
+            self.spent[backend] += now - self.last
+            self.compiled[backend] += 1
+        self.last = now
         if isinstance(outcome, Pruned):
             self.failed += 1
             if not self.quiet:
-                print(f"{chr(10) if self.tty else ''}pruned {outcome.variant_id}: {outcome.reason}", file=sys.stderr)
+                self._print(f"pruned {outcome.variant_id}: {outcome.reason}", final=True)
         if self.quiet:
             return
-        elapsed = time.monotonic() - self.start
-        compiled = self.done - self.cached
-        eta = elapsed / compiled * (self.total - self.done) if compiled else 0.0
-        line = (f"[{self.done}/{self.total}] {self.cached} cached, {self.failed} failed, {elapsed:.0f}s, "
-                f"eta {eta:.0f}s  {variant.id}")  # fmt: skip
+        line = (f"[{self.done}/{self.total}] {now - self.start:.0f}s, eta {self.eta():.0f}s, "
+                f"{self.cached} cached, {self.failed} pruned  {variant.id}")  # fmt: skip
         if self.tty:
-            print(f"\r\033[K{line}", end="" if self.done < self.total else "\n", file=sys.stderr, flush=True)
+            self._print(line, final=self.done == self.total)
         elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
-            print(line, file=sys.stderr)
+            print(line, file=self.stream)
+
+    def _print(self, line: str, final: bool) -> None:
+        if not self.tty:
+            print(line, file=self.stream)
+            return
+        width = shutil.get_terminal_size().columns - 1
+        cut = line if len(line) <= width else line[: max(0, width - 1)] + "…"
+        print(f"\r\033[K{cut}", end="\n" if final else "", file=self.stream, flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -182,16 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _writable_folder(folder, what)
         if args.nvcc is not None and shutil.which(args.nvcc) is None:
             raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
-        total = len(select(load(args.recipe), tuple(args.only), winners_only=args.winners_only)[1])
+        planned = select(load(args.recipe), tuple(args.only), winners_only=args.winners_only)[1]
+        started = time.monotonic()
         result = build(
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
-            keep_build_dir=args.keep_build_dir, progress=_Progress(total, args.quiet), nvcc=args.nvcc,
+            keep_build_dir=args.keep_build_dir, progress=Progress(planned, args.quiet), nvcc=args.nvcc,
             winners_only=args.winners_only, cache_dir=args.cache_dir, use_cache=not args.no_cache,
             line_info=args.line_info, cuda_floor=args.cuda,
         )  # fmt: skip
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
         cached = ", unchanged: from the cache" if result.cached else ""
-        print(f"built {result.wheel} ({result.variants} variants{pruned}{cached})")
+        size = result.wheel.stat().st_size / 1e6
+        print(f"built {result.wheel} ({size:.2f} MB, {result.variants} variants{pruned}{cached}, "
+              f"{time.monotonic() - started:.0f}s)")  # fmt: skip
         return 0
     except AotpackError as exc:
         print(f"aotpack: error: {exc}", file=sys.stderr)

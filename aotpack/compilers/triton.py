@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
@@ -36,6 +38,13 @@ from ..recipe import Kernel, Source
 from . import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
 
 SUPPORTED = ((3, 6), (3, 9))  # the Triton minor releases this backend is tested with (CI: 3.9)
+# the newest of them with a wheel for a Python, where not the newest of all (Triton 3.9 has no cp310 wheel)
+NEWEST_FOR_PYTHON = {(3, 10): (3, 6)}
+log = logging.getLogger("aotpack")
+
+
+def newest_supported(python: tuple[int, int]) -> tuple[int, int]:
+    return NEWEST_FOR_PYTHON.get(python, SUPPORTED[-1])
 
 
 def _triton() -> Any:
@@ -163,7 +172,12 @@ class TritonCompiler:
 
     @classmethod
     def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:
-        _installed_version()
+        version = _installed_version()
+        newest = newest_supported(sys.version_info[:2])
+        if tuple(int(p) for p in version.split(".")[:2]) != newest:
+            here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+            log.warning("building with Triton %s: the wheel gets that release's code; the newest aotpack supports "
+                        "on Python %s is %d.%d (pip install 'triton~=%d.%d.0')", version, here, *newest, *newest)
         candidates = ptxas_candidates()
         return cls(line_info, tuple((t, ptxas_for(t, candidates, floor)) for t in sorted(targets)))
 
