@@ -173,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             dest = args.dir or Path(args.name)
             files = scaffold(args.name, dest)
-            print(f"wrote {len(files)} files to {dest}; next: aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'}")
+            print(f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
+                  f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})")
             return 0
         if args.command == "inspect":
             from .inspect import describe, read_manifest
