@@ -375,9 +375,6 @@ static int parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, P
       return aot_fail(err, AOT_E_TYPE, "%s() missing required argument '%s'", k->name, k->params[p].name);
   }
   int device = -2, device_from = -1, any_torch = 0;
-  call->given = 0;
-  call->none = 0;
-  call->launch_config = 0;
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
     if (values[p] == NULL || (values[p] == Py_None && prm->has_default)) continue;
@@ -429,8 +426,7 @@ static Py_ssize_t positional(const aot_kernel *k, PyObject *args, PyObject **out
 PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   aot_error err = {AOT_OK, ""};
   aot_call call;
-  call.kernel = k;
-  call.err = &err;
+  aot_call_start(&call, k, &err);
   uint64_t stream;
   int forced;
   PyObject *pos[AOT_MAX_ARGS];
@@ -573,8 +569,7 @@ static PyObject *run_launch(PyObject *self, PyObject *args, PyObject *kwargs) {
   if (warmup) Py_RETURN_NONE;
   aot_error err = {AOT_OK, ""};
   aot_call call;
-  call.kernel = k;
-  call.err = &err;
+  aot_call_start(&call, k, &err);
   int64_t dims[3] = {1, 1, 1};
   PyObject *computed = grid;
   Py_INCREF(computed);
@@ -660,8 +655,7 @@ PyObject *aot_py_choose(const aot_kernel *k, PyObject *args) {
 PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   aot_error err = {AOT_OK, ""};
   aot_call call;
-  call.kernel = k;
-  call.err = &err;
+  aot_call_start(&call, k, &err);
   uint64_t stream;
   int forced;
   PyObject *pos[AOT_MAX_ARGS];

@@ -204,6 +204,14 @@ extern const int aot_num_dtypes;
 extern const aot_kernel *const aot_all_kernels[];
 extern const int aot_num_kernels;
 
+/* Start a call of kernel k: nothing given yet. The argument slots are not cleared (they are most of
+ * the struct's ~10 KB): the runtime reads a slot only when its bit in `given` is set, or after filling it
+ * from the argument's default. */
+static inline void aot_call_start(aot_call *call, const aot_kernel *k, aot_error *err) {
+  call->kernel = k, call->err = err;
+  call->given = 0, call->none = 0, call->launch_config = 0;
+}
+
 /* Launch a kernel: bind types, fill defaults, check the call, choose the variant (or take variant
  * `forced` when >= 0, after checking it can run this call), launch on `stream` of `device`.
  * Returns 0, or -1 with err filled in. */
