@@ -6,8 +6,7 @@ extension module) -> ``wheel`` -> ``repair`` (auditwheel). ``build`` runs them a
 command line.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError
 from .pipeline import BuildResult, build
 from .plan import Variant, plan_variants

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import __version__, facts
+from . import facts
+from ._version import __version__
 from .compilers import Outcome, Pruned
 from .errors import AotpackError, UsageError
 from .pipeline import build

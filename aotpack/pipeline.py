@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from . import __version__, _temp, cache, codegen, compress, limits, mutation, native, plan, recipe, repair, wheel
+from . import _temp, cache, codegen, compress, limits, mutation, native, plan, recipe, repair, wheel
+from ._version import __version__
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
 from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
