@@ -62,10 +62,8 @@ class Progress:
             return
         line = (f"[{self.done}/{self.total}] {now - self.start:.0f}s, eta {self.eta():.0f}s, "
                 f"{self.cached} cached, {self.failed} pruned  {variant.id}")  # fmt: skip
-        if self.tty:
+        if self.tty or self.done == self.total or self.done % max(1, self.total // 10) == 0:
             self._print(line, final=self.done == self.total)
-        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
-            print(line, file=self.stream)
 
     def _print(self, line: str, final: bool) -> None:
         if not self.tty:

@@ -48,13 +48,14 @@ def pack(images: Sequence[Sequence[bytes]]) -> tuple[tuple[Block, ...], tuple[Pl
     placements: list[Placement] = []
     for group in images:
         pending: list[bytes] = []
+        size = 0  # of the pending images: the next one's offset
         for image in group:
-            if pending and sum(map(len, pending)) + len(image) > BLOCK_BYTES:
+            if pending and size + len(image) > BLOCK_BYTES:
                 blocks.append(_block(pending))
-                pending = []
-            offset = sum(map(len, pending))
-            placements.append(Placement(len(blocks), offset, len(image), zlib.crc32(image)))
+                pending, size = [], 0
+            placements.append(Placement(len(blocks), size, len(image), zlib.crc32(image)))
             pending.append(image)
+            size += len(image)
         if pending:
             blocks.append(_block(pending))
     return tuple(blocks), tuple(placements)

@@ -76,8 +76,13 @@ class Ptxas:
     origin: str  # for the manifest: a package and version, or the setting that named it; no host path
 
     @property
+    def release(self) -> str:
+        """Its CUDA release and origin, as the manifest's toolchain lists it."""
+        return f"{facts.cuda_text(self.cuda)} ({self.origin})"
+
+    @property
     def label(self) -> str:
-        return f"ptxas {facts.cuda_text(self.cuda)} ({self.origin})"
+        return f"ptxas {self.release}"
 
 
 @cache
@@ -189,7 +194,7 @@ class TritonCompiler:
         """Read without importing Triton (a no-op rebuild must not pay for that import)."""
         out = {"triton": _installed_version(), "triton line info": "on" if self.line_info else "off"}
         for target, chain in self.ptxas:
-            out[f"ptxas ({target})"] = ", then ".join(p.label.removeprefix("ptxas ") for p in chain)
+            out[f"ptxas ({target})"] = ", then ".join(p.release for p in chain)
         return out
 
     def check(self, kernels: Iterable[Kernel]) -> None:
@@ -258,7 +263,7 @@ class TritonCompiler:
             "arch": meta.arch,
             "writes": ",".join(sorted(written_arguments(compiled.asm["ttir"]))),
             "triton_hash": meta.hash,
-            "ptxas": ptxas.label.removeprefix("ptxas "),
+            "ptxas": ptxas.release,
         }
         return Artifact(
             variant_id=variant.id,
