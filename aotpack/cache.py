@@ -34,14 +34,32 @@ def default_dir() -> Path:
     return Path(base) / "aotpack"
 
 
+# What runs after the compile stage: a change there makes new wheels, but the same compiled variants.
+LATE_STAGES = ("codegen", "runtime", "native.py", "wheel.py", "repair.py")
+
+
+def own_files(compile_stage: bool) -> list[Path]:
+    """aotpack's own source files (sorted); with compile_stage, those that can change a compiled variant."""
+    root = Path(str(resources.files("aotpack")))
+    found = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if not path.is_file() or path.suffix not in {".py", ".c", ".h", ".json"} or "__pycache__" in path.parts:
+            continue
+        if compile_stage and relative.parts[0] in LATE_STAGES:
+            continue
+        found.append(path)
+    return found
+
+
 @cache
-def aotpack_digest() -> str:
-    """The sha256 of aotpack's own files: a changed runtime or code generator is a new toolchain."""
+def aotpack_digest(compile_stage: bool = False) -> str:
+    """The sha256 of aotpack's own files: a changed runtime or code generator is a new toolchain for
+    the wheels; for the compiled variants, only a change in the stages up to the compile is."""
     h = hashlib.sha256()
-    root = resources.files("aotpack")
-    for path in sorted(Path(str(root)).rglob("*")):
-        if path.is_file() and path.suffix in {".py", ".c", ".h", ".json"} and "__pycache__" not in path.parts:
-            h.update(str(path.relative_to(Path(str(root)))).encode() + b"\0" + path.read_bytes())
+    root = Path(str(resources.files("aotpack")))
+    for path in own_files(compile_stage):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
@@ -78,7 +96,7 @@ def source_digest(kernel: Kernel) -> str:
 def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> str:
     k = variant.kernel
     described = {
-        "aotpack": aotpack_digest(),
+        "aotpack": aotpack_digest(compile_stage=True),
         "toolchain": dict(sorted(toolchain.items())),
         "source": source,
         "function": k.source.function,

@@ -7,9 +7,12 @@
 
 static PyObject *cuda_error;   /* <package>.CudaError */
 static PyObject *missing_error; /* <package>.MissingVariant */
+_Static_assert(sizeof(unsigned long) == 8, "pointers are read as unsigned long (LP64)");
 static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
 static PyObject *torch_dtypes[64];
 static PyObject *torch_raw_stream; /* torch._C._cuda_getCurrentRawStream */
+enum { GET_DEVICE, DATA_PTR, STRIDE, TENSOR_METHODS };
+static PyObject *tensor_methods[TENSOR_METHODS]; /* torch.Tensor.get_device, .data_ptr, .stride */
 static PyObject *s_data_ptr, *s_get_device, *s_dtype, *s_shape, *s_stride, *s_cai, *s_cuda_stream;
 static PyObject *small_ints[AOT_MAX_DEVICES]; /* device ordinals; 4 and 3: Triton's num_warps and num_stages */
 
@@ -88,6 +91,16 @@ static int torch_ready(void) {
     PyErr_Clear();
     return 0;
   }
+  PyObject *const names[TENSOR_METHODS] = {s_get_device, s_data_ptr, s_stride};
+  for (int m = 0; m < TENSOR_METHODS; m++) {
+    tensor_methods[m] = PyObject_GetAttr(tensor, names[m]);
+    if (tensor_methods[m] == NULL) {
+      while (m > 0) Py_CLEAR(tensor_methods[--m]);
+      Py_DECREF(tensor);
+      PyErr_Clear();
+      return 0;
+    }
+  }
   for (int code = 0; code < aot_num_dtypes && code < 64; code++) {
     torch_dtypes[code] = PyObject_GetAttrString(torch, aot_dtype_torch_names[code]);
     if (torch_dtypes[code] == NULL) PyErr_Clear(); /* an older torch without this dtype */
@@ -124,8 +137,15 @@ static int int_tuple(PyObject *seq, int64_t *out, int max, const char *arg, cons
   return (int)n;
 }
 
+/* A method of a tensor: torch.Tensor's own, looked up once, when the tensor is exactly a torch.Tensor
+ * (a subclass may override it: then looked up on the tensor, as Python would). */
+static PyObject *tensor_method(PyObject *obj, int method, PyObject *name) {
+  return Py_TYPE(obj) == (PyTypeObject *)torch_tensor ? PyObject_CallFunctionObjArgs(tensor_methods[method], obj, NULL)
+                                                      : PyObject_CallMethodObjArgs(obj, name, NULL);
+}
+
 static int torch_arg(PyObject *obj, aot_tensor *t, int need_shape, const char *arg, aot_error *err) {
-  PyObject *dev = PyObject_CallMethodObjArgs(obj, s_get_device, NULL);
+  PyObject *dev = tensor_method(obj, GET_DEVICE, s_get_device);
   if (dev == NULL) return -1;
   long device = PyLong_AsLong(dev);
   Py_DECREF(dev);
@@ -136,10 +156,11 @@ static int torch_arg(PyObject *obj, aot_tensor *t, int need_shape, const char *a
     Py_XDECREF(dev_obj);
     return aot_fail(err, AOT_E_VALUE, "argument %s is on %s; expected a CUDA tensor", arg, where);
   }
-  PyObject *ptr = PyObject_CallMethodObjArgs(obj, s_data_ptr, NULL);
+  PyObject *ptr = tensor_method(obj, DATA_PTR, s_data_ptr);
   if (ptr == NULL) return -1;
-  t->ptr = PyLong_AsUnsignedLongLong(ptr);
+  t->ptr = PyLong_AsUnsignedLong(ptr); /* 64 bits (LP64); unlike ...LongLong, no byte-array detour */
   Py_DECREF(ptr);
+  if (PyErr_Occurred()) return -1;
   PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
   if (dtype == NULL) return -1;
   t->dtype = -2;
@@ -154,7 +175,7 @@ static int torch_arg(PyObject *obj, aot_tensor *t, int need_shape, const char *a
   Py_DECREF(dtype);
   if (need_shape) {
     PyObject *shape = PyObject_GetAttr(obj, s_shape);
-    PyObject *strides = shape ? PyObject_CallMethodObjArgs(obj, s_stride, NULL) : NULL;
+    PyObject *strides = shape ? tensor_method(obj, STRIDE, s_stride) : NULL;
     int ok = strides != NULL && (t->ndim = int_tuple(shape, t->shape, AOT_MAX_DIMS, arg, "shape", err)) >= 0 &&
              int_tuple(strides, t->strides, AOT_MAX_DIMS, arg, "stride", err) >= 0;
     Py_XDECREF(shape);
@@ -260,7 +281,7 @@ static int pointer_arg(const aot_kernel *k, PyObject *obj, aot_tensor *t, const 
     return torch_arg(obj, t, k->needs_shapes, arg, err);
   }
   if (PyLong_Check(obj)) {
-    t->ptr = PyLong_AsUnsignedLongLong(obj);
+    t->ptr = PyLong_AsUnsignedLong(obj);
     if (PyErr_Occurred()) {
       PyErr_Clear();
       return aot_fail(err, AOT_E_VALUE, "argument %s: a raw pointer must be a non-negative 64-bit integer", arg);
@@ -405,7 +426,7 @@ static int parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, P
     PyObject *s = device < AOT_MAX_DEVICES ? PyObject_CallFunctionObjArgs(torch_raw_stream, small_ints[device], NULL)
                                            : PyObject_CallFunction(torch_raw_stream, "i", device);
     if (s == NULL) return -1;
-    *stream = PyLong_AsUnsignedLongLong(s);
+    *stream = PyLong_AsUnsignedLong(s);
     Py_DECREF(s);
     if (PyErr_Occurred()) return -1;
   }

@@ -886,6 +886,56 @@ static int variant_for(const aot_kernel *k, const int64_t *key, int target, int 
   return variant_of_config(k, NULL, choose_config(k, NULL, key, target, binding, 0, &exact), target, binding, 0, err);
 }
 
+/* ---------------------------------------------------------------- the last picks
+ * Without constexprs bound to the call and without runtime tuning, the variant a call gets depends
+ * only on its target, types, argument states and bucketed key (the table search reads nothing else), so
+ * a kernel keeps its last few picks (aot_pick) and a repeated call skips the search. Every check of
+ * the call has run before the lookup. */
+
+typedef struct {
+  int32_t target, binding;
+  uint64_t states[2];
+  int64_t key[AOT_MAX_KEY];
+  aot_pick *slot;
+} pick_point;
+
+static void pick_point_of(const aot_kernel *k, const aot_call *call, int target, int binding, const int64_t *key,
+                          pick_point *pt) {
+  pt->target = target, pt->binding = binding, pt->states[0] = pt->states[1] = 0;
+  for (int p = 0; p < k->nparams; p++) pt->states[p / 32] |= (uint64_t)call_state(k, call, p) << (2 * (p % 32));
+  uint64_t h = (uint64_t)(target * 31 + binding) ^ pt->states[0] * 0x9E3779B97F4A7C15u ^ pt->states[1];
+  for (int d = 0; d < k->nkey; d++) pt->key[d] = bucket(k, key[d]), h = (h ^ (uint64_t)pt->key[d]) * 0x100000001B3u;
+  pt->slot = &k->memo->picks[(h ^ h >> 32) % AOT_PICKS];
+}
+
+static int pick_find(const aot_kernel *k, const pick_point *pt) {
+  aot_pick *s = pt->slot;
+  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+  if (seq == 0 || seq & 1) return -1; /* never written, or being written */
+  int same = atomic_load_explicit(&s->target, memory_order_relaxed) == pt->target &&
+             atomic_load_explicit(&s->binding, memory_order_relaxed) == pt->binding &&
+             atomic_load_explicit(&s->states[0], memory_order_relaxed) == pt->states[0] &&
+             atomic_load_explicit(&s->states[1], memory_order_relaxed) == pt->states[1];
+  for (int d = 0; same && d < k->nkey; d++) same = atomic_load_explicit(&s->key[d], memory_order_relaxed) == pt->key[d];
+  int v = atomic_load_explicit(&s->variant, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  return same && atomic_load_explicit(&s->seq, memory_order_relaxed) == seq ? v : -1;
+}
+
+static void pick_keep(const aot_kernel *k, const pick_point *pt, int v) {
+  aot_pick *s = pt->slot;
+  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+  if (seq & 1 || !atomic_compare_exchange_strong(&s->seq, &seq, seq + 1)) return; /* another thread writes it */
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&s->target, pt->target, memory_order_relaxed);
+  atomic_store_explicit(&s->binding, pt->binding, memory_order_relaxed);
+  atomic_store_explicit(&s->states[0], pt->states[0], memory_order_relaxed);
+  atomic_store_explicit(&s->states[1], pt->states[1], memory_order_relaxed);
+  for (int d = 0; d < k->nkey; d++) atomic_store_explicit(&s->key[d], pt->key[d], memory_order_relaxed);
+  atomic_store_explicit(&s->variant, v, memory_order_relaxed);
+  atomic_store_explicit(&s->seq, seq + 2 == 0 ? 2 : seq + 2, memory_order_release);
+}
+
 static int choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c) {
   aot_error *err = call->err;
   if (err->status != AOT_OK) return -1; /* filling the call failed (aot_set_tensor) */
@@ -924,10 +974,22 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   int64_t key[AOT_MAX_KEY];
   k->key(call, key);
   if (err->status != AOT_OK) return -1;
+  int mode = k->autotune ? atomic_load(&autotune_mode) : AOT_TUNE_OFF;
+  pick_point point;
+  int keep = k->nbound == 0 && mode == AOT_TUNE_OFF; /* nothing but the point decides the pick */
+  if (keep) {
+    pick_point_of(k, call, target, binding, key, &point);
+    int v = pick_find(k, &point);
+    if (v >= 0) return v;
+  }
   int spec = call_spec(k, call, err), exact;
   if (spec < 0) return -1;
   int config = choose_config(k, call, key, target, binding, spec, &exact);
-  int mode = k->autotune ? atomic_load(&autotune_mode) : AOT_TUNE_OFF;
+  if (keep) {
+    int v = variant_of_config(k, call, config, target, binding, spec, err);
+    if (v >= 0) pick_keep(k, &point, v);
+    return v;
+  }
   for (int dim = 0; dim < k->nkey && mode == AOT_TUNE_KEY; dim++)
     if (bucket(k, key[dim]) != key[dim]) exact = 0; /* the table's row is for the bucket, not this key */
   if (!exact && mode != AOT_TUNE_OFF) {

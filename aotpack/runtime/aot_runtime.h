@@ -76,9 +76,22 @@ typedef struct {
   int64_t key[AOT_MAX_KEY];
 } aot_tuned;
 
+/* One pick of the dispatcher (choose() in aot_runtime.c): a call on the same target with the same
+ * types, argument states (aot_spec_state, 2 bits per argument) and key gets the same variant. A
+ * slot is a sequence lock: an even seq that reads the same before and after a copy is a whole pick. */
+typedef struct {
+  _Atomic uint32_t seq;
+  _Atomic int32_t variant, target, binding;
+  _Atomic uint64_t states[2];
+  _Atomic int64_t key[AOT_MAX_KEY];
+} aot_pick;
+#define AOT_PICKS 4
+
+/* What a kernel learns in the process: keys tuned (under a lock) and its last picks (lock-free). */
 typedef struct {
   aot_tuned *items;
   int n, cap;
+  aot_pick picks[AOT_PICKS];
 } aot_memo;
 
 /* One call's argument values, indexed by parameter. Expressions read them; a failed expression

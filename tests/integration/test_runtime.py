@@ -175,6 +175,41 @@ def test_first_calls_from_many_threads_load_each_variant_once(installed, fake_dr
     assert len([line for line in log if line.startswith("launch")]) == 800
 
 
+def test_repeated_calls_reuse_a_pick_only_for_the_same_types_states_and_key(installed, fake_driver, tmp_path):
+    """A kernel keeps its last picks; one made for an aligned call or another dtype never serves a
+    call that differs in them, also while threads call with different arguments at once."""
+    out, _ = run(
+        """
+        import threading
+        n = 100000
+        calls = [
+            ((Array(A, n), Array(A, n), Array(A, n)), {}),                        # hinted
+            ((Array(A + 4, n), Array(A, n), Array(A, n)), {}),                    # misaligned x: safe
+            ((Array(A, n), Array(A, n), Array(A, n)), {"n_elements": 99999}),     # n not 16-divisible: safe
+            ((Array(A, n, "<f2"), Array(A, n, "<f2"), Array(A, n, "<f2")), {}),   # fp16
+        ]
+        want = ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted", "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",
+                "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe", "add/T=fp16,BLOCK=256,w4,s1/sm_90a/hinted"]
+        wrong = []
+        barrier = threading.Barrier(8)
+        def work(first):
+            barrier.wait()
+            for i in range(2000):
+                j = (first + i) % len(calls)
+                args, kwargs = calls[j]
+                got = k.add.select(*args, **kwargs)
+                if got != want[j]:
+                    wrong.append((j, got))
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(len(wrong), wrong[:3])
+        """,
+        installed, fake_driver, tmp_path,
+    )  # fmt: skip
+    assert out == ["0 []"]
+
+
 def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
     out, _ = run(
         """

@@ -71,6 +71,22 @@ def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized
     assert len(launches) == 3 + 8 * 200  # good, misaligned, raw pointers, and the threads
 
 
+def test_threads_launching_at_once_race_on_nothing_under_tsan(sanitized, fake_driver, tmp_path):
+    """Eight threads launch with changing keys: the lazy loads, the kernels' last picks (lock-free)
+    and the device state are free of data races under ThreadSanitizer."""
+    cc, work, _ = sanitized
+    program = tmp_path / "tsan"
+    sources = [HERE / "sanitize_main.c", work / "kernels.c", work / "capi.c", work / "aot_runtime.c"]
+    done = subprocess.run([cc, "-fsanitize=thread", "-g", "-O1", f"-I{work}", *map(str, sources), "-ldl",
+                           "-lpthread", "-o", str(program)], capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"no ThreadSanitizer runtime here: {done.stderr[-300:]}")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver), "TSAN_OPTIONS": "halt_on_error=1:report_signal_unsafe=0"}
+    run = subprocess.run([str(program)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0 and "ThreadSanitizer" not in run.stderr, run.stderr[-4000:]
+    assert "threads: done" in run.stdout
+
+
 def test_the_c_api_reads_no_uninitialized_memory_under_valgrind(sanitized, tmp_path):
     """A call's argument slots are not cleared (aot_call_start): memcheck runs the same program uninstrumented
     and finds no read of uninitialized memory on any path it takes. Skipped without valgrind."""

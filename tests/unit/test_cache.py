@@ -77,3 +77,13 @@ def test_a_killed_writer_leaves_nothing_the_next_write_keeps(tmp_path):
     wheel.write_bytes(b"wheel")
     store.store_wheel("k", wheel, {"variants": 1, "pruned": []})
     assert sorted(p.name for p in folder.iterdir()) == sorted([live.name, "w.whl", "build.json"])
+
+
+def test_variants_depend_on_the_compile_stages_and_wheels_on_everything():
+    root = Path(cache.__file__).parent
+    everything = {p.relative_to(root).as_posix() for p in cache.own_files(compile_stage=False)}
+    compiling = {p.relative_to(root).as_posix() for p in cache.own_files(compile_stage=True)}
+    assert {"runtime/aot_runtime.c", "codegen/c.py", "native.py"} <= everything
+    assert {"compilers/triton.py", "plan.py", "recipe.py"} <= compiling
+    assert not any(p.startswith(("runtime/", "codegen/")) or p in {"native.py", "wheel.py"} for p in compiling)
+    assert cache.aotpack_digest(compile_stage=True) != cache.aotpack_digest()
