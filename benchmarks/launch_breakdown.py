@@ -1,7 +1,8 @@
 """Where the host time of one aotpack call goes: the torch tensor queries the binding makes, the
 argument parsing and dispatch without a launch (the C select), and the full call, each timed in a
-tight loop; for the drop-in launch of a recorded kernel (when liger_recorded is installed), the
-config pick alone (warmup=True returns before the launch) and the full call."""
+tight loop, for the demo's add (a 33-row dispatch table), softmax and matmul (240 rows); for the
+drop-in launch of a recorded kernel (when liger_recorded is installed), the config pick alone
+(warmup=True returns before the launch) and the full call."""
 
 import statistics
 import sys
@@ -32,6 +33,8 @@ def per_call(fn) -> float:
 
 x, y, out = (torch.randn(N, device="cuda") for _ in range(3))
 raw = torch._C._cuda_getCurrentRawStream
+s_in, s_out = torch.randn(8, 1000, device="cuda"), torch.empty(8, 1000, device="cuda")
+a, b, c = (torch.randn(64, 64, device="cuda", dtype=torch.float16) for _ in range(3))
 steps = {
     "t.data_ptr()": lambda: x.data_ptr(),
     "t.get_device()": lambda: x.get_device(),
@@ -45,6 +48,11 @@ steps = {
     "add (tensors)": lambda: demo_kernels.add(x, y, out),
     "add (x tensor, raw y/out, n, stream=0)": lambda: demo_kernels.add(x, y.data_ptr(), out.data_ptr(), N, stream=0),
     "torch.add": lambda: torch.add(x, y, out=out),
+    "softmax 8x1000 (tensors)": lambda: demo_kernels.softmax(s_out, s_in),
+    "torch.softmax(out=)": lambda: torch.softmax(s_in, -1, out=s_out),
+    "C select: matmul 64^3 fp16": lambda: demo_kernels._native._select_matmul(a, b, c),
+    "matmul 64^3 fp16 (tensors)": lambda: demo_kernels.matmul(a, b, c),
+    "torch.matmul(out=)": lambda: torch.matmul(a, b, out=c),
 }
 try:
     import liger_recorded
