@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the corpus kernels import it (a CPU build where the machine provides one)
 	$(PY) -m pip install -q 'torch==2.13.0'
 	# cuda: nvcc from PyPI (nvidia-cuda-nvcc), used where no CUDA toolkit is found ($$CUDA_HOME, PATH)
-	$(PY) -m pip install -q -e '.[test,corpus,cuda]'
+	$(PY) -m pip install -q -e '.[test,corpus,cuda,dask]'
 	touch $(STAMP)
 
 demo: $(STAMP)  ## build recipes/demo.yaml into dist/

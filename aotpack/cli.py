@@ -93,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
         "--cache-dir", type=Path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
     )
     b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
+    b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
+                   help="compile on this Dask cluster (pip install 'aotpack[dask]'; workers need aotpack and the "
+                        "same toolchain)")  # fmt: skip
     b.add_argument("-q", "--quiet", action="store_true")
     b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
     b.add_argument("--winners-only", action="store_true",
@@ -106,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
     t.add_argument("--reps", type=int, default=30, help="timed runs per variant and key (median)")
     t.add_argument("--warmup", type=int, default=5, help="untimed runs first")
+    t.add_argument("--devices", default=None, metavar="all|0,1,...",
+                   help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
     i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
     i.add_argument("wheel", type=Path)
     i.add_argument("--json", action="store_true", help="print the manifest itself (schema: README.md)")
@@ -199,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             _writable_folder(args.out_dir, "-o")
             opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
-            print(f"wrote {tune(args.recipe, args.out_dir, opts)}")
+            print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices)}")
             return 0
         for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
                              (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip
@@ -213,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
             keep_build_dir=args.keep_build_dir, progress=Progress(planned, args.quiet), nvcc=args.nvcc,
             winners_only=args.winners_only, cache_dir=args.cache_dir, use_cache=not args.no_cache,
-            line_info=args.line_info, cuda_floor=args.cuda,
+            line_info=args.line_info, cuda_floor=args.cuda, executor=args.executor,
         )  # fmt: skip
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
         cached = ", unchanged: from the cache" if result.cached else ""

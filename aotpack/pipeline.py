@@ -13,14 +13,15 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import cast
 
-from . import _temp, cache, codegen, compress, limits, mutation, native, plan, recipe, repair, wheel
+from . import _temp, cache, codegen, compress, distributed, limits, mutation, native, plan, recipe, repair, wheel
 from ._version import __version__
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
-from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for
+from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for, targets_of
 from .errors import CompileError, RecipeError
 
 log = logging.getLogger("aotpack")
@@ -51,6 +52,7 @@ def build(
     use_cache: bool = True,
     line_info: bool = False,
     cuda_floor: int | None = None,
+    executor: str | None = None,
 ) -> BuildResult:
     rec = recipe.load(recipe_path)
     _temp.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
@@ -105,7 +107,14 @@ def build(
             if progress is not None:
                 progress(v, o, False)
 
-        outcomes.update(compile_all(misses, compilers, jobs=jobs, progress=finished))
+        if executor is None:
+            outcomes.update(compile_all(misses, compilers, jobs=jobs, progress=finished))
+        else:  # a Dask cluster whose workers have this toolchain (distributed.py)
+            settings = distributed.Settings(targets_of(rec.kernels), nvcc, line_info, floor)
+            remote = partial(distributed.task, settings)
+            with distributed.connect(executor, settings) as pool:
+                outcomes.update(compile_all(misses, compilers, executor=pool, progress=finished,
+                                            task=lambda v: (distributed.run, remote(v))))  # fmt: skip
     outcomes = {v.id: outcomes[v.id] for v in variants}
 
     pruned = tuple(o for o in outcomes.values() if isinstance(o, Pruned))

@@ -18,8 +18,11 @@ import ctypes
 import datetime
 import importlib
 import logging
+import multiprocessing
+import os
 import statistics
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,18 +181,10 @@ def _measure(
     )
 
 
-def tune_kernel(
-    torch: Any, package: Any, kernel: recipe.Kernel, opts: Options, flush: Any
-) -> tuple[str, list[tables.Row]]:
-    """Rows for one kernel; returns (the arch the device runs, rows)."""
+def units(kernel: recipe.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]:
+    """The kernel's tuning work, (binding, key) in table order; keys that share a bucket once."""
     spec = kernel.tune
     assert spec is not None
-    make_inputs = _hook(spec.inputs)
-    reference = _hook(spec.reference) if spec.reference else None
-    obj = getattr(package, kernel.name)
-    manifest = package.__aotpack__["kernels"][kernel.name]
-    rows: list[tables.Row] = []
-    arch = ""
     keys: dict[tuple[int, ...], tuple[int, ...]] = {}
     for key in spec.keys:
         slot = bucket(kernel, key)
@@ -197,34 +192,115 @@ def tune_kernel(
             log.warning("%s: keys %s and %s share the bucket %s; tuning the first", kernel.name, keys[slot], key, slot)
         else:
             keys[slot] = key
-    for binding in kernel.bindings:
-        types = dict(binding)
-        for key in keys.values():
-            named = dict(zip((n for n, _ in kernel.key), key, strict=True))
-            sets = [make_inputs(named, types) for _ in range(INPUT_SETS)]
-            args = sets[0][0]
-            chosen = next(v for v in manifest["variants"] if v["id"] == obj.select(*args))
-            arch = chosen["target"]
-            # rows for the class these inputs select and for every class they also satisfy (one that
-            # assumes less: the best tile differs once loads cannot be vectorized); a kernel with one
-            # class gets rows for any
-            classes = manifest["specializations"]
-            specs: list[str | None] = [None]
-            if len(classes) > 1:
-                specs = [c["name"] for c in classes if c["assumes"].items() <= chosen["assumes"].items()]
-            refs = reference(args) if reference else None
-            for spec_name in specs:
-                candidates = [
-                    v for v in manifest["variants"]
-                    if v["target"] == arch and v["types"] == types
-                    and (spec_name is None or v["specialization"] == spec_name)
-                ]  # fmt: skip
-                rows.append(_measure(torch, obj, kernel, key, types, spec_name, candidates, sets, refs, opts, flush))
+    return [(binding, key) for binding in kernel.bindings for key in keys.values()]
+
+
+def tune_unit(
+    torch: Any, package: Any, kernel: recipe.Kernel, binding: tuple[tuple[str, str], ...], key: tuple[int, ...],
+    opts: Options, flush: Any,
+) -> tuple[str, list[tables.Row]]:  # fmt: skip
+    """Rows for one binding and key; returns (the arch the device runs, rows)."""
+    spec = kernel.tune
+    assert spec is not None
+    make_inputs = _hook(spec.inputs)
+    reference = _hook(spec.reference) if spec.reference else None
+    obj = getattr(package, kernel.name)
+    manifest = package.__aotpack__["kernels"][kernel.name]
+    types = dict(binding)
+    named = dict(zip((n for n, _ in kernel.key), key, strict=True))
+    sets = [make_inputs(named, types) for _ in range(INPUT_SETS)]
+    args = sets[0][0]
+    chosen = next(v for v in manifest["variants"] if v["id"] == obj.select(*args))
+    arch = chosen["target"]
+    # rows for the class these inputs select and for every class they also satisfy (one that assumes
+    # less: the best tile differs once loads cannot be vectorized); a kernel with one class gets rows for any
+    classes = manifest["specializations"]
+    specs: list[str | None] = [None]
+    if len(classes) > 1:
+        specs = [c["name"] for c in classes if c["assumes"].items() <= chosen["assumes"].items()]
+    refs = reference(args) if reference else None
+    rows = []
+    for spec_name in specs:
+        candidates = [
+            v for v in manifest["variants"]
+            if v["target"] == arch and v["types"] == types and (spec_name is None or v["specialization"] == spec_name)
+        ]  # fmt: skip
+        rows.append(_measure(torch, obj, kernel, key, types, spec_name, candidates, sets, refs, opts, flush))
     return arch, rows
 
 
-def tune(recipe_path: str | Path, out_dir: str | Path, opts: Options = Options()) -> Path:
-    """Tune every kernel with a ``tune:`` section; returns the table written for this GPU's arch."""
+# ---------------------------------------------------------------- one process per GPU (--devices)
+
+_worker: dict[str, Any] = {}  # in a device's worker process: torch, the recipe, the package, the flush buffer
+
+
+def _claim_device(devices: Any, recipe_path: str) -> None:
+    """A worker's start: take one GPU (before torch initializes CUDA here) and load what every unit needs."""
+    device = devices.get()
+    os.environ["CUDA_VISIBLE_DEVICES"] = device
+    import torch
+
+    rec = recipe.load(recipe_path)
+    _worker.update(torch=torch, recipe=rec, package=importlib.import_module(rec.package),
+                   flush=torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda"))  # fmt: skip
+
+
+def _unit_in_worker(
+    kernel_name: str, binding: tuple[tuple[str, str], ...], key: tuple[int, ...], opts: Options
+) -> tuple[str, str, list[tables.Row]]:
+    kernel = next(k for k in _worker["recipe"].kernels if k.name == kernel_name)
+    torch = _worker["torch"]
+    arch, rows = tune_unit(torch, _worker["package"], kernel, binding, key, opts, _worker["flush"])
+    return torch.cuda.get_device_name(), arch, rows
+
+
+def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
+    """Each GPU asked for ("all" or indices such as "0,1"): its index here and its CUDA_VISIBLE_DEVICES
+    value for a child process (this process's own CUDA_VISIBLE_DEVICES, if any, maps them)."""
+    count = torch.cuda.device_count()
+    try:
+        indices = list(range(count)) if asked == "all" else [int(i) for i in asked.split(",")]
+    except ValueError:
+        raise TuneError(f"--devices {asked}: give 'all' or GPU indices such as 0,1") from None
+    bad = [i for i in indices if not 0 <= i < count]
+    if bad or len(set(indices)) != len(indices) or not indices:
+        raise TuneError(f"--devices {asked}: this machine has GPUs 0 to {count - 1}; name each once")
+    names = {torch.cuda.get_device_name(i) for i in indices}
+    if len(names) > 1:
+        raise TuneError(f"--devices {asked}: the GPUs differ ({', '.join(sorted(names))}); a table is for one kind")
+    mapped = os.environ.get("CUDA_VISIBLE_DEVICES")
+    own = [d.strip() for d in mapped.split(",")] if mapped else None
+    return [(i, own[i] if own else str(i)) for i in indices]
+
+
+def _tune_on_devices(
+    recipe_path: str | Path, chosen: list[recipe.Kernel], opts: Options, devices: list[str]
+) -> list[tuple[str, list[tables.Row]]]:
+    """Every unit of every kernel spread over one process per GPU (each takes the next unit as it
+    finishes one); rows put back in the order one process writes them."""
+    context = multiprocessing.get_context("spawn")
+    claims = context.Queue()
+    for device in devices:
+        claims.put(device)
+    work = [(k, binding, key) for k in chosen for binding, key in units(k)]
+    with ProcessPoolExecutor(len(devices), mp_context=context, initializer=_claim_device,
+                             initargs=(claims, str(recipe_path))) as pool:  # fmt: skip
+        futures = [pool.submit(_unit_in_worker, k.name, binding, key, opts) for k, binding, key in work]
+        results = [f.result() for f in futures]
+    out: dict[str, tuple[str, list[tables.Row]]] = {}
+    for (kernel, _, _), (_, arch, rows) in zip(work, results, strict=True):
+        previous = out.setdefault(kernel.name, (arch, []))
+        if previous[0] != arch:
+            raise TuneError(f"{kernel.name}: the GPUs ran code for {previous[0]} and {arch}; tune them separately")
+        previous[1].extend(rows)
+    return [out[k.name] for k in chosen]
+
+
+def tune(
+    recipe_path: str | Path, out_dir: str | Path, opts: Options = Options(), devices: str | None = None
+) -> Path:
+    """Tune every kernel with a ``tune:`` section; returns the table written for this GPU's arch.
+    ``devices`` ("all", or indices such as "0,1"): spread the work over one process per GPU."""
     rec = recipe.load(recipe_path)
     try:
         import torch
@@ -239,18 +315,27 @@ def tune(recipe_path: str | Path, out_dir: str | Path, opts: Options = Options()
     chosen = [k for k in rec.kernels if k.tune and (not opts.kernels or k.name in opts.kernels)]
     if not chosen:
         raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    results: list[tuple[str, tuple[tables.Row, ...]]] = []
-    archs = set()
-    for kernel in chosen:
-        arch, rows = tune_kernel(torch, package, kernel, opts, flush)
-        archs.add(arch)
-        results.append((kernel.name, tuple(rows)))
+    gpus = visible_devices(torch, devices) if devices is not None else []
+    if len(gpus) > 1:
+        per_kernel = _tune_on_devices(recipe_path, chosen, opts, [name for _, name in gpus])
+    else:
+        if gpus:
+            torch.cuda.set_device(gpus[0][0])
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+        per_kernel = []
+        for kernel in chosen:
+            arch, rows = "", []
+            for binding, key in units(kernel):
+                arch, more = tune_unit(torch, package, kernel, binding, key, opts, flush)
+                rows += more
+            per_kernel.append((arch, rows))
+    archs = {arch for arch, _ in per_kernel}
     if len(archs) != 1:
         raise TuneError(f"kernels ran code for different archs ({', '.join(sorted(archs))}); tune them separately")
     (arch,) = archs
     table = tables.Table(
         package=rec.package, arch=arch, device=torch.cuda.get_device_name(), driver_cuda=_driver_cuda(),
-        date=datetime.date.today().isoformat(), kernels=tuple(sorted(results)),
+        date=datetime.date.today().isoformat(),
+        kernels=tuple(sorted((k.name, tuple(rows)) for k, (_, rows) in zip(chosen, per_kernel, strict=True))),
     )  # fmt: skip
     return tables.write(table, Path(out_dir) / f"{rec.package}.{arch}.json")

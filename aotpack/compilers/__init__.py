@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..plan import Variant
 from ..recipe import Backend, Kernel
@@ -98,15 +98,26 @@ def compilers_for(
     ``line_info``: Triton's cubins keep their line info (and with it the sources' absolute paths).
     ``cuda_floor``: the oldest CUDA driver the wheel must load on; every toolchain chosen must build
     for it (default: the oldest toolchain found that builds each target)."""
+    return compilers_for_targets(targets_of(kernels), nvcc, line_info, cuda_floor)
+
+
+def targets_of(kernels: Iterable[Kernel]) -> tuple[tuple[Backend, tuple[str, ...]], ...]:
+    """Per backend the kernels use, the targets they build for (sorted)."""
+    kernels = list(kernels)
+    return tuple((backend, tuple(sorted({t for k in kernels if k.backend == backend for t in k.targets})))
+                 for backend in sorted({k.backend for k in kernels}))  # fmt: skip
+
+
+def compilers_for_targets(
+    targets: Iterable[tuple[Backend, tuple[str, ...]]], nvcc: str | None, line_info: bool, cuda_floor: int | None
+) -> dict[Backend, Compiler]:
     from .cuda import NvccCompiler
     from .triton import TritonCompiler
 
-    kernels = list(kernels)
     found: dict[Backend, Compiler] = {}
-    for backend in sorted({k.backend for k in kernels}):
-        targets = sorted({t for k in kernels if k.backend == backend for t in k.targets})
+    for backend, chosen in targets:
         if backend == "triton":
-            found[backend] = TritonCompiler.find(targets, cuda_floor, line_info)
+            found[backend] = TritonCompiler.find(chosen, cuda_floor, line_info)
         else:
             found[backend] = NvccCompiler.find(nvcc, cuda_floor)
     return found
@@ -118,16 +129,19 @@ def compile_all(
     jobs: int | None = None,
     executor: Executor | None = None,
     progress: Callable[[Variant, Outcome], None] | None = None,
+    task: Callable[[Variant], tuple[Callable[[Any], Outcome], Any]] | None = None,
 ) -> dict[str, Outcome]:
     """Compile every variant; returns outcomes by variant id (in the plan's order). ``executor``
-    may be any concurrent.futures.Executor (a process pool by default)."""
+    may be any concurrent.futures.Executor (a process pool by default); ``task`` gives the function
+    and argument it runs per variant (default: the backend's compile of the variant)."""
     variants = list(variants)
     own = executor is None
     if executor is None:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(variants)))
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        futures = {executor.submit(compilers[v.kernel.backend].compile, v): v for v in variants}
+        futures = {executor.submit(*(task(v) if task else (compilers[v.kernel.backend].compile, v))): v
+                   for v in variants}  # fmt: skip
         done: dict[str, Outcome] = {}
         for future in as_completed(futures):
             variant = futures[future]

@@ -21,3 +21,34 @@ def test_reset_to_zero_and_restore_value_before_each_run(kernel_dir):
     out.fill_(3)  # ... and accumulated into its output
     prepare(sets[0][0])
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0] and out.tolist() == [0.0] * 4 and y.tolist() == [1.0] * 4
+
+
+class _Cuda:
+    def __init__(self, names):
+        self.names = names
+
+    def device_count(self):
+        return len(self.names)
+
+    def get_device_name(self, i):
+        return self.names[i]
+
+
+class _Torch:
+    def __init__(self, *names):
+        self.cuda = _Cuda(list(names))
+
+
+def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
+    from aotpack.tune import TuneError, visible_devices
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_devices(_Torch("H200", "H200"), "all") == [(0, "0"), (1, "1")]
+    assert visible_devices(_Torch("H200", "H200", "H200"), "2,0") == [(2, "2"), (0, "0")]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")  # this process sees physical GPUs 5 and 7 as 0 and 1
+    assert visible_devices(_Torch("H200", "H200"), "all") == [(0, "5"), (1, "7")]
+    for asked, says in [("2", "GPUs 0 to 1"), ("0,0", "name each once"), ("x", "give 'all'")]:
+        with pytest.raises(TuneError, match=says):
+            visible_devices(_Torch("H200", "H200"), asked)
+    with pytest.raises(TuneError, match="the GPUs differ"):
+        visible_devices(_Torch("H100", "H200"), "all")

@@ -1,0 +1,194 @@
+"""Compiling on a Dask cluster: ``aotpack build --executor dask://HOST:PORT``.
+
+A worker needs aotpack and the same toolchain, nothing else. Before any work is sent, every worker
+reports its toolchain (aotpack's release and compile stages, Python, each backend's compiler
+versions, found on the worker as a local build finds them) and a cluster that differs anywhere is
+refused, naming the worker and the difference. A task carries its kernel's source files as bytes
+(the kernel's folder and include folders: workers need not see the recipe's folder); a kernel named
+by an importable module must be installed on the workers, and the worker checks that its files are
+the same. What comes back is the compiled variant as data; the build puts it into the local cache
+and goes on as a local build does, so the wheel is byte-identical to a local one.
+
+Dask's ``Client.get_executor()`` is a ``concurrent.futures.Executor``: it replaces the local process
+pool and nothing else changes. Ray is not supported: it has no ``concurrent.futures`` executor, and
+aotpack would have to schedule the tasks itself."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from . import cache as cache_
+from ._version import __version__
+from .compilers import Compiler, Outcome, compilers_for_targets
+from .errors import ToolNotFound, UsageError
+from .plan import Variant
+from .recipe import Backend, Kernel
+
+SCHEMES = ("dask://", "tcp://", "tls://")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the build found its compilers; a worker finds its own from the same settings."""
+
+    targets: tuple[tuple[Backend, tuple[str, ...]], ...]  # per backend (compilers.targets_of)
+    nvcc: str | None
+    line_info: bool
+    cuda_floor: int | None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One variant to compile remotely, with its kernel's source files (relative path, bytes)."""
+
+    settings: Settings
+    variant: Variant
+    files: tuple[tuple[str, bytes], ...]
+    root: str  # the folder the files were relative to here (only used to remap paths)
+    digest: str  # of the files' contents, or of an importable module's files
+
+
+@cache
+def _compilers(settings: Settings) -> Mapping[Backend, Compiler]:
+    return compilers_for_targets(settings.targets, settings.nvcc, settings.line_info, settings.cuda_floor)
+
+
+def fingerprint(settings: Settings) -> dict[str, str]:
+    """What must be equal on every machine that compiles for one build."""
+    out = {
+        "aotpack": __version__,
+        "aotpack compile stages": cache_.aotpack_digest(compile_stage=True)[:16],
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+    }
+    for compiler in _compilers(settings).values():
+        out.update(compiler.versions())
+    return out
+
+
+def _contents_digest(files: list[Path], root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(os.path.relpath(path, root).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _module_folder(kernel: Kernel) -> Path:
+    files = cache_.source_files(kernel)
+    return files[0].parent if files else Path(".")
+
+
+@cache
+def _shipped(kernel: Kernel) -> tuple[tuple[tuple[str, bytes], ...], str, str]:
+    """(files, root, digest) of a kernel's sources: the files themselves for a kernel in a file,
+    only the digest for one in an importable module (the workers have it installed)."""
+    files = cache_.source_files(kernel)
+    if kernel.source.path is None:
+        folder = _module_folder(kernel)
+        return (), str(folder), _contents_digest(files, folder)
+    folders = [kernel.source.path.parent, *(kernel.cuda.include_dirs if kernel.cuda else ())]
+    root = Path(os.path.commonpath([str(f) for f in folders]))
+    shipped = tuple((os.path.relpath(f, root), f.read_bytes()) for f in files)
+    return shipped, str(root), _contents_digest(files, root)
+
+
+def task(settings: Settings, variant: Variant) -> Task:
+    files, root, digest = _shipped(variant.kernel)
+    return Task(settings=settings, variant=variant, files=files, root=root, digest=digest)
+
+
+def _materialize(t: Task) -> Path:
+    """The task's files in a folder of this worker named by their digest (written once per worker)."""
+    folder = Path(tempfile.gettempdir()) / f"aotpack-sources-{os.getuid()}" / t.digest[:32]
+    if not (folder / ".complete").exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=folder.parent))
+        for name, data in t.files:
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        (staging / ".complete").touch()
+        try:
+            os.replace(staging, folder)
+        except OSError:  # another process of this worker wrote it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def _localized(t: Task) -> Variant:
+    """The variant with its kernel's paths moved to where this worker has the files."""
+    kernel = t.variant.kernel
+    if kernel.source.path is None:
+        files = cache_.source_files(kernel)
+        if _contents_digest(files, _module_folder(kernel)) != t.digest:
+            raise ToolNotFound(f"{kernel.where}: kernel {kernel.name!r}: module {kernel.source.module} on worker "
+                               f"{_worker_name()} differs from the build machine's; install the same release there")
+        return t.variant
+    folder = _materialize(t)
+
+    def moved(path: Path) -> Path:
+        return folder / os.path.relpath(path, t.root)
+
+    source = replace(kernel.source, path=moved(kernel.source.path))
+    cuda = replace(kernel.cuda, include_dirs=tuple(moved(d) for d in kernel.cuda.include_dirs)) if kernel.cuda else None
+    return replace(t.variant, kernel=replace(kernel, source=source, cuda=cuda))
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return "this process"
+
+
+def run(t: Task) -> Outcome:
+    """Compile one task on a worker."""
+    variant = _localized(t)
+    return _compilers(t.settings)[variant.kernel.backend].compile(variant)
+
+
+@contextmanager
+def connect(address: str, settings: Settings) -> Iterator[Executor]:
+    """An executor over the Dask cluster at ``address`` whose every worker has this machine's
+    toolchain; raises UsageError naming the first worker that differs."""
+    if not address.startswith(SCHEMES):
+        raise UsageError(f"--executor {address}: expected dask://HOST:PORT (the Dask scheduler's address)")
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ToolNotFound("--executor dask://...: Dask is not installed here; pip install 'aotpack[dask]'") from None
+    scheduler = "tcp://" + address.removeprefix("dask://") if address.startswith("dask://") else address
+    try:
+        client: Any = Client(scheduler, timeout="20s")  # type: ignore[no-untyped-call]
+    except OSError as e:
+        raise UsageError(f"--executor {address}: cannot reach the Dask scheduler ({e})") from None
+    try:
+        check(client.run(fingerprint, settings), fingerprint(settings), address)
+        yield client.get_executor(pure=False)
+    finally:
+        client.close()
+
+
+def check(workers: Mapping[str, dict[str, str]], here: dict[str, str], address: str) -> None:
+    """Refuse a cluster with no workers or with a worker whose toolchain differs from this machine's."""
+    if not workers:
+        raise UsageError(f"--executor {address}: the cluster has no workers")
+    for worker, theirs in sorted(workers.items()):
+        differences = [f"{key}: {theirs.get(key, 'missing')} there, {value} here" for key, value in here.items()
+                       if theirs.get(key) != value]  # fmt: skip
+        differences += [f"{key}: {value} there, missing here" for key, value in theirs.items() if key not in here]
+        if differences:
+            raise UsageError(f"--executor {address}: worker {worker} has another toolchain; install the same "
+                             f"releases on every worker:\n  " + "\n  ".join(differences))  # fmt: skip

@@ -1,0 +1,74 @@
+"""Compiling on a real local Dask cluster (a scheduler and two worker processes): the demo wheel is
+byte-identical to a local build, a worker with another toolchain is refused by name, kernel sources
+travel with the task, and addresses that cannot work are refused before anything compiles."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aotpack import build, distributed, plan, recipe
+from aotpack.compilers import Artifact, targets_of
+from aotpack.errors import UsageError
+
+pytestmark = pytest.mark.integration
+dask = pytest.importorskip("distributed")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with dask.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        yield c
+
+
+def test_the_demo_built_on_the_cluster_is_byte_identical_to_a_local_build(cluster, tmp_path):
+    local = build(ROOT / "recipes" / "demo.yaml", tmp_path / "local", jobs=2, use_cache=False).wheel
+    remote = build(ROOT / "recipes" / "demo.yaml", tmp_path / "remote", use_cache=False,
+                   executor=cluster.scheduler_address).wheel  # fmt: skip
+    assert remote.name == local.name
+    assert remote.read_bytes() == local.read_bytes()
+
+
+def test_a_worker_with_another_toolchain_is_refused_by_name(cluster, small_recipe, tmp_path):
+    with dask.Client(cluster.scheduler_address) as client:
+        worker = sorted(client.scheduler_info()["workers"])[0]
+
+        def other_release():
+            distributed.__version__ = "0.0.0+other"
+
+        client.run(other_release, workers=[worker])
+        try:
+            with pytest.raises(UsageError) as caught:
+                build(small_recipe, tmp_path, use_cache=False, executor=cluster.scheduler_address)
+        finally:
+            client.restart()  # fresh worker processes for the other tests
+    message = str(caught.value)
+    assert f"worker {worker} has another toolchain" in message
+    assert "aotpack: 0.0.0+other there, " in message
+    assert not list(tmp_path.glob("*.whl"))
+
+
+@pytest.mark.parametrize(
+    ("address", "says"),
+    [("ray://head:10001", "expected dask://HOST:PORT"), ("dask://127.0.0.1:9", "cannot reach the Dask scheduler")],
+)
+def test_addresses_that_cannot_work(small_recipe, tmp_path, address, says):
+    with pytest.raises(UsageError, match=says):
+        build(small_recipe, tmp_path, use_cache=False, executor=address)
+
+
+def test_kernel_sources_travel_with_the_task(small_recipe, tmp_path):
+    """A task made from a recipe whose folder is gone by the time the worker runs it still compiles."""
+    folder = tmp_path / "gone"
+    shutil.copytree(ROOT / "examples", folder)
+    text = small_recipe.read_text().replace(str(ROOT / "examples"), str(folder))
+    (folder / "small.yaml").write_text(text)
+    rec = recipe.load(folder / "small.yaml")
+    variant = plan.plan_variants(rec)[0]
+    settings = distributed.Settings(targets_of(rec.kernels), None, False, None)
+    task = distributed.task(settings, variant)
+    assert {name for name, _ in task.files} >= {"add.py", "softmax.py", "matmul.py"}
+    shutil.rmtree(folder)
+    outcome = distributed.run(task)
+    assert isinstance(outcome, Artifact) and outcome.variant_id == variant.id and outcome.image.startswith(b"\x7fELF")
