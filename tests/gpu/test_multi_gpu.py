@@ -47,7 +47,9 @@ def test_the_callers_stream_on_another_device():
     with torch.cuda.device(1):
         busy, other = torch.cuda.Stream(), torch.cuda.Stream()
     x = torch.randn(1 << 20, device="cuda:1")
-    out = torch.full_like(x, float("nan"))
+    out = torch.empty_like(x)
+    demo.add(x, x, out)  # loads the variant on device 1 first: a module load may wait for the device's work
+    out.fill_(float("nan"))
     torch.cuda.synchronize(1)
     with torch.cuda.stream(busy):
         torch.cuda._sleep(200_000_000)
