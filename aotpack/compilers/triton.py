@@ -101,7 +101,7 @@ PYPI_PTXAS = ("nvidia-cuda-nvcc-cu12", "nvidia.cuda_nvcc")  # CUDA 12's ptxas fr
 def ptxas_candidates() -> tuple[Ptxas, ...]:
     """The ptxas binaries a build may use: the ones the user names (then only those), else the CUDA 12
     ptxas of the nvidia-cuda-nvcc-cu12 package when installed, and Triton's own two."""
-    named = [(os.environ[v], f"${v}") for v in USER_PTXAS if os.environ.get(v)]
+    named = [(os.environ[v], f"${v}") for v in USER_PTXAS if os.environ.get(v) not in ("", None, _set_here.get(v))]
     if named:
         return tuple(Ptxas(path, _ptxas_release(path), origin) for path, origin in named)
     found = []
@@ -279,12 +279,17 @@ class TritonCompiler:
         )
 
 
+_set_here: dict[str, str] = {}  # what _use_ptxas put in the environment: not the user's choice (ptxas_candidates)
+
+
 def _use_ptxas(path: str) -> None:
     """Point both of Triton's ptxas settings (it runs "ptxas-blackwell" from sm_90 on) at this one; its
-    per-arch memo of the ptxas version is cleared when the binary changes within a worker."""
+    per-arch memo of the ptxas version is cleared when the binary changes within a worker. A process
+    that compiles and then plans another build (a Dask worker, a test) still sees the user's settings."""
     if all(os.environ.get(v) == path for v in USER_PTXAS):
         return
     os.environ.update(dict.fromkeys(USER_PTXAS, path))
+    _set_here.update(dict.fromkeys(USER_PTXAS, path))
     from triton.backends.nvidia import compiler
 
     for memo in ("get_ptxas_version", "get_features"):

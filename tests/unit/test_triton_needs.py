@@ -45,3 +45,18 @@ def test_needs_the_runtime_cannot_meet_are_reasons():
     assert _needs(meta(tensordesc_meta=[layout()]), 2) == (
         "Triton describes 1 tensor descriptors for 2 descriptor arguments"
     )
+
+
+def test_the_ptxas_a_compile_picked_is_not_taken_for_the_users_choice(monkeypatch):
+    """A process that compiled (and so set Triton's ptxas variables itself) and then plans another
+    build, as a Dask worker does, still gets every candidate; a value the user sets still wins."""
+    from aotpack.compilers import triton as backend
+
+    for name in backend.USER_PTXAS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(backend, "_set_here", {})
+    before = backend.ptxas_candidates()
+    backend._use_ptxas(before[0].path)
+    assert backend.ptxas_candidates() == before
+    monkeypatch.setenv(backend.USER_PTXAS[0], before[-1].path)
+    assert [p.path for p in backend.ptxas_candidates()] == [before[-1].path]
