@@ -2,13 +2,16 @@
 byte-identical to a local build, a worker with another toolchain is refused by name, kernel sources
 travel with the task, and addresses that cannot work are refused before anything compiles."""
 
+import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from aotpack import build, distributed, plan, recipe
-from aotpack.compilers import Artifact, targets_of
+from aotpack.compilers import targets_of
 from aotpack.errors import UsageError
 
 pytestmark = pytest.mark.integration
@@ -70,5 +73,13 @@ def test_kernel_sources_travel_with_the_task(small_recipe, tmp_path):
     task = distributed.task(settings, variant)
     assert {name for name, _ in task.files} >= {"add.py", "softmax.py", "matmul.py"}
     shutil.rmtree(folder)
-    outcome = distributed.run(task)
-    assert isinstance(outcome, Artifact) and outcome.variant_id == variant.id and outcome.image.startswith(b"\x7fELF")
+    (tmp_path / "task.pickle").write_bytes(pickle.dumps(task))
+    worker = (  # a process of its own, as a worker is (compiling sets process-wide Triton settings)
+        "import pickle, sys; from aotpack import distributed; "
+        "o = distributed.run(pickle.loads(open(sys.argv[1], 'rb').read())); "
+        "print(type(o).__name__, o.variant_id, o.image[:4] == b'\\x7fELF')"
+    )
+    done = subprocess.run([sys.executable, "-c", worker, str(tmp_path / "task.pickle")], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["Artifact", variant.id, "True"]
