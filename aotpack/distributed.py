@@ -20,7 +20,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -30,7 +30,7 @@ from typing import Any
 
 from . import cache as cache_
 from ._version import __version__
-from .compilers import Compiler, Outcome, compilers_for_targets
+from .compilers import Compiler, Outcome, compile_all, compilers_for_targets
 from .errors import ToolNotFound, UsageError
 from .plan import Variant
 from .recipe import Backend, Kernel
@@ -55,7 +55,7 @@ class Task:
     settings: Settings
     variant: Variant
     files: tuple[tuple[str, bytes], ...]
-    root: str  # the folder the files were relative to here (only used to remap paths)
+    root: str  # the folder the files were relative to here (only used to remap paths; "" for a module)
     digest: str  # of the files' contents, or of an importable module's files
 
 
@@ -64,16 +64,21 @@ def _compilers(settings: Settings) -> Mapping[Backend, Compiler]:
     return compilers_for_targets(settings.targets, settings.nvcc, settings.line_info, settings.cuda_floor)
 
 
-def fingerprint(settings: Settings) -> dict[str, str]:
-    """What must be equal on every machine that compiles for one build."""
+def toolchain(compilers: Mapping[Backend, Compiler]) -> dict[str, str]:
+    """What must be equal on every machine that compiles for one build, given its compilers."""
     out = {
         "aotpack": __version__,
         "aotpack compile stages": cache_.aotpack_digest(compile_stage=True)[:16],
         "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
     }
-    for compiler in _compilers(settings).values():
+    for compiler in compilers.values():
         out.update(compiler.versions())
     return out
+
+
+def fingerprint(settings: Settings) -> dict[str, str]:
+    """A worker's toolchain: its compilers found from the build's settings, as a local build finds them."""
+    return toolchain(_compilers(settings))
 
 
 def _contents_digest(files: list[Path], root: Path) -> str:
@@ -83,19 +88,19 @@ def _contents_digest(files: list[Path], root: Path) -> str:
     return h.hexdigest()
 
 
-def _module_folder(kernel: Kernel) -> Path:
+def _module_digest(kernel: Kernel) -> str:
+    """The digest of an importable module's files as installed here, relative to their folder."""
     files = cache_.source_files(kernel)
-    return files[0].parent if files else Path(".")
+    return _contents_digest(files, files[0].parent if files else Path("."))
 
 
 @cache
 def _shipped(kernel: Kernel) -> tuple[tuple[tuple[str, bytes], ...], str, str]:
     """(files, root, digest) of a kernel's sources: the files themselves for a kernel in a file,
     only the digest for one in an importable module (the workers have it installed)."""
-    files = cache_.source_files(kernel)
     if kernel.source.path is None:
-        folder = _module_folder(kernel)
-        return (), str(folder), _contents_digest(files, folder)
+        return (), "", _module_digest(kernel)
+    files = cache_.source_files(kernel)
     folders = [kernel.source.path.parent, *(kernel.cuda.include_dirs if kernel.cuda else ())]
     root = Path(os.path.commonpath([str(f) for f in folders]))
     shipped = tuple((os.path.relpath(f, root), f.read_bytes()) for f in files)
@@ -129,8 +134,7 @@ def _localized(t: Task) -> Variant:
     """The variant with its kernel's paths moved to where this worker has the files."""
     kernel = t.variant.kernel
     if kernel.source.path is None:
-        files = cache_.source_files(kernel)
-        if _contents_digest(files, _module_folder(kernel)) != t.digest:
+        if _module_digest(kernel) != t.digest:
             raise ToolNotFound(f"{kernel.where}: kernel {kernel.name!r}: module {kernel.source.module} on worker "
                                f"{_worker_name()} differs from the build machine's; install the same release there")
         return t.variant
@@ -159,10 +163,24 @@ def run(t: Task) -> Outcome:
     return _compilers(t.settings)[variant.kernel.backend].compile(variant)
 
 
+def compile_on(
+    address: str,
+    variants: Iterable[Variant],
+    compilers: Mapping[Backend, Compiler],
+    settings: Settings,
+    progress: Callable[[Variant, Outcome], None] | None = None,
+) -> dict[str, Outcome]:
+    """compilers.compile_all on the Dask cluster at ``address``, ``compilers`` being the ones this
+    machine found from ``settings`` (every worker must report the same toolchain)."""
+    with connect(address, settings, toolchain(compilers)) as pool:
+        return compile_all(variants, compilers, executor=pool, progress=progress,
+                           task=lambda v: (run, task(settings, v)))  # fmt: skip
+
+
 @contextmanager
-def connect(address: str, settings: Settings) -> Iterator[Executor]:
-    """An executor over the Dask cluster at ``address`` whose every worker has this machine's
-    toolchain; raises UsageError naming the first worker that differs."""
+def connect(address: str, settings: Settings, here: dict[str, str]) -> Iterator[Executor]:
+    """An executor over the Dask cluster at ``address`` whose every worker has the toolchain ``here``;
+    raises UsageError naming the first worker that differs."""
     if not address.startswith(SCHEMES):
         raise UsageError(f"--executor {address}: expected dask://HOST:PORT (the Dask scheduler's address)")
     try:
@@ -175,7 +193,7 @@ def connect(address: str, settings: Settings) -> Iterator[Executor]:
     except OSError as e:
         raise UsageError(f"--executor {address}: cannot reach the Dask scheduler ({e})") from None
     try:
-        check(client.run(fingerprint, settings), fingerprint(settings), address)
+        check(client.run(fingerprint, settings), here, address)
         yield client.get_executor(pure=False)
     finally:
         client.close()

@@ -13,7 +13,6 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -111,10 +110,7 @@ def build(
             outcomes.update(compile_all(misses, compilers, jobs=jobs, progress=finished))
         else:  # a Dask cluster whose workers have this toolchain (distributed.py)
             settings = distributed.Settings(targets_of(rec.kernels), nvcc, line_info, floor)
-            remote = partial(distributed.task, settings)
-            with distributed.connect(executor, settings) as pool:
-                outcomes.update(compile_all(misses, compilers, executor=pool, progress=finished,
-                                            task=lambda v: (distributed.run, remote(v))))  # fmt: skip
+            outcomes.update(distributed.compile_on(executor, misses, compilers, settings, progress=finished))
     outcomes = {v.id: outcomes[v.id] for v in variants}
 
     pruned = tuple(o for o in outcomes.values() if isinstance(o, Pruned))

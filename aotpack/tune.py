@@ -247,11 +247,9 @@ def _claim_device(devices: Any, recipe_path: str) -> None:
 
 def _unit_in_worker(
     kernel_name: str, binding: tuple[tuple[str, str], ...], key: tuple[int, ...], opts: Options
-) -> tuple[str, str, list[tables.Row]]:
+) -> tuple[str, list[tables.Row]]:
     kernel = next(k for k in _worker["recipe"].kernels if k.name == kernel_name)
-    torch = _worker["torch"]
-    arch, rows = tune_unit(torch, _worker["package"], kernel, binding, key, opts, _worker["flush"])
-    return torch.cuda.get_device_name(), arch, rows
+    return tune_unit(_worker["torch"], _worker["package"], kernel, binding, key, opts, _worker["flush"])
 
 
 def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
@@ -273,27 +271,31 @@ def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
     return [(i, own[i] if own else str(i)) for i in indices]
 
 
-def _tune_on_devices(
-    recipe_path: str | Path, chosen: list[recipe.Kernel], opts: Options, devices: list[str]
-) -> list[tuple[str, list[tables.Row]]]:
-    """Every unit of every kernel spread over one process per GPU (each takes the next unit as it
-    finishes one); rows put back in the order one process writes them."""
+Unit = tuple[recipe.Kernel, tuple[tuple[str, str], ...], tuple[int, ...]]  # kernel, binding, key
+
+
+def _on_devices(recipe_path: str | Path, work: list[Unit], opts: Options, devices: list[str]) -> list[Any]:
+    """Each unit's (arch, rows), the units spread over one process per GPU (each takes the next unit
+    as it finishes one)."""
     context = multiprocessing.get_context("spawn")
     claims = context.Queue()
     for device in devices:
         claims.put(device)
-    work = [(k, binding, key) for k in chosen for binding, key in units(k)]
     with ProcessPoolExecutor(len(devices), mp_context=context, initializer=_claim_device,
                              initargs=(claims, str(recipe_path))) as pool:  # fmt: skip
         futures = [pool.submit(_unit_in_worker, k.name, binding, key, opts) for k, binding, key in work]
-        results = [f.result() for f in futures]
+        return [f.result() for f in futures]
+
+
+def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, list[tables.Row]]]:
+    """Per kernel, the arch its code ran as and its rows, in the units' order (the table's)."""
     out: dict[str, tuple[str, list[tables.Row]]] = {}
-    for (kernel, _, _), (_, arch, rows) in zip(work, results, strict=True):
+    for (kernel, _, _), (arch, rows) in zip(work, results, strict=True):
         previous = out.setdefault(kernel.name, (arch, []))
         if previous[0] != arch:
             raise TuneError(f"{kernel.name}: the GPUs ran code for {previous[0]} and {arch}; tune them separately")
         previous[1].extend(rows)
-    return [out[k.name] for k in chosen]
+    return out
 
 
 def tune(
@@ -316,26 +318,22 @@ def tune(
     if not chosen:
         raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")
     gpus = visible_devices(torch, devices) if devices is not None else []
+    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in units(k)]
     if len(gpus) > 1:
-        per_kernel = _tune_on_devices(recipe_path, chosen, opts, [name for _, name in gpus])
+        results = _on_devices(recipe_path, work, opts, [name for _, name in gpus])
     else:
         if gpus:
             torch.cuda.set_device(gpus[0][0])
         flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-        per_kernel = []
-        for kernel in chosen:
-            arch, rows = "", []
-            for binding, key in units(kernel):
-                arch, more = tune_unit(torch, package, kernel, binding, key, opts, flush)
-                rows += more
-            per_kernel.append((arch, rows))
-    archs = {arch for arch, _ in per_kernel}
+        results = [tune_unit(torch, package, k, binding, key, opts, flush) for k, binding, key in work]
+    per_kernel = _per_kernel(work, results)
+    archs = {arch for arch, _ in per_kernel.values()}
     if len(archs) != 1:
         raise TuneError(f"kernels ran code for different archs ({', '.join(sorted(archs))}); tune them separately")
     (arch,) = archs
     table = tables.Table(
         package=rec.package, arch=arch, device=torch.cuda.get_device_name(), driver_cuda=_driver_cuda(),
         date=datetime.date.today().isoformat(),
-        kernels=tuple(sorted((k.name, tuple(rows)) for k, (_, rows) in zip(chosen, per_kernel, strict=True))),
+        kernels=tuple(sorted((name, tuple(rows)) for name, (_, rows) in per_kernel.items())),
     )  # fmt: skip
     return tables.write(table, Path(out_dir) / f"{rec.package}.{arch}.json")

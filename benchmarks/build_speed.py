@@ -51,16 +51,14 @@ DASK = """
 import sys, time
 from distributed import LocalCluster
 from aotpack import distributed, load, plan_variants
-from aotpack.compilers import compile_all, compilers_for, targets_of
+from aotpack.compilers import compilers_for, targets_of
 ids = set(sys.argv[3].split(";"))
 recipe = load(sys.argv[1])
 variants = [v for v in plan_variants(recipe) if v.id in ids]
 settings = distributed.Settings(targets_of(recipe.kernels), None, False, None)
 with LocalCluster(n_workers=int(sys.argv[2]), threads_per_worker=1, dashboard_address=None) as cluster:
     t0 = time.perf_counter()
-    with distributed.connect(cluster.scheduler_address, settings) as pool:
-        outcomes = compile_all(variants, compilers_for(recipe.kernels), executor=pool,
-                               task=lambda v: (distributed.run, distributed.task(settings, v)))
+    outcomes = distributed.compile_on(cluster.scheduler_address, variants, compilers_for(recipe.kernels), settings)
     print(time.perf_counter() - t0)
 assert all(type(o).__name__ == "Artifact" for o in outcomes.values())
 """

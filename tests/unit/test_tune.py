@@ -52,3 +52,16 @@ def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
             visible_devices(_Torch("H200", "H200"), asked)
     with pytest.raises(TuneError, match="the GPUs differ"):
         visible_devices(_Torch("H100", "H200"), "all")
+
+
+def test_units_from_any_number_of_gpus_go_back_in_table_order():
+    from types import SimpleNamespace
+
+    from aotpack.tune import TuneError, _per_kernel
+
+    add, soft = SimpleNamespace(name="add"), SimpleNamespace(name="softmax")
+    work = [(add, (), (1,)), (soft, (), (1,)), (add, (), (2,))]
+    merged = _per_kernel(work, [("sm_90a", ["a1"]), ("sm_90a", ["s1", "s1'"]), ("sm_90a", ["a2"])])
+    assert merged == {"add": ("sm_90a", ["a1", "a2"]), "softmax": ("sm_90a", ["s1", "s1'"])}
+    with pytest.raises(TuneError, match="add: the GPUs ran code for sm_90a and sm_80"):
+        _per_kernel(work, [("sm_90a", []), ("sm_90a", []), ("sm_80", [])])
