@@ -8,9 +8,10 @@ command line.
 
 from ._version import __version__
 from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError
+from .model import Recipe
 from .pipeline import BuildResult, build
 from .plan import Variant, plan_variants
-from .recipe import Recipe, load
+from .recipe import load
 
 __all__ = [
     "AotpackError",

@@ -9,10 +9,9 @@ import importlib.util
 import sys
 import warnings
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .recipe import Source
+from .model import Source
 
 
 @cache

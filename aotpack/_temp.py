@@ -1,11 +1,16 @@
 """Temporary files and folders named for the process that owns them, so that what a killed build
-left behind can be told from what a running one is using, and removed by the next build."""
+left behind can be told from what a running one is using, and removed by the next build; and the one
+way aotpack writes a file that others may be reading (``atomic_file``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 def temp_prefix(base: str) -> str:
@@ -41,3 +46,25 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True
     return True
+
+
+TEMP = ".tmp-"  # the prefix of a file being written by atomic_file
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path, base: str = TEMP, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` (with ``mode``) only when the ``with`` block ends without
+    an error: written under a temporary name in the same folder, then renamed over ``path``, so
+    that a reader sees the old file or the new one, never a part. What killed writers left in the
+    folder is swept first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sweep(path.parent, base)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(base))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

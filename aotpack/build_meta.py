@@ -34,6 +34,7 @@ from typing import Any
 
 from . import pipeline, recipe, wheel
 from .errors import UsageError
+from .facts import cuda_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,8 +94,6 @@ def get_requires_for_build_sdist(config_settings: Mapping[str, Any] | None = Non
 def build_wheel(
     wheel_directory: str, config_settings: Mapping[str, Any] | None = None, metadata_directory: str | None = None
 ) -> str:
-    from .facts import cuda_version
-
     s = _settings(config_settings)
     try:
         floor = cuda_version(s["cuda"]) if "cuda" in s else None

@@ -14,17 +14,16 @@ import json
 import os
 import pickle
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from ._temp import sweep, temp_prefix
+from ._temp import atomic_file
 from .compilers import Outcome
+from .model import Kernel
 from .plan import Variant
-from .recipe import Kernel
 
 SOURCE_SUFFIXES = {"triton": {".py"}, "cuda": {".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"}}
 
@@ -119,16 +118,8 @@ CACHE_TEMP = ".tmp-"  # an entry being written into the cache
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep(path.parent, CACHE_TEMP)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(CACHE_TEMP))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_file(path, CACHE_TEMP) as f:
+        f.write(data)
 
 
 @dataclass(frozen=True)
@@ -180,15 +171,6 @@ OUT_TEMP = ".aotpack-tmp-"  # a wheel being copied into the output folder
 def copy_into(source: Path, out_dir: Path) -> Path:
     """Copy a file into out_dir atomically (a temporary name, then a rename); first removes what
     killed builds left there."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sweep(out_dir, OUT_TEMP)
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=temp_prefix(OUT_TEMP))
-    os.close(fd)
-    try:
-        shutil.copyfile(source, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out_dir / source.name)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_file(out_dir / source.name, OUT_TEMP) as f, source.open("rb") as src:
+        shutil.copyfileobj(src, f)
     return out_dir / source.name

@@ -19,9 +19,13 @@ from . import facts
 from ._version import __version__
 from .compilers import Outcome, Pruned
 from .errors import AotpackError, UsageError
+from .inspect import describe, read_manifest
+from .new import scaffold
 from .pipeline import build
 from .plan import Variant, plan_summary, select
 from .recipe import load
+from .record import recording, run_program
+from .tune import Options, tune
 
 
 class Progress:
@@ -173,22 +177,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(line, file=sys.stderr)
             return 0
         if args.command == "new":
-            from .new import scaffold
-
             dest = args.dir or Path(args.name)
             files = scaffold(args.name, dest)
             print(f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
                   f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})")
             return 0
         if args.command == "inspect":
-            from .inspect import describe, read_manifest
-
             manifest = read_manifest(args.wheel)
             print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
             return 0
         if args.command == "record":
-            from .record import recording, run_program
-
             _writable_folder(args.out.parent, "-o")
             program = args.program[1:] if args.program[:1] == ["--"] else args.program
             with recording(args.out, args.package) as recorded:
@@ -200,8 +198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"not recorded: {function}: {why}", file=sys.stderr)
             return 0
         if args.command == "tune":
-            from .tune import Options, tune
-
             _writable_folder(args.out_dir, "-o")
             opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
             print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices)}")

@@ -32,8 +32,8 @@ from . import cache as cache_
 from ._version import __version__
 from .compilers import Compiler, Outcome, compile_all, compilers_for_targets
 from .errors import ToolNotFound, UsageError
+from .model import Backend, Kernel
 from .plan import Variant
-from .recipe import Backend, Kernel
 
 SCHEMES = ("dask://", "tcp://", "tls://")
 

@@ -20,10 +20,6 @@ class Arch:
     min_driver_cuda: int
     max_shared: int  # bytes of shared memory a block may opt in to
 
-    @property
-    def major(self) -> int:
-        return self.capability // 10
-
 
 @dataclass(frozen=True, kw_only=True)
 class Target:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from . import _temp, cache, codegen, compress, distributed, limits, mutation, native, plan, recipe, repair, wheel
+from . import _temp, cache, codegen, compress, distributed, limits, model, mutation, native, plan, recipe, repair, wheel
 from ._version import __version__
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
@@ -150,7 +150,7 @@ def build(
     return BuildResult(wheel=wheel_path, variants=built, pruned=pruned)
 
 
-def _check_mutation(rec: recipe.Recipe, outcomes: dict[str, Outcome]) -> None:
+def _check_mutation(rec: model.Recipe, outcomes: dict[str, Outcome]) -> None:
     """A recipe's ``mutates:`` must agree with what the Triton code writes (read off its TTIR)."""
     for kernel in rec.kernels:
         if kernel.mutates is None or kernel.backend != "triton":
@@ -181,7 +181,7 @@ def runtime_notice() -> bytes:
     return (head + text).encode()
 
 
-def provenance(rec: recipe.Recipe) -> tuple[tuple[str, str], ...]:
+def provenance(rec: model.Recipe) -> tuple[tuple[str, str], ...]:
     """Every file the build read, relative to the recipe, with its sha256."""
     files = {rec.path.resolve(), *rec.tables}
     for kernel in rec.kernels:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from . import expr, facts
 from .errors import RecipeError
 from .introspect import ANY, DIV16, NONE, ONE
-from .recipe import Arg, Config, Kernel, Recipe
+from .model import Arg, Config, Kernel, Recipe
 
 MAX_CLASSES = 256  # a `specialize: all` kernel past this many classes is refused
 MAX_RELAXED = 3  # the common policy relaxes every subset of up to this many sizes

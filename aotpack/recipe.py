@@ -1,7 +1,11 @@
-"""YAML recipe -> validated, frozen ``Recipe``.
+"""YAML recipe -> validated, frozen ``model.Recipe``.
 
-Every value keeps its position in the file, so each error names ``file:line:col``, the key path
-and what was expected; unknown keys get a "did you mean" suggestion.
+Read top-down: ``load`` reads the file (``yamlnodes``: every value keeps its position, so each error
+names ``file:line:col``, the key path and what was expected; unknown keys get a "did you mean"
+suggestion), ``_recipe`` reads the top level, ``_kernel`` a kernel in small steps (its backend and
+source, constexpr grid, arguments, the Triton function's own constexprs, expressions, configs,
+dispatch), ``_launched_kernel`` a recorded ``launch: triton`` kernel. Tuning tables merge in
+``tables.apply``.
 """
 
 from __future__ import annotations
@@ -14,396 +18,49 @@ import math
 import re
 import string
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import packaging.licenses
 import packaging.version
-import yaml
 
-from . import _sources, expr, facts, introspect, limits, tables
+from . import _sources, expr, facts, introspect, limits, tables, yamlnodes
 from .errors import Location, RecipeError
 from .introspect import DIV16, NONE, ONE
+from .model import (
+    BUCKETS,
+    LAZY_NAMES,
+    PACKAGE_NAMES,
+    POLICIES,
+    RESERVED_ARGS,
+    Arg,
+    Backend,
+    Bucket,
+    Config,
+    ConstValue,
+    CudaLaunch,
+    Kernel,
+    Pick,
+    Point,
+    Policy,
+    Recipe,
+    Rule,
+    Source,
+    TuneSpec,
+    const_text,
+)  # fmt: skip
+from .yamlnodes import Node, control_character, suggest
 
-Backend = Literal["triton", "cuda"]
-Bucket = Literal["exact", "pow2"]
-Policy = Literal["common", "none", "all"]
-Launch = Literal["call", "triton"]
-ConstValue = int | float | bool | str
-
-BACKENDS: tuple[Backend, ...] = ("triton", "cuda")
-BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
-POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 HINTS = (1, 16)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+)(?P<required>!)?)?$")
 _DESC = re.compile(r"^tensordesc\s*<\s*(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)\s*\[(?P<block>[^\]]*)\]\s*>$")
 MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
+MAX_WARPS = 32  # 32 warps of 32 threads: CUDA's 1024 threads per block
 _ALIASES = {"bool": "i1"}  # type names a recipe may use for dtypes of the table
-RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
-# what every generated package defines itself (codegen/python.py): a kernel may not hide them
-PACKAGE_NAMES = ("CudaError", "MissingVariant", "activate", "autotune", "deactivate", "get_include", "select",
-                 "torch_ops")
-LAZY_NAMES = ("ops",)  # the package's attributes made on first use (not in __all__: * must not import torch)
-
-
-# ---------------------------------------------------------------- the data the pipeline passes on
-
-
-@dataclass(frozen=True, kw_only=True)
-class Source:
-    """A kernel function: a file relative to the recipe, or an importable module."""
-
-    path: Path | None
-    module: str | None
-    function: str
-
-    def __str__(self) -> str:
-        return f"{self.path or self.module}:{self.function}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Arg:
-    """One runtime argument of a kernel, in the kernel's parameter order."""
-
-    name: str
-    pointer: bool
-    dtype: str  # a dtype name, or the name of one of the kernel's type variables
-    typevar: bool
-    # What the hinted variant may assume, as in Triton's signatures: 16 = the address (pointers) or
-    # value (integers) is a multiple of 16; 1 = the integer is 1 (Triton compiles it as a constant)
-    hint: int | None
-    required: bool = False  # the hint must hold (':16!'): calls that break it are refused, every variant assumes it
-    default: expr.Expr | None = None  # scalars the caller may leave out
-    extent: expr.Expr | None = None  # pointers: how many elements from the pointer the kernel may touch
-    contiguous: bool = False
-    launch_only: bool = False  # read by the grid, key or checks, not passed to the kernel
-    # A tensor descriptor (``tensordesc<T[BM, BK]>``): the caller passes a tensor, the launcher builds
-    # the descriptor; its block shape, each an integer or an integer constexpr. Empty: not one.
-    block: tuple[int | str, ...] = ()
-    # scalars: a float argument's constant default (``default`` then holds integer expressions only)
-    float_default: float | None = None
-    optional: bool = False  # a call may pass None (built as the JIT's None specialization)
-    # What Triton's JIT can key this argument on ("D": 16-divisible or aligned, "1": equal to 1,
-    # "": nothing); read from the kernel's Triton release for Triton kernels (see compilers/triton.py)
-    jit_states: tuple[str, ...] = ("",)
-    where: Location
-
-    @property
-    def descriptor(self) -> bool:
-        return bool(self.block)
-
-    @property
-    def has_default(self) -> bool:
-        return self.default is not None or self.float_default is not None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Config:
-    """One point of the tuning grid: constexpr values and launch options."""
-
-    constexprs: tuple[tuple[str, ConstValue], ...]  # Triton constexprs, or CUDA -D defines
-    num_warps: int | None  # Triton only
-    num_stages: int | None  # Triton only
-
-    @property
-    def label(self) -> str:
-        parts = [f"{k}={_const_text(v)}" for k, v in self.constexprs]
-        if self.num_warps is not None:
-            parts += [f"w{self.num_warps}", f"s{self.num_stages}"]
-        return ",".join(parts) or "base"
-
-    def value(self, name: str) -> ConstValue:
-        return dict(self.constexprs)[name]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rule:
-    """A dispatch-table row: for this key bucket (and arch, types, specialization), launch this config."""
-
-    key: tuple[int, ...]
-    config: Config
-    arch: str | None
-    types: tuple[tuple[str, str], ...] | None
-    specialization: str | None = None  # a class name, or a hint level ('hinted', 'safe'); None: any
-    where: Location
-
-
-@dataclass(frozen=True, kw_only=True)
-class Point:
-    """One variant a recording saw compiled (``launch: triton`` kernels): its types, config and the
-    JIT's specialization class, one state per argument (``D``, ``1``, ``N`` or nothing)."""
-
-    binding: tuple[tuple[str, str], ...]
-    config: Config
-    states: tuple[str, ...]
-    launches: int  # how often the recording launched it
-
-
-@dataclass(frozen=True, kw_only=True)
-class Pick:
-    """What a kernel's @triton.autotune picked in a recording: for this key (its values, then the
-    dtypes of its tensor arguments, as the autotuner keys its cache), this config."""
-
-    key: tuple[ConstValue, ...]
-    kwargs: tuple[tuple[str, ConstValue], ...]
-    num_warps: int
-    num_stages: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class CudaLaunch:
-    """What a CUDA kernel needs beyond the shared fields: how to build it and how to launch it."""
-
-    entry: str  # a name, or a template such as "rmsnorm<{T}, {BLOCK}>" filled per variant
-    include_dirs: tuple[Path, ...]
-    nvcc_flags: tuple[str, ...]
-    block: tuple[expr.Expr, expr.Expr, expr.Expr]
-    shared: expr.Expr  # dynamic shared memory in bytes
-
-
-@dataclass(frozen=True, kw_only=True)
-class TuneSpec:
-    """How ``aotpack tune`` exercises a kernel: an inputs hook ``(key, types) -> (args, outputs)``
-    (outputs: indexes of the arguments the kernel writes), an optional reference hook
-    ``(args) -> [expected output tensors]``, the keys to tune and the accepted relative error."""
-
-    inputs: Source
-    reference: Source | None
-    keys: tuple[tuple[int, ...], ...]
-    rtol: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class Kernel:
-    name: str
-    backend: Backend
-    source: Source
-    doc: str
-    args: tuple[Arg, ...]
-    types: tuple[tuple[str, tuple[str, ...]], ...]
-    constexpr_names: tuple[str, ...]
-    configs: tuple[Config, ...]
-    default: Config
-    grid: tuple[expr.Expr, expr.Expr, expr.Expr]
-    key: tuple[tuple[str, expr.Expr], ...]
-    bucket: Bucket
-    rules: tuple[Rule, ...]
-    targets: tuple[str, ...]
-    options: tuple[tuple[str, ConstValue], ...]
-    cuda: CudaLaunch | None = None
-    tune: TuneSpec | None = None
-    autotune: bool = False  # the kernel may run more than once per call (out of place): runtime tuning may time it
-    mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
-    # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
-    bound: tuple[tuple[str, expr.Expr], ...] = ()
-    specialize: Policy = "common"  # which classes of the JIT's specialization get built (plan.auto_states)
-    # Triton constexprs outside the config grid: defaults from the kernel's signature, and dtype
-    # constexprs that follow a type variable (name, type variable)
-    fixed_constexprs: tuple[tuple[str, ConstValue], ...] = ()
-    dtype_constexprs: tuple[tuple[str, str], ...] = ()
-    # from the kernel's @triton.autotune: arguments aotpack tune zeroes / restores between runs
-    reset_to_zero: tuple[str, ...] = ()
-    restore_value: tuple[str, ...] = ()
-    # `launch: triton`: launched as Triton launches it, kernel[grid](*args, **constexprs, num_warps=...):
-    # the caller gives the grid and the constexprs, and exactly the recorded variants are built
-    launch: Launch = "call"
-    points: tuple[Point, ...] = ()
-    signature: tuple[str, ...] = ()  # launch: triton: the function's parameters in order (constexprs too)
-    defaults: tuple[tuple[str, ConstValue], ...] = ()  # launch: triton: the signature's plain defaults
-    picks: tuple[Pick, ...] = ()  # launch: triton: what its @triton.autotune picked in the recording
-    where: Location
-
-    def arg(self, name: str) -> Arg:
-        return next(a for a in self.args if a.name == name)
-
-    @property
-    def call_order(self) -> tuple[int, ...]:
-        """Argument indices in Python's calling order: those without a default (in the recipe's order),
-        then those with one. The binding, stubs, docs, torch schema and C API all follow it."""
-        return tuple(sorted(range(len(self.args)), key=lambda i: self.args[i].has_default))
-
-    @property
-    def bindings(self) -> tuple[tuple[tuple[str, str], ...], ...]:
-        """Every assignment of dtypes to the type variables (one empty binding if none)."""
-        names = [n for n, _ in self.types]
-        return tuple(tuple(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in self.types)))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Recipe:
-    path: Path
-    package: str
-    version: str
-    summary: str
-    targets: tuple[str, ...]
-    kernels: tuple[Kernel, ...]
-    tables: tuple[Path, ...] = ()
-    license: str | None = None  # an SPDX license expression, normalized
-    cuda_floor: int | None = None  # the oldest CUDA driver the wheel must load on (1000*major + 10*minor)
-
-
-def _const_text(value: ConstValue) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-# ---------------------------------------------------------------- positioned YAML
-
-
-@dataclass(frozen=True)
-class _Node:
-    """A YAML node with its position and key path, and typed accessors that raise RecipeError."""
-
-    node: yaml.Node
-    path: str
-    file: str
-    _loader: yaml.SafeLoader = field(repr=False, compare=False)
-
-    @property
-    def where(self) -> Location:
-        mark = self.node.start_mark
-        return Location(self.file, mark.line + 1, mark.column + 1)
-
-    def fail(self, message: str) -> RecipeError:
-        return RecipeError(f"{self.path}: {message}" if self.path else message, self.where)
-
-    def _child(self, node: yaml.Node, name: str) -> _Node:
-        path = f"{self.path}.{name}" if self.path and not name.startswith("[") else f"{self.path}{name}"
-        return _Node(node, path, self.file, self._loader)
-
-    def scalar(self) -> Any:
-        if not isinstance(self.node, yaml.ScalarNode):
-            raise self.fail(f"expected a single value, got a {_kind(self.node)}")
-        try:
-            return self._loader.construct_object(self.node)
-        except (yaml.YAMLError, ValueError) as exc:  # !!int abc, an integer past Python's digit limit
-            raise self.fail(f"cannot read the value {self.node.value[:40]!r}: {exc}") from None
-
-    def mapping(self, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, _Node]:
-        if not isinstance(self.node, yaml.MappingNode):
-            raise self.fail(f"expected a mapping, got a {_kind(self.node)}")
-        out: dict[str, _Node] = {}
-        for key_node, value_node in self.node.value:
-            key_at = self._child(key_node, "")
-            key = key_at.scalar()
-            if not isinstance(key, str):
-                raise key_at.fail(f"keys must be strings, got {key!r}")
-            if allowed and key not in allowed:
-                raise RecipeError(_unknown_key(key, self.path, allowed), key_at.where)
-            if key in out:
-                raise RecipeError(f"duplicate key {key!r} in {self.path or 'the recipe'}", key_at.where)
-            out[key] = self._child(value_node, key)
-        for key in required:
-            if key not in out:
-                raise self.fail(f"missing required key {key!r}")
-        return out
-
-    def items(self) -> Iterator[tuple[str, _Node, Location]]:
-        """Entries of a free-form mapping (names chosen by the user), in file order."""
-        if not isinstance(self.node, yaml.MappingNode):
-            raise self.fail(f"expected a mapping, got a {_kind(self.node)}")
-        seen: set[str] = set()
-        for key_node, value_node in self.node.value:
-            key_at = self._child(key_node, "")
-            key = key_at.scalar()
-            if not isinstance(key, str):
-                key = str(key)
-            if key in seen:
-                raise RecipeError(f"duplicate key {key!r} in {self.path}", key_at.where)
-            seen.add(key)
-            yield key, self._child(value_node, key), key_at.where
-
-    def sequence(self, allow_scalar: bool = False) -> list[_Node]:
-        if isinstance(self.node, yaml.SequenceNode):
-            return [self._child(n, f"[{i}]") for i, n in enumerate(self.node.value)]
-        if allow_scalar and isinstance(self.node, yaml.ScalarNode):
-            return [self]
-        raise self.fail(f"expected a list, got a {_kind(self.node)}")
-
-    def string(self, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
-        value = self.scalar()
-        if not isinstance(value, str) or value == "":
-            raise self.fail(f"expected a non-empty string, got {value!r}")
-        if pattern is not None and not pattern.match(value):
-            raise self.fail(f"{value!r} is not {what}")
-        return value
-
-    def integer(self, minimum: int | None = None) -> int:
-        value = self.scalar()
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(f"expected an integer, got {value!r}")
-        if minimum is not None and value < minimum:
-            raise self.fail(f"expected an integer >= {minimum}, got {value}")
-        return value
-
-    def boolean(self) -> bool:
-        value = self.scalar()
-        if not isinstance(value, bool):
-            raise self.fail(f"expected true or false, got {value!r}")
-        return value
-
-    def expression(self, check: Callable[[expr.Expr], None]) -> expr.Expr:
-        value = self.scalar()
-        try:
-            node = expr.parse(value) if isinstance(value, (int, str)) else None
-            if node is None:
-                raise expr.ExprError(f"expected an integer expression, got {value!r}", 0)
-            check(node)
-        except expr.ExprError as exc:
-            quoted = 1 if isinstance(self.node, yaml.ScalarNode) and self.node.style in ("'", '"') else 0
-            where = self.where
-            at = Location(where.file, where.line, where.column + quoted + exc.offset)
-            hint = ""
-            if isinstance(value, str) and value.count("(") > value.count(")"):
-                hint = " (inside a YAML [...] list, quote an expression that contains a comma)"
-            raise RecipeError(f"{self.path}: {exc}{hint}", at) from None
-        return node
-
-
-_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
-
-
-def _check_nodes(root: yaml.Node, file: str) -> None:
-    """Walk the tree (without recursion): no YAML tags beyond plain values and collections (no
-    !!python/..., no custom tags), no merge keys, no nesting past MAX_DEPTH."""
-    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        mark = node.start_mark
-        where = Location(file, mark.line + 1, mark.column + 1)
-        if depth > MAX_DEPTH:
-            raise RecipeError(f"the recipe nests deeper than {MAX_DEPTH} levels", where)
-        if node.tag not in _PLAIN_TAGS:
-            raise RecipeError(f"YAML tag {node.tag!r} is not allowed in a recipe: write plain values", where)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if key.tag == "tag:yaml.org,2002:merge" or (isinstance(key, yaml.ScalarNode) and key.value == "<<"):
-                    at = Location(file, key.start_mark.line + 1, key.start_mark.column + 1)
-                    raise RecipeError("YAML merge keys (<<) are not supported: write the keys out", at)
-                stack += [(key, depth + 1), (value, depth + 1)]
-        elif isinstance(node, yaml.SequenceNode):
-            stack += [(item, depth + 1) for item in node.value]
-
-
-def _kind(node: yaml.Node) -> str:
-    return {yaml.ScalarNode: "value", yaml.SequenceNode: "list", yaml.MappingNode: "mapping"}[type(node)]
-
-
-def _suggest(word: str, choices: Sequence[str], label: str = "expected one of") -> str:
-    """' — did you mean X?' for a near miss, else the list of choices."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" — did you mean {close[0]!r}?" if close else f" ({label}: {', '.join(choices)})"
-
-
-def _unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
-    where = f" in {path}" if path else ""
-    return f"unknown key {key!r}{where}{_suggest(key, allowed)}"
-
-
-# ---------------------------------------------------------------- recipe parsing
 
 _TOP_KEYS = ("package", "version", "summary", "license", "cuda", "targets", "kernels", "tables")
 _TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
@@ -425,55 +82,23 @@ _OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas", "launch_pdl", "launch
 _BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
 _CONFIG_LAUNCH = ("num_warps", "num_stages")
 
-
-MAX_RECIPE_BYTES = 4 << 20  # a recipe is a page of YAML; this bounds what a mistaken path can cost
-MAX_DEPTH = 32  # how deeply a recipe's YAML may nest (the deepest real recipe needs 6)
+Grid = list[tuple[str, tuple[ConstValue, ...]]]  # constexpr names and their values, in the recipe's order
+TypeVars = list[tuple[str, tuple[str, ...]]]  # type variables and their dtypes
 
 
 def load(path: str | Path) -> Recipe:
     """Read and validate a recipe file."""
     path = Path(path)
-    try:
-        if not path.is_file():
-            raise RecipeError(f"recipe {path} is not a regular file" if path.exists() else f"recipe {path} not found")
-        with path.open("rb") as f:
-            data = f.read(MAX_RECIPE_BYTES + 1)
-    except OSError as exc:
-        raise RecipeError(f"cannot read recipe {path}: {exc.strerror}") from None
-    if len(data) > MAX_RECIPE_BYTES:
-        raise RecipeError(f"recipe {path} is larger than {MAX_RECIPE_BYTES >> 20} MiB: is it the right file?")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise RecipeError(f"the recipe is not UTF-8 text (byte 0x{data[exc.start]:02x})", Location(str(path), line,
-                          column)) from None  # fmt: skip
-    return parse(text, path)
+    return _recipe(yamlnodes.read(path, "recipe"), path)
 
 
 def parse(text: str, path: Path) -> Recipe:
-    for number, line in enumerate(text.split("\n"), start=1):  # only \n ends a line, as in YAML
-        bad = _control_character(line, allowed="\t\r\ufeff")
-        if bad is not None:
-            raise RecipeError(f"control character {line[bad]!r} in the recipe", Location(str(path), number, bad + 1))
-    loader = None
-    try:
-        loader = yaml.SafeLoader(text)
-        root = loader.get_single_node()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = Location(str(path), mark.line + 1, mark.column + 1) if mark else None
-        raise RecipeError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where) from None
-    except RecursionError:
-        raise RecipeError(f"the recipe nests deeper than {MAX_DEPTH} levels", Location(str(path), 1, 1)) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    if root is None:
-        raise RecipeError("the recipe is empty", Location(str(path), 1, 1))
-    _check_nodes(root, str(path))
-    top = _Node(root, "", str(path), loader).mapping(_TOP_KEYS, required=("package", "version", "kernels"))
+    """Validate recipe text (``path`` names it in errors; its folder anchors relative paths)."""
+    return _recipe(yamlnodes.parse(text, path, "recipe"), path)
+
+
+def _recipe(root: Node, path: Path) -> Recipe:
+    top = root.mapping(_TOP_KEYS, required=("package", "version", "kernels"))
     package = top["package"].string(_PACKAGE, "a valid package name (lower case letters, digits, _)")
     if keyword.iskeyword(package):
         raise top["package"].fail(f"{package!r} is a Python keyword")
@@ -497,7 +122,7 @@ def parse(text: str, path: Path) -> Recipe:
     for item in top["tables"].sequence(allow_scalar=True) if "tables" in top else ():
         table_path = (path.parent / item.string()).resolve()
         try:
-            kernels = _apply_table(tables.read(table_path), kernels, package)
+            kernels = tables.apply(tables.read(table_path), kernels, package)
         except tables.TableError as exc:
             raise item.fail(str(exc)) from None
         table_paths.append(table_path)
@@ -508,40 +133,10 @@ def parse(text: str, path: Path) -> Recipe:
     )  # fmt: skip
 
 
-def _apply_table(table: tables.Table, kernels: list[Kernel], package: str) -> list[Kernel]:
-    """The kernels with the table's rows added to their dispatch tables (for the table's arch, a
-    table row replaces an inline row of the same key and types)."""
-    if table.package != package:
-        raise tables.TableError(f"the table is for package {table.package!r}, not {package!r}")
-    by_name = {k.name: k for k in kernels}
-    for name, rows in table.kernels:
-        if name not in by_name:
-            raise tables.TableError(f"the table has rows for {name!r}, which the recipe does not define")
-        kernel = by_name[name]
-        if table.arch not in kernel.targets:
-            raise tables.TableError(f"arch {table.arch} is not a target of kernel {name!r}")
-        labels = {c.label: c for c in kernel.configs}
-        new: list[Rule] = []
-        for i, row in enumerate(rows):
-            at = f"kernels.{name}[{i}]"
-            if row.config not in labels:
-                raise tables.TableError(f"{at}: config {row.config!r} is not in the recipe's grid; re-run aotpack tune")
-            if len(row.key) != len(kernel.key):
-                raise tables.TableError(f"{at}: the key has {len(row.key)} values, the recipe's {len(kernel.key)}")
-            if set(dict(row.types)) != {v for v, _ in kernel.types}:
-                raise tables.TableError(f"{at}: types {dict(row.types)} do not name the kernel's type variables")
-            new.append(Rule(key=row.key, config=labels[row.config], arch=table.arch, types=row.types,
-                            specialization=row.specialization, where=kernel.where))  # fmt: skip
-        replaced = {(r.key, r.arch, r.types, r.specialization) for r in new}
-        kept = [r for r in kernel.rules if (r.key, r.arch, r.types, r.specialization) not in replaced]
-        by_name[name] = dataclasses.replace(kernel, rules=(*kept, *new))
-    return [by_name[k.name] for k in kernels]
-
-
 _GENCODE = re.compile(r"^arch=compute_(?P<arch>\d+a?),code=(?P<code>(?:sm|compute)_\d+a?)$")
 
 
-def _targets(node: _Node, gencode: bool = False) -> tuple[str, ...]:
+def _targets(node: Node, gencode: bool = False) -> tuple[str, ...]:
     """Targets: 'sm_90a' (machine code); with ``gencode`` (CUDA kernels) also 'compute_90' (PTX the
     driver compiles at load) and nvcc's 'arch=compute_90a,code=sm_90a' form."""
     known = list(facts.archs())
@@ -557,7 +152,7 @@ def _targets(node: _Node, gencode: bool = False) -> tuple[str, ...]:
                                 f"'arch=compute_{code_arch},code={m['code']}'")  # fmt: skip
             text = m["code"]
         if text not in choices:
-            raise item.fail(f"unknown target {text!r}{_suggest(text, choices, 'known')}")
+            raise item.fail(f"unknown target {text!r}{suggest(text, choices, 'known')}")
         if text in out:
             raise item.fail(f"target {text!r} is listed twice")
         out.append(text)
@@ -567,8 +162,8 @@ def _targets(node: _Node, gencode: bool = False) -> tuple[str, ...]:
 
 
 def _kernel_targets(
-    name: str, k: dict[str, _Node], node: _Node, backend: Backend, recipe_targets: tuple[str, ...],
-    targets_at: _Node | None,
+    name: str, k: dict[str, Node], node: Node, backend: Backend, recipe_targets: tuple[str, ...],
+    targets_at: Node | None,
 ) -> tuple[str, ...]:
     """The kernel's targets (its own 'targets' or 'gencode', else the recipe's), each one its
     backend can build."""
@@ -590,14 +185,63 @@ def _kernel_targets(
     return targets
 
 
+# ---------------------------------------------------------------- a kernel, step by step
+
+
 def _kernel(
-    name: str, node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...], targets_at: _Node | None
+    name: str, node: Node, where: Location, root: Path, recipe_targets: tuple[str, ...], targets_at: Node | None
 ) -> Kernel:
     k = node.mapping(_KERNEL_KEYS, required=("args",))
     if ("triton" in k) == ("cuda" in k):
         raise node.fail("give exactly one of 'triton' (a @triton.jit function) or 'cuda' (a .cu file)")
     if "launch" in k:
         return _launched_kernel(name, k, node, where, root, recipe_targets, targets_at)
+    backend = _backend(k, node)
+    source = _source(k["triton"], root) if backend == "triton" else _cuda_source(k["cuda"], root)
+    targets = _kernel_targets(name, k, node, backend, recipe_targets, targets_at)
+    types = _type_variables(k["types"]) if "types" in k else []
+    info = _describe(k["triton"], source) if backend == "triton" else None
+    grid_key = "constexprs" if backend == "triton" else "defines"
+    constexprs, bound_nodes, dtype_consts = _constexpr_grid(k.get(grid_key), backend, dict(types))
+    raw_args = _args(k["args"], dict(types), tuple(n for n, _ in constexprs))
+    _check_type_variables(k, types, raw_args)
+    heuristics: list[tuple[str, str]] = []
+    tuned: tuple[Config, ...] = ()
+    fixed: tuple[tuple[str, ConstValue], ...] = ()
+    if info is not None:
+        raw_args = _jit_args(k["args"], raw_args, info)
+        fixed, heuristics, tuned = _jit_constexprs(k, name, info, constexprs, bound_nodes, dtype_consts)
+    names = _Names.of(raw_args, constexprs, tuned)
+    _check_argument_kinds(name, backend, raw_args, names.int_consts)
+    # scalar defaults and pointer extents are checked after all args are known
+    args = tuple(_arg_exprs(k["args"], raw_args, names.check(names.int_scalars)))
+    bound = _bound(node, k.get(grid_key), bound_nodes, heuristics, names, source)
+    grid = _grid(k["grid"], names.check(names.int_scalars | names.int_consts))
+    key = _key(k, info, names)
+    configs, constexpr_names = _configs(k, backend, constexprs, tuned)
+    grid_values = [(n, tuple(dict.fromkeys(c.value(n) for c in configs))) for n in constexpr_names]
+    default = _config_ref(k["default"], configs, grid_values) if "default" in k else configs[0]
+    rules = () if "dispatch" not in k else _rules(
+        k["dispatch"], configs, grid_values, key, targets, types, tuple(n for n, _ in bound))  # fmt: skip
+    cuda = None
+    if backend == "cuda":
+        check = names.check(names.int_scalars | names.int_consts)
+        cuda = _cuda_launch(k, root, check, {v for v, _ in types}, constexpr_names)
+    return Kernel(
+        name=name, backend=backend, source=source, doc=_text(k["doc"], one_line=False) if "doc" in k else "",
+        args=args, types=tuple(types), constexpr_names=constexpr_names, configs=configs, default=default, grid=grid,
+        key=tuple(key), bucket=_bucket(k), rules=rules, targets=targets,
+        options=_options(k["options"]) if "options" in k else (), cuda=cuda,
+        tune=_tune(k["tune"], root, len(key)) if "tune" in k else None, autotune=_autotune(k, info),
+        mutates=_mutates(k["mutates"], names.pointers) if "mutates" in k else None, bound=tuple(bound),
+        specialize=_specialize(k, backend), fixed_constexprs=fixed, dtype_constexprs=tuple(dtype_consts),
+        reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),
+        where=where,
+    )  # fmt: skip
+
+
+def _backend(k: dict[str, Node], node: Node) -> Backend:
+    """Triton or CUDA, with the keys the other backend takes refused."""
     if "variants" in k:
         raise k["variants"].fail("'variants' lists what a recording saw; it needs 'launch: triton'")
     if "grid" not in k:
@@ -609,24 +253,24 @@ def _kernel(
             raise k[other_key].fail(f"{other_key!r} is for {'CUDA' if backend == 'triton' else 'Triton'} kernels")
     if backend == "cuda" and "entry" not in k:
         raise node.fail("a CUDA kernel needs 'entry': its __global__ function (or template instantiation)")
-    source = _source(k["triton"], root) if backend == "triton" else _cuda_source(k["cuda"], root)
-    targets = _kernel_targets(name, k, node, backend, recipe_targets, targets_at)
+    return backend
 
-    types = _type_variables(k["types"]) if "types" in k else []
-    typevars = dict(types)
 
-    info = _describe(k["triton"], source) if backend == "triton" else None
-    constexprs: list[tuple[str, tuple[ConstValue, ...]]] = []
-    grid_key = "constexprs" if backend == "triton" else "defines"
-    bound_nodes: list[tuple[str, _Node]] = []
+def _constexpr_grid(
+    node: Node | None, backend: Backend, typevars: dict[str, tuple[str, ...]]
+) -> tuple[Grid, list[tuple[str, Node]], list[tuple[str, str]]]:
+    """``constexprs:`` (Triton) or ``defines:`` (CUDA): each name's values, the names bound to the call
+    (``{values: [...], equals: expression}``) and dtype constexprs that follow a type variable."""
+    constexprs: Grid = []
+    bound_nodes: list[tuple[str, Node]] = []
     dtype_consts: list[tuple[str, str]] = []
-    for cname, values, c_at in k[grid_key].items() if grid_key in k else ():
+    for cname, values, c_at in node.items() if node is not None else ():
         if not _IDENT.match(cname):
             raise RecipeError(f"constexpr name {cname!r} is not an identifier", c_at)
-        if backend == "triton" and isinstance(values.node, yaml.ScalarNode) and values.scalar() in typevars:
+        if backend == "triton" and values.is_scalar() and values.scalar() in typevars:
             dtype_consts.append((cname, values.scalar()))  # a dtype constexpr that follows a type variable
             continue
-        if isinstance(values.node, yaml.MappingNode):  # {values: [...], equals: expression}
+        if values.is_mapping():  # {values: [...], equals: expression}
             fields = values.mapping(("values", "equals"), required=("values", "equals"))
             values = fields["values"]
             bound_nodes.append((cname, fields["equals"]))
@@ -634,23 +278,18 @@ def _kernel(
         if not vals or len(set(vals)) != len(vals):
             raise values.fail("expected a non-empty list of distinct values")
         constexprs.append((cname, vals))
+    return constexprs, bound_nodes, dtype_consts
 
-    raw_args = _args(k["args"], typevars, tuple(n for n, _ in constexprs))
-    for var in typevars:
-        if not any(a.typevar and a.dtype == var for a in raw_args):
+
+def _check_type_variables(k: dict[str, Node], types: TypeVars, args: list[Arg]) -> None:
+    for var, _ in types:
+        if not any(a.typevar and a.dtype == var for a in args):
             raise k["types"].fail(f"type variable {var!r} is used by no pointer argument")
-    heuristics: list[tuple[str, str]] = []
-    tuned: tuple[Config, ...] = ()
-    fixed: tuple[tuple[str, ConstValue], ...] = ()
-    if info is not None:
-        raw_args = _jit_args(k["args"], raw_args, info)
-        fixed, heuristics, tuned = _jit_constexprs(k, name, info, constexprs, bound_nodes, dtype_consts)
-    constexpr_names = tuple(n for n, _ in constexprs)
-    pointers = {a.name for a in raw_args if a.pointer}
-    optional = {a.name for a in raw_args if a.optional}
-    tuned_values = [(n, tuple(c.value(n) for c in tuned)) for n, _ in (tuned[0].constexprs if tuned else ())]
-    int_consts = {n for n, vals in [*constexprs, *tuned_values] if all(isinstance(v, int) for v in vals)}
-    for arg in raw_args:
+
+
+def _check_argument_kinds(name: str, backend: Backend, args: list[Arg], int_consts: set[str]) -> None:
+    """Descriptors and optional arguments are Triton's; a block dimension names an integer constexpr."""
+    for arg in args:
         if arg.descriptor and backend == "cuda":
             raise RecipeError(f"kernels.{name}.args.{arg.name}: tensor descriptors are for Triton kernels", arg.where)
         for dim in arg.block:
@@ -659,45 +298,92 @@ def _kernel(
                     f"kernels.{name}.args.{arg.name}: block dimension {dim!r} must be an integer constexpr",
                     arg.where,
                 )
+        if arg.optional and backend == "cuda":
+            raise RecipeError(f"kernels.{name}.args.{arg.name}: optional arguments are for Triton kernels", arg.where)
 
-    def checker(allowed: set[str], allow_tensors: bool) -> Callable[[expr.Expr], None]:
+
+@dataclass(frozen=True)
+class _Names:
+    """The names a kernel's expressions may read, by kind."""
+
+    pointers: set[str]
+    optional: set[str]
+    int_scalars: set[str]
+    int_consts: set[str]  # constexprs whose values are all integers (or booleans)
+
+    @staticmethod
+    def of(args: list[Arg], constexprs: Grid, tuned: tuple[Config, ...]) -> _Names:
+        tuned_values = [(n, tuple(c.value(n) for c in tuned)) for n, _ in (tuned[0].constexprs if tuned else ())]
+        return _Names(
+            pointers={a.name for a in args if a.pointer}, optional={a.name for a in args if a.optional},
+            int_scalars={a.name for a in args if not a.pointer and facts.dtypes()[a.dtype].value == "int"},
+            int_consts={n for n, vals in [*constexprs, *tuned_values] if all(isinstance(v, int) for v in vals)},
+        )  # fmt: skip
+
+    def check(self, allowed: set[str]) -> Callable[[expr.Expr], None]:
+        """A check that an expression reads only ``allowed`` names, and tensor calls only pointers."""
+
         def check(e: expr.Expr) -> None:
             for n in expr.names(e):
                 if n.id not in allowed:
-                    if n.id in pointers:
-                        msg = f"{n.id!r} is a pointer argument; use numel({n.id}) or size({n.id}, 0)"
-                    else:
-                        near = difflib.get_close_matches(n.id, sorted(allowed), n=1)
-                        hint = f" — did you mean {near[0]!r}?" if near else ""
-                        msg = f"unknown name {n.id!r}{hint} (known: {', '.join(sorted(allowed)) or 'none'})"
-                    raise expr.ExprError(msg, n.offset)
+                    raise expr.ExprError(self._unknown(n.id, allowed), n.offset)
             for call in expr.tensor_calls(e):
-                target = cast(expr.Name, call.args[0])
-                if not allow_tensors:
-                    raise expr.ExprError(f"{call.func}() is not allowed here", call.offset)
-                if call.func in ("size", "stride") and isinstance(call.args[1], expr.Num):
-                    dim = call.args[1].value
-                    if not 0 <= dim < limits.MAX_DIMS:
-                        raise expr.ExprError(f"dimension {dim} of {target.id}: tensors have 0 to "
-                                             f"{limits.MAX_DIMS - 1}", call.args[1].offset)  # fmt: skip
-                if call.func == "none" and target.id not in optional:
-                    raise expr.ExprError(f"none() needs an optional argument, not {target.id!r}", target.offset)
-                if target.id not in pointers and call.func != "none":
-                    raise expr.ExprError(f"{call.func}() needs a pointer argument, not {target.id!r}", target.offset)
+                self._check_call(call)
 
         return check
 
-    int_scalars = {a.name for a in raw_args if not a.pointer and facts.dtypes()[a.dtype].value == "int"}
-    # scalar defaults and pointer extents are checked after all args are known
-    args = tuple(_arg_exprs(k["args"], raw_args, checker(int_scalars, True)))
+    def _unknown(self, name: str, allowed: set[str]) -> str:
+        if name in self.pointers:
+            return f"{name!r} is a pointer argument; use numel({name}) or size({name}, 0)"
+        near = difflib.get_close_matches(name, sorted(allowed), n=1)
+        hint = f" — did you mean {near[0]!r}?" if near else ""
+        return f"unknown name {name!r}{hint} (known: {', '.join(sorted(allowed)) or 'none'})"
+
+    def _check_call(self, call: expr.Call) -> None:
+        target = cast(expr.Name, call.args[0])
+        if call.func in ("size", "stride") and isinstance(call.args[1], expr.Num):
+            dim = call.args[1].value
+            if not 0 <= dim < limits.MAX_DIMS:
+                raise expr.ExprError(f"dimension {dim} of {target.id}: tensors have 0 to "
+                                     f"{limits.MAX_DIMS - 1}", call.args[1].offset)  # fmt: skip
+        if call.func == "none" and target.id not in self.optional:
+            raise expr.ExprError(f"none() needs an optional argument, not {target.id!r}", target.offset)
+        if target.id not in self.pointers and call.func != "none":
+            raise expr.ExprError(f"{call.func}() needs a pointer argument, not {target.id!r}", target.offset)
+
+
+def _expression(node: Node, check: Callable[[expr.Expr], None]) -> expr.Expr:
+    """An integer expression (``expr``), checked by ``check``; errors point into the expression."""
+    value = node.scalar()
+    try:
+        parsed = expr.parse(value) if isinstance(value, (int, str)) else None
+        if parsed is None:
+            raise expr.ExprError(f"expected an integer expression, got {value!r}", 0)
+        check(parsed)
+    except expr.ExprError as exc:
+        where = node.where
+        at = Location(where.file, where.line, where.column + int(node.quoted) + exc.offset)
+        hint = ""
+        if isinstance(value, str) and value.count("(") > value.count(")"):
+            hint = " (inside a YAML [...] list, quote an expression that contains a comma)"
+        raise RecipeError(f"{node.path}: {exc}{hint}", at) from None
+    return parsed
+
+
+def _bound(
+    node: Node, grid_node: Node | None, bound_nodes: list[tuple[str, Node]], heuristics: list[tuple[str, str]],
+    names: _Names, source: Source,
+) -> list[tuple[str, expr.Expr]]:
+    """Constexprs a call fixes: the recipe's ``equals:`` and the kernel's readable heuristics."""
+
     def bound_check(cname: str) -> Callable[[expr.Expr], None]:  # other constexprs: evaluated per config
-        return checker(int_scalars | (int_consts - {cname}), True)
+        return names.check(names.int_scalars | (names.int_consts - {cname}))
 
     bound = []
     for cname, equals in bound_nodes:
-        if cname not in int_consts:
+        if cname not in names.int_consts:
             raise equals.fail(f"'equals' binds integer or boolean constexprs; {cname!r} has other values")
-        bound.append((cname, equals.expression(bound_check(cname))))
+        bound.append((cname, _expression(equals, bound_check(cname))))
     for cname, text in heuristics:
         try:
             e = expr.parse(text)
@@ -707,47 +393,61 @@ def _kernel(
                             f"{{values: [...], equals: ...}}") from None  # fmt: skip
         bound.append((cname, e))
     if len(bound) > limits.MAX_KEY:
-        raise (k[grid_key] if grid_key in k else node).fail(
+        raise (grid_node or node).fail(
             f"at most {limits.MAX_KEY} constexprs can be bound with 'equals' (the runtime's limit)"
         )
-    grid_nodes = k["grid"].sequence(allow_scalar=True)
+    return bound
+
+
+def _grid(node: Node, check: Callable[[expr.Expr], None]) -> tuple[expr.Expr, expr.Expr, expr.Expr]:
+    """The launch grid: 1 to 3 expressions, the rest 1."""
+    grid_nodes = node.sequence(allow_scalar=True)
     if not 1 <= len(grid_nodes) <= 3:
-        raise k["grid"].fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
-    grid_check = checker(int_scalars | int_consts, True)
-    grid = [g.expression(grid_check) for g in grid_nodes]
+        raise node.fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
+    grid = [_expression(g, check) for g in grid_nodes]
     for g, g_node in zip(grid, grid_nodes, strict=True):
         if isinstance(g, expr.Num) and g.value < 1:
             raise g_node.fail(f"a grid dimension of {g.value} launches nothing: it must be at least 1")
     grid += [expr.Num(1)] * (3 - len(grid))
+    return grid[0], grid[1], grid[2]
 
+
+def _key(k: dict[str, Node], info: introspect.KernelInfo | None, names: _Names) -> list[tuple[str, expr.Expr]]:
+    """The problem key: the recipe's (named or listed expressions), else the autotuner's key where
+    it names integer arguments."""
     key: list[tuple[str, expr.Expr]] = []
     if "key" in k:
-        key_check = checker(int_scalars, True)
-        if isinstance(k["key"].node, yaml.MappingNode):
+        key_check = names.check(names.int_scalars)
+        if k["key"].is_mapping():
             for kname, knode, _ in k["key"].items():
-                key.append((kname, knode.expression(key_check)))
+                key.append((kname, _expression(knode, key_check)))
         else:
             for knode in k["key"].sequence(allow_scalar=True):
-                e = knode.expression(key_check)
+                e = _expression(knode, key_check)
                 key.append((expr.unparse(e), e))
-    elif info is not None:  # the autotuner's key, where it names integer arguments
-        key = [(n, expr.Name(n)) for n in info.key if n in int_scalars]
+    elif info is not None:
+        key = [(n, expr.Name(n)) for n in info.key if n in names.int_scalars]
     if len(key) > limits.MAX_KEY:
         raise (k.get("key") or k["triton"]).fail(f"the key has {len(key)} values; at most {limits.MAX_KEY} (the "
                                                  "runtime's limit)")  # fmt: skip
-    bucket: Bucket = "exact"
-    if "bucket" in k:
-        b = k["bucket"].string()
-        if b not in BUCKETS:
-            raise k["bucket"].fail(f"unknown bucket rule {b!r} (expected one of: {', '.join(BUCKETS)})")
-        bucket = "pow2" if b == "pow2" else "exact"
+    return key
 
-    warps: tuple[int | None, ...] = (None,)
-    stages: tuple[int | None, ...] = (None,)
-    if backend == "triton":
-        warps = _int_list(k["num_warps"], power_of_two=True, maximum=MAX_WARPS) if "num_warps" in k else (4,)
-        stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
-    if tuned:  # the autotuner's configs, times the recipe's own constexpr values
+
+def _bucket(k: dict[str, Node]) -> Bucket:
+    if "bucket" not in k:
+        return "exact"
+    b = k["bucket"].string()
+    if b not in BUCKETS:
+        raise k["bucket"].fail(f"unknown bucket rule {b!r} (expected one of: {', '.join(BUCKETS)})")
+    return "pow2" if b == "pow2" else "exact"
+
+
+def _configs(
+    k: dict[str, Node], backend: Backend, constexprs: Grid, tuned: tuple[Config, ...]
+) -> tuple[tuple[Config, ...], tuple[str, ...]]:
+    """The config grid (and its constexpr names): the autotuner's configs times the recipe's own
+    constexpr values, or the recipe's constexprs times its num_warps and num_stages."""
+    if tuned:
         own = [(n, v) for n, v in constexprs if n not in dict(tuned[0].constexprs)]
         configs = tuple(
             Config(constexprs=(*t.constexprs, *zip((n for n, _ in own), combo, strict=True)),
@@ -755,30 +455,34 @@ def _kernel(
             for t in tuned
             for combo in itertools.product(*(v for _, v in own))
         )  # fmt: skip
-        constexpr_names = tuple(n for n, _ in configs[0].constexprs)
-    else:
-        configs = tuple(
-            Config(constexprs=tuple(zip(constexpr_names, combo, strict=True)), num_warps=w, num_stages=s)
-            for combo in itertools.product(*(v for _, v in constexprs))
-            for w in warps
-            for s in stages
-        )
-    grid_values = [(n, tuple(dict.fromkeys(c.value(n) for c in configs))) for n in constexpr_names]
-    default = _config_ref(k["default"], configs, grid_values) if "default" in k else configs[0]
-    bound_names = tuple(n for n, _ in bound)
-    rules = _rules(k["dispatch"], configs, grid_values, key, targets, types, bound_names) if "dispatch" in k else ()
-    options = _options(k["options"]) if "options" in k else ()
-    doc = _text(k["doc"], one_line=False) if "doc" in k else ""
-    cuda = _cuda_launch(k, root, grid_check, set(typevars), constexpr_names) if backend == "cuda" else None
-    tune = _tune(k["tune"], root, len(key)) if "tune" in k else None
-    specialize: Policy = "common"
-    if "specialize" in k:
-        policy = k["specialize"].string()
-        if policy not in POLICIES:
-            raise k["specialize"].fail(f"unknown policy {policy!r}{_suggest(policy, POLICIES)}")
-        if backend == "cuda":
-            raise k["specialize"].fail("'specialize' is for Triton kernels (CUDA kernels use hints)")
-        specialize = policy
+        return configs, tuple(n for n, _ in configs[0].constexprs)
+    warps: tuple[int | None, ...] = (None,)
+    stages: tuple[int | None, ...] = (None,)
+    if backend == "triton":
+        warps = _int_list(k["num_warps"], power_of_two=True, maximum=MAX_WARPS) if "num_warps" in k else (4,)
+        stages = _int_list(k["num_stages"]) if "num_stages" in k else (3,)
+    names = tuple(n for n, _ in constexprs)
+    configs = tuple(
+        Config(constexprs=tuple(zip(names, combo, strict=True)), num_warps=w, num_stages=s)
+        for combo in itertools.product(*(v for _, v in constexprs))
+        for w in warps
+        for s in stages
+    )
+    return configs, names
+
+
+def _specialize(k: dict[str, Node], backend: Backend) -> Policy:
+    if "specialize" not in k:
+        return "common"
+    policy = k["specialize"].string()
+    if policy not in POLICIES:
+        raise k["specialize"].fail(f"unknown policy {policy!r}{suggest(policy, POLICIES)}")
+    if backend == "cuda":
+        raise k["specialize"].fail("'specialize' is for Triton kernels (CUDA kernels use hints)")
+    return policy
+
+
+def _autotune(k: dict[str, Node], info: introspect.KernelInfo | None) -> bool:
     autotune = k["autotune"].boolean() if "autotune" in k else False
     if autotune and info is not None and (info.reset_to_zero or info.restore_value):
         raise k["autotune"].fail(
@@ -786,22 +490,10 @@ def _kernel(
             f"({', '.join((*info.reset_to_zero, *info.restore_value))}), which runtime tuning cannot do; "
             "tune it with aotpack tune, which does"
         )
-    for arg in args:
-        if arg.optional and backend == "cuda":
-            raise RecipeError(f"kernels.{name}.args.{arg.name}: optional arguments are for Triton kernels", arg.where)
-    return Kernel(
-        name=name, backend=backend, source=source, doc=doc, args=args, types=tuple(types),
-        constexpr_names=constexpr_names, configs=configs, default=default,
-        grid=(grid[0], grid[1], grid[2]), key=tuple(key), bucket=bucket, rules=rules, targets=targets,
-        options=options, cuda=cuda, tune=tune, autotune=autotune,
-        mutates=_mutates(k["mutates"], pointers) if "mutates" in k else None, bound=tuple(bound),
-        specialize=specialize, fixed_constexprs=fixed, dtype_constexprs=tuple(dtype_consts),
-        reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),
-        where=where,
-    )  # fmt: skip
+    return autotune
 
 
-def _type_variables(node: _Node) -> list[tuple[str, tuple[str, ...]]]:
+def _type_variables(node: Node) -> list[tuple[str, tuple[str, ...]]]:
     """``types:``: each type variable and the dtypes it takes."""
     types = []
     for var, values, var_at in node.items():
@@ -815,8 +507,8 @@ def _type_variables(node: _Node) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _launched_kernel(
-    name: str, k: dict[str, _Node], node: _Node, where: Location, root: Path, recipe_targets: tuple[str, ...],
-    targets_at: _Node | None,
+    name: str, k: dict[str, Node], node: Node, where: Location, root: Path, recipe_targets: tuple[str, ...],
+    targets_at: Node | None,
 ) -> Kernel:
     """A ``launch: triton`` kernel (what ``aotpack record`` writes): launched with Triton's syntax, the
     caller giving the grid, the constexprs and the launch options; built as exactly the variants
@@ -842,7 +534,7 @@ def _launched_kernel(
                               "(the JIT's own specialization is recorded per variant)", arg.where)  # fmt: skip
     args = _jit_args(k["args"], args, info)
     points: list[Point] = []
-    seen: dict[tuple[Any, ...], _Node] = {}
+    seen: dict[tuple[Any, ...], Node] = {}
     for row in k["variants"].sequence():
         point = _point(row, args, types, constexpr_names)
         ident = (point.binding, point.config, point.states)
@@ -867,7 +559,7 @@ def _launched_kernel(
     )  # fmt: skip
 
 
-def _pick(row: _Node) -> Pick:
+def _pick(row: Node) -> Pick:
     fields = row.mapping(_PICK_KEYS, required=_PICK_KEYS)
     key = tuple(_const(v) for v in fields["key"].sequence())
     config = fields["config"].mapping(())
@@ -877,7 +569,7 @@ def _pick(row: _Node) -> Pick:
     return Pick(key=key, kwargs=kwargs, num_warps=warps, num_stages=stages)
 
 
-def _point(row: _Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...]) -> Point:
+def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...]) -> Point:
     fields = row.mapping(_POINT_KEYS, required=("config", "class"))
     binding: list[tuple[str, str]] = []
     given = fields["types"].mapping(tuple(v for v, _ in types)) if "types" in fields else {}
@@ -913,18 +605,18 @@ def _point(row: _Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]]
     return Point(binding=tuple(binding), config=config, states=tuple(states), launches=launches)
 
 
-def _version(node: _Node) -> str:
+def _version(node: Node) -> str:
     """The version as written (YAML would read 0.10 as the float 0.1), checked and normalized."""
-    raw = node.node.value if isinstance(node.node, yaml.ScalarNode) else node.scalar()
+    raw = node.raw()
     try:
         return str(packaging.version.Version(str(raw)))
     except packaging.version.InvalidVersion:
         raise node.fail(f"{raw!r} is not a valid version (such as 1.0.2)") from None
 
 
-def _cuda_floor(node: _Node) -> int:
+def _cuda_floor(node: Node) -> int:
     """A CUDA release as written (YAML would read 12.10 as the float 12.1), at least 12.0."""
-    raw = node.node.value if isinstance(node.node, yaml.ScalarNode) else node.scalar()
+    raw = node.raw()
     try:
         version = facts.cuda_version(str(raw))
     except ValueError as exc:
@@ -934,7 +626,7 @@ def _cuda_floor(node: _Node) -> int:
     return version
 
 
-def _license(node: _Node) -> str:
+def _license(node: Node) -> str:
     """An SPDX license expression (such as Apache-2.0 or MIT OR BSD-3-Clause), normalized."""
     raw = node.string()
     try:
@@ -943,23 +635,19 @@ def _license(node: _Node) -> str:
         raise node.fail(f"{raw!r} is not an SPDX license expression (such as Apache-2.0 or MIT): {exc}") from None
 
 
-def _text(node: _Node, one_line: bool) -> str:
+def _text(node: Node, one_line: bool) -> str:
     """Free text (a summary, a doc): any printable characters; a doc may span lines. It only ever
     reaches generated files as escaped data (a Python repr, a C string literal, a METADATA field)."""
     text = node.string()
-    bad = _control_character(text, allowed="" if one_line else "\n\t")
+    bad = control_character(text, allowed="" if one_line else "\n\t")
     if bad is not None:
         what = "a single line of printable text" if one_line else "printable text (lines and tabs allowed)"
         raise node.fail(f"expected {what}; it holds the control character {text[bad]!r}")
     return text
 
 
-def _control_character(text: str, allowed: str) -> int | None:
-    """The index of the first character of ``text`` that is neither printable nor ``allowed``."""
-    return next((i for i, c in enumerate(text) if not c.isprintable() and c not in allowed), None)
 
-
-def _describe(node: _Node, source: Source) -> introspect.KernelInfo:
+def _describe(node: Node, source: Source) -> introspect.KernelInfo:
     """Import the kernel and read it as Triton does; every failure is located at ``triton:``."""
     try:
         obj = _sources.load(source)
@@ -975,7 +663,7 @@ def _describe(node: _Node, source: Source) -> introspect.KernelInfo:
         raise node.fail(f"{node.string()} {exc}") from None
 
 
-def _jit_args(node: _Node, args: list[Arg], info: introspect.KernelInfo) -> list[Arg]:
+def _jit_args(node: Node, args: list[Arg], info: introspect.KernelInfo) -> list[Arg]:
     """The recipe's arguments checked against the kernel's runtime parameters, each given the
     specialization states the JIT can key it on."""
     runtime = [p.name for p in info.params if not p.constexpr]
@@ -997,11 +685,11 @@ def _jit_args(node: _Node, args: list[Arg], info: introspect.KernelInfo) -> list
 
 
 def _jit_constexprs(
-    k: dict[str, _Node],
+    k: dict[str, Node],
     name: str,
     info: introspect.KernelInfo,
     constexprs: list[tuple[str, tuple[ConstValue, ...]]],
-    bound_nodes: list[tuple[str, _Node]],
+    bound_nodes: list[tuple[str, Node]],
     dtype_consts: list[tuple[str, str]],
 ) -> tuple[tuple[tuple[str, ConstValue], ...], list[tuple[str, str]], tuple[Config, ...]]:
     """Where each constexpr of the kernel gets its value: the recipe's grid, the autotuner's configs
@@ -1054,7 +742,7 @@ def _plain(value: Any) -> ConstValue:
     raise RecipeError(f"an autotune config value {value!r} is not a number, boolean or string")
 
 
-def _source(node: _Node, root: Path) -> Source:
+def _source(node: Node, root: Path) -> Source:
     text = node.string()
     where, sep, function = text.rpartition(":")
     if not sep or not _IDENT.match(function) or not where:
@@ -1069,18 +757,18 @@ def _source(node: _Node, root: Path) -> Source:
     return Source(path=None, module=where, function=function)
 
 
-def _dtype(node: _Node, name: str, pointer: bool, typevars: Iterable[str] = ()) -> str:
+def _dtype(node: Node, name: str, pointer: bool, typevars: Iterable[str] = ()) -> str:
     """``name`` if it is a dtype a pointer (or scalar) can have, or one of ``typevars``."""
     known = facts.dtypes()
     if name in typevars or (name in known and (pointer or known[name].scalar)):
         return name
     choices = [*typevars, *(n for n, d in known.items() if pointer or d.scalar)]
-    raise node.fail(f"unknown {'element' if pointer else 'scalar'} type {name!r}{_suggest(name, choices)}")
+    raise node.fail(f"unknown {'element' if pointer else 'scalar'} type {name!r}{suggest(name, choices)}")
 
 
-def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[str, ...]) -> list[Arg]:
-    if isinstance(node.node, yaml.MappingNode) and len(node.node.value) > limits.MAX_ARGS:
-        raise node.fail(f"{len(node.node.value)} arguments; a kernel takes at most {limits.MAX_ARGS} (the runtime's "
+def _args(node: Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[str, ...]) -> list[Arg]:
+    if len(node.keys()) > limits.MAX_ARGS:
+        raise node.fail(f"{len(node.keys())} arguments; a kernel takes at most {limits.MAX_ARGS} (the runtime's "
                         "limit)")  # fmt: skip
     out: list[Arg] = []
     for name, value, where in node.items():
@@ -1092,71 +780,90 @@ def _args(node: _Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[s
             )
         if name in constexprs:
             raise RecipeError(f"{name!r} is both an argument and a constexpr", where)
-        fields = value.mapping(_ARG_KEYS, required=("type",)) if isinstance(value.node, yaml.MappingNode) else {}
+        fields = value.mapping(_ARG_KEYS, required=("type",)) if value.is_mapping() else {}
         type_node = fields.get("type", value)
         desc = _DESC.match(type_node.string())
         if desc is not None:
-            dtype = desc["dtype"]
-            _dtype(type_node, dtype, True, typevars)
-            block = _block(type_node, desc["block"], constexprs)
-            for key in ("extent", "contiguous", "default", "launch_only", "optional", "specialize"):
-                if key in fields:
-                    raise fields[key].fail(
-                        f"a tensor descriptor takes no {key!r}: the hardware clips its loads and stores to the "
-                        "tensor's shape, and the launcher checks the tensor's layout"
-                    )
-            out.append(Arg(name=name, pointer=True, dtype=dtype, typevar=dtype in typevars, hint=None, block=block,
-                           where=where))  # fmt: skip
-            continue
-        m = _TYPE.match(type_node.string())
-        if m is None:
-            got = type_node.scalar()
-            raise type_node.fail(
-                f"expected a type such as '*fp16', '*fp32:16', 'i32', 'i64:16' or 'tensordesc<fp16[BM, BK]>', "
-                f"got {got!r}"
-            )
-        pointer, dtype = m["ptr"] is not None, _ALIASES.get(m["dtype"], m["dtype"])
-        typevar = dtype in typevars
-        if typevar and not pointer:
-            raise type_node.fail(f"type variable {dtype!r} can only type a pointer")
-        _dtype(type_node, dtype, pointer, typevars if pointer else ())
-        hint = int(m["hint"]) if m["hint"] else None
-        if hint is not None:
-            if hint not in HINTS:
-                raise type_node.fail(f"hint :{hint} is not supported (:16 = multiple of 16, :1 = equals 1)")
-            if not pointer and facts.dtypes()[dtype].value != "int":
-                raise type_node.fail(f"a {facts.dtypes()[dtype].value} argument cannot carry a hint")
-            if pointer and hint == 1:
-                raise type_node.fail("a pointer cannot be hinted :1 (use :16 for 16-byte alignment)")
-        if not pointer and ("extent" in fields or "contiguous" in fields):
-            at = fields.get("extent") or fields["contiguous"]
-            raise at.fail("only pointer arguments take 'extent' and 'contiguous'")
-        if pointer and "default" in fields:
-            raise fields["default"].fail("pointer arguments take no default")
-        contiguous = fields["contiguous"].boolean() if "contiguous" in fields else False
-        launch_only = fields["launch_only"].boolean() if "launch_only" in fields else False
-        if launch_only and pointer:
-            raise fields["launch_only"].fail("only scalar arguments can be launch_only")
-        optional = fields["optional"].boolean() if "optional" in fields else False
-        if optional and (launch_only or "default" in fields):
-            raise fields["optional"].fail("an optional argument (None: folded into the code) is passed to the kernel "
-                                          "and has no default")  # fmt: skip
-        if optional and m["required"]:
-            raise fields["optional"].fail("an optional pointer cannot carry a required hint")
-        specialize = fields["specialize"].boolean() if "specialize" in fields else True
-        if not specialize and hint is not None:
-            raise fields["specialize"].fail("'specialize: false' and a hint contradict each other")
-        what = "pointer" if pointer else facts.dtypes()[dtype].value
-        states = {"pointer": (DIV16, ""), "int": (ONE, DIV16, "")}.get(what, ("",)) if specialize else ("",)
-        out.append(Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, hint=hint,
-                       required=bool(m["required"]), contiguous=contiguous, launch_only=launch_only,
-                       optional=optional, jit_states=states, where=where))  # fmt: skip
+            out.append(_descriptor_arg(name, where, type_node, fields, desc, typevars, constexprs))
+        else:
+            out.append(_plain_arg(name, where, type_node, fields, typevars))
     if not out:
         raise node.fail("a kernel needs at least one argument")
     return out
 
 
-def _block(node: _Node, text: str, constexprs: tuple[str, ...]) -> tuple[int | str, ...]:
+def _descriptor_arg(
+    name: str, where: Location, type_node: Node, fields: dict[str, Node], desc: re.Match[str],
+    typevars: dict[str, tuple[str, ...]], constexprs: tuple[str, ...],
+) -> Arg:
+    """``tensordesc<T[BM, BK]>``: the caller passes a tensor, the launcher builds the descriptor."""
+    dtype = desc["dtype"]
+    _dtype(type_node, dtype, True, typevars)
+    block = _block(type_node, desc["block"], constexprs)
+    for key in ("extent", "contiguous", "default", "launch_only", "optional", "specialize"):
+        if key in fields:
+            raise fields[key].fail(
+                f"a tensor descriptor takes no {key!r}: the hardware clips its loads and stores to the "
+                "tensor's shape, and the launcher checks the tensor's layout"
+            )
+    return Arg(name=name, pointer=True, dtype=dtype, typevar=dtype in typevars, hint=None, block=block, where=where)
+
+
+def _plain_arg(
+    name: str, where: Location, type_node: Node, fields: dict[str, Node], typevars: dict[str, tuple[str, ...]]
+) -> Arg:
+    """A pointer (``*fp16``, ``*fp32:16``) or scalar (``i32``, ``i64:16``) argument and its flags."""
+    m = _TYPE.match(type_node.string())
+    if m is None:
+        got = type_node.scalar()
+        raise type_node.fail(
+            f"expected a type such as '*fp16', '*fp32:16', 'i32', 'i64:16' or 'tensordesc<fp16[BM, BK]>', "
+            f"got {got!r}"
+        )
+    pointer, dtype = m["ptr"] is not None, _ALIASES.get(m["dtype"], m["dtype"])
+    typevar = dtype in typevars
+    if typevar and not pointer:
+        raise type_node.fail(f"type variable {dtype!r} can only type a pointer")
+    _dtype(type_node, dtype, pointer, typevars if pointer else ())
+    hint = _hint(type_node, m, pointer, dtype)
+    if not pointer and ("extent" in fields or "contiguous" in fields):
+        at = fields.get("extent") or fields["contiguous"]
+        raise at.fail("only pointer arguments take 'extent' and 'contiguous'")
+    if pointer and "default" in fields:
+        raise fields["default"].fail("pointer arguments take no default")
+    contiguous, launch_only, optional = (fields[f].boolean() if f in fields else False
+                                         for f in ("contiguous", "launch_only", "optional"))  # fmt: skip
+    if launch_only and pointer:
+        raise fields["launch_only"].fail("only scalar arguments can be launch_only")
+    if optional and (launch_only or "default" in fields):
+        raise fields["optional"].fail("an optional argument (None: folded into the code) is passed to the kernel "
+                                      "and has no default")  # fmt: skip
+    if optional and m["required"]:
+        raise fields["optional"].fail("an optional pointer cannot carry a required hint")
+    specialize = fields["specialize"].boolean() if "specialize" in fields else True
+    if not specialize and hint is not None:
+        raise fields["specialize"].fail("'specialize: false' and a hint contradict each other")
+    what = "pointer" if pointer else facts.dtypes()[dtype].value
+    states = {"pointer": (DIV16, ""), "int": (ONE, DIV16, "")}.get(what, ("",)) if specialize else ("",)
+    return Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, hint=hint, required=bool(m["required"]),
+               contiguous=contiguous, launch_only=launch_only, optional=optional, jit_states=states,
+               where=where)  # fmt: skip
+
+
+def _hint(type_node: Node, m: re.Match[str], pointer: bool, dtype: str) -> int | None:
+    """``:16`` (a multiple of 16, or 16-byte aligned) or ``:1`` (an integer equal to 1)."""
+    hint = int(m["hint"]) if m["hint"] else None
+    if hint is not None:
+        if hint not in HINTS:
+            raise type_node.fail(f"hint :{hint} is not supported (:16 = multiple of 16, :1 = equals 1)")
+        if not pointer and facts.dtypes()[dtype].value != "int":
+            raise type_node.fail(f"a {facts.dtypes()[dtype].value} argument cannot carry a hint")
+        if pointer and hint == 1:
+            raise type_node.fail("a pointer cannot be hinted :1 (use :16 for 16-byte alignment)")
+    return hint
+
+
+def _block(node: Node, text: str, constexprs: tuple[str, ...]) -> tuple[int | str, ...]:
     """A descriptor's block shape: integers or constexpr names (checked to be integers later)."""
     items = [item.strip() for item in text.split(",")]
     if not 1 <= len(items) <= MAX_DESC_RANK:
@@ -1170,19 +877,19 @@ def _block(node: _Node, text: str, constexprs: tuple[str, ...]) -> tuple[int | s
         else:
             raise node.fail(
                 f"block dimension {item!r} is neither a positive integer nor a constexpr"
-                f"{_suggest(item, constexprs, 'constexprs')}"
+                f"{suggest(item, constexprs, 'constexprs')}"
             )
     return tuple(block)
 
 
-def _has_default(node: _Node) -> bool:
-    return isinstance(node.node, yaml.MappingNode) and any(k.value == "default" for k, _ in node.node.value)
+def _has_default(node: Node) -> bool:
+    return "default" in node.keys()
 
 
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1)}
 
 
-def _scalar_default(node: _Node, arg: Arg, check: Callable[[expr.Expr], None]) -> tuple[expr.Expr | None, float | None]:
+def _scalar_default(node: Node, arg: Arg, check: Callable[[expr.Expr], None]) -> tuple[expr.Expr | None, float | None]:
     """A scalar's default, checked against its type: (integer expression, float constant)."""
     value = node.scalar()
     kind = facts.dtypes()[arg.dtype].value
@@ -1199,7 +906,7 @@ def _scalar_default(node: _Node, arg: Arg, check: Callable[[expr.Expr], None]) -
         if arg.dtype == "fp16" and math.isfinite(number) and abs(number) > 65504:  # fp16 has inf and NaN
             raise node.fail(f"argument {arg.name!r} is fp16: the default {value!r} does not fit in it")
         return None, number
-    default = node.expression(check)
+    default = _expression(node, check)
     if isinstance(default, expr.Num) and arg.dtype in _INT_RANGE:
         low, high = _INT_RANGE[arg.dtype]
         if not low <= default.value <= high:
@@ -1210,16 +917,16 @@ def _scalar_default(node: _Node, arg: Arg, check: Callable[[expr.Expr], None]) -
 _FLOAT = re.compile(r"^[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$|^[-+]?(inf|nan)$")
 
 
-def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None]) -> Iterator[Arg]:
+def _arg_exprs(node: Node, args: list[Arg], check: Callable[[expr.Expr], None]) -> Iterator[Arg]:
     nodes = {name: value for name, value, _ in node.items()}
     for arg in args:
         value = nodes[arg.name]
-        if not isinstance(value.node, yaml.MappingNode):
+        if not value.is_mapping():
             yield arg
             continue
         fields = value.mapping(_ARG_KEYS)
         default, float_default = _scalar_default(fields["default"], arg, check) if "default" in fields else (None, None)
-        extent = fields["extent"].expression(check) if "extent" in fields else None
+        extent = _expression(fields["extent"], check) if "extent" in fields else None
         if default is not None:
             defaulted = {a.name for a in args if a.name != arg.name and a.name in nodes and _has_default(nodes[a.name])}
             for n in expr.names(default):
@@ -1231,10 +938,8 @@ def _arg_exprs(node: _Node, args: list[Arg], check: Callable[[expr.Expr], None])
         yield Arg(**{**arg.__dict__, "default": default, "float_default": float_default, "extent": extent})
 
 
-MAX_WARPS = 32  # 32 warps of 32 threads: CUDA's 1024 threads per block
 
-
-def _int_list(node: _Node, power_of_two: bool = False, maximum: int | None = None) -> tuple[int, ...]:
+def _int_list(node: Node, power_of_two: bool = False, maximum: int | None = None) -> tuple[int, ...]:
     out: list[int] = []
     for item in node.sequence(allow_scalar=True):
         value = item.integer(minimum=1)
@@ -1248,7 +953,7 @@ def _int_list(node: _Node, power_of_two: bool = False, maximum: int | None = Non
     return tuple(out)
 
 
-def _const(node: _Node) -> ConstValue:
+def _const(node: Node) -> ConstValue:
     value = node.scalar()
     if not isinstance(value, (int, float, bool, str)):
         raise node.fail(f"expected a number, boolean or string, got {value!r}")
@@ -1256,7 +961,7 @@ def _const(node: _Node) -> ConstValue:
 
 
 def _config_ref(
-    node: _Node, configs: tuple[Config, ...], constexprs: list[tuple[str, tuple[ConstValue, ...]]]
+    node: Node, configs: tuple[Config, ...], constexprs: list[tuple[str, tuple[ConstValue, ...]]]
 ) -> Config:
     """A config named by a partial mapping; fields with a single choice may be left out."""
     names = tuple(n for n, _ in constexprs)
@@ -1281,11 +986,11 @@ def _field(config: Config, name: str) -> ConstValue:
 
 
 def _show(values: dict[str, ConstValue]) -> str:
-    return "{" + ", ".join(f"{k}: {_const_text(v)}" for k, v in values.items()) + "}"
+    return "{" + ", ".join(f"{k}: {const_text(v)}" for k, v in values.items()) + "}"
 
 
 def _rules(
-    node: _Node,
+    node: Node,
     configs: tuple[Config, ...],
     constexprs: list[tuple[str, tuple[ConstValue, ...]]],
     key: list[tuple[str, expr.Expr]],
@@ -1328,7 +1033,7 @@ def _rules(
     return tuple(out)
 
 
-def _options(node: _Node) -> tuple[tuple[str, ConstValue], ...]:
+def _options(node: Node) -> tuple[tuple[str, ConstValue], ...]:
     fields = node.mapping(_OPTION_KEYS)
     out: list[tuple[str, ConstValue]] = []
     for name, value in fields.items():
@@ -1336,17 +1041,17 @@ def _options(node: _Node) -> tuple[tuple[str, ConstValue], ...]:
     return tuple(sorted(out))
 
 
-def _mutates(node: _Node, pointers: set[str]) -> tuple[str, ...]:
+def _mutates(node: Node, pointers: set[str]) -> tuple[str, ...]:
     names = []
     for item in node.sequence(allow_scalar=True):
         name = item.string()
         if name not in pointers:
-            raise item.fail(f"{name!r} is not a pointer argument{_suggest(name, sorted(pointers), 'pointers')}")
+            raise item.fail(f"{name!r} is not a pointer argument{suggest(name, sorted(pointers), 'pointers')}")
         names.append(name)
     return tuple(sorted(set(names)))
 
 
-def _tune(node: _Node, root: Path, key_length: int) -> TuneSpec:
+def _tune(node: Node, root: Path, key_length: int) -> TuneSpec:
     fields = node.mapping(_TUNE_KEYS, required=("inputs", "keys"))
     if key_length == 0:
         raise node.fail("tuning needs a 'key' on the kernel")
@@ -1363,7 +1068,7 @@ def _tune(node: _Node, root: Path, key_length: int) -> TuneSpec:
     return TuneSpec(inputs=_source(fields["inputs"], root), reference=reference, keys=tuple(keys), rtol=float(rtol))
 
 
-def _cuda_source(node: _Node, root: Path) -> Source:
+def _cuda_source(node: Node, root: Path) -> Source:
     file = (root / node.string()).resolve()
     if not file.is_file():
         raise node.fail(f"CUDA source {node.string()!r} not found (looked for {file})")
@@ -1371,7 +1076,7 @@ def _cuda_source(node: _Node, root: Path) -> Source:
 
 
 def _cuda_launch(
-    k: dict[str, _Node],
+    k: dict[str, Node],
     root: Path,
     check: Callable[[expr.Expr], None],
     typevars: set[str],
@@ -1391,11 +1096,11 @@ def _cuda_launch(
     block_nodes = k["block"].sequence(allow_scalar=True)
     if not 1 <= len(block_nodes) <= 3:
         raise k["block"].fail(f"expected 1 to 3 block expressions, got {len(block_nodes)}")
-    block = [b.expression(check) for b in block_nodes] + [expr.Num(1)] * (3 - len(block_nodes))
+    block = [_expression(b, check) for b in block_nodes] + [expr.Num(1)] * (3 - len(block_nodes))
     sizes = [b.value for b in block if isinstance(b, expr.Num)]
     if len(sizes) == 3 and (min(sizes) < 1 or not sizes[0] * sizes[1] * sizes[2] <= 1024):
         raise k["block"].fail(f"a block has 1 to 1024 threads, each dimension at least 1; got {sizes}")
-    shared = k["shared"].expression(check) if "shared" in k else expr.Num(0)
+    shared = _expression(k["shared"], check) if "shared" in k else expr.Num(0)
     if isinstance(shared, expr.Num) and shared.value < 0:
         raise k["shared"].fail(f"dynamic shared memory is a number of bytes >= 0, got {shared.value}")
     includes = []

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from . import facts
+from ._temp import atomic_file
 from .errors import RecordError
 
 PLAIN = (int, float, bool, str)
@@ -262,9 +263,8 @@ def write(path: Path, rec: Recording, package: str) -> None:
     """Write the recipe of a recording to ``path``, merged into what is there (atomically)."""
     existing = yaml.safe_load(path.read_text()) if path.is_file() else None
     text = recipe_text(rec.compilations(), rec.picks, path.parent, existing, package)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with atomic_file(path) as f:
+        f.write(text.encode())
 
 
 def recipe_text(compiled: list[Compilation], picks: dict[tuple[str, str], list[dict[str, Any]]], folder: Path,

@@ -15,12 +15,14 @@ mapping is written with sorted keys so that diffs stay small.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ._temp import atomic_file
+from .model import Kernel, Rule
 
 FORMAT = "aotpack-tuning-table/1"
 
@@ -123,9 +125,37 @@ def to_json(table: Table) -> str:
 
 def write(table: Table, path: Path) -> Path:
     """Write atomically (temp file + rename), so a killed tuner leaves the old table intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        f.write(to_json(table))
-    os.replace(tmp, path)
+    with atomic_file(path) as f:
+        f.write(to_json(table).encode())
     return path
+
+
+def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
+    """The kernels with the table's rows added to their dispatch tables (for the table's arch, a
+    table row replaces an inline row of the same key and types)."""
+    if table.package != package:
+        raise TableError(f"the table is for package {table.package!r}, not {package!r}")
+    by_name = {k.name: k for k in kernels}
+    for name, rows in table.kernels:
+        if name not in by_name:
+            raise TableError(f"the table has rows for {name!r}, which the recipe does not define")
+        kernel = by_name[name]
+        if table.arch not in kernel.targets:
+            raise TableError(f"arch {table.arch} is not a target of kernel {name!r}")
+        new = [_rule(kernel, table.arch, f"kernels.{name}[{i}]", row) for i, row in enumerate(rows)]
+        replaced = {(r.key, r.arch, r.types, r.specialization) for r in new}
+        kept = [r for r in kernel.rules if (r.key, r.arch, r.types, r.specialization) not in replaced]
+        by_name[name] = dataclasses.replace(kernel, rules=(*kept, *new))
+    return [by_name[k.name] for k in kernels]
+
+
+def _rule(kernel: Kernel, arch: str, at: str, row: Row) -> Rule:
+    labels = {c.label: c for c in kernel.configs}
+    if row.config not in labels:
+        raise TableError(f"{at}: config {row.config!r} is not in the recipe's grid; re-run aotpack tune")
+    if len(row.key) != len(kernel.key):
+        raise TableError(f"{at}: the key has {len(row.key)} values, the recipe's {len(kernel.key)}")
+    if set(dict(row.types)) != {v for v, _ in kernel.types}:
+        raise TableError(f"{at}: types {dict(row.types)} do not name the kernel's type variables")
+    return Rule(key=row.key, config=labels[row.config], arch=arch, types=row.types,
+                specialization=row.specialization, where=kernel.where)  # fmt: skip

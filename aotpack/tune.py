@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _sources, expr, recipe, tables
+from . import _sources, expr, model, recipe, tables
 from .errors import AotpackError, RecipeError
 
 log = logging.getLogger("aotpack")
@@ -48,7 +48,7 @@ class Options:
     kernels: tuple[str, ...] = ()
 
 
-def _hook(source: recipe.Source) -> Callable[..., Any]:
+def _hook(source: model.Source) -> Callable[..., Any]:
     fn = _sources.load(source)
     if not callable(fn):
         raise TuneError(f"tuning hook {source} is not a function")
@@ -64,7 +64,7 @@ def _driver_cuda() -> str:
         return "unknown"
 
 
-def bucket(kernel: recipe.Kernel, key: Sequence[int]) -> tuple[int, ...]:
+def bucket(kernel: model.Kernel, key: Sequence[int]) -> tuple[int, ...]:
     """Key values as the dispatcher compares them (pow2: the next power of two; 0 and 1, often
     flags, stay apart)."""
     if kernel.bucket == "pow2":
@@ -107,7 +107,7 @@ def _launcher(obj: Any, sets: list[Any], variant: str, prepare: Callable[[Any], 
     return launch
 
 
-def _preparer(kernel: recipe.Kernel, sets: list[Any]) -> Callable[[Any], None]:
+def _preparer(kernel: model.Kernel, sets: list[Any]) -> Callable[[Any], None]:
     """What the kernel's @triton.autotune asks for before each run: its reset_to_zero arguments
     zeroed, its restore_value arguments put back as the inputs hook made them."""
     names = [kernel.args[i].name for i in kernel.call_order]
@@ -127,7 +127,7 @@ def _preparer(kernel: recipe.Kernel, sets: list[Any]) -> Callable[[Any], None]:
 def _measure(
     torch: Any,
     obj: Any,
-    kernel: recipe.Kernel,
+    kernel: model.Kernel,
     key: tuple[int, ...],
     types: dict[str, str],
     spec: str | None,
@@ -181,7 +181,7 @@ def _measure(
     )
 
 
-def units(kernel: recipe.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]:
+def units(kernel: model.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]:
     """The kernel's tuning work, (binding, key) in table order; keys that share a bucket once."""
     spec = kernel.tune
     assert spec is not None
@@ -196,7 +196,7 @@ def units(kernel: recipe.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tupl
 
 
 def tune_unit(
-    torch: Any, package: Any, kernel: recipe.Kernel, binding: tuple[tuple[str, str], ...], key: tuple[int, ...],
+    torch: Any, package: Any, kernel: model.Kernel, binding: tuple[tuple[str, str], ...], key: tuple[int, ...],
     opts: Options, flush: Any,
 ) -> tuple[str, list[tables.Row]]:  # fmt: skip
     """Rows for one binding and key; returns (the arch the device runs, rows)."""
@@ -271,7 +271,7 @@ def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
     return [(i, own[i] if own else str(i)) for i in indices]
 
 
-Unit = tuple[recipe.Kernel, tuple[tuple[str, str], ...], tuple[int, ...]]  # kernel, binding, key
+Unit = tuple[model.Kernel, tuple[tuple[str, str], ...], tuple[int, ...]]  # kernel, binding, key
 
 
 def _on_devices(recipe_path: str | Path, work: list[Unit], opts: Options, devices: list[str]) -> list[Any]:

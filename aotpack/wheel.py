@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from ._temp import atomic_file
 
 ZIP_EPOCH = 315532800  # 1980-01-01, the earliest time a zip file can hold
 
@@ -81,17 +82,11 @@ def write_wheel(spec: WheelSpec, out_dir: Path) -> Path:
     stamp = time.gmtime(source_date_epoch())[:6]
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / spec.filename
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".whl")
-    try:
-        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, data in entries:
-                info = zipfile.ZipInfo(name, date_time=stamp)
-                mode = 0o755 if name.endswith(".so") else 0o644
-                info.external_attr = (0o100000 | mode) << 16
-                info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, data, compresslevel=9)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_file(target) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            mode = 0o755 if name.endswith(".so") else 0o644
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data, compresslevel=9)
     return target

@@ -28,7 +28,7 @@ from matmul import matmul_kernel  # noqa: E402
 from softmax import softmax_kernel  # noqa: E402
 from timing import interleaved_ms  # noqa: E402
 
-from aotpack import recipe  # noqa: E402
+from aotpack import model, recipe  # noqa: E402
 
 REPS, WARMUP = 30, 5
 MATMUL_SHAPES = [
@@ -41,7 +41,7 @@ SOFTMAX_COLS = [100, 200, 300, 500, 700, 1000, 1500, 2000, 2500, 3000, 3500, 400
                 12000, 14000, 16000]  # fmt: skip
 
 
-def triton_configs(kernel: recipe.Kernel) -> list[triton.Config]:
+def triton_configs(kernel: model.Kernel) -> list[triton.Config]:
     return [triton.Config(dict(c.constexprs), num_warps=c.num_warps, num_stages=c.num_stages) for c in kernel.configs]
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from .. import facts
 from ..compilers import Artifact, DriverFloor, Outcome, Pruned
+from ..model import Kernel, Recipe
 from ..plan import Variant
-from ..recipe import Kernel, Recipe
 
 
 @dataclass(frozen=True, kw_only=True)

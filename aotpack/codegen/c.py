@@ -10,8 +10,8 @@ from collections.abc import Callable
 from .. import compress, expr, facts, limits, plan
 from ..errors import RecipeError
 from ..introspect import ANY, DIV16, NONE, ONE
+from ..model import Arg, Kernel, Rule
 from ..plan import Spec, Variant
-from ..recipe import Arg, Kernel, Rule
 from . import BuildInput, KernelBuild
 
 _STATE = {ANY: "AOT_SPEC_ANY", DIV16: "AOT_SPEC_DIV16", ONE: "AOT_SPEC_ONE", NONE: "AOT_SPEC_NONE"}

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import expr, facts, mutation, plan
-from ..recipe import PACKAGE_NAMES, Arg, Kernel
+from ..model import PACKAGE_NAMES, Arg, Kernel
 from . import BuildInput, KernelBuild
 
 

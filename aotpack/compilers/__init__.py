@@ -1,94 +1,29 @@
-"""Variant -> Artifact. Each backend (Triton today) implements ``Compiler``; ``COMPILERS`` maps a
-recipe's backend name to it. ``compile_all`` runs the variants in parallel worker processes."""
+"""Variant -> Artifact. Each backend implements ``Compiler`` (``base.py``); ``BACKENDS`` maps a
+recipe's backend name to the function that finds and checks its toolchain. ``compile_all`` runs the
+variants in parallel worker processes (or on any ``concurrent.futures`` executor)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import Any, Protocol
+from typing import Any
 
+from ..model import Backend, Kernel
 from ..plan import Variant
-from ..recipe import Backend, Kernel
+from .base import Artifact, Compiler, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
+from .cuda import NvccCompiler
+from .triton import TritonCompiler
 
+__all__ = ["BACKENDS", "Artifact", "Compiler", "DriverFloor", "LaunchNeeds", "Outcome", "Pruned", "TmaLayout",
+           "compile_all", "compilers_for", "compilers_for_targets", "targets_of"]  # fmt: skip
 
-@dataclass(frozen=True, kw_only=True)
-class TmaLayout:
-    """How the launcher encodes one host tensor descriptor (``cuTensorMapEncodeTiled``), as the
-    compiler chose it: the box (outermost dimension first; it may be smaller than the recipe's
-    block, which the kernel then loads in several boxes), swizzle and element type."""
-
-    box: tuple[int, ...]
-    swizzle: int  # CUtensorMapSwizzle
-    elem_type: int  # CUtensorMapDataType (the host enum)
-    elem_size: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class LaunchNeeds:
-    """What a launch must provide beyond grid, block and parameters."""
-
-    scratch: tuple[int, int] = (0, 1)  # global scratch bytes per program and alignment
-    profile_scratch: tuple[int, int] = (0, 1)  # the same for the profiler's buffer
-    num_ctas: int = 1  # thread-block cluster size along x
-    cooperative: bool = False
-    pdl: bool = False  # programmatic dependent launch
-    tma: tuple[TmaLayout, ...] | None = None  # per tensor-descriptor argument; None: passed decomposed
-
-
-@dataclass(frozen=True)
-class DriverFloor:
-    """The oldest CUDA driver that loads a target's code (1000*major + 10*minor), and what set it."""
-
-    cuda: int
-    set_by: str  # the toolchain, such as "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Artifact:
-    """A compiled variant: the cubin and what the launcher needs to know about it."""
-
-    variant_id: str
-    image: bytes
-    entry: str
-    shared: int  # dynamic shared memory a launch passes, when fixed at build time (Triton)
-    static_shared: int  # shared memory the code declares itself (CUDA __shared__ arrays)
-    num_warps: int  # 0 when the recipe gives the block shape (CUDA)
-    extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
-    needs: LaunchNeeds = LaunchNeeds()
-    metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
-    # the driver its code needs, set by the toolchain that built it: a CUDA X.Y toolchain's code is taken as
-    # needing an X.Y driver (minor-version compatibility is not relied on); None: the target's own floor
-    driver_floor: DriverFloor | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Pruned:
-    """A variant that did not compile, with the reason. ``fatal``: it compiled, but needs what the
-    runtime cannot give it; the build fails rather than ship the rest without it."""
-
-    variant_id: str
-    reason: str
-    fatal: bool = False
-
-
-Outcome = Artifact | Pruned
-
-
-class Compiler(Protocol):
-    def versions(self) -> Mapping[str, str]:
-        """Toolchain versions recorded in the manifest."""
-        ...
-
-    def check(self, kernels: Iterable[Kernel]) -> None:
-        """Check the recipe against the kernel sources before compiling; raise RecipeError."""
-        ...
-
-    def compile(self, variant: Variant) -> Outcome:
-        """Compile one variant (runs in a worker process)."""
-        ...
+# backend name -> (its targets, nvcc given by the user, keep line info, the CUDA driver floor) -> its compiler
+BACKENDS: dict[Backend, Callable[[tuple[str, ...], str | None, bool, int | None], Compiler]] = {
+    "triton": TritonCompiler.for_build,
+    "cuda": NvccCompiler.for_build,
+}
 
 
 def compilers_for(
@@ -111,16 +46,7 @@ def targets_of(kernels: Iterable[Kernel]) -> tuple[tuple[Backend, tuple[str, ...
 def compilers_for_targets(
     targets: Iterable[tuple[Backend, tuple[str, ...]]], nvcc: str | None, line_info: bool, cuda_floor: int | None
 ) -> dict[Backend, Compiler]:
-    from .cuda import NvccCompiler
-    from .triton import TritonCompiler
-
-    found: dict[Backend, Compiler] = {}
-    for backend, chosen in targets:
-        if backend == "triton":
-            found[backend] = TritonCompiler.find(chosen, cuda_floor, line_info)
-        else:
-            found[backend] = NvccCompiler.find(nvcc, cuda_floor)
-    return found
+    return {backend: BACKENDS[backend](chosen, nvcc, line_info, cuda_floor) for backend, chosen in targets}
 
 
 def compile_all(

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from .. import _tools, facts
 from ..errors import RecipeError, ToolFailed, ToolNotFound
+from ..model import Kernel
 from ..plan import Variant
-from ..recipe import Kernel
-from . import Artifact, DriverFloor, Outcome, Pruned
+from .base import Artifact, DriverFloor, Outcome, Pruned
 
 _VERSION = re.compile(r"release (\d+)\.(\d+)")
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
@@ -184,6 +184,14 @@ def _demangle(symbols: list[str]) -> list[str]:
 @dataclass(frozen=True)
 class NvccCompiler:
     nvcc: Path
+
+    @classmethod
+    def for_build(
+        cls, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None
+    ) -> NvccCompiler:
+        """The ``compilers.BACKENDS`` entry (nvcc finds its targets' support per variant; CUDA cubins
+        keep no line info unless the recipe's nvcc_flags ask)."""
+        return cls.find(nvcc, cuda_floor)
 
     @classmethod
     def find(cls, explicit: str | None = None, floor: int | None = None) -> NvccCompiler:

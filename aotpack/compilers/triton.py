@@ -32,10 +32,10 @@ from typing import Any
 from .. import _sources, _temp, _tools, facts, introspect
 from ..errors import ToolNotFound
 from ..introspect import DIV16, NONE, ONE
+from ..model import Kernel, Source
 from ..mutation import written_arguments
 from ..plan import Variant
-from ..recipe import Kernel, Source
-from . import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
+from .base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
 
 SUPPORTED = ((3, 6), (3, 9))  # the Triton minor releases this backend is tested with (CI: 3.9)
 # the newest of them with a wheel for a Python, where not the newest of all (Triton 3.9 has no cp310 wheel)
@@ -174,6 +174,13 @@ def _hermetic(line_info: bool) -> None:
 class TritonCompiler:
     line_info: bool = False  # keep line info (and the sources' absolute paths) in the cubins
     ptxas: tuple[tuple[str, tuple[Ptxas, ...]], ...] = ()  # per target: the ptxas to try, oldest first
+
+    @classmethod
+    def for_build(
+        cls, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None
+    ) -> TritonCompiler:
+        """The ``compilers.BACKENDS`` entry (Triton takes no nvcc)."""
+        return cls.find(targets, cuda_floor, line_info)
 
     @classmethod
     def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aotpack import expr
+
 LAYOUTS = ("contiguous", "view", "misaligned")
 
 
@@ -77,10 +79,6 @@ def _pair(pkg: Any, kernel: str, source: str, aot_args: tuple[Any, ...], aot_kwa
         fn[grid(config)](**args, **launch)
 
     return Pair(aot=aot, jit=jit, outputs=outputs, variant=variant, fn=fn, jit_args=args)
-
-
-def _np2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
 
 
 # ---------------------------------------------------------------- the cases
@@ -193,7 +191,7 @@ def fla_logsumexp(torch: Any, pkg: Any, shape: tuple[int, int, int], dtype: Any,
     """shape: (rows, D, scaled)."""
     rows, d, scaled = shape
     x = _tensor(torch, (rows, d), dtype, "misaligned" if layout == "misaligned" else "contiguous")
-    block = min(_np2(d), 65536)
+    block = min(expr.next_pow2(d), 65536)
     z = torch.zeros((rows, -(-d // block)), dtype=torch.float32, device="cuda")
     scale = 0.5 if scaled else None
     return _pair(

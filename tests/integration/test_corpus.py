@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import _sources, build, introspect, plan, recipe
+from aotpack import _sources, build, introspect, model, plan, recipe
 from aotpack.introspect import NONE
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
@@ -25,7 +25,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "thirdparty.yaml"
 
 
 @pytest.fixture(scope="module")
-def corpus() -> recipe.Recipe:
+def corpus() -> model.Recipe:
     return recipe.load(CORPUS)
 
 

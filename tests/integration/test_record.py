@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from aotpack import build, plan, recipe, record
+from aotpack import build, model, plan, recipe, record
 from aotpack.errors import RecipeError
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def add_kernel():
     from aotpack import _sources
 
-    return _sources.load(recipe.Source(path=ROOT / "examples" / "add.py", module=None, function="add_kernel"))
+    return _sources.load(model.Source(path=ROOT / "examples" / "add.py", module=None, function="add_kernel"))
 
 
 def hook_call(jit, dtype, n_state, block, warps=4, aligned=True):

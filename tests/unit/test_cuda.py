@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import plan, recipe
+from aotpack import model, plan, recipe
 from aotpack.codegen import c as codegen_c
 from aotpack.compilers import DriverFloor, cuda
 from aotpack.errors import RecipeError
@@ -35,7 +35,7 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def load(folder: Path, text: str = CUDA) -> recipe.Recipe:
+def load(folder: Path, text: str = CUDA) -> model.Recipe:
     return recipe.parse(text, folder / "r.yaml")
 
 

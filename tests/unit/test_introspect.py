@@ -5,7 +5,7 @@ the one that cannot be), do_not_specialize, signature defaults."""
 from pathlib import Path
 
 from aotpack import _sources, expr, introspect
-from aotpack.recipe import Source
+from aotpack.model import Source
 
 FIXTURE = Source(path=Path(__file__).resolve().parents[1] / "fixtures" / "kernels" / "wrapped.py", module=None,
                  function="scale_kernel")  # fmt: skip

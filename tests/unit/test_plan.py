@@ -3,13 +3,13 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import plan, recipe
+from aotpack import model, plan, recipe
 from aotpack.errors import RecipeError
 
 from .test_recipe import GOOD
 
 
-def load(folder: Path) -> recipe.Recipe:
+def load(folder: Path) -> model.Recipe:
     return recipe.parse(GOOD, folder / "r.yaml")
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import expr, recipe
+from aotpack import expr, model, recipe
 from aotpack.errors import RecipeError
 
 GOOD = """\
@@ -32,7 +32,7 @@ kernels:
 """
 
 
-def parse(text: str, folder: Path) -> recipe.Recipe:
+def parse(text: str, folder: Path) -> model.Recipe:
     return recipe.parse(text, folder / "r.yaml")
 
 

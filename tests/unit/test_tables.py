@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import plan, recipe, tables
+from aotpack import model, plan, recipe, tables
 from aotpack.errors import RecipeError
 
 from .test_recipe import GOOD
@@ -55,7 +55,7 @@ def test_malformed_tables(tmp_path, text, message):
     assert str(info.value).startswith(f"{tmp_path}/{message}")
 
 
-def with_table(folder: Path, t: tables.Table) -> recipe.Recipe:
+def with_table(folder: Path, t: tables.Table) -> model.Recipe:
     tables.write(t, folder / "tables" / "kit.sm_90a.json")
     text = GOOD.replace("targets: [sm_80, sm_90a]\n", "targets: [sm_80, sm_90a]\ntables: [tables/kit.sm_90a.json]\n")
     return recipe.parse(text, folder / "r.yaml")

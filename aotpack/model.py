@@ -1,0 +1,224 @@
+"""What a recipe says, as frozen data: the kernels, their arguments, config grids, dispatch rules and
+tuning hooks. ``recipe.load`` makes it from YAML; every later stage (plan, compile, codegen, tune)
+reads it and nothing writes it again."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from . import expr
+from .errors import Location
+
+Backend = Literal["triton", "cuda"]
+Bucket = Literal["exact", "pow2"]
+Policy = Literal["common", "none", "all"]
+Launch = Literal["call", "triton"]
+ConstValue = int | float | bool | str
+
+BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
+POLICIES: tuple[Policy, ...] = ("common", "none", "all")
+RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
+# what every generated package defines itself (codegen/python.py): a kernel may not hide them
+PACKAGE_NAMES = ("CudaError", "MissingVariant", "activate", "autotune", "deactivate", "get_include", "select",
+                 "torch_ops")
+LAZY_NAMES = ("ops",)  # the package's attributes made on first use (not in __all__: * must not import torch)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """A kernel function: a file relative to the recipe, or an importable module."""
+
+    path: Path | None
+    module: str | None
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.path or self.module}:{self.function}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arg:
+    """One runtime argument of a kernel, in the kernel's parameter order."""
+
+    name: str
+    pointer: bool
+    dtype: str  # a dtype name, or the name of one of the kernel's type variables
+    typevar: bool
+    # What the hinted variant may assume, as in Triton's signatures: 16 = the address (pointers) or
+    # value (integers) is a multiple of 16; 1 = the integer is 1 (Triton compiles it as a constant)
+    hint: int | None
+    required: bool = False  # the hint must hold (':16!'): calls that break it are refused, every variant assumes it
+    default: expr.Expr | None = None  # scalars the caller may leave out
+    extent: expr.Expr | None = None  # pointers: how many elements from the pointer the kernel may touch
+    contiguous: bool = False
+    launch_only: bool = False  # read by the grid, key or checks, not passed to the kernel
+    # A tensor descriptor (``tensordesc<T[BM, BK]>``): the caller passes a tensor, the launcher builds
+    # the descriptor; its block shape, each an integer or an integer constexpr. Empty: not one.
+    block: tuple[int | str, ...] = ()
+    # scalars: a float argument's constant default (``default`` then holds integer expressions only)
+    float_default: float | None = None
+    optional: bool = False  # a call may pass None (built as the JIT's None specialization)
+    # What Triton's JIT can key this argument on ("D": 16-divisible or aligned, "1": equal to 1,
+    # "": nothing); read from the kernel's Triton release for Triton kernels (see compilers/triton.py)
+    jit_states: tuple[str, ...] = ("",)
+    where: Location
+
+    @property
+    def descriptor(self) -> bool:
+        return bool(self.block)
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None or self.float_default is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """One point of the tuning grid: constexpr values and launch options."""
+
+    constexprs: tuple[tuple[str, ConstValue], ...]  # Triton constexprs, or CUDA -D defines
+    num_warps: int | None  # Triton only
+    num_stages: int | None  # Triton only
+
+    @property
+    def label(self) -> str:
+        parts = [f"{k}={const_text(v)}" for k, v in self.constexprs]
+        if self.num_warps is not None:
+            parts += [f"w{self.num_warps}", f"s{self.num_stages}"]
+        return ",".join(parts) or "base"
+
+    def value(self, name: str) -> ConstValue:
+        return dict(self.constexprs)[name]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """A dispatch-table row: for this key bucket (and arch, types, specialization), launch this config."""
+
+    key: tuple[int, ...]
+    config: Config
+    arch: str | None
+    types: tuple[tuple[str, str], ...] | None
+    specialization: str | None = None  # a class name, or a hint level ('hinted', 'safe'); None: any
+    where: Location
+
+
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    """One variant a recording saw compiled (``launch: triton`` kernels): its types, config and the
+    JIT's specialization class, one state per argument (``D``, ``1``, ``N`` or nothing)."""
+
+    binding: tuple[tuple[str, str], ...]
+    config: Config
+    states: tuple[str, ...]
+    launches: int  # how often the recording launched it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pick:
+    """What a kernel's @triton.autotune picked in a recording: for this key (its values, then the
+    dtypes of its tensor arguments, as the autotuner keys its cache), this config."""
+
+    key: tuple[ConstValue, ...]
+    kwargs: tuple[tuple[str, ConstValue], ...]
+    num_warps: int
+    num_stages: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaLaunch:
+    """What a CUDA kernel needs beyond the shared fields: how to build it and how to launch it."""
+
+    entry: str  # a name, or a template such as "rmsnorm<{T}, {BLOCK}>" filled per variant
+    include_dirs: tuple[Path, ...]
+    nvcc_flags: tuple[str, ...]
+    block: tuple[expr.Expr, expr.Expr, expr.Expr]
+    shared: expr.Expr  # dynamic shared memory in bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneSpec:
+    """How ``aotpack tune`` exercises a kernel: an inputs hook ``(key, types) -> (args, outputs)``
+    (outputs: indexes of the arguments the kernel writes), an optional reference hook
+    ``(args) -> [expected output tensors]``, the keys to tune and the accepted relative error."""
+
+    inputs: Source
+    reference: Source | None
+    keys: tuple[tuple[int, ...], ...]
+    rtol: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kernel:
+    name: str
+    backend: Backend
+    source: Source
+    doc: str
+    args: tuple[Arg, ...]
+    types: tuple[tuple[str, tuple[str, ...]], ...]
+    constexpr_names: tuple[str, ...]
+    configs: tuple[Config, ...]
+    default: Config
+    grid: tuple[expr.Expr, expr.Expr, expr.Expr]
+    key: tuple[tuple[str, expr.Expr], ...]
+    bucket: Bucket
+    rules: tuple[Rule, ...]
+    targets: tuple[str, ...]
+    options: tuple[tuple[str, ConstValue], ...]
+    cuda: CudaLaunch | None = None
+    tune: TuneSpec | None = None
+    autotune: bool = False  # the kernel may run more than once per call (out of place): runtime tuning may time it
+    mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
+    # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
+    bound: tuple[tuple[str, expr.Expr], ...] = ()
+    specialize: Policy = "common"  # which classes of the JIT's specialization get built (plan.auto_states)
+    # Triton constexprs outside the config grid: defaults from the kernel's signature, and dtype
+    # constexprs that follow a type variable (name, type variable)
+    fixed_constexprs: tuple[tuple[str, ConstValue], ...] = ()
+    dtype_constexprs: tuple[tuple[str, str], ...] = ()
+    # from the kernel's @triton.autotune: arguments aotpack tune zeroes / restores between runs
+    reset_to_zero: tuple[str, ...] = ()
+    restore_value: tuple[str, ...] = ()
+    # `launch: triton`: launched as Triton launches it, kernel[grid](*args, **constexprs, num_warps=...):
+    # the caller gives the grid and the constexprs, and exactly the recorded variants are built
+    launch: Launch = "call"
+    points: tuple[Point, ...] = ()
+    signature: tuple[str, ...] = ()  # launch: triton: the function's parameters in order (constexprs too)
+    defaults: tuple[tuple[str, ConstValue], ...] = ()  # launch: triton: the signature's plain defaults
+    picks: tuple[Pick, ...] = ()  # launch: triton: what its @triton.autotune picked in the recording
+    where: Location
+
+    def arg(self, name: str) -> Arg:
+        return next(a for a in self.args if a.name == name)
+
+    @property
+    def call_order(self) -> tuple[int, ...]:
+        """Argument indices in Python's calling order: those without a default (in the recipe's order),
+        then those with one. The binding, stubs, docs, torch schema and C API all follow it."""
+        return tuple(sorted(range(len(self.args)), key=lambda i: self.args[i].has_default))
+
+    @property
+    def bindings(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Every assignment of dtypes to the type variables (one empty binding if none)."""
+        names = [n for n, _ in self.types]
+        return tuple(tuple(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in self.types)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    path: Path
+    package: str
+    version: str
+    summary: str
+    targets: tuple[str, ...]
+    kernels: tuple[Kernel, ...]
+    tables: tuple[Path, ...] = ()
+    license: str | None = None  # an SPDX license expression, normalized
+    cuda_floor: int | None = None  # the oldest CUDA driver the wheel must load on (1000*major + 10*minor)
+
+
+def const_text(value: ConstValue) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
