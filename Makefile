@@ -51,11 +51,12 @@ recorded-matched:
 
 test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU)
 	$(VENV)/bin/ruff check aotpack tests benchmarks
+	$(VENV)/bin/ruff format --check aotpack tests benchmarks
 	$(VENV)/bin/mypy
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m "unit or integration or gpu"
 
 unit: $(STAMP)
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest
 
 # On a GPU host (no network needed): install the wheel from dist/ into a scratch folder and run the
 # GPU tests and the launch benchmark against it. Logs go to $$OUT when set.

@@ -19,9 +19,10 @@ from . import facts
 from ._version import __version__
 from .compilers import Outcome, Pruned
 from .errors import AotpackError, UsageError
-from .inspect import describe, read_manifest
+from .inspect import describe
+from .manifest import read_wheel
 from .new import scaffold
-from .pipeline import build
+from .pipeline import BuildOptions, run
 from .plan import Variant, plan_summary, select
 from .recipe import load
 from .record import recording, run_program
@@ -34,13 +35,16 @@ class Progress:
     backend's own pace (the time between completions is charged to the backend that completed), since
     nvcc variants take many times as long as Triton's."""
 
-    def __init__(self, variants: Sequence[Variant], quiet: bool, stream: TextIO | None = None) -> None:
+    def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty, self.quiet = self.stream.isatty(), quiet
+        self.planned(())
+
+    def planned(self, variants: Sequence[Variant]) -> None:
         self.left = Counter(v.kernel.backend for v in variants)
         self.total, self.done, self.cached, self.failed = len(variants), 0, 0, 0
         self.spent: dict[str, float] = dict.fromkeys(self.left, 0.0)  # seconds charged per backend
         self.compiled: Counter[str] = Counter()
-        self.stream = stream or sys.stderr
-        self.tty, self.quiet = self.stream.isatty(), quiet
         self.start = self.last = time.monotonic()
 
     def eta(self) -> float:
@@ -183,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})")
             return 0
         if args.command == "inspect":
-            manifest = read_manifest(args.wheel)
+            manifest = read_wheel(args.wheel)
             print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
             return 0
         if args.command == "record":
@@ -208,14 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _writable_folder(folder, what)
         if args.nvcc is not None and shutil.which(args.nvcc) is None:
             raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
-        planned = select(load(args.recipe), tuple(args.only), winners_only=args.winners_only)[1]
         started = time.monotonic()
-        result = build(
-            args.recipe, args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
-            keep_build_dir=args.keep_build_dir, progress=Progress(planned, args.quiet), nvcc=args.nvcc,
-            winners_only=args.winners_only, cache_dir=args.cache_dir, use_cache=not args.no_cache,
-            line_info=args.line_info, cuda_floor=args.cuda, executor=args.executor,
+        options = BuildOptions(
+            out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
+            keep_build_dir=args.keep_build_dir, nvcc=args.nvcc, winners_only=args.winners_only,
+            cache_dir=args.cache_dir, use_cache=not args.no_cache, line_info=args.line_info, cuda_floor=args.cuda,
+            executor=args.executor,
         )  # fmt: skip
+        result = run(load(args.recipe), options, Progress(args.quiet))
         pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
         cached = ", unchanged: from the cache" if result.cached else ""
         size = result.wheel.stat().st_size / 1e6

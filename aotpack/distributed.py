@@ -169,7 +169,7 @@ def compile_on(
     compilers: Mapping[Backend, Compiler],
     settings: Settings,
     progress: Callable[[Variant, Outcome], None] | None = None,
-) -> dict[str, Outcome]:
+) -> list[tuple[Variant, Outcome]]:
     """compilers.compile_all on the Dask cluster at ``address``, ``compilers`` being the ones this
     machine found from ``settings`` (every worker must report the same toolchain)."""
     with connect(address, settings, toolchain(compilers)) as pool:

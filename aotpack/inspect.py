@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import zipfile
 from collections import Counter
-from pathlib import Path
-from typing import Any
 
 from .errors import WheelError
+from .manifest import Manifest
 
 
-def read_manifest(wheel: Path) -> dict[str, Any]:
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            name = next((n for n in zf.namelist() if n.endswith("/manifest.json") and n.count("/") == 1), None)
-            if name is None:
-                raise WheelError(f"{wheel} has no manifest.json: it was not built by aotpack")
-            manifest = json.loads(zf.read(name))
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise WheelError(f"cannot read {wheel}: {exc}") from None
-    except ValueError as exc:
-        raise WheelError(f"{wheel}: its manifest.json is not valid JSON ({exc}); rebuild the wheel") from None
-    if not isinstance(manifest, dict):
-        raise WheelError(f"{wheel}: its manifest.json is not an object; rebuild the wheel")
-    return manifest
-
-
-def describe(manifest: dict[str, Any], wheel_name: str) -> str:
+def describe(manifest: Manifest, wheel_name: str) -> str:
     """``render``, or one error line when the manifest lacks what aotpack writes."""
     try:
         return render(manifest, wheel_name)
@@ -41,7 +22,7 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
-def render(manifest: dict[str, Any], wheel_name: str) -> str:
+def render(manifest: Manifest, wheel_name: str) -> str:
     tags = wheel_name[: -len(".whl")].split("-")[2:] if wheel_name.endswith(".whl") else []
     out = [
         f"{manifest['package']} {manifest['version']}  (built by aotpack {manifest['aotpack']}; {'-'.join(tags)})",

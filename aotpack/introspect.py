@@ -270,18 +270,28 @@ def _translate(node: ast.expr, args: str) -> str:
         fn = "min" if isinstance(node.op, ast.And) else "max"
         return f"{fn}({', '.join(f'({tr(v)} != 0)' for v in node.values)})"
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        op, right = node.ops[0], node.comparators[0]
-        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
-            test = f"none({tr(node.left)})"
-            return test if isinstance(op, ast.Is) else f"({test} == 0)"
-        if type(op) in _CMPOPS:
-            return f"({tr(node.left)} {_CMPOPS[type(op)]} {tr(right)})"
+        return _compare(node, args)
     if isinstance(node, ast.Call) and not node.keywords:
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name in _CALLS:
-            return f"{_CALLS[name]}({', '.join(tr(a) for a in node.args)})"
-        if name in ("int", "bool") and len(node.args) == 1:
-            inner = tr(node.args[0])
-            return inner if name == "int" else f"({inner} != 0)"
+        return _call(node, args)
+    raise _Untranslatable(f"'{ast.unparse(node)}' is not a plain expression over the arguments")
+
+
+def _compare(node: ast.Compare, args: str) -> str:
+    op, right = node.ops[0], node.comparators[0]
+    if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
+        test = f"none({_translate(node.left, args)})"
+        return test if isinstance(op, ast.Is) else f"({test} == 0)"
+    if type(op) in _CMPOPS:
+        return f"({_translate(node.left, args)} {_CMPOPS[type(op)]} {_translate(right, args)})"
+    raise _Untranslatable(f"'{ast.unparse(node)}' is not a plain expression over the arguments")
+
+
+def _call(node: ast.Call, args: str) -> str:
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name in _CALLS:
+        return f"{_CALLS[name]}({', '.join(_translate(a, args) for a in node.args)})"
+    if name in ("int", "bool") and len(node.args) == 1:
+        inner = _translate(node.args[0], args)
+        return inner if name == "int" else f"({inner} != 0)"
     raise _Untranslatable(f"'{ast.unparse(node)}' is not a plain expression over the arguments")

@@ -27,73 +27,86 @@ Key = tuple[int, str]  # (region instance, SSA name)
 def written_arguments(ttir: str) -> set[str]:
     """The names of the pointer arguments the kernel may write."""
     raw = ttir.splitlines()
-    lines = [ln.rsplit(" loc(", 1)[0].strip() for ln in raw]  # drop each op's trailing source location
-    origin: dict[Key, set[str]] = {}
+    flow = _Flow()
     header = next((ln for ln in raw if "tt.func" in ln), "")
     for name in _ARG.findall(header):
-        origin[0, name] = {name}
-    written: set[str] = set()
-    changed = True
+        flow.origin[0, name] = {name}
+    lines = [ln.rsplit(" loc(", 1)[0].strip() for ln in raw]  # drop each op's trailing source location
+    flow.changed = True
+    while flow.changed:  # until what flows where stops growing (loops carry values back)
+        flow.start()
+        for line in lines:
+            flow.step(line)
+    return flow.written
 
-    def grow(key: Key, flows: set[str]) -> None:
-        nonlocal changed
-        if not flows <= origin.get(key, set()):
-            origin[key] = origin.get(key, set()) | flows
-            changed = True
 
-    chain: list[int] = []  # the open regions, outermost first
-    feeds: list[list[Key]] = []  # per open region: what its yields flow into
+class _Flow:
+    """Which arguments each SSA value may carry, per region instance, as one pass over the TTIR finds."""
 
-    def look(name: str) -> set[str]:
-        for scope in reversed(chain):
-            if (scope, name) in origin:
-                return origin[scope, name]
+    def __init__(self) -> None:
+        self.origin: dict[Key, set[str]] = {}
+        self.written: set[str] = set()
+        self.changed = False
+        self.chain: list[int] = []  # the open regions, outermost first
+        self.feeds: list[list[Key]] = []  # per open region: what its yields flow into
+        self.fresh = 1
+
+    def start(self) -> None:
+        self.changed = False
+        self.chain, self.feeds, self.fresh = [0], [[]], 1
+
+    def grow(self, key: Key, flows: set[str]) -> None:
+        if not flows <= self.origin.get(key, set()):
+            self.origin[key] = self.origin.get(key, set()) | flows
+            self.changed = True
+
+    def look(self, name: str) -> set[str]:
+        for scope in reversed(self.chain):
+            if (scope, name) in self.origin:
+                return self.origin[scope, name]
         return set()
 
-    def carried(text: str) -> set[str]:
-        return set().union(*(look(u) for u in _USE.findall(text)))
+    def carried(self, text: str) -> set[str]:
+        return set().union(*(self.look(u) for u in _USE.findall(text)))
 
-    while changed:
-        changed = False
-        chain[:] = [0]
-        feeds[:] = [[]]
-        fresh = 1
-        for line in lines:
-            m = _DEF.match(line)
-            op, operands = (m[2], m[3]) if m else (line.split(" ")[0], line)
-            if op in _WRITES:  # the address is the first operand (atomics also return a value)
-                uses = _USE.findall(operands)
-                if uses:
-                    written |= look(uses[0])
-            if op in ("scf.yield", "scf.condition"):
-                for key in feeds[-1]:
-                    grow(key, carried(line))
-            closes, opens = line.startswith("}"), line.endswith("{")
-            if closes and len(chain) > 1:
-                chain.pop()
-                ended = feeds.pop()
-            else:
-                ended = []
-            results = [r.strip().lstrip("%").split(":")[0] for r in m[1].split(",")] if m else []
-            if not opens:
-                for r in results:
-                    grow((chain[-1], r), set() if op == "tt.load" else carried(operands))
-                continue
-            if line.startswith(("tt.func", "module")):
-                continue
-            inner = fresh
-            fresh += 1
-            pairs = _CARRIED.findall(operands)
-            for r in results:  # a region op's results come from its initial values and its yields
-                grow((chain[-1], r), set().union(*(look(init) for _, init in pairs)) if pairs else carried(operands))
-            for name, init in pairs:
-                grow((inner, name), look(init))
-            region_feeds = [(chain[-1], r) for r in results] + [(inner, a) for a, _ in pairs]
-            feeds.append(region_feeds if m or not closes else ended)  # `} else {` feeds what `then` fed
-            chain.append(inner)
-    return written
+    def step(self, line: str) -> None:
+        m = _DEF.match(line)
+        op, operands = (m[2], m[3]) if m else (line.split(" ")[0], line)
+        if op in _WRITES:  # the address is the first operand (atomics also return a value)
+            uses = _USE.findall(operands)
+            if uses:
+                self.written |= self.look(uses[0])
+        if op in ("scf.yield", "scf.condition"):
+            for key in self.feeds[-1]:
+                self.grow(key, self.carried(line))
+        closes, opens = line.startswith("}"), line.endswith("{")
+        ended: list[Key] = []
+        if closes and len(self.chain) > 1:
+            self.chain.pop()
+            ended = self.feeds.pop()
+        results = [r.strip().lstrip("%").split(":")[0] for r in m[1].split(",")] if m else []
+        if not opens:
+            for r in results:
+                self.grow((self.chain[-1], r), set() if op == "tt.load" else self.carried(operands))
+        elif not line.startswith(("tt.func", "module")):
+            self.open_region(results, operands, feeds_then=not m and closes, ended=ended)
+
+    def open_region(self, results: list[str], operands: str, feeds_then: bool, ended: list[Key]) -> None:
+        """A region op (scf.for, scf.if, scf.while ...): its results come from its initial values and its
+        yields; ``} else {`` feeds what ``then`` fed."""
+        inner = self.fresh
+        self.fresh += 1
+        pairs = _CARRIED.findall(operands)
+        for r in results:
+            flows = set().union(*(self.look(init) for _, init in pairs)) if pairs else self.carried(operands)
+            self.grow((self.chain[-1], r), flows)
+        for name, init in pairs:
+            self.grow((inner, name), self.look(init))
+        region_feeds = [(self.chain[-1], r) for r in results] + [(inner, a) for a, _ in pairs]
+        self.feeds.append(ended if feeds_then else region_feeds)
+        self.chain.append(inner)
 
 
-def recorded(metadata: Iterable[Iterable[tuple[str, str]]]) -> tuple[str, ...]:
-    """The union of the writes the Triton backend recorded in compiled variants' metadata."""
-    return tuple(sorted({w for facts in metadata for w in dict(facts).get("writes", "").split(",") if w}))
+def recorded(writes: Iterable[tuple[str, ...] | None]) -> tuple[str, ...]:
+    """The union of the writes the Triton backend found in compiled variants (``Artifact.writes``)."""
+    return tuple(sorted({w for names in writes for w in names or ()}))

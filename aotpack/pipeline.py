@@ -11,21 +11,48 @@ import dataclasses
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, Protocol, cast
 
 from . import _temp, cache, codegen, compress, distributed, limits, model, mutation, native, plan, recipe, repair, wheel
 from ._version import __version__
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
-from .compilers import Artifact, Outcome, Pruned, compile_all, compilers_for, targets_of
+from .compilers import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
 from .errors import CompileError, RecipeError
+from .model import Backend
 
 log = logging.getLogger("aotpack")
 WORK_TEMP = "aotpack-"  # a build's work folder in the system's temporary folder
-Progress = Callable[[plan.Variant, Outcome, bool], None]  # (variant, outcome, taken from the cache)
+Built = list[tuple[plan.Variant, Outcome]]  # every variant planned, with its outcome, in plan order
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    """What ``aotpack build`` is asked besides the recipe (the CLI's flags, build_meta's settings)."""
+
+    out_dir: Path
+    jobs: int | None = None  # compile processes (default: one per CPU)
+    strict: bool = False  # a variant that fails to compile fails the build
+    select: tuple[str, ...] = ()  # --only: globs over variant ids
+    winners_only: bool = False  # only the configs the dispatch tables pick
+    keep_build_dir: Path | None = None
+    nvcc: str | None = None
+    cache_dir: Path | None = None  # default: cache.default_dir()
+    use_cache: bool = True
+    line_info: bool = False
+    cuda_floor: int | None = None  # overrides the recipe's `cuda:`
+    executor: str | None = None  # dask://HOST:PORT: compile on that cluster (distributed.py)
+
+
+class Progress(Protocol):
+    """Told the plan once, then each outcome as it arrives (``cached``: taken from the cache)."""
+
+    def planned(self, variants: Sequence[plan.Variant]) -> None: ...
+
+    def __call__(self, variant: plan.Variant, outcome: Outcome, cached: bool) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,84 +63,131 @@ class BuildResult:
     cached: bool = False  # the whole wheel came from the cache (nothing changed)
 
 
-def build(
-    recipe_path: str | Path,
-    out_dir: str | Path,
-    *,
-    jobs: int | None = None,
-    strict: bool = False,
-    select: tuple[str, ...] = (),
-    keep_build_dir: Path | None = None,
-    progress: Progress | None = None,
-    nvcc: str | None = None,
-    winners_only: bool = False,
-    cache_dir: Path | None = None,
-    use_cache: bool = True,
-    line_info: bool = False,
-    cuda_floor: int | None = None,
-    executor: str | None = None,
-) -> BuildResult:
-    rec = recipe.load(recipe_path)
+@dataclass(frozen=True, kw_only=True)
+class Toolchain:
+    """The compilers found for a build, and every version that goes into the manifest and cache keys."""
+
+    compilers: dict[Backend, Compiler]
+    by_backend: dict[Backend, dict[str, str]]
+    versions: dict[str, str]
+    cuda_floor: int | None
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """The build's cache (None: --no-cache), each variant's key and the wheel's."""
+
+    store: cache.Cache | None
+    variants: dict[str, str]
+    wheel: str
+
+
+def build(recipe_path: str | Path, out_dir: str | Path, *, progress: Progress | None = None,
+          **options: Any) -> BuildResult:  # fmt: skip
+    """``aotpack build`` as a function: ``options`` are the fields of ``BuildOptions``."""
+    return run(recipe.load(recipe_path), BuildOptions(out_dir=Path(out_dir), **options), progress)
+
+
+def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = None) -> BuildResult:
+    """The pipeline, step by step: plan, find the toolchain, reuse a cached wheel or compile what
+    the cache lacks, check the outcomes, generate and package the wheel."""
     _temp.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
-    rec, variants = plan.select(rec, select, winners_only=winners_only)
-    floor = cuda_floor if cuda_floor is not None else rec.cuda_floor
-    compilers = compilers_for(rec.kernels, nvcc=nvcc, line_info=line_info, cuda_floor=floor)
+    rec, variants = plan.select(rec, options.select, winners_only=options.winners_only)
+    if progress is not None:
+        progress.planned(variants)
+    tools = toolchain(rec, options)
+    sources = provenance(rec)
+    keys = _cache_keys(rec, variants, tools, sources, options)
+    hit = _cached_wheel(keys, options)
+    if hit is not None:
+        return hit
+    built = _compile(rec, variants, tools, keys, options, progress)
+    pruned = _check_outcomes(rec, built, options.strict)
+    _check_mutation(rec, built)
+    inputs = codegen.BuildInput(recipe=rec, kernels=codegen.group(rec, built),
+                                versions=tuple(sorted(tools.versions.items())), sources=sources)  # fmt: skip
+    return _package_into(inputs, pruned, keys, options)
+
+
+def toolchain(rec: model.Recipe, options: BuildOptions) -> Toolchain:
+    floor = options.cuda_floor if options.cuda_floor is not None else rec.cuda_floor
+    compilers = compilers_for(rec.kernels, nvcc=options.nvcc, line_info=options.line_info, cuda_floor=floor)
     versions: dict[str, str] = {
         "aotpack": __version__, "host C compiler": native.zig_version(), "image compression": compress.version(),
     }  # fmt: skip
-    toolchains: dict[str, dict[str, str]] = {}
-    for backend, compiler in compilers.items():
-        toolchains[backend] = dict(compiler.versions())
-        versions.update(toolchains[backend])
+    by_backend = {backend: dict(compiler.versions()) for backend, compiler in compilers.items()}
+    for found in by_backend.values():
+        versions.update(found)
+    return Toolchain(compilers=compilers, by_backend=by_backend, versions=versions, cuda_floor=floor)
 
-    sources = provenance(rec)
-    store = cache.Cache(cache_dir or cache.default_dir()) if use_cache else None
-    keys: dict[str, str] = {}
-    wheel_key = ""
-    if store is not None:
-        digests = {k.name: cache.source_digest(k) for k in rec.kernels}
-        keys = {v.id: cache.variant_key(v, toolchains[v.kernel.backend], digests[v.kernel.name]) for v in variants}
-        # every input file, tuning hooks included (the manifest records them all), and the variants
-        wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={strict}", *versions.values()])
-        hit = store.wheel(wheel_key)
-        if hit is not None:
-            log.info("nothing changed: the wheel comes from the cache (%s)", store.root)
-            info = hit[1]
-            pruned_info = cast(list[dict[str, str]], info.get("pruned", []))  # never fatal: the build failed
-            return BuildResult(
-                wheel=cache.copy_into(hit[0], Path(out_dir)), variants=cast(int, info["variants"]),
-                pruned=tuple(Pruned(variant_id=p["variant_id"], reason=p["reason"]) for p in pruned_info), cached=True,
-            )  # fmt: skip
 
-    outcomes: dict[str, Outcome] = {}
+def _cache_keys(
+    rec: model.Recipe, variants: Sequence[plan.Variant], tools: Toolchain, sources: tuple[tuple[str, str], ...],
+    options: BuildOptions,
+) -> _Keys:
+    if not options.use_cache:
+        return _Keys(None, {}, "")
+    store = cache.Cache(options.cache_dir or cache.default_dir())
+    digests = {k.name: cache.source_digest(k) for k in rec.kernels}
+    keys = {v.id: cache.variant_key(v, tools.by_backend[v.kernel.backend], digests[v.kernel.name]) for v in variants}
+    # every input file, tuning hooks included (the manifest records them all), and the variants
+    wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={options.strict}", *tools.versions.values()])
+    return _Keys(store, keys, wheel_key)
+
+
+def _cached_wheel(keys: _Keys, options: BuildOptions) -> BuildResult | None:
+    """The wheel of an identical earlier build, copied into the output folder."""
+    hit = keys.store.wheel(keys.wheel) if keys.store is not None else None
+    if hit is None:
+        return None
+    log.info("nothing changed: the wheel comes from the cache (%s)", keys.store.root if keys.store else "")
+    info = hit[1]
+    pruned_info = cast(list[dict[str, str]], info.get("pruned", []))  # never fatal: the build failed
+    return BuildResult(
+        wheel=cache.copy_into(hit[0], options.out_dir), variants=cast(int, info["variants"]),
+        pruned=tuple(Pruned(variant_id=p["variant_id"], reason=p["reason"]) for p in pruned_info), cached=True,
+    )  # fmt: skip
+
+
+def _compile(
+    rec: model.Recipe, variants: Sequence[plan.Variant], tools: Toolchain, keys: _Keys, options: BuildOptions,
+    progress: Progress | None,
+) -> Built:
+    """Every variant's outcome: from the cache, else compiled (locally or on the cluster) and cached."""
+    found: dict[str, Outcome] = {}
     misses = []
     for v in variants:
-        found = store.load(keys[v.id]) if store is not None else None
-        if found is None:
+        outcome = keys.store.load(keys.variants[v.id]) if keys.store is not None else None
+        if outcome is None:
             misses.append(v)
             continue
-        outcomes[v.id] = found
+        found[v.id] = outcome
         if progress is not None:
-            progress(v, found, True)
+            progress(v, outcome, True)
     if misses:
-        for backend, compiler in compilers.items():
+        for backend, compiler in tools.compilers.items():
             compiler.check({v.kernel.name: v.kernel for v in misses if v.kernel.backend == backend}.values())
-        log.info("compiling %d variants of %d kernels (%d cached)", len(misses), len(rec.kernels), len(outcomes))
+        log.info("compiling %d variants of %d kernels (%d cached)", len(misses), len(rec.kernels), len(found))
 
         def finished(v: plan.Variant, o: Outcome) -> None:
-            if store is not None:  # at once: a build killed later keeps what it compiled
-                store.store(keys[v.id], o)
+            if keys.store is not None:  # at once: a build killed later keeps what it compiled
+                keys.store.store(keys.variants[v.id], o)
             if progress is not None:
                 progress(v, o, False)
 
-        if executor is None:
-            outcomes.update(compile_all(misses, compilers, jobs=jobs, progress=finished))
+        if options.executor is None:
+            compiled = compile_all(misses, tools.compilers, jobs=options.jobs, progress=finished)
         else:  # a Dask cluster whose workers have this toolchain (distributed.py)
-            settings = distributed.Settings(targets_of(rec.kernels), nvcc, line_info, floor)
-            outcomes.update(distributed.compile_on(executor, misses, compilers, settings, progress=finished))
-    outcomes = {v.id: outcomes[v.id] for v in variants}
+            settings = distributed.Settings(targets_of(rec.kernels), options.nvcc, options.line_info, tools.cuda_floor)
+            compiled = distributed.compile_on(options.executor, misses, tools.compilers, settings, progress=finished)
+        found.update((v.id, o) for v, o in compiled)
+    return [(v, found[v.id]) for v in variants]
 
-    pruned = tuple(o for o in outcomes.values() if isinstance(o, Pruned))
+
+def _check_outcomes(rec: model.Recipe, built: Built, strict: bool) -> tuple[Pruned, ...]:
+    """The pruned variants, once the build may go on: none unlaunchable, none at all with ``strict``,
+    and every kernel left with a variant."""
+    pruned = tuple(o for _, o in built if isinstance(o, Pruned))
     unlaunchable = [p for p in pruned if p.fatal]
     if unlaunchable:
         lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in unlaunchable)
@@ -125,38 +199,36 @@ def build(
         lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in pruned)
         raise CompileError(f"{len(pruned)} variants failed to compile (--strict):\n{lines}")
     for kernel in rec.kernels:
-        tried = [v for v in variants if v.kernel is kernel]
-        if not any(isinstance(outcomes[v.id], Artifact) for v in tried):
-            reasons = "\n".join(
-                f"  {p.variant_id}: {p.reason}" for p in pruned if p.variant_id.startswith(kernel.name + "/")
-            )
+        mine = [o for v, o in built if v.kernel is kernel]
+        if not any(isinstance(o, Artifact) for o in mine):
+            reasons = "\n".join(f"  {p.variant_id}: {p.reason}" for p in mine if isinstance(p, Pruned))
             raise CompileError(f"{kernel.where}: kernel {kernel.name!r}: no variant compiled:\n{reasons}")
-    _check_mutation(rec, outcomes)
-    inputs = codegen.BuildInput(
-        recipe=rec,
-        kernels=codegen.group(rec, variants, outcomes),
-        versions=tuple(sorted(versions.items())),
-        sources=sources,
-    )
+    return pruned
+
+
+def _package_into(
+    inputs: codegen.BuildInput, pruned: tuple[Pruned, ...], keys: _Keys, options: BuildOptions
+) -> BuildResult:
+    """Package the wheel in a work folder, cache it, and copy it into the output folder."""
     built = sum(len(kb.variants) for kb in inputs.kernels)
     with tempfile.TemporaryDirectory(prefix=_temp.temp_prefix(WORK_TEMP)) as tmp:
-        work = keep_build_dir or Path(tmp)
+        work = options.keep_build_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         repaired = package(inputs, work)
-        if store is not None:
+        if keys.store is not None:
             info = {"variants": built, "pruned": [dataclasses.asdict(p) for p in pruned]}
-            store.store_wheel(wheel_key, repaired, info)
-        wheel_path = cache.copy_into(repaired, Path(out_dir))
+            keys.store.store_wheel(keys.wheel, repaired, info)
+        wheel_path = cache.copy_into(repaired, options.out_dir)
     return BuildResult(wheel=wheel_path, variants=built, pruned=pruned)
 
 
-def _check_mutation(rec: model.Recipe, outcomes: dict[str, Outcome]) -> None:
+def _check_mutation(rec: model.Recipe, built: Built) -> None:
     """A recipe's ``mutates:`` must agree with what the Triton code writes (read off its TTIR)."""
     for kernel in rec.kernels:
         if kernel.mutates is None or kernel.backend != "triton":
             continue
-        mine = [o for o in outcomes.values() if isinstance(o, Artifact) and o.variant_id.startswith(kernel.name + "/")]
-        found = mutation.recorded(o.metadata for o in mine)
+        mine = [o for v, o in built if v.kernel is kernel and isinstance(o, Artifact)]
+        found = mutation.recorded(o.writes for o in mine)
         missing, extra = sorted(set(found) - set(kernel.mutates)), sorted(set(kernel.mutates) - set(found))
         if missing or extra:
             what = [f"the kernel writes {', '.join(missing)}, which 'mutates' does not list"] if missing else []

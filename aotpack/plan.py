@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import itertools
+import re
 from dataclasses import dataclass
 
 from . import expr, facts
@@ -48,6 +49,38 @@ class Spec:
         return {a.name: s for a, s in zip(kernel.args, self.states, strict=True) if s}
 
 
+_TARGET = re.compile(r"^(sm|compute)_\d+a?$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariantId:
+    """A variant's name: ``kernel/point/target[/specialization]``, the point being the type binding
+    and config label (``T=fp16,BLOCK=1024,w4,s3``). ``str()`` writes it (manifest, ``--select``,
+    messages) and ``parse`` reads it back; a string constexpr may hold '/', the other fields may not."""
+
+    kernel: str
+    point: str
+    target: str
+    specialization: str = "plain"
+
+    def __str__(self) -> str:
+        tail = "" if self.specialization == "plain" else f"/{self.specialization}"
+        return f"{self.kernel}/{self.point}/{self.target}{tail}"
+
+    @staticmethod
+    def parse(text: str) -> VariantId:
+        kernel, _, rest = text.partition("/")
+        head, _, last = rest.rpartition("/")
+        if _TARGET.match(last):
+            point, target, spec = head, last, "plain"
+        else:
+            point, _, target = head.rpartition("/")
+            spec = last
+        if not kernel or not point or not _TARGET.match(target):
+            raise ValueError(f"{text!r} is not a variant id (kernel/point/target[/specialization])")
+        return VariantId(kernel=kernel, point=point, target=target, specialization=spec)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Variant:
     kernel: Kernel
@@ -61,11 +94,14 @@ class Variant:
         return self.spec.name
 
     @property
-    def id(self) -> str:
+    def ident(self) -> VariantId:
         types = [f"{var}={dtype}" for var, dtype in self.binding]
-        point = ",".join([*types, self.config.label])
-        tail = "" if self.spec.name == "plain" else f"/{self.spec.name}"
-        return f"{self.kernel.name}/{point}/{self.target}{tail}"
+        return VariantId(kernel=self.kernel.name, point=",".join([*types, self.config.label]), target=self.target,
+                         specialization=self.spec.name)  # fmt: skip
+
+    @property
+    def id(self) -> str:
+        return str(self.ident)
 
     @property
     def hinted(self) -> bool:

@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-index --target "$site" dist/*.whl || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
-python3 -m pytest tests/gpu -v -p no:cacheprovider -W error -W ignore::DeprecationWarning 2>&1 | tee "$out/gpu-tests.log"
+python3 -m pytest tests/gpu -m gpu -v -p no:cacheprovider -W error -W ignore::DeprecationWarning 2>&1 | tee "$out/gpu-tests.log"
 status=${PIPESTATUS[0]}
 python3 benchmarks/images.py dist/demo_kernels-*.whl 2>&1 | tee "$out/images.log"
 python3 benchmarks/launch.py 2>&1 | tee "$out/launch.log"
@@ -25,7 +25,7 @@ matched() {
     tag=$(basename "$(dirname "$wheel")")
     other=$(mktemp -d)
     python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
-    PYTHONPATH="$other:$PYTHONPATH" python3 -m pytest "tests/gpu/$2" -q -p no:cacheprovider 2>&1 | tail -3 \
+    PYTHONPATH="$other:$PYTHONPATH" python3 -m pytest "tests/gpu/$2" -m gpu -q -p no:cacheprovider 2>&1 | tail -3 \
       | tee "$out/$1-tests-$tag.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     PYTHONPATH="$other:$PYTHONPATH" python3 "benchmarks/$3" 2>&1 | tee "$out/$1-$tag.log"

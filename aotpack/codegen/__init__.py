@@ -4,6 +4,7 @@ from frozen data, so tests check it without a compiler or a GPU."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import facts
@@ -30,16 +31,12 @@ class BuildInput:
     sources: tuple[tuple[str, str], ...] = ()  # (path relative to the recipe, sha256) of every input file
 
 
-def group(
-    recipe: Recipe,
-    variants: tuple[Variant, ...],
-    outcomes: dict[str, Outcome],
-) -> tuple[KernelBuild, ...]:
+def group(recipe: Recipe, outcomes: Sequence[tuple[Variant, Outcome]]) -> tuple[KernelBuild, ...]:
+    """The outcomes (in plan order) per kernel of the recipe."""
     out = []
     for kernel in recipe.kernels:
-        mine = [v for v in variants if v.kernel is kernel]
-        built = tuple((v, o) for v in mine if isinstance(o := outcomes[v.id], Artifact))
-        pruned = tuple((v, o) for v in mine if isinstance(o := outcomes[v.id], Pruned))
+        built = tuple((v, o) for v, o in outcomes if v.kernel is kernel and isinstance(o, Artifact))
+        pruned = tuple((v, o) for v, o in outcomes if v.kernel is kernel and isinstance(o, Pruned))
         drivers = {t: driver_floor(t, [a for v, a in built if v.target == t]) for t in kernel.targets}
         out.append(KernelBuild(kernel=kernel, variants=built, pruned=pruned, min_driver=drivers))
     return tuple(out)

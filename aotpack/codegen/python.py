@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 from .. import expr, facts, mutation, plan
+from .. import manifest as manifest_types
+from ..compilers import Artifact
+from ..manifest import Manifest
 from ..model import PACKAGE_NAMES, Arg, Kernel
 from . import BuildInput, KernelBuild
 
@@ -71,18 +72,15 @@ def _default_text(arg: Arg) -> str:
     return expr.unparse(arg.default)
 
 
-def _kind(arg: Arg) -> str:
+def _kind(arg: Arg) -> manifest_types.Kind:
     """How a caller passes the argument: a tensor, or a Python int, float or bool."""
     return "tensor" if arg.pointer else facts.dtypes()[arg.dtype].value
 
 
-MANIFEST_SCHEMA = "aotpack-manifest/1"
-
-
-def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
-    """The package's ``__aotpack__`` (manifest.json); its fields are documented in README.md."""
+def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
+    """The package's ``__aotpack__`` (manifest.json): the one writer of ``manifest.Manifest``."""
     recipe = build.recipe
-    kernels: dict[str, Any] = {}
+    kernels: dict[str, manifest_types.Kernel] = {}
     for kb in build.kernels:
         k = kb.kernel
         kernels[k.name] = {
@@ -119,7 +117,6 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                 for r in k.rules
             ],
             "call_order": [k.args[i].name for i in k.call_order],
-            **(_launch_entry(k) if k.launch == "triton" else {}),
             "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in plan.specs(k)],
             "targets": list(k.targets),
             "min_driver_cuda": {t: facts.cuda_text(f.cuda) for t, f in kb.min_driver.items()},
@@ -140,14 +137,16 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
                     "constexprs": dict(v.config.constexprs),
                     "image_bytes": len(art.image),
                     "image_sha256": hashlib.sha256(art.image).hexdigest(),
-                    "compiler": dict(art.metadata),
+                    "compiler": _compiler_facts(art),
                 }
                 for v, art in kb.variants
             ],
             "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
         }
+        if k.launch == "triton":
+            _add_launch(kernels[k.name], k)
     return {
-        "schema": MANIFEST_SCHEMA,
+        "schema": manifest_types.SCHEMA,
         "package": recipe.package,
         "version": recipe.version,
         "aotpack": aotpack_version,
@@ -162,25 +161,27 @@ def manifest(build: BuildInput, aotpack_version: str) -> dict[str, Any]:
     }
 
 
-def _launch_entry(kernel: Kernel) -> dict[str, Any]:
+def _add_launch(entry: manifest_types.Kernel, kernel: Kernel) -> None:
     """What the drop-in launcher needs (``launch: triton``): the kernel's parameters in its own order
     (constexprs among them), its configs in the runtime's order, and the function to stand in for
     (``activate()``)."""
     args = {a.name for a in kernel.args}
-    return {
-        "launch": "triton",
-        "function": {"module": kernel.source.module, "path": str(kernel.source.path) if kernel.source.path else None,
-                     "name": kernel.source.function},
-        "params": [[n, n in args] for n in kernel.signature],
-        "configs": [
-            {"constexprs": dict(c.constexprs), "num_warps": c.num_warps, "num_stages": c.num_stages}
-            for c in kernel.configs
-        ],
-        "options": dict(kernel.options),
-        "defaults": dict(kernel.defaults),
-        "tuned": [{"key": list(p.key), "kwargs": dict(p.kwargs), "num_warps": p.num_warps, "num_stages": p.num_stages}
-                  for p in kernel.picks],
-    }  # fmt: skip
+    entry["launch"] = "triton"
+    entry["function"] = {"module": kernel.source.module, "name": kernel.source.function,
+                         "path": str(kernel.source.path) if kernel.source.path else None}  # fmt: skip
+    entry["params"] = [[n, n in args] for n in kernel.signature]
+    entry["configs"] = [{"constexprs": dict(c.constexprs), "num_warps": c.num_warps, "num_stages": c.num_stages}
+                        for c in kernel.configs]  # fmt: skip
+    entry["options"] = {n: v for n, v in kernel.options if isinstance(v, (int, bool))}
+    entry["defaults"] = dict(kernel.defaults)
+    entry["tuned"] = [{"key": list(p.key), "kwargs": dict(p.kwargs), "num_warps": p.num_warps,
+                       "num_stages": p.num_stages} for p in kernel.picks]  # fmt: skip
+
+
+def _compiler_facts(art: Artifact) -> dict[str, str]:
+    """What the compiler said of a variant, as text (the writes it found as a comma-joined list)."""
+    writes = {} if art.writes is None else {"writes": ",".join(art.writes)}
+    return {**dict(art.metadata), **writes}
 
 
 def _source_text(kernel: Kernel, recipe_path: Path) -> str:
@@ -195,7 +196,7 @@ def _mutates(kb: KernelBuild) -> list[str] | None:
     None when a CUDA kernel's recipe does not say."""
     if kb.kernel.backend != "triton":
         return list(kb.kernel.mutates) if kb.kernel.mutates is not None else None
-    return list(mutation.recorded(art.metadata for _, art in kb.variants))
+    return list(mutation.recorded(art.writes for _, art in kb.variants))
 
 
 def init_py(build: BuildInput) -> str:
@@ -343,4 +344,4 @@ def init_pyi(build: BuildInput) -> str:
 
 
 def manifest_json(build: BuildInput, aotpack_version: str) -> str:
-    return json.dumps(manifest(build, aotpack_version), indent=1, sort_keys=True) + "\n"
+    return manifest_types.dumps(manifest(build, aotpack_version))

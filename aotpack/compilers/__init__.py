@@ -56,8 +56,8 @@ def compile_all(
     executor: Executor | None = None,
     progress: Callable[[Variant, Outcome], None] | None = None,
     task: Callable[[Variant], tuple[Callable[[Any], Outcome], Any]] | None = None,
-) -> dict[str, Outcome]:
-    """Compile every variant; returns outcomes by variant id (in the plan's order). ``executor``
+) -> list[tuple[Variant, Outcome]]:
+    """Compile every variant; returns each with its outcome, in the plan's order. ``executor``
     may be any concurrent.futures.Executor (a process pool by default); ``task`` gives the function
     and argument it runs per variant (default: the backend's compile of the variant)."""
     variants = list(variants)
@@ -66,16 +66,15 @@ def compile_all(
         workers = max(1, min(jobs or os.cpu_count() or 1, len(variants)))
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        futures = {executor.submit(*(task(v) if task else (compilers[v.kernel.backend].compile, v))): v
-                   for v in variants}  # fmt: skip
-        done: dict[str, Outcome] = {}
+        futures = {executor.submit(*(task(v) if task else (compilers[v.kernel.backend].compile, v))): i
+                   for i, v in enumerate(variants)}  # fmt: skip
+        done: dict[int, Outcome] = {}
         for future in as_completed(futures):
-            variant = futures[future]
-            outcome = future.result()
-            done[variant.id] = outcome
+            i = futures[future]
+            done[i] = future.result()
             if progress is not None:
-                progress(variant, outcome)
+                progress(variants[i], done[i])
     finally:
         if own:
             executor.shutdown(cancel_futures=True)
-    return {v.id: done[v.id] for v in variants}
+    return [(v, done[i]) for i, v in enumerate(variants)]

@@ -56,6 +56,8 @@ class Artifact:
     extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
     needs: LaunchNeeds = LaunchNeeds()
     metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
+    # the pointer arguments the code writes, read off Triton's TTIR (mutation.py); None: not known (CUDA)
+    writes: tuple[str, ...] | None = None
     # the driver its code needs, set by the toolchain that built it: a CUDA X.Y toolchain's code is taken as
     # needing an X.Y driver (minor-version compatibility is not relied on); None: the target's own floor
     driver_floor: DriverFloor | None = None

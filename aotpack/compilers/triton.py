@@ -268,7 +268,6 @@ class TritonCompiler:
             "num_ctas": meta.num_ctas,
             "global_scratch": meta.global_scratch_size,
             "arch": meta.arch,
-            "writes": ",".join(sorted(written_arguments(compiled.asm["ttir"]))),
             "triton_hash": meta.hash,
             "ptxas": ptxas.release,
         }
@@ -282,6 +281,7 @@ class TritonCompiler:
             extra_pointer_params=2,
             needs=needs,
             metadata=tuple((k, str(v)) for k, v in facts_.items()),
+            writes=tuple(sorted(written_arguments(compiled.asm["ttir"]))),
             driver_floor=DriverFloor(ptxas.cuda, ptxas.label),
         )
 

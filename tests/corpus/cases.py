@@ -249,7 +249,7 @@ def conch_rms_norm(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, lay
 
 
 # kernel -> (case, dtypes, benchmark shapes, extra test shapes (odd sizes), layouts the kernel takes)
-CASES: dict[str, tuple[Callable[..., Pair], tuple[str, ...], list[tuple[int, int]], list[tuple[int, int]],
+CASES: dict[str, tuple[Callable[..., Pair], tuple[str, ...], list[tuple[int, ...]], list[tuple[int, ...]],
                        tuple[str, ...]]] = {
     "liger_rms_norm_fwd": (liger_rms_norm_fwd, ("float16", "bfloat16"), [(4096, 2048), (4096, 4096), (2048, 8192)],
                            [(333, 1000), (64, 4095)], LAYOUTS),

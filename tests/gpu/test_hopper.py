@@ -4,6 +4,7 @@ graph capture, scratch growth and bad input."""
 
 import math
 import threading
+from typing import Any
 
 import pytest
 
@@ -24,13 +25,13 @@ def variants(kernel: str) -> list[dict]:
     return hopper.__aotpack__["kernels"][kernel]["variants"]
 
 
-def rel_err(out: "torch.Tensor", ref: "torch.Tensor") -> float:
+def rel_err(out: Any, ref: Any) -> float:
     assert not torch.isnan(out).any(), "unwritten (NaN-poisoned) output elements"
     out, ref = out.double(), ref.double()
     return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
-def matmul_case(m: int, n: int, k: int, dtype: "torch.dtype"):
+def matmul_case(m: int, n: int, k: int, dtype: Any):
     a = torch.randn(m, k, device="cuda").to(dtype)
     b = torch.randn(k, n, device="cuda").to(dtype)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
@@ -54,7 +55,8 @@ def test_matmul_every_variant(variant):
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1000, 520, 264), (8, 1024, 8), (300, 4096, 1000)])
 @pytest.mark.parametrize("dtype", DTYPES.values())
 def test_matmul_dispatched(shape, dtype):
-    a, b, c, ref = matmul_case(*shape, dtype)
+    m, n, k = shape
+    a, b, c, ref = matmul_case(m, n, k, dtype)
     hopper.matmul_tma(a, b, c)
     assert rel_err(c, ref) < 1e-2
     aligned = all(d % 16 == 0 for d in shape)

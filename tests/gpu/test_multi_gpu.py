@@ -3,6 +3,7 @@ calling on different devices at once, scratch pools and TMA descriptors per devi
 wheel), graph capture on a device other than 0, and one call's tensors on two devices refused."""
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ DEVICES = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 HOPPER = all(torch.cuda.get_device_capability(d) == (9, 0) for d in DEVICES)
 
 
-def rel_err(out: "torch.Tensor", ref: "torch.Tensor") -> float:
+def rel_err(out: Any, ref: Any) -> float:
     assert not torch.isnan(out).any(), "unwritten (NaN-poisoned) output elements"
     out, ref = out.double(), ref.double()
     return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()

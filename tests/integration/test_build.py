@@ -15,7 +15,6 @@ import pytest
 from aotpack import build, cli
 from aotpack.errors import CompileError, RecipeError
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -44,7 +43,8 @@ def dynamic(so: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
     """An ELF file's dynamic tags (name -> values) and its defined dynamic symbols (name -> version)."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerSymSection
+    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerSymSection
+    from elftools.elf.sections import SymbolTableSection
 
     with so.open("rb") as f:
         elf = ELFFile(f)
@@ -58,11 +58,13 @@ def dynamic(so: Path) -> tuple[dict[str, list[str]], dict[str, str]]:
         versym = next(s for s in elf.iter_sections() if isinstance(s, GNUVerSymSection))
         names = {}
         verdef = elf.get_section_by_name(".gnu.version_d")
-        if verdef is not None:
+        if isinstance(verdef, GNUVerDefSection):
             for definition, aux in verdef.iter_versions():
                 names[definition.entry.vd_ndx] = next(aux).name
         defined = {}
-        for i, symbol in enumerate(elf.get_section_by_name(".dynsym").iter_symbols()):
+        dynsym = elf.get_section_by_name(".dynsym")
+        assert isinstance(dynsym, SymbolTableSection)
+        for i, symbol in enumerate(dynsym.iter_symbols()):
             if symbol.entry.st_shndx != "SHN_UNDEF" and symbol.name:
                 defined[symbol.name] = names.get(versym.get_symbol(i).entry.ndx, "")
     return tags, defined
@@ -258,8 +260,8 @@ def test_a_variant_the_runtime_cannot_launch_fails_the_build(small_recipe, tmp_p
     from aotpack.compilers import Pruned
 
     def compile_all(variants, compilers, **_):
-        return {v.id: Pruned(variant_id=v.id, reason="descriptor argument 1 needs an im2col tensor map, which "
-                             "aotpack cannot encode", fatal=v.id.endswith("sm_90a/hinted")) for v in variants}  # fmt: skip
+        return [(v, Pruned(variant_id=v.id, reason="descriptor argument 1 needs an im2col tensor map, which "
+                           "aotpack cannot encode", fatal=v.id.endswith("sm_90a/hinted"))) for v in variants]  # fmt: skip
 
     monkeypatch.setattr(pipeline, "compile_all", compile_all)
     with pytest.raises(CompileError) as info:

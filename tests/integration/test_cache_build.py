@@ -10,11 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from aotpack import build
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,22 +25,35 @@ def project(tmp_path: Path, small_recipe: Path) -> Path:
     return folder / "r.yaml"
 
 
+class Seen:
+    """A build's progress: whether each variant came from the cache."""
+
+    def __init__(self, seen: list[bool]) -> None:
+        self.seen = seen
+
+    def planned(self, variants) -> None:
+        pass
+
+    def __call__(self, variant, outcome, cached: bool) -> None:
+        self.seen.append(cached)
+
+
 def test_rebuilds_compile_only_what_changed(tmp_path, small_recipe):
     recipe = project(tmp_path, small_recipe)
-    seen = []
-    first = build(recipe, tmp_path / "d1", jobs=2, cache_dir=tmp_path / "c", progress=lambda v, o, c: seen.append(c))
+    seen: list[bool] = []
+    first = build(recipe, tmp_path / "d1", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
     assert not first.cached and seen == [False] * 16
     again = build(recipe, tmp_path / "d2", jobs=2, cache_dir=tmp_path / "c")
     assert again.cached and again.variants == 16
     assert again.wheel.read_bytes() == first.wheel.read_bytes()
     (recipe.parent / "helpers.py").write_text("# a helper module beside the kernel\n")
     seen.clear()
-    third = build(recipe, tmp_path / "d3", jobs=2, cache_dir=tmp_path / "c", progress=lambda v, o, c: seen.append(c))
+    third = build(recipe, tmp_path / "d3", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
     assert not third.cached and seen == [False] * 16, "a changed helper module invalidates the kernel"
     text = recipe.read_text().replace("    dispatch:\n", "    dispatch:\n      - {key: [64], config: {BLOCK: 1024}}\n")
     recipe.write_text(text)
     seen.clear()
-    fourth = build(recipe, tmp_path / "d4", jobs=2, cache_dir=tmp_path / "c", progress=lambda v, o, c: seen.append(c))
+    fourth = build(recipe, tmp_path / "d4", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
     assert not fourth.cached and seen == [True] * 16, "a new dispatch row changes the wheel, not the cubins"
 
 
@@ -91,8 +101,8 @@ def test_a_changed_tuning_hook_rebuilds_the_wheel(tmp_path, small_recipe):
     recipe.write_text(text)
     first = build(recipe, tmp_path / "d1", jobs=2, cache_dir=tmp_path / "c")
     hooks.write_text("def inputs(key, types):\n    return (), (0,)\n")
-    seen = []
-    again = build(recipe, tmp_path / "d2", jobs=2, cache_dir=tmp_path / "c", progress=lambda v, o, c: seen.append(c))
+    seen: list[bool] = []
+    again = build(recipe, tmp_path / "d2", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
     assert not first.cached and not again.cached
     assert seen == [True] * 16, "the cubins did not change"
     assert again.wheel.read_bytes() != first.wheel.read_bytes()

@@ -16,7 +16,6 @@ from aotpack import build
 
 from .helpers import install_wheel, run_on_fake_driver
 
-pytestmark = pytest.mark.integration
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OUT = 0x100000000  # a made-up device address, 16-byte aligned
 

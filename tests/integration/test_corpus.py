@@ -17,7 +17,6 @@ from aotpack.introspect import NONE
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
-pytestmark = pytest.mark.integration
 for needed in ("torch", "liger_kernel", "fla", "conch"):
     pytest.importorskip(needed, reason="the corpus packages come with the 'corpus' extra (make test installs it)")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from aotpack import build
 from aotpack.compilers.cuda import find_nvcc
@@ -22,11 +23,12 @@ from aotpack.errors import RecipeError, ToolNotFound
 
 from .helpers import install_wheel, run_on_fake_driver
 
+NVCC: Path | None
 try:
     NVCC = find_nvcc()
 except ToolNotFound:
     NVCC = None
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(NVCC is None, reason="needs nvcc")]
+pytestmark = [pytest.mark.skipif(NVCC is None, reason="needs nvcc")]
 
 SOURCE = """\
 #include <cuda_fp16.h>
@@ -94,7 +96,9 @@ def test_shipped_images_have_the_archs_and_entries(cuda_wheel, tmp_path):
     for vid, cubin in cubins.items():
         assert cubin["e_machine"] == "EM_CUDA"
         assert (cubin["e_flags"] >> 8) & 0xFF == {"sm_80": 80, "sm_90a": 90}[vid.split("/")[2]]
-        names = {s.name for s in cubin.get_section_by_name(".symtab").iter_symbols()}
+        symtab = cubin.get_section_by_name(".symtab")
+        assert isinstance(symtab, SymbolTableSection)
+        names = {s.name for s in symtab.iter_symbols()}
         assert any(n.startswith("_Z5scaleI") for n in names)
     assert all(vid.split("/")[2] == "compute_90" and ".target sm_90" in p and ".entry _Z5scaleI" in p
                for vid, p in ptx.items())  # fmt: skip

@@ -4,11 +4,10 @@ import json
 import zipfile
 from pathlib import Path
 
-import pytest
+import jsonschema
 
-from aotpack import build
+from aotpack import build, manifest
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -17,8 +16,10 @@ def test_demo_recipe_builds_every_variant(tmp_path):
     assert result.wheel.name == "demo_kernels-0.1.0-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
     assert result.pruned == ()
     with zipfile.ZipFile(result.wheel) as zf:
-        manifest = json.loads(zf.read("demo_kernels/manifest.json"))
-    for name, kernel in manifest["kernels"].items():
+        written = json.loads(zf.read("demo_kernels/manifest.json"))
+    jsonschema.validate(written, manifest.json_schema())
+    assert manifest.read_wheel(result.wheel) == written
+    for name, kernel in written["kernels"].items():
         for target in ("sm_80", "sm_90a"):
             mine = [v for v in kernel["variants"] if v["target"] == target]
             configs = {v["config"] for v in mine}

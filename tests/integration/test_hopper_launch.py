@@ -13,7 +13,6 @@ from aotpack import build
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 RECIPE = """\

@@ -12,8 +12,6 @@ import pytest
 
 from .helpers import run_on_fake_driver
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def decode(installed):

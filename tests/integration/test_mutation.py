@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION")]
+pytestmark = [pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION")]
 
 KERNELS = textwrap.dedent(
     """

@@ -12,8 +12,6 @@ from aotpack import cli
 
 from .helpers import install_wheel
 
-pytestmark = pytest.mark.integration
-
 
 def test_new_package_builds_and_passes_its_tests(tmp_path, capsys):
     assert cli.main(["new", "fresh_kit", "--dir", str(tmp_path / "fresh")]) == 0
@@ -55,7 +53,8 @@ def test_a_scaffolded_package_builds_with_pip_and_from_its_sdist(tmp_path, capsy
     assert sdist.name == "pip_kit-0.1.0.tar.gz"
     with tarfile.open(sdist) as tar:
         names = sorted(tar.getnames())
-        assert "Name: pip_kit\nVersion: 0.1.0\n" in tar.extractfile("pip_kit-0.1.0/PKG-INFO").read().decode()
+        info = tar.extractfile("pip_kit-0.1.0/PKG-INFO")
+        assert info is not None and "Name: pip_kit\nVersion: 0.1.0\n" in info.read().decode()
     assert names == [f"pip_kit-0.1.0/{n}" for n in ("PKG-INFO", "README.md", "kernels/axpy.py", "kernels/relu.cu",
                                                     "pyproject.toml", "recipe.yaml")]  # fmt: skip
     assert (tmp_path / "build" / expected.name).read_bytes() == expected.read_bytes()

@@ -16,8 +16,6 @@ from aotpack.errors import RecipeError
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

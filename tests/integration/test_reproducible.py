@@ -22,9 +22,6 @@ from aotpack.errors import ToolNotFound
 from .conftest import ROOT, SMALL
 from .helpers import install_wheel
 
-pytestmark = pytest.mark.integration
-
-
 CUDA_KERNEL = """\
   rmsnorm:
     cuda: kernels/rmsnorm.cu

@@ -7,11 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from .helpers import run_on_fake_driver
-
-pytestmark = pytest.mark.integration
 
 PRELUDE = """
 import small_kernels as k

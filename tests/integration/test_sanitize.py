@@ -18,8 +18,6 @@ from aotpack import build, native
 
 from .helpers import install_wheel
 
-pytestmark = pytest.mark.integration
-
 HERE = Path(__file__).parent
 FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]
 

@@ -55,7 +55,9 @@ def test_wheel_entries(tmp_path):
     key = store.wheel_key([("r.yaml", "ab" * 32), ("t.json", "cd" * 32)], ["k1", "k2"])
     assert store.wheel(key) is None
     store.store_wheel(key, wheel, {"variants": 2, "pruned": [dataclasses.asdict(Pruned(variant_id="v", reason="r"))]})
-    found, info = store.wheel(key)
+    hit = store.wheel(key)
+    assert hit is not None
+    found, info = hit
     assert found.read_bytes() == b"zip" and info["variants"] == 2
     assert store.wheel_key([("r.yaml", "ab" * 32), ("t.json", "cd" * 32)], ["k1", "k3"]) != key
     assert store.wheel_key([("r.yaml", "ab" * 32), ("t.json", "ef" * 32)], ["k1", "k2"]) != key

@@ -26,7 +26,7 @@ def artifact(v: plan.Variant) -> Artifact:
         entry="add_kernel",
         shared=1024,
         static_shared=0,
-        num_warps=v.config.num_warps,
+        num_warps=v.config.num_warps or 0,
         extra_pointer_params=2,
         metadata=(("arch", v.target),),
         driver_floor=FLOORS[v.target],
@@ -40,11 +40,11 @@ FLOORS = {"sm_80": DriverFloor(12020, "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.14
 def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
     rec = recipe.parse(GOOD, folder / "r.yaml")
     variants = plan.plan_variants(rec)
-    outcomes = {
-        v.id: Pruned(variant_id=v.id, reason="out of registers") if prune and prune in v.id else artifact(v)
+    outcomes = [
+        (v, Pruned(variant_id=v.id, reason="out of registers") if prune and prune in v.id else artifact(v))
         for v in variants
-    }
-    kernels = codegen.group(rec, variants, outcomes)
+    ]
+    kernels = codegen.group(rec, outcomes)
     return codegen.BuildInput(recipe=rec, kernels=kernels, versions=(("triton", "3.9.0"),))
 
 
@@ -175,8 +175,8 @@ def test_manifest_keeps_the_key_order(kernel_dir):
     )
     rec = recipe.parse(text, kernel_dir / "r.yaml")
     variants = plan.plan_variants(rec)
-    outcomes = {v.id: artifact(v) for v in variants}
-    kernels = codegen.group(rec, variants, outcomes)
+    outcomes = [(v, artifact(v)) for v in variants]
+    kernels = codegen.group(rec, outcomes)
     text = codegen_py.manifest_json(codegen.BuildInput(recipe=rec, kernels=kernels, versions=()), "0")
     assert json.loads(text)["kernels"]["add"]["key"] == [["z", "n_elements"], ["a", "(2 * n_elements)"]]
 
@@ -190,7 +190,7 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     rec = dataclasses.replace(rec, kernels=(kernel,))
     variants = plan.plan_variants(rec)
     assert [s.name for s in plan.specs(kernel)] == ["hinted-D", "hinted-_", "safe-D", "safe-_"]
-    kernels = codegen.group(rec, variants, {v.id: artifact(v) for v in variants})
+    kernels = codegen.group(rec, [(v, artifact(v)) for v in variants])
     where = compress.Placement(block=0, offset=0, size=1, crc32=0)
     text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
     assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 1, 1, {4096}},\n};" in text
@@ -229,7 +229,7 @@ def test_recipe_text_is_data_in_every_generated_language(kernel_dir, text):
     build = dataclasses.replace(fake_build(kernel_dir), recipe=rec)
     source = codegen_py.init_py(build)
     module = ast.parse(source)
-    assert ast.get_docstring(module, clean=False).startswith(text + "\n")
+    assert (ast.get_docstring(module, clean=False) or "").startswith(text + "\n")
     assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) and n.names[0].name == "os" and n.lineno < 3
                    for n in module.body)  # fmt: skip
     docs = {"add": text}

@@ -138,8 +138,8 @@ def test_generated_launch_functions(folder):
 
     rec = load(folder)
     variants = plan.plan_variants(rec)
-    outcomes = {v.id: Artifact(variant_id=v.id, image=b"x", entry="_Z5scale", shared=0, static_shared=64, num_warps=0, extra_pointer_params=0, metadata=(), driver_floor=DriverFloor(13000, "nvcc 13.0")) for v in variants}  # fmt: skip
-    kernels = codegen.group(rec, variants, outcomes)
+    outcomes = [(v, Artifact(variant_id=v.id, image=b"x", entry="_Z5scale", shared=0, static_shared=64, num_warps=0, extra_pointer_params=0, metadata=(), driver_floor=DriverFloor(13000, "nvcc 13.0"))) for v in variants]  # fmt: skip
+    kernels = codegen.group(rec, outcomes)
     assert {t: f.set_by for t, f in kernels[0].min_driver.items()} == dict.fromkeys(rec.kernels[0].targets, "nvcc 13.0")
     text = codegen_c.kernels_c(codegen.BuildInput(recipe=rec, kernels=kernels, versions=()))
     assert '  {"compute_90", 90, 0, 1},' in text
@@ -215,13 +215,13 @@ def test_a_build_with_an_older_triton_says_so(monkeypatch, caplog):
     from aotpack.compilers import triton
 
     monkeypatch.setattr(triton, "_installed_version", lambda: "3.6.0")
-    monkeypatch.setattr(triton.sys, "version_info", (3, 12, 1))
+    monkeypatch.setattr("aotpack.compilers.triton.sys.version_info", (3, 12, 1))
     with caplog.at_level("WARNING", logger="aotpack"):
         triton.TritonCompiler.find(["sm_80"])
     assert "building with Triton 3.6.0: the wheel gets that release's code; the newest aotpack supports on " \
            "Python 3.12 is 3.9 (pip install 'triton~=3.9.0')" in caplog.text  # fmt: skip
     caplog.clear()
-    monkeypatch.setattr(triton.sys, "version_info", (3, 10, 4))
+    monkeypatch.setattr("aotpack.compilers.triton.sys.version_info", (3, 10, 4))
     with caplog.at_level("WARNING", logger="aotpack"):
         triton.TritonCompiler.find(["sm_80"])
     assert "building with Triton" not in caplog.text

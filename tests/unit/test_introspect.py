@@ -21,7 +21,7 @@ def test_a_wrapped_kernel_is_read_through_its_wrappers():
     assert heuristics["HAS_BIAS"].expression == "(none(bias) == 0)"
     assert heuristics["WIDE"].expression is None and "not a lambda" in heuristics["WIDE"].reason
     for h in (heuristics["EVEN"], heuristics["HAS_BIAS"]):
-        assert expr.is_boolean(expr.parse(h.expression))
+        assert h.expression is not None and expr.is_boolean(expr.parse(h.expression))
 
 
 def test_the_jit_rule_is_read_per_argument():

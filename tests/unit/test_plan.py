@@ -74,3 +74,30 @@ def test_row_strides_go_with_their_sizes():
     assert len(classes) == 8 + 2
     k_odd = next(terms for terms in classes.values() if "K" not in terms and "M" in terms and "N" in terms)
     assert "stride_am" not in k_odd and k_odd["stride_bk"] == "D" and k_odd["stride_ak"] == "1"
+
+
+@pytest.mark.parametrize(
+    "text, fields",
+    [
+        ("add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted", ("add", "T=fp32,BLOCK=1024,w4,s1", "sm_90a", "hinted")),
+        ("add/BLOCK=1024,w4,s1/sm_80", ("add", "BLOCK=1024,w4,s1", "sm_80", "plain")),
+        ("k/MODE=a/b,w4,s3/compute_90", ("k", "MODE=a/b,w4,s3", "compute_90", "plain")),  # a string constexpr with '/'
+        ("k/MODE=a/b,w4,s3/sm_90a/DD_1", ("k", "MODE=a/b,w4,s3", "sm_90a", "DD_1")),
+    ],
+)
+def test_a_variant_id_reads_back_into_its_fields(text, fields):
+    ident = plan.VariantId.parse(text)
+    assert (ident.kernel, ident.point, ident.target, ident.specialization) == fields
+    assert str(ident) == text
+
+
+@pytest.mark.parametrize("text", ["add", "add/x", "add/x/sm_99z", "/x/sm_80", "add//sm_80"])
+def test_what_is_not_a_variant_id_is_refused(text):
+    with pytest.raises(ValueError, match="is not a variant id"):
+        plan.VariantId.parse(text)
+
+
+def test_every_planned_id_reads_back(kernel_dir):
+    rec = load(kernel_dir)
+    for v in plan.plan_variants(rec):
+        assert plan.VariantId.parse(v.id) == v.ident

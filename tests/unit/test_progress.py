@@ -4,6 +4,7 @@ lines in a log."""
 import io
 import os
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ class Terminal(io.StringIO):
         return True
 
 
-def variant(backend: str, i: int) -> SimpleNamespace:
+def variant(backend: str, i: int) -> Any:  # a stand-in for plan.Variant
     return SimpleNamespace(kernel=SimpleNamespace(backend=backend), id=f"{backend}/config-{i}/" + "x" * 100)
 
 
@@ -27,15 +28,16 @@ OK = Artifact(variant_id="v", image=b"", entry="k", shared=0, static_shared=0, n
 @pytest.fixture
 def clock(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(cli.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(cli.shutil, "get_terminal_size", lambda: os.terminal_size((80, 24)))
+    monkeypatch.setattr("aotpack.cli.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("aotpack.cli.shutil.get_terminal_size", lambda: os.terminal_size((80, 24)))
     return now
 
 
 def test_the_eta_runs_each_backend_at_its_own_pace_and_lines_fit_the_terminal(clock):
     planned = [variant("triton", i) for i in range(4)] + [variant("cuda", i) for i in range(2)]
     out = Terminal()
-    progress = cli.Progress(planned, quiet=False, stream=out)
+    progress = cli.Progress(quiet=False, stream=out)
+    progress.planned(planned)
     for i in range(2):  # two Triton variants, one second each
         clock[0] += 1
         progress(planned[i], OK, False)
@@ -53,7 +55,8 @@ def test_the_eta_runs_each_backend_at_its_own_pace_and_lines_fit_the_terminal(cl
 def test_a_log_gets_plain_lines(clock):
     planned = [variant("triton", i) for i in range(20)]
     out = io.StringIO()
-    progress = cli.Progress(planned, quiet=False, stream=out)
+    progress = cli.Progress(quiet=False, stream=out)
+    progress.planned(planned)
     for v in planned:
         clock[0] += 1
         progress(v, OK, False)

@@ -222,7 +222,8 @@ def test_float_defaults_may_be_infinite_or_nan(kernel_dir: Path) -> None:
         fp16 = edit(arg, f"      n_elements: {{type: fp16, default: {text}}}").replace("extent: n_elements", "extent: 4")
         fp16 = fp16.replace('["cdiv(n_elements, BLOCK)"]', "[1]").split("    key:")[0]
         (k,) = parse(fp16, kernel_dir).kernels
-        assert check(k.arg("n_elements").float_default), text
+        value = k.arg("n_elements").float_default
+        assert value is not None and check(value), text
 
 
 def test_demo_recipe_loads() -> None:

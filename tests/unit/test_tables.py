@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ def table(**changes) -> tables.Table:
                    median_us=(("BLOCK=1024,w8,s3", 4.25), ("BLOCK=256,w4,s3", 5.5)), rejected=(("BLOCK=256,w8,s3", "nan"),)),
         tables.Row(key=(4096,), types=(("T", "fp32"),), config="BLOCK=256,w4,s3"),
     )  # fmt: skip
-    fields = dict(package="kit", arch="sm_90a", device="H100", driver_cuda="13.0", date="2026-11-22",
+    fields: dict[str, Any] = dict(package="kit", arch="sm_90a", device="H100", driver_cuda="13.0", date="2026-11-22",
                   kernels=(("add", rows),))  # fmt: skip
     fields.update(changes)
     return tables.Table(**fields)

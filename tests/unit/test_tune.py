@@ -1,6 +1,7 @@
 """What aotpack tune does around each run that a kernel's @triton.autotune asks for."""
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -59,8 +60,9 @@ def test_units_from_any_number_of_gpus_go_back_in_table_order():
 
     from aotpack.tune import TuneError, _per_kernel
 
-    add, soft = SimpleNamespace(name="add"), SimpleNamespace(name="softmax")
-    work = [(add, (), (1,)), (soft, (), (1,)), (add, (), (2,))]
+    add: Any = SimpleNamespace(name="add")  # stand-ins for model.Kernel
+    soft: Any = SimpleNamespace(name="softmax")
+    work: list[Any] = [(add, (), (1,)), (soft, (), (1,)), (add, (), (2,))]
     merged = _per_kernel(work, [("sm_90a", ["a1"]), ("sm_90a", ["s1", "s1'"]), ("sm_90a", ["a2"])])
     assert merged == {"add": ("sm_90a", ["a1", "a2"]), "softmax": ("sm_90a", ["s1", "s1'"])}
     with pytest.raises(TuneError, match="add: the GPUs ran code for sm_90a and sm_80"):

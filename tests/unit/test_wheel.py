@@ -1,6 +1,7 @@
 import base64
 import hashlib
 import zipfile
+from typing import Any
 
 import pytest
 
@@ -9,7 +10,7 @@ from aotpack.errors import WheelError
 
 
 def spec(**changes):
-    fields = dict(
+    fields: dict[str, Any] = dict(
         distribution="kit", version="1.0", tag="cp39-abi3-linux_x86_64", summary="s", requires_python=">=3.9",
         generator="aotpack test", files=(("kit/_native.abi3.so", b"\x7fELF"), ("kit/__init__.py", b"x = 1\n")),
     )  # fmt: skip
@@ -63,7 +64,7 @@ def test_license_expression_and_files_go_into_the_metadata(tmp_path):
     ],
 )
 def test_tag_policy(tmp_path, monkeypatch, name, ok):
-    monkeypatch.setattr(repair._tools, "run", lambda *a, **k: "is consistent with manylinux_2_17_x86_64")
+    monkeypatch.setattr("aotpack.repair._tools.run", lambda *a, **k: "is consistent with manylinux_2_17_x86_64")
     path = tmp_path / name
     if ok:
         repair.check_tag(path)

@@ -7,7 +7,8 @@ import $name
 
 def test_the_package_lists_its_kernels_and_variants():
     assert set($name.__aotpack__["kernels"]) == {"axpy", "relu"}
-    for kernel in ($name.axpy, $name.relu):
-        targets = {v.split("/")[2] for v in kernel.variants}
-        assert targets == {"sm_80", "sm_90a"}
+    for kernel in ("axpy", "relu"):
+        variants = $name.__aotpack__["kernels"][kernel]["variants"]
+        assert {v["id"] for v in variants} == set(getattr($name, kernel).variants)
+        assert {v["target"] for v in variants} == {"sm_80", "sm_90a"}
     assert "alpha" in inspect.signature($name.axpy).parameters
