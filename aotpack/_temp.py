@@ -26,7 +26,7 @@ def sweep(folder: Path, base: str) -> None:
     except OSError:
         return
     for entry in entries:
-        pid = entry.name[len(base):].split("-", 1)[0]
+        pid = entry.name[len(base) :].split("-", 1)[0]
         if not pid.isdigit() or _alive(int(pid)):
             continue
         try:

@@ -100,10 +100,10 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
         "source": source,
         "function": k.source.function,
         "backend": k.backend,
-        "args": [[a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only, a.block, a.optional]
-                 for a in k.args],
-        "constexprs": [[n, repr(v)] for n, v in (*variant.config.constexprs, *k.fixed_constexprs,
-                                                  *k.dtype_constexprs)],
+        "args": [
+            [a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only, a.block, a.optional] for a in k.args
+        ],
+        "constexprs": [[n, repr(v)] for n, v in (*variant.config.constexprs, *k.fixed_constexprs, *k.dtype_constexprs)],
         "launch": [variant.config.num_warps, variant.config.num_stages],
         "options": [[n, repr(v)] for n, v in k.options],
         "cuda": [k.cuda.entry, list(k.cuda.nvcc_flags), [str(d) for d in k.cuda.include_dirs]] if k.cuda else None,

@@ -125,8 +125,11 @@ def _parser() -> argparse.ArgumentParser:
     n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
     n.add_argument("name", help="the Python package name (lower case, digits, _)")
     n.add_argument("--dir", type=Path, default=None, help="where to write it (default: ./NAME)")
-    r = sub.add_parser("record", help="run a program under Triton's JIT and write the recipe of what it compiled",
-                       usage="aotpack record -o RECIPE [--package NAME] -- python program.py [args...]")
+    r = sub.add_parser(
+        "record",
+        help="run a program under Triton's JIT and write the recipe of what it compiled",
+        usage="aotpack record -o RECIPE [--package NAME] -- python program.py [args...]",
+    )
     r.add_argument("-o", "--out", type=Path, required=True, help="the recipe to write (merged into if it exists)")
     r.add_argument("--package", default="recorded_kernels", help="package name of a new recipe")
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
@@ -183,8 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "new":
             dest = args.dir or Path(args.name)
             files = scaffold(args.name, dest)
-            print(f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
-                  f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})")
+            print(
+                f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
+                f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"
+            )
             return 0
         if args.command == "inspect":
             manifest = read_wheel(args.wheel)
@@ -196,8 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             with recording(args.out, args.package) as recorded:
                 run_program(program)
             launches = sum(c.launches for c in recorded.compilations())
-            print(f"wrote {args.out}: {len(recorded.compiled)} compilations of "
-                  f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches")
+            print(
+                f"wrote {args.out}: {len(recorded.compiled)} compilations of "
+                f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches"
+            )
             for function, why in sorted(recorded.skipped.items()):
                 print(f"not recorded: {function}: {why}", file=sys.stderr)
             return 0

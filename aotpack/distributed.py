@@ -135,8 +135,10 @@ def _localized(t: Task) -> Variant:
     kernel = t.variant.kernel
     if kernel.source.path is None:
         if _module_digest(kernel) != t.digest:
-            raise ToolNotFound(f"{kernel.where}: kernel {kernel.name!r}: module {kernel.source.module} on worker "
-                               f"{_worker_name()} differs from the build machine's; install the same release there")
+            raise ToolNotFound(
+                f"{kernel.where}: kernel {kernel.name!r}: module {kernel.source.module} on worker "
+                f"{_worker_name()} differs from the build machine's; install the same release there"
+            )
         return t.variant
     folder = _materialize(t)
 

@@ -13,8 +13,10 @@ def describe(manifest: Manifest, wheel_name: str) -> str:
     try:
         return render(manifest, wheel_name)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
-        raise WheelError(f"{wheel_name}: its manifest lacks what aotpack writes ({type(exc).__name__}: {exc}); "
-                         "was it built by another version? rebuild the wheel") from None
+        raise WheelError(
+            f"{wheel_name}: its manifest lacks what aotpack writes ({type(exc).__name__}: {exc}); "
+            "was it built by another version? rebuild the wheel"
+        ) from None
 
 
 def _table(rows: list[list[str]]) -> str:

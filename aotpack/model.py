@@ -22,8 +22,16 @@ BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
 POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
 # what every generated package defines itself (codegen/python.py): a kernel may not hide them
-PACKAGE_NAMES = ("CudaError", "MissingVariant", "activate", "autotune", "deactivate", "get_include", "select",
-                 "torch_ops")
+PACKAGE_NAMES = (
+    "CudaError",
+    "MissingVariant",
+    "activate",
+    "autotune",
+    "deactivate",
+    "get_include",
+    "select",
+    "torch_ops",
+)
 LAZY_NAMES = ("ops",)  # the package's attributes made on first use (not in __all__: * must not import torch)
 
 

@@ -122,7 +122,10 @@ def toolchain(rec: model.Recipe, options: BuildOptions) -> Toolchain:
 
 
 def _cache_keys(
-    rec: model.Recipe, variants: Sequence[plan.Variant], tools: Toolchain, sources: tuple[tuple[str, str], ...],
+    rec: model.Recipe,
+    variants: Sequence[plan.Variant],
+    tools: Toolchain,
+    sources: tuple[tuple[str, str], ...],
     options: BuildOptions,
 ) -> _Keys:
     if not options.use_cache:
@@ -150,7 +153,11 @@ def _cached_wheel(keys: _Keys, options: BuildOptions) -> BuildResult | None:
 
 
 def _compile(
-    rec: model.Recipe, variants: Sequence[plan.Variant], tools: Toolchain, keys: _Keys, options: BuildOptions,
+    rec: model.Recipe,
+    variants: Sequence[plan.Variant],
+    tools: Toolchain,
+    keys: _Keys,
+    options: BuildOptions,
     progress: Progress | None,
 ) -> Built:
     """Every variant's outcome: from the cache, else compiled (locally or on the cluster) and cached."""

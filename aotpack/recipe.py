@@ -162,7 +162,11 @@ def _targets(node: Node, gencode: bool = False) -> tuple[str, ...]:
 
 
 def _kernel_targets(
-    name: str, k: dict[str, Node], node: Node, backend: Backend, recipe_targets: tuple[str, ...],
+    name: str,
+    k: dict[str, Node],
+    node: Node,
+    backend: Backend,
+    recipe_targets: tuple[str, ...],
     targets_at: Node | None,
 ) -> tuple[str, ...]:
     """The kernel's targets (its own 'targets' or 'gencode', else the recipe's), each one its
@@ -371,8 +375,12 @@ def _expression(node: Node, check: Callable[[expr.Expr], None]) -> expr.Expr:
 
 
 def _bound(
-    node: Node, grid_node: Node | None, bound_nodes: list[tuple[str, Node]], heuristics: list[tuple[str, str]],
-    names: _Names, source: Source,
+    node: Node,
+    grid_node: Node | None,
+    bound_nodes: list[tuple[str, Node]],
+    heuristics: list[tuple[str, str]],
+    names: _Names,
+    source: Source,
 ) -> list[tuple[str, expr.Expr]]:
     """Constexprs a call fixes: the recipe's ``equals:`` and the kernel's readable heuristics."""
 
@@ -507,7 +515,12 @@ def _type_variables(node: Node) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _launched_kernel(
-    name: str, k: dict[str, Node], node: Node, where: Location, root: Path, recipe_targets: tuple[str, ...],
+    name: str,
+    k: dict[str, Node],
+    node: Node,
+    where: Location,
+    root: Path,
+    recipe_targets: tuple[str, ...],
     targets_at: Node | None,
 ) -> Kernel:
     """A ``launch: triton`` kernel (what ``aotpack record`` writes): launched with Triton's syntax, the
@@ -644,7 +657,6 @@ def _text(node: Node, one_line: bool) -> str:
         what = "a single line of printable text" if one_line else "printable text (lines and tabs allowed)"
         raise node.fail(f"expected {what}; it holds the control character {text[bad]!r}")
     return text
-
 
 
 def _describe(node: Node, source: Source) -> introspect.KernelInfo:
@@ -793,8 +805,13 @@ def _args(node: Node, typevars: dict[str, tuple[str, ...]], constexprs: tuple[st
 
 
 def _descriptor_arg(
-    name: str, where: Location, type_node: Node, fields: dict[str, Node], desc: re.Match[str],
-    typevars: dict[str, tuple[str, ...]], constexprs: tuple[str, ...],
+    name: str,
+    where: Location,
+    type_node: Node,
+    fields: dict[str, Node],
+    desc: re.Match[str],
+    typevars: dict[str, tuple[str, ...]],
+    constexprs: tuple[str, ...],
 ) -> Arg:
     """``tensordesc<T[BM, BK]>``: the caller passes a tensor, the launcher builds the descriptor."""
     dtype = desc["dtype"]
@@ -817,8 +834,7 @@ def _plain_arg(
     if m is None:
         got = type_node.scalar()
         raise type_node.fail(
-            f"expected a type such as '*fp16', '*fp32:16', 'i32', 'i64:16' or 'tensordesc<fp16[BM, BK]>', "
-            f"got {got!r}"
+            f"expected a type such as '*fp16', '*fp32:16', 'i32', 'i64:16' or 'tensordesc<fp16[BM, BK]>', got {got!r}"
         )
     pointer, dtype = m["ptr"] is not None, _ALIASES.get(m["dtype"], m["dtype"])
     typevar = dtype in typevars
@@ -936,7 +952,6 @@ def _arg_exprs(node: Node, args: list[Arg], check: Callable[[expr.Expr], None]) 
                         fields["default"].where,
                     )
         yield Arg(**{**arg.__dict__, "default": default, "float_default": float_default, "extent": extent})
-
 
 
 def _int_list(node: Node, power_of_two: bool = False, maximum: int | None = None) -> tuple[int, ...]:

@@ -143,8 +143,10 @@ class Recording:
             bad = [n for n, v in c.constexprs if v is not None and not isinstance(v, PLAIN)]
             if bad or any(v is None for _, v in c.constexprs):
                 what = ", ".join(bad) or ", ".join(n for n, v in c.constexprs if v is None)
-                self.skipped[f"{c.module}:{c.function}"] = (f"constexpr {what} takes a value that is not a number, "
-                                                            "boolean or string (a dtype, function, tuple or None)")
+                self.skipped[f"{c.module}:{c.function}"] = (
+                    f"constexpr {what} takes a value that is not a number, "
+                    "boolean or string (a dtype, function, tuple or None)"
+                )
             else:
                 self.compiled.setdefault(c.ident, c)
                 self._keys[(id(fn.jit_function), str(key))] = c.ident

@@ -298,9 +298,7 @@ def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, li
     return out
 
 
-def tune(
-    recipe_path: str | Path, out_dir: str | Path, opts: Options = Options(), devices: str | None = None
-) -> Path:
+def tune(recipe_path: str | Path, out_dir: str | Path, opts: Options = Options(), devices: str | None = None) -> Path:
     """Tune every kernel with a ``tune:`` section; returns the table written for this GPU's arch.
     ``devices`` ("all", or indices such as "0,1"): spread the work over one process per GPU."""
     rec = recipe.load(recipe_path)

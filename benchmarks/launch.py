@@ -179,8 +179,10 @@ def dropin(raw: float | None) -> None:
     if raw is not None:
         print(f"{'raw cuLaunchKernel (C)':32} {raw * 1e6:8.2f} {raw / anchor:9.2f}x")
     ratio = times["aotpack drop-in (activate())"][0] / anchor
-    print(f"target: drop-in per call <= 0.3x triton JIT: {ratio:.2f}x ({'met' if ratio <= 0.3 else 'MISSED'})"
-          + ("" if raw is None else f"; the floor, a bare cuLaunchKernel, is {raw / anchor:.2f}x"))
+    print(
+        f"target: drop-in per call <= 0.3x triton JIT: {ratio:.2f}x ({'met' if ratio <= 0.3 else 'MISSED'})"
+        + ("" if raw is None else f"; the floor, a bare cuLaunchKernel, is {raw / anchor:.2f}x")
+    )
 
 
 def main() -> None:

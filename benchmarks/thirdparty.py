@@ -55,8 +55,10 @@ def main() -> None:
                 print(f"| {kernel} | {dtype} | {'x'.join(map(str, shape))} | {pair.variant.rsplit('/', 1)[1]} | "
                       f"{'same' if exact else 'other'} | {diff:.3g} | {times['aot'] * 1000:.1f} | "
                       f"{times['jit'] * 1000:.1f} | {ratio:.3f} |", flush=True)  # fmt: skip
-    print(f"\naot/JIT over {len(ratios)} rows: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, "
-          f"max {max(ratios):.3f}")
+    print(
+        f"\naot/JIT over {len(ratios)} rows: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, "
+        f"max {max(ratios):.3f}"
+    )
 
 
 if __name__ == "__main__":

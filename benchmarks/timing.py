@@ -33,7 +33,7 @@ def interleaved_ms(
     events = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
               for n in names}  # fmt: skip
     for rep in range(reps):
-        for name in names[rep % len(names):] + names[: rep % len(names)]:
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
             begin, end = events[name][rep]
             FLUSH.zero_()
             begin.record()

@@ -207,9 +207,11 @@ def init_py(build: BuildInput) -> str:
         "_native, _manifest)"
         for kb in build.kernels
     )
-    doc = (f"{recipe.summary}\n\nBuilt by aotpack from {recipe.path.name}. Kernels: {', '.join(names)}.\n"
-           "Every kernel takes CUDA tensors (torch, or objects with __cuda_array_interface__) or integer device\n"
-           "pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.\n")
+    doc = (
+        f"{recipe.summary}\n\nBuilt by aotpack from {recipe.path.name}. Kernels: {', '.join(names)}.\n"
+        "Every kernel takes CUDA tensors (torch, or objects with __cuda_array_interface__) or integer device\n"
+        "pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.\n"
+    )
     # recipe text reaches Python only through repr(): data, never code
     return f'''{doc!r}
 
@@ -302,7 +304,7 @@ def init_pyi(build: BuildInput) -> str:
         "class CudaError(RuntimeError): ...",
         "",
         "def select(kernel: str, *args: Any, **kwargs: Any) -> str: ...",
-        "def autotune(enabled: bool = True, cache: Optional[str] = None, per: str = \"bucket\") -> None: ...",
+        'def autotune(enabled: bool = True, cache: Optional[str] = None, per: str = "bucket") -> None: ...',
         "def torch_ops() -> list[str]: ...",
         "ops: Any  # torch.ops.<package>, registered on first use",
         "def get_include() -> str: ...",

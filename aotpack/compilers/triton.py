@@ -188,8 +188,14 @@ class TritonCompiler:
         newest = newest_supported(sys.version_info[:2])
         if tuple(int(p) for p in version.split(".")[:2]) != newest:
             here = f"{sys.version_info[0]}.{sys.version_info[1]}"
-            log.warning("building with Triton %s: the wheel gets that release's code; the newest aotpack supports "
-                        "on Python %s is %d.%d (pip install 'triton~=%d.%d.0')", version, here, *newest, *newest)
+            log.warning(
+                "building with Triton %s: the wheel gets that release's code; the newest aotpack supports "
+                "on Python %s is %d.%d (pip install 'triton~=%d.%d.0')",
+                version,
+                here,
+                *newest,
+                *newest,
+            )
         candidates = ptxas_candidates()
         return cls(line_info, tuple((t, ptxas_for(t, candidates, floor)) for t in sorted(targets)))
 

@@ -17,8 +17,12 @@ import time
 import torch
 from triton import knobs
 
-SHAPES = [(4096, 4096, torch.bfloat16), (1000, 11008, torch.float16), (1, 4096, torch.bfloat16),
-          (333, 2000, torch.float16)]
+SHAPES = [
+    (4096, 4096, torch.bfloat16),
+    (1000, 11008, torch.float16),
+    (1, 4096, torch.bfloat16),
+    (333, 2000, torch.float16),
+]
 
 
 def main(argv: list[str]) -> None:

@@ -74,4 +74,3 @@ def test_matches_the_jit(kernel, dtype, shape, layout):
         else:
             tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(got.dtype, 1e-5)
             torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
-

@@ -132,8 +132,10 @@ except k.CudaError as e:
     out = subprocess.run([py, "-c", code], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == ("0.2.0 ['CudaError', 'MissingVariant', 'activate', 'autotune', 'deactivate', 'get_include', "
-                        "'select', 'torch_ops', 'add']")
+    assert lines[0] == (
+        "0.2.0 ['CudaError', 'MissingVariant', 'activate', 'autotune', 'deactivate', 'get_include', "
+        "'select', 'torch_ops', 'add']"
+    )
     assert lines[1] == "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)"
     assert lines[2] == "16 ['sm_80', 'sm_90a']"
     assert lines[3].startswith("CudaError: no NVIDIA driver: libcuda.so.1 could not be loaded")
@@ -219,7 +221,8 @@ def test_inspect_shows_provenance(small_wheel, small_recipe, capsys):
     # the oldest ptxas found that builds each target: CUDA 12.2's, from PyPI (an aotpack dependency)
     assert manifest["min_driver_cuda"] == {"sm_80": "12.2", "sm_90a": "12.2"}
     assert set(manifest["kernels"]["add"]["driver_floor_set_by"].values()) == {
-        f"ptxas 12.2 (nvidia-cuda-nvcc-cu12 {importlib.metadata.version('nvidia-cuda-nvcc-cu12')})"}
+        f"ptxas 12.2 (nvidia-cuda-nvcc-cu12 {importlib.metadata.version('nvidia-cuda-nvcc-cu12')})"
+    }
     assert manifest["toolchain"]["ptxas (sm_90a)"].startswith("12.2 (nvidia-cuda-nvcc-cu12 12.2.")
     assert manifest["toolchain"]["host C compiler"].startswith("zig cc ")
     assert cli.main(["inspect", str(small_wheel)]) == 0
@@ -279,7 +282,9 @@ def test_plan_into_a_closed_pipe_stops_quietly(small_recipe, tmp_path):
     blocks = ", ".join(str(256 * (i + 1)) for i in range(200))
     text = small_recipe.read_text().replace("{BLOCK: [256, 1024]}", f"{{BLOCK: [{blocks}]}}")
     text = text.replace("num_stages: [1]", "num_stages: [1, 2, 3, 4, 5, 6, 7, 8]")
-    text = text.replace("{BLOCK: 1024}", "{BLOCK: 1024, num_stages: 1}").replace("{BLOCK: 256}", "{BLOCK: 256, num_stages: 1}")
+    text = text.replace("{BLOCK: 1024}", "{BLOCK: 1024, num_stages: 1}").replace(
+        "{BLOCK: 256}", "{BLOCK: 256, num_stages: 1}"
+    )
     big = tmp_path / "big.yaml"
     big.write_text(text)
     proc = subprocess.Popen([sys.executable, "-m", "aotpack", "plan", str(big)], stdout=subprocess.PIPE,

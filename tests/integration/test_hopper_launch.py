@@ -63,9 +63,12 @@ kernels:
     options: {{num_ctas: 2, launch_pdl: true}}
 """
 
-PRELUDE = """
+PRELUDE = (
+    """
 import hopper_small as h
-""" + CAI_ARRAY + """
+"""
+    + CAI_ARRAY
+    + """
 def attempt(fn):
     try:
         fn()
@@ -73,6 +76,7 @@ def attempt(fn):
     except Exception as e:
         print(type(e).__name__ + ":", e)
 """
+)
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,10 @@ def test_a_hook_stream_becomes_a_recipe_of_exactly_those_variants(tmp_path):
     assert kernel["args"] == {"x_ptr": "*T", "y_ptr": "*T", "out_ptr": "*T", "n_elements": "i32"}
     assert yaml.safe_load(text)["targets"] == ["sm_90a"]
     # one line per variant (diff-friendly), in a stable order
-    assert "      - {types: {T: fp32}, config: {BLOCK: 1024, num_warps: 4, num_stages: 3}, class: DDD_, launches: 0}" in text
+    assert (
+        "      - {types: {T: fp32}, config: {BLOCK: 1024, num_warps: 4, num_stages: 3}, class: DDD_, launches: 0}"
+        in text
+    )
 
     # a second recording merges in: new variants are added, the rest kept, launch counts added up
     text = text.replace("class: DDDD, launches: 0", "class: DDDD, launches: 5")
@@ -172,7 +175,9 @@ def recorded_site(tmp_path_factory):
 
 
 def test_drop_in_launch_with_tritons_syntax_on_the_fake_driver(recorded_site, fake_driver, tmp_path):
-    code = CAI_ARRAY + """
+    code = (
+        CAI_ARRAY
+        + """
 import recorded_kernels as k
 x, y, o = (Array(A + i * 0x1000000, (4096,), "<f4") for i in range(3))
 k.add_kernel[(4,)](x, y, o, 4096, BLOCK=1024)                                  # class DDDD
@@ -206,6 +211,7 @@ k.add_kernel.runner(lambda *a: calls.append(a))(x, y, o, 4096, grid=(1,), BLOCK=
 message, args, kwargs = calls[0]
 print("fallback:", message.split(";")[0], len(args), sorted(kwargs))
 """
+    )
     out, log = run_on_fake_driver(code, recorded_site, fake_driver, tmp_path / "cuda.log")
     assert out[5:] == [
         "TypeError: add_kernel[grid]() missing required argument 'n_elements'",
@@ -231,7 +237,9 @@ print("fallback:", message.split(";")[0], len(args), sorted(kwargs))
 
 
 def test_activate_makes_the_original_call_sites_launch_the_built_variants(recorded_site, fake_driver, tmp_path):
-    code = CAI_ARRAY + f"""
+    code = (
+        CAI_ARRAY
+        + f"""
 import sys
 sys.path.insert(0, {str(ROOT / "examples")!r})
 import triton
@@ -248,6 +256,7 @@ except k.MissingVariant as exc:
 k.deactivate()
 print("run" in add_kernel.__dict__)
 """
+    )
     out, log = run_on_fake_driver(code, recorded_site, fake_driver, tmp_path / "cuda.log")
     assert out == ["['add_kernel']", "missing", "False"]
     launches = [line for line in log if line.startswith("launch")]

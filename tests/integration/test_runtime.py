@@ -255,7 +255,9 @@ def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fa
     flushes = [line for line in timing if line.startswith("memset")]
     assert len(flushes) == 2 * 7 and all(f" 0 {100 << 20} " in line for line in flushes)
     assert [line.split()[0] for line in timing if line.split()[0] in ("memset", "launch")] == ["memset", "launch"] * 14
-    assert any(line.startswith("alloc 104857600") for line in timing) and any(line.startswith("free") for line in timing)
+    assert any(line.startswith("alloc 104857600") for line in timing) and any(
+        line.startswith("free") for line in timing
+    )
     assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted", "add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"]
     saved = json.loads(cache.read_text())
     assert saved["format"] == "aotpack-autotune/2" and saved["package"] == "small_kernels"

@@ -33,8 +33,10 @@ def artifact(v: plan.Variant) -> Artifact:
     )
 
 
-FLOORS = {"sm_80": DriverFloor(12020, "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)"),
-          "sm_90a": DriverFloor(13000, "ptxas 13.0 (triton 3.9.0, ptxas-blackwell)")}
+FLOORS = {
+    "sm_80": DriverFloor(12020, "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)"),
+    "sm_90a": DriverFloor(13000, "ptxas 13.0 (triton 3.9.0, ptxas-blackwell)"),
+}
 
 
 def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
@@ -52,10 +54,14 @@ def test_kernel_tables(kernel_dir):
     text = codegen_c.kernels_c(fake_build(kernel_dir))
     # name, kind, dtype, type variable, hint, required, launch_only, has_default, contiguous, descriptor rank,
     # optional, what the JIT keys it on (a bit set of states)
-    assert ('static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0, 0, 0, 0, '
-            "1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY},") in text
-    assert ('  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 0, 1, 0, 0, 0, '
-            "1 << AOT_SPEC_ONE | 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY},\n};") in text
+    assert (
+        'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0, 0, 0, 0, '
+        "1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY},"
+    ) in text
+    assert (
+        '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 0, 1, 0, 0, 0, '
+        "1 << AOT_SPEC_ONE | 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY},\n};"
+    ) in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
     assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
@@ -110,7 +116,9 @@ def test_module_and_stubs(kernel_dir):
     build = fake_build(kernel_dir)
     docs = {"add": codegen_py.docstring(build.kernels[0])}
     module = codegen_c.module_c(build, docs)
-    assert '"add($module, x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)\\012--\\012\\012' in module
+    assert (
+        '"add($module, x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)\\012--\\012\\012' in module
+    )
     assert "PyMODINIT_FUNC PyInit__native(void) {" in module
     stubs = codegen_py.init_pyi(build)
     assert (
@@ -225,7 +233,9 @@ def _c_unescape(literal: str) -> str:
 @pytest.mark.parametrize("text", HOSTILE)
 def test_recipe_text_is_data_in_every_generated_language(kernel_dir, text):
     assert _c_unescape(codegen_c.c_string(text)) == text
-    rec = recipe.parse(GOOD.replace("version: 1.0.0", f"version: 1.0.0\nsummary: {json.dumps(text)}"), kernel_dir / "r.yaml")
+    rec = recipe.parse(
+        GOOD.replace("version: 1.0.0", f"version: 1.0.0\nsummary: {json.dumps(text)}"), kernel_dir / "r.yaml"
+    )
     build = dataclasses.replace(fake_build(kernel_dir), recipe=rec)
     source = codegen_py.init_py(build)
     module = ast.parse(source)

@@ -18,8 +18,40 @@ from .test_recipe import GOOD  # noqa: E402
 
 EXAMPLES = int(os.environ.get("AOTPACK_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-PIECES = ["{", "}", "[", "]", ":", "-", "'", '"', "!!", "&a", "*a", "<<", "\n", "  ", "\t", "#", "%", "|", ">",
-          "\x00", "\x07", "\ufeff", "é", "9" * 30, "1e999", "null", "true", "(", ")", "//", "*T:16", "cdiv("]
+PIECES = [
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    "-",
+    "'",
+    '"',
+    "!!",
+    "&a",
+    "*a",
+    "<<",
+    "\n",
+    "  ",
+    "\t",
+    "#",
+    "%",
+    "|",
+    ">",
+    "\x00",
+    "\x07",
+    "\ufeff",
+    "é",
+    "9" * 30,
+    "1e999",
+    "null",
+    "true",
+    "(",
+    ")",
+    "//",
+    "*T:16",
+    "cdiv(",
+]
 
 
 @st.composite

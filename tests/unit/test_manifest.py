@@ -67,7 +67,9 @@ def test_the_runtime_reads_only_declared_fields():
     """runtime/aot_kernels.py ships without aotpack; every key it reads is one the schema declares (or one
     of its own autotune cache file's)."""
     text = (ROOT / "aotpack" / "runtime" / "aot_kernels.py").read_text()
-    read = set(re.findall(r"""\[["']([A-Za-z_]+)["']\]""", text)) | set(re.findall(r"""\.get\(["']([A-Za-z_]+)["']""", text))
+    read = set(re.findall(r"""\[["']([A-Za-z_]+)["']\]""", text)) | set(
+        re.findall(r"""\.get\(["']([A-Za-z_]+)["']""", text)
+    )
     cache_file = {"format", "entries", "kernel", "target", "types", "specialization", "key", "config"}
     not_manifest = {"device", "run"}  # select(device=...), a JITFunction's own `run`
     assert {"variants", "bindings", "params", "tuned"} <= read, "the scan finds the runtime's reads"
@@ -76,6 +78,6 @@ def test_the_runtime_reads_only_declared_fields():
 
 def test_the_readme_names_every_field():
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("The manifest (`pkg.__aotpack__`"):text.index("## The generated package at run time")]
+    section = text[text.index("The manifest (`pkg.__aotpack__`") : text.index("## The generated package at run time")]
     words = set(re.findall(r"\w+", section))
     assert declared(manifest.json_schema()) - words == set()

@@ -36,7 +36,11 @@ def test_without_hints_the_jit_common_classes_are_built(kernel_dir):
 
 
 def test_specialize_none_means_one_plain_variant(kernel_dir):
-    text = GOOD.replace('"*T:16"', '"*T"').replace('"i32:16"', '"i32"').replace("    grid:", "    specialize: none\n    grid:")
+    text = (
+        GOOD.replace('"*T:16"', '"*T"')
+        .replace('"i32:16"', '"i32"')
+        .replace("    grid:", "    specialize: none\n    grid:")
+    )
     variants = plan.plan_variants(recipe.parse(text, kernel_dir / "r.yaml"))
     assert len(variants) == 16 and variants[0].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80"
 
@@ -54,7 +58,10 @@ def test_a_selection_keeps_its_defaults_and_drops_the_rest(kernel_dir):
     no pattern reaches is dropped, not refused."""
     rec = load(kernel_dir)
     _, chosen = plan.select(rec, ("add/T=fp32,BLOCK=256,w4,*/sm_80/hinted",))
-    assert [v.id for v in chosen] == ["add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", "add/T=fp32,BLOCK=1024,w4,s3/sm_80/hinted"]
+    assert [v.id for v in chosen] == [
+        "add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted",
+        "add/T=fp32,BLOCK=1024,w4,s3/sm_80/hinted",
+    ]
     two = dataclasses.replace(rec, kernels=(rec.kernels[0], dataclasses.replace(rec.kernels[0], name="other")))
     narrowed, chosen = plan.select(two, ("other/*",))
     assert [k.name for k in narrowed.kernels] == ["other"] and {v.kernel.name for v in chosen} == {"other"}

@@ -219,7 +219,9 @@ def test_float_defaults_may_be_infinite_or_nan(kernel_dir: Path) -> None:
     arg = '      n_elements: {type: "i32:16", default: numel(out_ptr)}'
     for text, check in (("-inf", lambda v: v == float("-inf")), (".inf", lambda v: v == float("inf")),
                         (".nan", math.isnan), ("65504.0", lambda v: v == 65504)):  # fmt: skip
-        fp16 = edit(arg, f"      n_elements: {{type: fp16, default: {text}}}").replace("extent: n_elements", "extent: 4")
+        fp16 = edit(arg, f"      n_elements: {{type: fp16, default: {text}}}").replace(
+            "extent: n_elements", "extent: 4"
+        )
         fp16 = fp16.replace('["cdiv(n_elements, BLOCK)"]', "[1]").split("    key:")[0]
         (k,) = parse(fp16, kernel_dir).kernels
         value = k.arg("n_elements").float_default
@@ -240,7 +242,9 @@ def test_missing_file_is_a_recipe_error(tmp_path: Path) -> None:
 
 def test_descriptors_required_hints_and_bound_constexprs(kernel_dir: Path) -> None:
     text = edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[BLOCK, 16]>"')
-    text = text.replace('      x_ptr: {type: "*T:16", extent: n_elements}', '      x_ptr: {type: "*T:16!", extent: n_elements}')
+    text = text.replace(
+        '      x_ptr: {type: "*T:16", extent: n_elements}', '      x_ptr: {type: "*T:16!", extent: n_elements}'
+    )
     text = text.replace("    constexprs: {BLOCK: [256, 1024]}",
                         "    constexprs: {BLOCK: {values: [256, 1024], equals: n_elements}}")  # fmt: skip
     (k,) = parse(text, kernel_dir).kernels
