@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, cast
 
 from .errors import WheelError
+from .model import Kind
 
 SCHEMA = "aotpack-manifest/1"
-Kind = Literal["tensor", "int", "float", "bool"]  # how a caller passes an argument
 
 
 class Arg(TypedDict, total=False):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from . import expr
+from . import expr, facts
 from .errors import Location
 
 Backend = Literal["triton", "cuda"]
@@ -17,6 +17,7 @@ Bucket = Literal["exact", "pow2"]
 Policy = Literal["common", "none", "all"]
 Launch = Literal["call", "triton"]
 ConstValue = int | float | bool | str
+Kind = Literal["tensor", "int", "float", "bool"]  # how a caller passes an argument
 
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
 POLICIES: tuple[Policy, ...] = ("common", "none", "all")
@@ -77,6 +78,11 @@ class Arg:
     @property
     def descriptor(self) -> bool:
         return bool(self.block)
+
+    @property
+    def kind(self) -> Kind:
+        """How a caller passes it: a tensor, or a Python int, float or bool (the dtype table's value)."""
+        return "tensor" if self.pointer else facts.dtypes()[self.dtype].value
 
     @property
     def has_default(self) -> bool:

@@ -23,7 +23,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from . import expr, facts
+from . import expr
 from .errors import RecipeError
 from .introspect import ANY, DIV16, NONE, ONE
 from .model import Arg, Config, Kernel, Recipe
@@ -125,7 +125,7 @@ def _auto(kernel: Kernel, arg: Arg) -> bool:
     """Whether the argument is specialized like the JIT does it (not pinned by a hint)."""
     if kernel.backend != "triton" or arg.hint is not None or arg.launch_only or arg.descriptor:
         return False
-    return arg.pointer or facts.dtypes()[arg.dtype].value == "int"
+    return arg.kind in ("tensor", "int")
 
 
 def unit_strides(kernel: Kernel) -> set[str]:

@@ -320,7 +320,7 @@ class _Names:
         tuned_values = [(n, tuple(c.value(n) for c in tuned)) for n, _ in (tuned[0].constexprs if tuned else ())]
         return _Names(
             pointers={a.name for a in args if a.pointer}, optional={a.name for a in args if a.optional},
-            int_scalars={a.name for a in args if not a.pointer and facts.dtypes()[a.dtype].value == "int"},
+            int_scalars={a.name for a in args if a.kind == "int"},
             int_consts={n for n, vals in [*constexprs, *tuned_values] if all(isinstance(v, int) for v in vals)},
         )  # fmt: skip
 
@@ -546,17 +546,7 @@ def _launched_kernel(
             raise RecipeError(f"kernels.{name}.args.{arg.name}: a 'launch: triton' argument takes a plain type "
                               "(the JIT's own specialization is recorded per variant)", arg.where)  # fmt: skip
     args = _jit_args(k["args"], args, info)
-    points: list[Point] = []
-    seen: dict[tuple[Any, ...], Node] = {}
-    for row in k["variants"].sequence():
-        point = _point(row, args, types, constexpr_names)
-        ident = (point.binding, point.config, point.states)
-        if ident in seen:
-            raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
-        seen[ident] = row
-        points.append(point)
-    if not points:
-        raise k["variants"].fail("expected at least one variant")
+    points = _points(k["variants"], args, types, constexpr_names)
     optional = {a.name for p in points for a, st in zip(args, p.states, strict=True) if st == NONE}
     args = [dataclasses.replace(a, optional=a.name in optional) for a in args]
     configs = tuple(dict.fromkeys(p.config for p in points))
@@ -570,6 +560,22 @@ def _launched_kernel(
                        if p.has_default and isinstance(p.default, (int, float, bool, str))),
         picks=tuple(_pick(row) for row in k["autotuned"].sequence()) if "autotuned" in k else (), where=where,
     )  # fmt: skip
+
+
+def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...]) -> list[Point]:
+    """``variants:``: what a recording saw compiled, each listed once."""
+    points: list[Point] = []
+    seen: dict[tuple[Any, ...], Node] = {}
+    for row in node.sequence():
+        point = _point(row, args, types, names)
+        ident = (point.binding, point.config, point.states)
+        if ident in seen:
+            raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
+        seen[ident] = row
+        points.append(point)
+    if not points:
+        raise node.fail("expected at least one variant")
+    return points
 
 
 def _pick(row: Node) -> Pick:
@@ -715,30 +721,9 @@ def _jit_constexprs(
     if extra:
         what = "is not a tl.constexpr parameter" if len(extra) == 1 else "are not tl.constexpr parameters"
         raise at.fail(f"{', '.join(extra)} {what} of {k['triton'].string()}")
-    tuned: tuple[Config, ...] = ()
-    tuned_names = {n for c in info.configs for n, _ in c.kwargs}
-    if info.configs and not (tuned_names & given) and "num_warps" not in k and "num_stages" not in k:
-        if any(c.options for c in info.configs) or len({tuple(n for n, _ in c.kwargs) for c in info.configs}) > 1:
-            raise k["triton"].fail("the autotuner's configs differ in their keys or set num_ctas/maxnreg; give the "
-                                   "config grid in the recipe (constexprs, num_warps, num_stages)")  # fmt: skip
-        tuned = tuple(Config(constexprs=tuple((n, _plain(v)) for n, v in c.kwargs), num_warps=c.num_warps,
-                             num_stages=c.num_stages) for c in info.configs)  # fmt: skip
-        given |= tuned_names
-    heuristics: list[tuple[str, str]] = []
-    recipe_bound = {n for n, _ in bound_nodes}
-    for h in info.heuristics:
-        if h.name in recipe_bound:
-            continue  # the recipe's own `equals:` wins
-        if h.expression is None:
-            raise k["triton"].fail(f"heuristic {h.name!r} cannot be read ({h.reason}); give it in 'constexprs' as "
-                                   f"{h.name}: {{values: [...], equals: <expression over the arguments>}}")  # fmt: skip
-        if h.name not in given:
-            if not expr.is_boolean(expr.parse(h.expression)):
-                raise k["triton"].fail(f"heuristic {h.name!r} ({h.expression}) is not a true/false test: list the "
-                                       f"values it can take in 'constexprs' ({h.name}: [...])")  # fmt: skip
-            constexprs.append((h.name, (False, True)))
-            given.add(h.name)
-        heuristics.append((h.name, h.expression))
+    tuned = _autotuned(k, info, given)
+    given |= {n for c in tuned for n, _ in c.constexprs}
+    heuristics = _heuristics(k["triton"], info, constexprs, bound_nodes, given)
     fixed = []
     for p in info.params:
         if p.constexpr and p.name not in given:
@@ -746,6 +731,41 @@ def _jit_constexprs(
                 raise at.fail(f"give values for {p.name} (a tl.constexpr of {k['triton'].string()} without a default)")
             fixed.append((p.name, p.default))
     return tuple(fixed), heuristics, tuned
+
+
+def _autotuned(k: dict[str, Node], info: introspect.KernelInfo, given: set[str]) -> tuple[Config, ...]:
+    """The configs of the kernel's @triton.autotune, where the recipe gives no grid of its own for them."""
+    tuned_names = {n for c in info.configs for n, _ in c.kwargs}
+    if not info.configs or tuned_names & given or "num_warps" in k or "num_stages" in k:
+        return ()
+    if any(c.options for c in info.configs) or len({tuple(n for n, _ in c.kwargs) for c in info.configs}) > 1:
+        raise k["triton"].fail("the autotuner's configs differ in their keys or set num_ctas/maxnreg; give the "
+                               "config grid in the recipe (constexprs, num_warps, num_stages)")  # fmt: skip
+    return tuple(Config(constexprs=tuple((n, _plain(v)) for n, v in c.kwargs), num_warps=c.num_warps,
+                        num_stages=c.num_stages) for c in info.configs)  # fmt: skip
+
+
+def _heuristics(
+    node: Node, info: introspect.KernelInfo, constexprs: Grid, bound_nodes: list[tuple[str, Node]], given: set[str]
+) -> list[tuple[str, str]]:
+    """The kernel's @triton.heuristics as (name, expression) bound to the call; a true/false test the
+    recipe gives no values for gets (False, True) in ``constexprs``."""
+    heuristics: list[tuple[str, str]] = []
+    recipe_bound = {n for n, _ in bound_nodes}
+    for h in info.heuristics:
+        if h.name in recipe_bound:
+            continue  # the recipe's own `equals:` wins
+        if h.expression is None:
+            raise node.fail(f"heuristic {h.name!r} cannot be read ({h.reason}); give it in 'constexprs' as "
+                            f"{h.name}: {{values: [...], equals: <expression over the arguments>}}")  # fmt: skip
+        if h.name not in given:
+            if not expr.is_boolean(expr.parse(h.expression)):
+                raise node.fail(f"heuristic {h.name!r} ({h.expression}) is not a true/false test: list the "
+                                f"values it can take in 'constexprs' ({h.name}: [...])")  # fmt: skip
+            constexprs.append((h.name, (False, True)))
+            given.add(h.name)
+        heuristics.append((h.name, h.expression))
+    return heuristics
 
 
 def _plain(value: Any) -> ConstValue:
@@ -1026,18 +1046,7 @@ def _rules(
         arch = fields["arch"].string() if "arch" in fields else None
         if arch is not None and arch not in targets:
             raise fields["arch"].fail(f"{arch!r} is not one of this kernel's targets ({', '.join(targets)})")
-        bound: tuple[tuple[str, str], ...] | None = None
-        if "types" in fields:
-            tv = dict(types)
-            pairs = []
-            for var, dnode, _ in fields["types"].items():
-                if var not in tv:
-                    raise dnode.fail(f"unknown type variable {var!r}")
-                dtype = dnode.string()
-                if dtype not in tv[var]:
-                    raise dnode.fail(f"{dtype!r} is not one of {var}'s types ({', '.join(tv[var])})")
-                pairs.append((var, dtype))
-            bound = tuple(sorted(pairs))
+        bound = _rule_types(fields["types"], types) if "types" in fields else None
         config = _config_ref(fields["config"], configs, constexprs)
         # rows for other values of bound constexprs serve other calls: the same key may recur
         ident = (values, arch, bound, tuple(config.value(n) for n in bound_names))
@@ -1046,6 +1055,20 @@ def _rules(
         seen.add(ident)
         out.append(Rule(key=values, config=config, arch=arch, types=bound, where=item.where))
     return tuple(out)
+
+
+def _rule_types(node: Node, types: TypeVars) -> tuple[tuple[str, str], ...]:
+    """A dispatch row's ``types``: the dtype of some type variables, sorted by variable."""
+    tv = dict(types)
+    pairs = []
+    for var, dnode, _ in node.items():
+        if var not in tv:
+            raise dnode.fail(f"unknown type variable {var!r}")
+        dtype = dnode.string()
+        if dtype not in tv[var]:
+            raise dnode.fail(f"{dtype!r} is not one of {var}'s types ({', '.join(tv[var])})")
+        pairs.append((var, dtype))
+    return tuple(sorted(pairs))
 
 
 def _options(node: Node) -> tuple[tuple[str, ConstValue], ...]:
@@ -1118,6 +1141,15 @@ def _cuda_launch(
     shared = _expression(k["shared"], check) if "shared" in k else expr.Num(0)
     if isinstance(shared, expr.Num) and shared.value < 0:
         raise k["shared"].fail(f"dynamic shared memory is a number of bytes >= 0, got {shared.value}")
+    includes, flags = _nvcc_inputs(k, root)
+    return CudaLaunch(
+        entry=entry, include_dirs=tuple(includes), nvcc_flags=tuple(flags), block=(block[0], block[1], block[2]),
+        shared=shared,
+    )  # fmt: skip
+
+
+def _nvcc_inputs(k: dict[str, Node], root: Path) -> tuple[list[Path], list[str]]:
+    """``include_dirs`` (folders relative to the recipe) and ``nvcc_flags`` (none that aotpack sets)."""
     includes = []
     for item in k["include_dirs"].sequence(allow_scalar=True) if "include_dirs" in k else ():
         folder = (root / item.string()).resolve()
@@ -1130,7 +1162,4 @@ def _cuda_launch(
         if flag.split("=")[0] in ("-gencode", "-arch", "--gpu-architecture", "-code", "-o", "-cubin", "-ptx"):
             raise item.fail(f"{flag!r} is set by aotpack; list targets under 'gencode'")
         flags.append(flag)
-    return CudaLaunch(
-        entry=entry, include_dirs=tuple(includes), nvcc_flags=tuple(flags), block=(block[0], block[1], block[2]),
-        shared=shared,
-    )  # fmt: skip
+    return includes, flags

@@ -213,7 +213,7 @@ def _default(arg: Arg, i: int, emit: Callable[[expr.Expr], str]) -> str:
     if arg.float_default is not None:
         return f"x->f[{i}] = {c_double(arg.float_default)}"
     assert arg.default is not None
-    if facts.dtypes()[arg.dtype].value == "float":
+    if arg.kind == "float":
         return f"x->f[{i}] = (double)({emit(arg.default)})"
     return f"x->i[{i}] = {emit(arg.default)}"
 
@@ -413,7 +413,7 @@ def capi_c(build: BuildInput) -> str:
         out.append(f"extern const aot_kernel aot_kernel_{k.name};")
         fill = []
         for p, arg in enumerate(k.args):
-            slot = "f" if not arg.pointer and facts.dtypes()[arg.dtype].value == "float" else "i"
+            slot = "f" if arg.kind == "float" else "i"
             if arg.pointer:
                 fill.append(f"  aot_set_tensor(call, {p}, {arg.name}.ptr, {arg.name}.dtype, {arg.name}.ndim, "
                             f"{arg.name}.shape, {arg.name}.strides);")  # fmt: skip

@@ -67,14 +67,9 @@ def _default_text(arg: Arg) -> str:
     if arg.float_default is not None:
         return repr(arg.float_default)
     assert arg.default is not None
-    if facts.dtypes()[arg.dtype].value == "bool":
+    if arg.kind == "bool":
         return str(bool(arg.default == expr.Num(1))).lower()
     return expr.unparse(arg.default)
-
-
-def _kind(arg: Arg) -> manifest_types.Kind:
-    """How a caller passes the argument: a tensor, or a Python int, float or bool."""
-    return "tensor" if arg.pointer else facts.dtypes()[arg.dtype].value
 
 
 def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
@@ -90,7 +85,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
                 {
                     "name": a.name,
                     "type": _arg_type(a),
-                    "kind": _kind(a),
+                    "kind": a.kind,
                     **({"default": _default_text(a)} if a.has_default else {}),
                     **({"optional": True} if a.optional else {}),
                     **({"extent": expr.unparse(a.extent)} if a.extent is not None else {}),
@@ -327,7 +322,7 @@ def init_pyi(build: BuildInput) -> str:
             ]
             continue
         for arg in (k.args[i] for i in k.call_order):
-            py = "Pointer" if arg.pointer else _kind(arg)
+            py = "Pointer" if arg.pointer else arg.kind
             if arg.has_default:
                 params.append(f"{arg.name}: Optional[{py}] = None")
             else:

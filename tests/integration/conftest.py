@@ -8,35 +8,10 @@ import pytest
 
 from aotpack import build
 
+from ..shared import small_project
 from .helpers import install_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-
-SMALL = """\
-package: small_kernels
-version: 0.2.0
-targets: [sm_80, sm_90a]
-kernels:
-  add:
-    triton: {examples}/add.py:add_kernel
-    types: {{T: [fp32, fp16]}}
-    args:
-      x_ptr: {{type: "*T:16", extent: n_elements}}
-      y_ptr: {{type: "*T:16", extent: n_elements}}
-      out_ptr: {{type: "*T:16", extent: n_elements}}
-      n_elements: {{type: "i32:16", default: numel(out_ptr)}}
-    constexprs: {{BLOCK: [256, 1024]}}
-    num_warps: [4]
-    num_stages: [1]
-    grid: ["cdiv(n_elements, BLOCK)"]
-    key: [n_elements]
-    bucket: pow2
-    default: {{BLOCK: 1024}}
-    autotune: true
-    dispatch:
-      - {{key: [4096], config: {{BLOCK: 256}}}}
-license: MIT
-"""
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -50,10 +25,7 @@ def _private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def small_recipe(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("recipe")
-    path = folder / "small.yaml"
-    path.write_text(SMALL.format(examples=ROOT / "examples"))
-    return path
+    return small_project(tmp_path_factory.mktemp("recipe"))
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ import pytest
 from aotpack.compilers.cuda import NvccCompiler
 from aotpack.errors import ToolNotFound
 
-from .conftest import ROOT, SMALL
+from ..shared import ROOT, SMALL
 from .helpers import install_wheel
 
 CUDA_KERNEL = """\
@@ -56,7 +56,7 @@ def checkout(root: Path) -> Path:
     shutil.copy(ROOT / "examples" / "add.py", root / "kernels" / "add.py")
     shutil.copy(ROOT / "examples" / "rmsnorm.cu", root / "kernels" / "rmsnorm.cu")
     recipe = root / "recipe.yaml"
-    text = SMALL.format(examples="kernels")  # the small recipe, its kernel beside it; the CUDA one before license:
+    text = SMALL  # the small recipe, its kernel in kernels/; the CUDA one before license:
     recipe.write_text(text.replace("license: MIT\n", CUDA_KERNEL + "license: MIT\n") if have_nvcc() else text)
     return recipe
 

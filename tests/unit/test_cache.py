@@ -7,7 +7,7 @@ from pathlib import Path
 from aotpack import cache, plan, recipe
 from aotpack.compilers import Pruned
 
-from .test_recipe import GOOD
+from ..shared import GOOD
 
 
 def variants(folder: Path, text: str = GOOD) -> tuple[plan.Variant, ...]:

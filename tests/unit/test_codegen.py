@@ -16,7 +16,7 @@ from aotpack.codegen import c as codegen_c
 from aotpack.codegen import python as codegen_py
 from aotpack.compilers import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
 
-from .test_recipe import GOOD
+from ..shared import GOOD
 
 
 def artifact(v: plan.Variant) -> Artifact:

@@ -192,7 +192,7 @@ def test_a_targets_floor_is_the_newest_toolchain_that_built_it():
      ('"12"', "is not a CUDA version"), ("[12, 2]", "expected a single value"), ('"12.2; rm -rf /"', "not a CUDA")],
 )  # fmt: skip
 def test_recipe_cuda_floor(kernel_dir, text, expected):
-    from .test_recipe import GOOD
+    from ..shared import GOOD
 
     path = kernel_dir / "r.yaml"
     source = GOOD + f"cuda: {text}\n"

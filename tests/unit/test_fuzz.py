@@ -14,7 +14,7 @@ from hypothesis import strategies as st  # noqa: E402
 from aotpack import expr, recipe  # noqa: E402
 from aotpack.errors import RecipeError  # noqa: E402
 
-from .test_recipe import GOOD  # noqa: E402
+from ..shared import GOOD  # noqa: E402
 
 EXAMPLES = int(os.environ.get("AOTPACK_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -6,7 +6,7 @@ import pytest
 from aotpack import model, plan, recipe
 from aotpack.errors import RecipeError
 
-from .test_recipe import GOOD
+from ..shared import GOOD
 
 
 def load(folder: Path) -> model.Recipe:

@@ -8,28 +8,7 @@ import pytest
 from aotpack import expr, model, recipe
 from aotpack.errors import RecipeError
 
-GOOD = """\
-package: kit
-version: 1.0.0
-targets: [sm_80, sm_90a]
-kernels:
-  add:
-    triton: add.py:add_kernel
-    types: {T: [fp32, fp16]}
-    args:
-      x_ptr: {type: "*T:16", extent: n_elements}
-      y_ptr: "*T:16"
-      out_ptr: "*T:16"
-      n_elements: {type: "i32:16", default: numel(out_ptr)}
-    constexprs: {BLOCK: [256, 1024]}
-    num_warps: [4, 8]
-    grid: ["cdiv(n_elements, BLOCK)"]
-    key: [n_elements]
-    bucket: pow2
-    default: {BLOCK: 1024, num_warps: 4}
-    dispatch:
-      - {key: [4096], config: {BLOCK: 256, num_warps: 8}}
-"""
+from ..shared import GOOD
 
 
 def parse(text: str, folder: Path) -> model.Recipe:

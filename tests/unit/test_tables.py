@@ -9,7 +9,7 @@ import pytest
 from aotpack import model, plan, recipe, tables
 from aotpack.errors import RecipeError
 
-from .test_recipe import GOOD
+from ..shared import GOOD
 
 
 def table(**changes) -> tables.Table:

@@ -7,7 +7,7 @@ import pytest
 
 from aotpack import recipe, tune
 
-from .test_recipe import GOOD
+from ..shared import GOOD
 
 torch = pytest.importorskip("torch")
 
