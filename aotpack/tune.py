@@ -229,27 +229,69 @@ def tune_unit(
     return arch, rows
 
 
-# ---------------------------------------------------------------- one process per GPU (--devices)
-
-_worker: dict[str, Any] = {}  # in a device's worker process: torch, the recipe, the package, the flush buffer
+Unit = tuple[model.Kernel, tuple[tuple[str, str], ...], tuple[int, ...]]  # kernel, binding, key
 
 
-def _claim_device(devices: Any, recipe_path: str) -> None:
-    """A worker's start: take one GPU (before torch initializes CUDA here) and load what every unit needs."""
-    device = devices.get()
-    os.environ["CUDA_VISIBLE_DEVICES"] = device
+# ---------------------------------------------------------------- many GPUs (--devices)
+#
+# This process tunes on the first GPU while one spawned process per other GPU starts (importing torch
+# and the package, a few seconds each); every process takes the next unit from one shared counter, so
+# a GPU that started late or runs slow units takes fewer. The results go back in the units' order.
+
+_worker: dict[str, Any] = {}  # in a device's worker process: what _take needs, from _claim_device
+
+
+def _claim_device(devices: Any, counter: Any, package_name: str, work: list[Unit], opts: Options) -> None:
+    """A worker's start: take one GPU (before torch initializes CUDA here) and what every unit needs."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices.get()
     import torch
 
-    rec = recipe.load(recipe_path)
-    _worker.update(torch=torch, recipe=rec, package=importlib.import_module(rec.package),
-                   flush=torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda"))  # fmt: skip
+    package = importlib.import_module(package_name)
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    _worker.update(torch=torch, package=package, flush=flush, counter=counter, work=work, opts=opts)
 
 
-def _unit_in_worker(
-    kernel_name: str, binding: tuple[tuple[str, str], ...], key: tuple[int, ...], opts: Options
-) -> tuple[str, list[tables.Row]]:
-    kernel = next(k for k in _worker["recipe"].kernels if k.name == kernel_name)
-    return tune_unit(_worker["torch"], _worker["package"], kernel, binding, key, opts, _worker["flush"])
+def _take(counter: Any, work: list[Unit], run: Callable[[Unit], Any]) -> list[tuple[int, Any]]:
+    """Run units until none is left: (index, result) for each this process ran. A failure stops the
+    others at their next unit."""
+    done: list[tuple[int, Any]] = []
+    while True:
+        with counter.get_lock():
+            index = counter.value
+            counter.value = index + 1
+        if index >= len(work):
+            return done
+        try:
+            done.append((index, run(work[index])))
+        except BaseException:
+            with counter.get_lock():
+                counter.value = len(work)
+            raise
+
+
+def _take_in_worker() -> list[tuple[int, Any]]:
+    w = _worker
+    return _take(w["counter"], w["work"], lambda u: tune_unit(w["torch"], w["package"], *u, w["opts"], w["flush"]))
+
+
+def _on_devices(
+    package: str, work: list[Unit], opts: Options, devices: list[tuple[int, str]], here: Callable[[Unit], Any]
+) -> list[Any]:
+    """Each unit's (arch, rows), spread over the GPUs: ``here`` runs a unit on ``devices[0]`` in this
+    process, one spawned process per other GPU runs the rest."""
+    context = multiprocessing.get_context("spawn")
+    claims = context.Queue()
+    for _, name in devices[1:]:
+        claims.put(name)
+    counter = context.Value("q", 0)
+    others = len(devices) - 1
+    with ProcessPoolExecutor(others, mp_context=context, initializer=_claim_device,
+                             initargs=(claims, counter, package, work, opts)) as pool:  # fmt: skip
+        futures = [pool.submit(_take_in_worker) for _ in range(others)]
+        results = dict(_take(counter, work, here))
+        for future in futures:
+            results.update(future.result())
+    return [results[i] for i in range(len(work))]
 
 
 def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
@@ -269,22 +311,6 @@ def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
     mapped = os.environ.get("CUDA_VISIBLE_DEVICES")
     own = [d.strip() for d in mapped.split(",")] if mapped else None
     return [(i, own[i] if own else str(i)) for i in indices]
-
-
-Unit = tuple[model.Kernel, tuple[tuple[str, str], ...], tuple[int, ...]]  # kernel, binding, key
-
-
-def _on_devices(recipe_path: str | Path, work: list[Unit], opts: Options, devices: list[str]) -> list[Any]:
-    """Each unit's (arch, rows), the units spread over one process per GPU (each takes the next unit
-    as it finishes one)."""
-    context = multiprocessing.get_context("spawn")
-    claims = context.Queue()
-    for device in devices:
-        claims.put(device)
-    with ProcessPoolExecutor(len(devices), mp_context=context, initializer=_claim_device,
-                             initargs=(claims, str(recipe_path))) as pool:  # fmt: skip
-        futures = [pool.submit(_unit_in_worker, k.name, binding, key, opts) for k, binding, key in work]
-        return [f.result() for f in futures]
 
 
 def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, list[tables.Row]]]:
@@ -317,13 +343,14 @@ def tune(recipe_path: str | Path, out_dir: str | Path, opts: Options = Options()
         raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")
     gpus = visible_devices(torch, devices) if devices is not None else []
     work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in units(k)]
-    if len(gpus) > 1:
-        results = _on_devices(recipe_path, work, opts, [name for _, name in gpus])
-    else:
-        if gpus:
-            torch.cuda.set_device(gpus[0][0])
-        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-        results = [tune_unit(torch, package, k, binding, key, opts, flush) for k, binding, key in work]
+    if gpus:
+        torch.cuda.set_device(gpus[0][0])
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+
+    def here(unit: Unit) -> tuple[str, list[tables.Row]]:
+        return tune_unit(torch, package, *unit, opts, flush)
+
+    results = _on_devices(rec.package, work, opts, gpus, here) if len(gpus) > 1 else [here(u) for u in work]
     per_kernel = _per_kernel(work, results)
     archs = {arch for arch, _ in per_kernel.values()}
     if len(archs) != 1:

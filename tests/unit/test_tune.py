@@ -67,3 +67,37 @@ def test_units_from_any_number_of_gpus_go_back_in_table_order():
     assert merged == {"add": ("sm_90a", ["a1", "a2"]), "softmax": ("sm_90a", ["s1", "s1'"])}
     with pytest.raises(TuneError, match="add: the GPUs ran code for sm_90a and sm_80"):
         _per_kernel(work, [("sm_90a", []), ("sm_90a", []), ("sm_80", [])])
+
+
+def test_units_are_taken_once_each_and_a_failure_stops_the_others():
+    import multiprocessing
+    import threading
+
+    from aotpack.tune import _take
+
+    counter = multiprocessing.get_context("spawn").Value("q", 0)
+    work: list[Any] = list(range(50))
+    taken: list[list[tuple[int, Any]]] = [[], [], []]
+
+    def worker(slot):
+        taken[slot] = _take(counter, work, lambda unit: unit * 10)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    merged = sorted(pair for part in taken for pair in part)
+    assert merged == [(i, i * 10) for i in range(50)], "every unit once, with its result"
+
+    counter.value = 0
+
+    def fail_at_3(unit):
+        if unit == 3:
+            raise RuntimeError("unit 3 failed")
+        return unit
+
+    with pytest.raises(RuntimeError, match="unit 3 failed"):
+        _take(counter, work, fail_at_3)
+    assert counter.value >= len(work), "the others stop at their next unit"
+    assert _take(counter, work, lambda unit: unit) == []
