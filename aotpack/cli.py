@@ -119,6 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup", type=int, default=5, help="untimed runs first")
     t.add_argument("--devices", default=None, metavar="all|0,1,...",
                    help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
+    t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
+                   help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
     i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
     i.add_argument("wheel", type=Path)
     i.add_argument("--json", action="store_true", help="print the manifest itself (schema: README.md)")
@@ -211,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tune":
             _writable_folder(args.out_dir, "-o")
             opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
-            print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices)}")
+            print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)}")
             return 0
         for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
                              (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip

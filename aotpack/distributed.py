@@ -21,7 +21,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
@@ -81,7 +80,7 @@ def fingerprint(settings: Settings) -> dict[str, str]:
     return toolchain(_compilers(settings))
 
 
-def _contents_digest(files: list[Path], root: Path) -> str:
+def contents_digest(files: list[Path], root: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(files):
         h.update(os.path.relpath(path, root).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
@@ -91,7 +90,7 @@ def _contents_digest(files: list[Path], root: Path) -> str:
 def _module_digest(kernel: Kernel) -> str:
     """The digest of an importable module's files as installed here, relative to their folder."""
     files = cache_.source_files(kernel)
-    return _contents_digest(files, files[0].parent if files else Path("."))
+    return contents_digest(files, files[0].parent if files else Path("."))
 
 
 @cache
@@ -104,7 +103,7 @@ def _shipped(kernel: Kernel) -> tuple[tuple[tuple[str, bytes], ...], str, str]:
     folders = [kernel.source.path.parent, *(kernel.cuda.include_dirs if kernel.cuda else ())]
     root = Path(os.path.commonpath([str(f) for f in folders]))
     shipped = tuple((os.path.relpath(f, root), f.read_bytes()) for f in files)
-    return shipped, str(root), _contents_digest(files, root)
+    return shipped, str(root), contents_digest(files, root)
 
 
 def task(settings: Settings, variant: Variant) -> Task:
@@ -112,13 +111,13 @@ def task(settings: Settings, variant: Variant) -> Task:
     return Task(settings=settings, variant=variant, files=files, root=root, digest=digest)
 
 
-def _materialize(t: Task) -> Path:
-    """The task's files in a folder of this worker named by their digest (written once per worker)."""
-    folder = Path(tempfile.gettempdir()) / f"aotpack-sources-{os.getuid()}" / t.digest[:32]
+def materialize(files: tuple[tuple[str, bytes], ...], digest: str) -> Path:
+    """Shipped files in a folder of this worker named by their digest (written once per worker)."""
+    folder = Path(tempfile.gettempdir()) / f"aotpack-sources-{os.getuid()}" / digest[:32]
     if not (folder / ".complete").exists():
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=folder.parent))
-        for name, data in t.files:
+        for name, data in files:
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
@@ -140,7 +139,7 @@ def _localized(t: Task) -> Variant:
                 f"{_worker_name()} differs from the build machine's; install the same release there"
             )
         return t.variant
-    folder = _materialize(t)
+    folder = materialize(t.files, t.digest)
 
     def moved(path: Path) -> Path:
         return folder / os.path.relpath(path, t.root)
@@ -174,15 +173,15 @@ def compile_on(
 ) -> list[tuple[Variant, Outcome]]:
     """compilers.compile_all on the Dask cluster at ``address``, ``compilers`` being the ones this
     machine found from ``settings`` (every worker must report the same toolchain)."""
-    with connect(address, settings, toolchain(compilers)) as pool:
-        return compile_all(variants, compilers, executor=pool, progress=progress,
+    with connect(address) as client:
+        check(client.run(fingerprint, settings), toolchain(compilers), address)
+        return compile_all(variants, compilers, executor=client.get_executor(pure=False), progress=progress,
                            task=lambda v: (run, task(settings, v)))  # fmt: skip
 
 
 @contextmanager
-def connect(address: str, settings: Settings, here: dict[str, str]) -> Iterator[Executor]:
-    """An executor over the Dask cluster at ``address`` whose every worker has the toolchain ``here``;
-    raises UsageError naming the first worker that differs."""
+def connect(address: str) -> Iterator[Any]:
+    """A Dask client of the scheduler at ``address`` (closed on leaving)."""
     if not address.startswith(SCHEMES):
         raise UsageError(f"--executor {address}: expected dask://HOST:PORT (the Dask scheduler's address)")
     try:
@@ -195,8 +194,7 @@ def connect(address: str, settings: Settings, here: dict[str, str]) -> Iterator[
     except OSError as e:
         raise UsageError(f"--executor {address}: cannot reach the Dask scheduler ({e})") from None
     try:
-        check(client.run(fingerprint, settings), here, address)
-        yield client.get_executor(pure=False)
+        yield client
     finally:
         client.close()
 

@@ -16,19 +16,23 @@ from __future__ import annotations
 
 import ctypes
 import datetime
+import hashlib
 import importlib
 import logging
 import multiprocessing
 import os
+import socket
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from . import _sources, expr, model, recipe, tables
-from .errors import AotpackError, RecipeError
+from . import _sources, distributed, expr, model, recipe, tables
+from ._version import __version__
+from .errors import AotpackError, RecipeError, UsageError
 
 log = logging.getLogger("aotpack")
 INPUT_SETS = 3
@@ -294,6 +298,135 @@ def _on_devices(
     return [results[i] for i in range(len(work))]
 
 
+# ---------------------------------------------------------------- a Dask cluster's GPUs (--executor)
+#
+# `aotpack tune --executor dask://HOST:PORT`: each worker is one GPU (a worker process that sees one
+# GPU and runs one task at a time: `CUDA_VISIBLE_DEVICES=i dask worker ADDRESS --nthreads 1`, or
+# dask-cuda's workers), with torch and the same build of the package installed; the tuning hooks'
+# files travel with the tasks. Every worker is checked first: one kind of GPU, one build of the
+# package, one task at a time, no two workers on one GPU.
+
+
+@dataclass(frozen=True)
+class TuneTask:
+    """One tuning unit (tune.Unit) for a worker, with the files of its kernel's tuning hooks."""
+
+    package: str
+    kernel: model.Kernel
+    binding: tuple[tuple[str, str], ...]
+    key: tuple[int, ...]
+    opts: Options
+    files: tuple[tuple[str, bytes], ...]
+    root: str
+    digest: str
+
+
+@cache
+def _hook_files(kernel: model.Kernel) -> tuple[tuple[tuple[str, bytes], ...], str, str]:
+    """(files, root, digest) of the folders of a kernel's tuning hooks given as files (a hook in an
+    importable module must be installed on the workers)."""
+    assert kernel.tune is not None
+    folders = sorted({s.path.parent for s in (kernel.tune.inputs, kernel.tune.reference) if s and s.path})
+    if not folders:
+        return (), "", ""
+    root = Path(os.path.commonpath([str(f) for f in folders]))
+    files = sorted(f for folder in folders for f in folder.rglob("*.py") if "__pycache__" not in f.parts)
+    return (
+        tuple((os.path.relpath(f, root), f.read_bytes()) for f in files),
+        str(root),
+        distributed.contents_digest(files, root),
+    )
+
+
+def tune_task(package: str, kernel: model.Kernel, binding: tuple[tuple[str, str], ...], key: tuple[int, ...],
+              opts: Options) -> TuneTask:  # fmt: skip
+    files, root, digest = _hook_files(kernel)
+    return TuneTask(package, kernel, binding, key, opts, files, root, digest)
+
+
+def gpu_fingerprint(package: str) -> dict[str, str]:
+    """What a tuning worker has: its GPU (kind, and which one), driver, torch, and the package's build."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return {"error": "torch sees no CUDA GPU"}
+        module = importlib.import_module(package)
+        built = Path(module.__file__ or "").with_name("manifest.json").read_bytes()
+    except Exception as exc:  # reported by name for this worker, not raised inside Dask
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    props = torch.cuda.get_device_properties(0)
+    return {"device": torch.cuda.get_device_name(0), "gpu": f"{socket.gethostname()}/{getattr(props, 'uuid', 0)}",
+            "driver_cuda": _driver_cuda(), "torch": torch.__version__, "aotpack": __version__,
+            "package": hashlib.sha256(built).hexdigest()[:16]}  # fmt: skip
+
+
+def check_gpus(client: Any, package: str, address: str) -> dict[str, str]:
+    """The cluster's GPU workers, checked: returns one worker's report (the GPU the table is for)."""
+    threads = {w: info.get("nthreads", 1) for w, info in client.scheduler_info()["workers"].items()}
+    busy = sorted(w for w, n in threads.items() if n != 1)
+    if busy:
+        raise UsageError(f"--executor {address}: worker {busy[0]} runs {threads[busy[0]]} tasks at once; tuning "
+                         "needs one per GPU: start one worker per GPU with --nthreads 1")  # fmt: skip
+    reports: dict[str, dict[str, str]] = client.run(gpu_fingerprint, package)
+    if not reports:
+        raise UsageError(f"--executor {address}: the cluster has no workers")
+    for worker, report in sorted(reports.items()):
+        if "error" in report:
+            raise UsageError(f"--executor {address}: worker {worker} cannot tune {package}: {report['error']}")
+    seen: dict[str, str] = {}
+    for worker, report in sorted(reports.items()):
+        if report["gpu"] in seen:
+            raise UsageError(f"--executor {address}: workers {seen[report['gpu']]} and {worker} share one GPU; give "
+                             "each worker its own (CUDA_VISIBLE_DEVICES)")  # fmt: skip
+        seen[report["gpu"]] = worker
+    first = min(reports)
+    distributed.check(
+        {w: {k: v for k, v in r.items() if k != "gpu"} for w, r in reports.items()},
+        {k: v for k, v in reports[first].items() if k != "gpu"},
+        address,
+    )
+    return reports[first]
+
+
+_gpu: dict[str, Any] = {}  # in a tuning worker: torch, the package, the L2 flush buffer
+
+
+def run_tune(t: TuneTask) -> Any:
+    """Tune one unit on this worker's GPU: tune.tune_unit with the hooks where this worker has them."""
+    if not _gpu:
+        import torch
+
+        _gpu.update(torch=torch, flush=torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda"))
+    package = importlib.import_module(t.package)
+    return tune_unit(_gpu["torch"], package, localized(t), t.binding, t.key, t.opts, _gpu["flush"])
+
+
+def localized(t: TuneTask) -> model.Kernel:
+    """The task's kernel with its tuning hooks moved to where this worker has their files."""
+    spec = t.kernel.tune
+    if not t.files or spec is None:
+        return t.kernel
+    folder = distributed.materialize(t.files, t.digest)
+
+    def moved(source: model.Source) -> model.Source:
+        return source if source.path is None else replace(source, path=folder / os.path.relpath(source.path, t.root))
+
+    reference = moved(spec.reference) if spec.reference else None
+    return replace(t.kernel, tune=replace(spec, inputs=moved(spec.inputs), reference=reference))
+
+
+def tune_on(address: str, package: str, work: list[Unit], opts: Options) -> tuple[dict[str, str], list[Any]]:
+    """Each unit's (arch, rows), run on the cluster's GPU workers; and the GPU they ran on."""
+    with distributed.connect(address) as client:
+        gpu = check_gpus(client, package, address)
+        pool = client.get_executor(pure=False)
+        futures = [
+            pool.submit(run_tune, tune_task(package, kernel, binding, key, opts)) for kernel, binding, key in work
+        ]
+        return gpu, [f.result() for f in futures]
+
+
 def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
     """Each GPU asked for ("all" or indices such as "0,1"): its index here and its CUDA_VISIBLE_DEVICES
     value for a child process (this process's own CUDA_VISIBLE_DEVICES, if any, maps them)."""
@@ -324,10 +457,41 @@ def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, li
     return out
 
 
-def tune(recipe_path: str | Path, out_dir: str | Path, opts: Options = Options(), devices: str | None = None) -> Path:
+def tune(
+    recipe_path: str | Path, out_dir: str | Path, opts: Options = Options(), devices: str | None = None,
+    executor: str | None = None,
+) -> Path:  # fmt: skip
     """Tune every kernel with a ``tune:`` section; returns the table written for this GPU's arch.
-    ``devices`` ("all", or indices such as "0,1"): spread the work over one process per GPU."""
+    ``devices`` ("all", or indices such as "0,1"): spread the work over one process per GPU;
+    ``executor`` (dask://HOST:PORT): over the GPU workers of a Dask cluster instead of this host."""
     rec = recipe.load(recipe_path)
+    chosen = [k for k in rec.kernels if k.tune and (not opts.kernels or k.name in opts.kernels)]
+    if not chosen:
+        raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")
+    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in units(k)]
+    if executor is not None:
+        if devices is not None:
+            raise UsageError("give --devices (this host's GPUs) or --executor (a cluster's), not both")
+        gpu, results = tune_on(executor, rec.package, work, opts)
+    else:
+        gpu, results = _tune_here(rec.package, str(recipe_path), work, opts, devices)
+    per_kernel = _per_kernel(work, results)
+    archs = {arch for arch, _ in per_kernel.values()}
+    if len(archs) != 1:
+        raise TuneError(f"kernels ran code for different archs ({', '.join(sorted(archs))}); tune them separately")
+    (arch,) = archs
+    table = tables.Table(
+        package=rec.package, arch=arch, device=gpu["device"], driver_cuda=gpu["driver_cuda"],
+        date=datetime.date.today().isoformat(),
+        kernels=tuple(sorted((name, tuple(rows)) for name, (_, rows) in per_kernel.items())),
+    )  # fmt: skip
+    return tables.write(table, Path(out_dir) / f"{rec.package}.{arch}.json")
+
+
+def _tune_here(
+    package_name: str, recipe_path: str, work: list[Unit], opts: Options, devices: str | None
+) -> tuple[dict[str, str], list[Any]]:
+    """Each unit's (arch, rows) on this host's GPU (or GPUs), and the GPU they ran on."""
     try:
         import torch
     except ImportError:
@@ -335,14 +499,10 @@ def tune(recipe_path: str | Path, out_dir: str | Path, opts: Options = Options()
     if not torch.cuda.is_available():
         raise TuneError("aotpack tune needs a CUDA GPU, and torch sees none")
     try:
-        package = importlib.import_module(rec.package)
+        package = importlib.import_module(package_name)
     except ImportError:
-        raise TuneError(f"install the wheel built from {recipe_path} first: {rec.package} is not importable") from None
-    chosen = [k for k in rec.kernels if k.tune and (not opts.kernels or k.name in opts.kernels)]
-    if not chosen:
-        raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")
+        raise TuneError(f"install the wheel built from {recipe_path} first: {package_name} is not importable") from None
     gpus = visible_devices(torch, devices) if devices is not None else []
-    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in units(k)]
     if gpus:
         torch.cuda.set_device(gpus[0][0])
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
@@ -350,15 +510,5 @@ def tune(recipe_path: str | Path, out_dir: str | Path, opts: Options = Options()
     def here(unit: Unit) -> tuple[str, list[tables.Row]]:
         return tune_unit(torch, package, *unit, opts, flush)
 
-    results = _on_devices(rec.package, work, opts, gpus, here) if len(gpus) > 1 else [here(u) for u in work]
-    per_kernel = _per_kernel(work, results)
-    archs = {arch for arch, _ in per_kernel.values()}
-    if len(archs) != 1:
-        raise TuneError(f"kernels ran code for different archs ({', '.join(sorted(archs))}); tune them separately")
-    (arch,) = archs
-    table = tables.Table(
-        package=rec.package, arch=arch, device=torch.cuda.get_device_name(), driver_cuda=_driver_cuda(),
-        date=datetime.date.today().isoformat(),
-        kernels=tuple(sorted((name, tuple(rows)) for name, (_, rows) in per_kernel.items())),
-    )  # fmt: skip
-    return tables.write(table, Path(out_dir) / f"{rec.package}.{arch}.json")
+    results = _on_devices(package_name, work, opts, gpus, here) if len(gpus) > 1 else [here(u) for u in work]
+    return {"device": torch.cuda.get_device_name(), "driver_cuda": _driver_cuda()}, results

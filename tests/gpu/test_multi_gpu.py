@@ -2,7 +2,13 @@
 calling on different devices at once, scratch pools and TMA descriptors per device (the Hopper
 wheel), graph capture on a device other than 0, and one call's tensors on two devices refused."""
 
+import json
+import os
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,28 +164,55 @@ def test_scratch_pools_and_tma_descriptors_per_device():
     assert rel_err(out, ref) < 1e-2 and rel_err(c, a.float() @ b.float()) < 1e-2
 
 
-def test_tuning_on_every_gpu_writes_the_table_one_gpu_writes(tmp_path):
-    """`aotpack tune --devices all`: the same rows, in the same order, as on one GPU (the winners
-    may differ by timing noise)."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(ROOT)])}
 
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(root)])}
-    tables = []
-    for devices in ("0", "all"):
-        out = tmp_path / devices
-        cmd = [sys.executable, "-m", "aotpack", "tune", str(root / "recipes" / "demo.yaml"), "--kernel", "add",
-               "--reps", "5", "--warmup", "2", "--devices", devices, "-o", str(out)]  # fmt: skip
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr
-        (table,) = out.glob("*.json")
-        tables.append(json.loads(table.read_text()))
-    one, many = (t["kernels"]["add"] for t in tables)
+
+def tuned(out: Path, *where: str) -> list[dict]:
+    """`aotpack tune` of the demo's add kernel with ``where`` (--devices ... or --executor ...): the table's rows."""
+    cmd = [sys.executable, "-m", "aotpack", "tune", str(ROOT / "recipes" / "demo.yaml"), "--kernel", "add",
+           "--reps", "5", "--warmup", "2", *where, "-o", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (table,) = out.glob("*.json")
+    return json.loads(table.read_text())["kernels"]["add"]
+
+
+def same_rows(one: list[dict], many: list[dict]) -> None:
+    """The same rows in the same order (the winners may differ by timing noise), each with its timings."""
     assert [(r["key"], r["types"], r.get("specialization")) for r in one] == [
         (r["key"], r["types"], r.get("specialization")) for r in many
     ]
     assert all(r["config"] in dict(r["median_us"]) for r in many)
+
+
+def test_tuning_on_every_gpu_writes_the_table_one_gpu_writes(tmp_path):
+    """`aotpack tune --devices all` against `--devices 0`."""
+    same_rows(tuned(tmp_path / "one", "--devices", "0"), tuned(tmp_path / "all", "--devices", "all"))
+
+
+def test_tuning_on_a_dask_cluster_of_the_gpus_writes_the_table_one_gpu_writes(tmp_path):
+    """`aotpack tune --executor`: a scheduler and one worker process per GPU (CUDA_VISIBLE_DEVICES,
+    --nthreads 1), as on several hosts; the hooks travel with the tasks."""
+    dask = pytest.importorskip("distributed")
+    file = tmp_path / "scheduler.json"
+    cli = [sys.executable, "-m"]
+    procs = [subprocess.Popen([*cli, "distributed.cli.dask_scheduler", "--scheduler-file", str(file), "--port", "0",
+                               "--dashboard-address", ":0"], env=ENV)]  # fmt: skip
+    try:
+        for _ in range(600):
+            if file.exists():
+                break
+            time.sleep(0.1)
+        for i in range(torch.cuda.device_count()):
+            procs.append(subprocess.Popen([*cli, "distributed.cli.dask_worker", "--scheduler-file", str(file),
+                                           "--nthreads", "1", "--no-dashboard"],
+                                          env={**ENV, "CUDA_VISIBLE_DEVICES": str(i)}, cwd=tmp_path))  # fmt: skip
+        with dask.Client(scheduler_file=str(file)) as client:
+            client.wait_for_workers(torch.cuda.device_count(), timeout=180)
+            address = client.scheduler.address
+        same_rows(tuned(tmp_path / "one", "--devices", "0"), tuned(tmp_path / "cluster", "--executor", address))
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(timeout=60)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import build, distributed, plan, recipe
+from aotpack import build, distributed, plan, recipe, tune
 from aotpack.compilers import targets_of
 from aotpack.errors import UsageError
 
@@ -82,3 +82,85 @@ def test_kernel_sources_travel_with_the_task(small_recipe, tmp_path):
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["Artifact", variant.id, "True"]
+
+
+# ---------------------------------------------------------------- tuning on the cluster (no GPU here)
+
+
+def test_tuning_refuses_workers_without_a_gpu_by_name(cluster, tmp_path):
+    """Every worker is asked first; one that cannot tune (here: no GPU) is named, nothing is written."""
+    with pytest.raises(UsageError, match=r"--executor tcp://.*: worker tcp://\S+ cannot tune demo_kernels: "):
+        tune.tune(ROOT / "recipes" / "demo.yaml", tmp_path, tune.Options(kernels=("add",)),
+                  executor=cluster.scheduler_address)  # fmt: skip
+    assert not list(tmp_path.iterdir())
+
+
+class Reports:
+    """A Dask client's answers, as check_gpus asks for them."""
+
+    def __init__(self, threads: dict[str, int], reports: dict[str, dict[str, str]]) -> None:
+        self.threads, self.reports = threads, reports
+
+    def scheduler_info(self):
+        return {"workers": {w: {"nthreads": n} for w, n in self.threads.items()}}
+
+    def run(self, function, *args):
+        assert function is tune.gpu_fingerprint and args == ("pkg",)
+        return self.reports
+
+
+GPU = {"device": "NVIDIA H200", "driver_cuda": "13.0", "torch": "2.11", "aotpack": "0.1.0", "package": "ab12"}
+
+
+@pytest.mark.parametrize(
+    "threads, reports, message",
+    [
+        ({"tcp://a:1": 1, "tcp://b:1": 2}, {}, "worker tcp://b:1 runs 2 tasks at once; tuning needs one per GPU"),
+        (
+            {"tcp://a:1": 1},
+            {"tcp://a:1": {**GPU, "gpu": "h/0"}, "tcp://b:1": {**GPU, "gpu": "h/0"}},
+            "workers tcp://a:1 and tcp://b:1 share one GPU",
+        ),
+        (
+            {"tcp://a:1": 1},
+            {"tcp://a:1": {**GPU, "gpu": "h/0"}, "tcp://b:1": {**GPU, "gpu": "h/1", "package": "cd34"}},
+            "worker tcp://b:1 has another toolchain.*\n  package: cd34 there, ab12 here",
+        ),
+        (
+            {"tcp://a:1": 1},
+            {"tcp://a:1": {**GPU, "gpu": "h/0"}, "tcp://b:1": {**GPU, "gpu": "h/1", "device": "NVIDIA H100"}},
+            "worker tcp://b:1 has another toolchain.*\n  device: NVIDIA H100 there, NVIDIA H200 here",
+        ),
+        ({"tcp://a:1": 1}, {}, "the cluster has no workers"),
+    ],
+)
+def test_tuning_workers_are_one_kind_of_gpu_one_build_one_task_each(threads, reports, message):
+    with pytest.raises(UsageError, match=message):
+        tune.check_gpus(Reports(threads, reports), "pkg", "dask://x:1")
+    ok = {"tcp://a:1": {**GPU, "gpu": "h/0"}, "tcp://b:1": {**GPU, "gpu": "h/1"}}
+    assert (
+        tune.check_gpus(Reports({"tcp://a:1": 1, "tcp://b:1": 1}, ok), "pkg", "dask://x:1")["device"] == "NVIDIA H200"
+    )
+
+
+def test_tuning_takes_devices_or_an_executor_not_both(tmp_path):
+    with pytest.raises(UsageError, match=r"give --devices .* or --executor .*, not both"):
+        tune.tune(ROOT / "recipes" / "demo.yaml", tmp_path, devices="all", executor="dask://localhost:1")
+
+
+def test_a_tuning_task_carries_its_hooks_to_the_worker(tmp_path):
+    """The hooks' folder travels as bytes (pickled, as Dask sends it); on the worker the kernel's hooks
+    point into the materialized copy, and the inputs hook runs from there."""
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "examples", project / "examples")
+    shutil.copytree(ROOT / "recipes", project / "recipes")
+    rec = recipe.load(project / "recipes" / "demo.yaml")
+    kernel = next(k for k in rec.kernels if k.name == "add")
+    binding, key = tune.units(kernel)[0]
+    sent = pickle.dumps(tune.tune_task(rec.package, kernel, binding, key, tune.Options()))
+    shutil.rmtree(project)
+    task = pickle.loads(sent)
+    moved = tune.localized(task)
+    assert moved.tune is not None and moved.tune.inputs.path is not None and moved.tune.inputs.path.is_file()
+    assert moved.tune.inputs.path.name == "tuning.py" and not moved.tune.inputs.path.is_relative_to(tmp_path)
+    assert moved.tune.reference is not None and moved.tune.reference.path == moved.tune.inputs.path
