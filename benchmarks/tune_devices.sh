@@ -2,9 +2,13 @@
 # `aotpack tune --devices all` and `--executor` (a Dask scheduler and one worker process per GPU) against
 # one GPU, on a host with several (the demo wheel installed, the repository importable; Dask for the
 # cluster rows): wall time of each, alternated, for a small job and for the matmul job.
-# Usage: bash benchmarks/tune_devices.sh [OUT]   (logs and tables under OUT, default /tmp/tune-devices)
+# Usage: bash benchmarks/tune_devices.sh [OUT [ROUNDS [JOBS]]]   (logs and tables under OUT, default
+# /tmp/tune-devices; ROUNDS 2; JOBS "small matmul", or "full": every demo kernel at the default reps)
 set -u
 out=${1:-/tmp/tune-devices}
+rounds=${2:-2}
+jobs=${3:-small matmul}
+declare -A args=([small]="--kernel add --kernel softmax --reps 10" [matmul]="--kernel matmul --reps 10" [full]="")
 mkdir -p "$out"
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 run() {  # name devices|cluster args...
@@ -30,15 +34,14 @@ if python3 -c "import distributed" 2>/dev/null; then  # a running cluster: its s
 c.wait_for_workers(torch.cuda.device_count(), timeout=120); print(c.scheduler.address)" "$out/scheduler.json")
   trap 'kill $pids 2>/dev/null' EXIT
 fi
-for round in 1 2; do
-  run small 0 --kernel add --kernel softmax --reps 10
-  run small all --kernel add --kernel softmax --reps 10
-  [ -n "$cluster" ] && run small cluster --kernel add --kernel softmax --reps 10 --executor "$cluster"
-  run matmul 0 --kernel matmul --reps 10
-  run matmul all --kernel matmul --reps 10
-  [ -n "$cluster" ] && run matmul cluster --kernel matmul --reps 10 --executor "$cluster"
+for round in $(seq "$rounds"); do
+  for job in $jobs; do
+    run "$job" 0 ${args[$job]}
+    run "$job" all ${args[$job]}
+    [ -n "$cluster" ] && run "$job" cluster ${args[$job]} --executor "$cluster"
+  done
 done
-for job in small matmul; do  # the same table from one GPU and from all (the winners; timings differ)
+for job in $jobs; do  # the same table from one GPU and from all (the winners; timings differ)
   for other in all cluster; do
   [ -d "$out/$job-$other" ] || continue
   python3 - "$out/$job-0" "$out/$job-$other" <<'PY'
