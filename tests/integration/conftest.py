@@ -8,7 +8,7 @@ import pytest
 
 from aotpack import build
 
-from ..shared import small_project
+from ..shared import SMALL_ANYWHERE
 from .helpers import install_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,9 @@ def _private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def small_recipe(tmp_path_factory) -> Path:
-    return small_project(tmp_path_factory.mktemp("recipe"))
+    path = tmp_path_factory.mktemp("recipe") / "small.yaml"
+    path.write_text(SMALL_ANYWHERE)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ def project(tmp_path: Path, small_recipe: Path) -> Path:
     folder = tmp_path / "proj"
     folder.mkdir()
     shutil.copy(ROOT / "examples" / "add.py", folder / "add.py")
-    (folder / "r.yaml").write_text(small_recipe.read_text().replace("kernels/add.py", "add.py"))
+    (folder / "r.yaml").write_text(small_recipe.read_text().replace(f"{ROOT / 'examples'}/add.py", "add.py"))
     return folder / "r.yaml"
 
 
