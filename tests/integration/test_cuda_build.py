@@ -19,7 +19,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from aotpack import build
 from aotpack.compilers.cuda import find_nvcc
-from aotpack.errors import RecipeError, ToolNotFound
+from aotpack.errors import CompileError, RecipeError, ToolNotFound
 
 from .helpers import install_wheel, run_on_fake_driver
 
@@ -158,7 +158,7 @@ def test_arch_nvcc_cannot_build_is_an_error(tmp_path):
 def test_nvcc_failure_is_pruned_with_its_output_and_a_define_hint(tmp_path):
     (tmp_path / "scale.cu").write_text(SOURCE.replace("kThreads", "THREADS"))
     (tmp_path / "r.yaml").write_text(RECIPE.replace("gencode: [sm_80, sm_90a, compute_90]", "gencode: [sm_90a]"))
-    with pytest.raises(Exception, match="no variant compiled") as info:
+    with pytest.raises(CompileError, match="no variant compiled") as info:
         build(tmp_path / "r.yaml", tmp_path / "dist", jobs=2)
     message = str(info.value)
     assert f"{tmp_path}/r.yaml:4:3: kernel 'scale': no variant compiled:" in message
