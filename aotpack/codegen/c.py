@@ -93,38 +93,71 @@ def _emitter(kernel: Kernel, consts: tuple[str, ...]) -> Callable[[expr.Expr], s
 
 
 def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, compress.Placement]]) -> str:
+    """One kernel's C: its tables, its expression functions, and the aot_kernel that points at them."""
     k = build.kernel
-    n = k.name
     consts = int_constexprs(k)
-    emit = _emitter(k, consts)
-    targets = k.targets
-    bindings = k.bindings
-    lines = [f"/* ---- kernel {n}: {k.source.function} */"]
-    lines.append(f"static const aot_param {n}_params[] = {{")
-    lines += [f"  {_param(a, k)}," for a in k.args]
+    specs = plan.specs(k)
+    rules = _rule_rows(k, specs)
+    lines = [f"/* ---- kernel {k.name}: {k.source.function} */", *_signature_tables(k, consts)]
+    lines += [f"static const aot_rule {k.name}_rules[] = {{", *(rules or ["  {-1, -1, -1, 0, {0}},"]), "};"]
+    lines += _variant_tables(build, images, specs)
+    launch_fns, functions = _expression_functions(k, _emitter(k, consts))
+    lines += functions
+    lines += _name_tables(k, consts, specs)
+    n = k.name
+    fields = [
+        c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
+        str(len(k.bindings)), f"{n}_bindings", str(len(k.targets)), f"{n}_targets", str(len(k.configs)),
+        str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
+        str(int(k.bucket == "pow2")), str(len(rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
+        f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
+        f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
+        str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
+        f"{n}_spec_names", f"{n}_call_order", f"{n}_grid_exprs",
+    ]  # fmt: skip
+    lines.append(f"AOT_API const aot_kernel aot_kernel_{n} = {{")  # the extension reads it from the library
+    lines += [f"  {f}," for f in fields]
     lines.append("};")
+    return "\n".join(lines) + "\n"
+
+
+def _signature_tables(k: Kernel, consts: tuple[str, ...]) -> list[str]:
+    """Parameters, type variables and their bindings (dtype codes), targets, and the configs' constexprs."""
+    n = k.name
+    lines = [f"static const aot_param {n}_params[] = {{", *(f"  {_param(a, k)}," for a in k.args), "};"]
     typevar_names = [c_string(v) for v, _ in k.types] or ["NULL"]
     lines.append(f"static const char *const {n}_typevars[] = {{{', '.join(typevar_names)}}};")
-    codes = [str(facts.dtypes()[d].code) for b in bindings for _, d in b] or ["0"]
+    codes = [str(facts.dtypes()[d].code) for b in k.bindings for _, d in b] or ["0"]
     lines.append(f"static const int8_t {n}_bindings[] = {{{', '.join(codes)}}};")
     lines.append(f"static const aot_target {n}_targets[] = {{")
-    for name in targets:
+    for name in k.targets:
         t = facts.target(name)
         lines.append(f"  {{{c_string(name)}, {t.arch.capability}, {int(t.arch.specific)}, {int(t.ptx)}}},")
     lines.append("};")
     const_values = [str(int(c.value(name))) for c in k.configs for name in consts] or ["0"]
     lines.append(f"static const int64_t {n}_consts[] = {{{', '.join(const_values)}}};")
-    specs = plan.specs(k)
-    rules = []
+    return lines
+
+
+def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> list[str]:
+    """The dispatch table's rows: target, binding, class (-1: any) and config per bucketed key."""
+    rows = []
     for rule in k.rules:
-        target = targets.index(rule.arch) if rule.arch else -1
-        binding = bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
+        target = k.targets.index(rule.arch) if rule.arch else -1
+        binding = k.bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
         key = ", ".join(str(v) for v in rule.key)
         for spec in _rule_specs(rule, specs):
-            rules.append(f"  {{{target}, {binding}, {spec}, {k.configs.index(rule.config)}, {{{key}}}}},")
-    lines.append(f"static const aot_rule {n}_rules[] = {{")
-    lines += rules or ["  {-1, -1, -1, 0, {0}},"]
-    lines.append("};")
+            rows.append(f"  {{{target}, {binding}, {spec}, {k.configs.index(rule.config)}, {{{key}}}}},")
+    return rows
+
+
+def _variant_tables(
+    build: KernelBuild, images: dict[str, tuple[str, compress.Placement]], specs: tuple[Spec, ...]
+) -> list[str]:
+    """The variants (their images, launch facts and needs, TMA layouts), the (binding, config, target,
+    class) -> variant index, and the per-device function slots."""
+    k, n = build.kernel, build.kernel.name
+    lines = []
     tma_names: dict[str, str] = {}
     for i, (variant, art) in enumerate(build.variants):
         if art.needs.tma is not None:
@@ -136,8 +169,8 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     for variant, art in build.variants:
         needs = art.needs
         image = images[variant.id]  # its block's name, and where in it
-        where = f"{bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
-        where += str(targets.index(variant.target))
+        where = f"{k.bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
+        where += str(k.targets.index(variant.target))
         lines.append(
             f"  {{{c_string(variant.id)}, {where}, {specs.index(variant.spec)}, "
             f"&{image[0]}, {image[1].offset}, {image[1].size}, UINT32_C({image[1].crc32}), "
@@ -148,18 +181,21 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
             f"{needs.num_ctas}, {int(needs.cooperative)}, {int(needs.pdl)}, {tma_names.get(variant.id, 'NULL')}}},"
         )
     lines.append("};")
-    slots = []
     index_of = {(v.binding, v.config, v.target, v.spec): i for i, (v, _) in enumerate(build.variants)}
-    for point in itertools.product(bindings, k.configs, targets):
-        slots.append(", ".join(str(index_of.get((*point, spec), -1)) for spec in specs))
-    lines.append(f"static const int {n}_variant_of[] = {{")
-    lines += [f"  {s}," for s in slots]
-    lines.append("};")
+    slots = [", ".join(str(index_of.get((*point, spec), -1)) for spec in specs)
+             for point in itertools.product(k.bindings, k.configs, k.targets)]  # fmt: skip
+    lines += [f"static const int {n}_variant_of[] = {{", *(f"  {s}," for s in slots), "};"]
     lines.append(f"static void *_Atomic {n}_functions[{max(1, len(build.variants))} * AOT_MAX_DEVICES];")
+    return lines
 
+
+def _expression_functions(k: Kernel, emit: Callable[[expr.Expr], str]) -> tuple[list[str], list[str]]:
+    """The recipe's expressions as C functions (defaults, extents, grid, key, CUDA block and shared
+    memory, bound constexprs); returns the block and shared-memory functions' names (or NULL) too."""
+    n = k.name
     body = [f"  if (!(x->given & (UINT64_C(1) << {i}))) {_default(a, i, emit)};"
             for i, a in enumerate(k.args) if a.has_default]  # fmt: skip
-    lines += _function(f"{n}_defaults", "aot_call *x", body)
+    lines = _function(f"{n}_defaults", "aot_call *x", body)
     body = [f"  out[{i}] = {emit(a.extent) if a.extent is not None else '0'};" for i, a in enumerate(k.args)]
     lines += _function(f"{n}_extents", "aot_call *x, int64_t *out", body)
     body = [f"  grid[{i}] = {emit(g)};" for i, g in enumerate(k.grid)]
@@ -175,36 +211,28 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
             body = [f"  *bytes = {emit(k.cuda.shared)};"]
             lines += _function(f"{n}_shared", "aot_call *x, const int64_t *c, int64_t *bytes", body)
             launch_fns[1] = f"{n}_shared"
-
     body = [f"  out[{i}] = {emit(e)};" for i, (_, e) in enumerate(k.bound)]
     lines += _function(f"{n}_bound", "aot_call *x, const int64_t *c, int64_t *out", body)
+    return launch_fns, lines
+
+
+def _name_tables(k: Kernel, consts: tuple[str, ...], specs: tuple[Spec, ...]) -> list[str]:
+    """Bound constexprs, config labels, the pick memo, the classes' states and names, the calling
+    order and the grid's text (for messages and the Python side)."""
+    n = k.name
     bound_consts = [str(consts.index(name)) for name, _ in k.bound] or ["0"]
-    lines.append(f"static const int {n}_bound_consts[] = {{{', '.join(bound_consts)}}};")
     bound_names = [c_string(name) for name, _ in k.bound] or ["NULL"]
-    lines.append(f"static const char *const {n}_bound_names[] = {{{', '.join(bound_names)}}};")
-    labels = ", ".join(c_string(c.label) for c in k.configs)
-    lines.append(f"static const char *const {n}_config_labels[] = {{{labels}}};")
-    lines.append(f"static aot_memo {n}_memo;")
     states = [_STATE[s] for spec in specs for s in spec.states]
-    lines.append(f"static const uint8_t {n}_specs[] = {{{', '.join(states)}}};")
-    lines.append(f"static const char *const {n}_spec_names[] = {{{', '.join(c_string(s.name) for s in specs)}}};")
-    lines.append(f"static const int8_t {n}_call_order[] = {{{', '.join(map(str, k.call_order))}}};")
-    grid_exprs = ", ".join(c_string(expr.unparse(g)) for g in k.grid)
-    lines.append(f"static const char *const {n}_grid_exprs[] = {{{grid_exprs}}};")
-    fields = [
-        c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
-        str(len(bindings)), f"{n}_bindings", str(len(targets)), f"{n}_targets", str(len(k.configs)),
-        str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
-        str(int(k.bucket == "pow2")), str(len(rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
-        f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
-        f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
-        str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
-        f"{n}_spec_names", f"{n}_call_order", f"{n}_grid_exprs",
-    ]  # fmt: skip
-    lines.append(f"AOT_API const aot_kernel aot_kernel_{n} = {{")  # the extension reads it from the library
-    lines += [f"  {f}," for f in fields]
-    lines.append("};")
-    return "\n".join(lines) + "\n"
+    return [
+        f"static const int {n}_bound_consts[] = {{{', '.join(bound_consts)}}};",
+        f"static const char *const {n}_bound_names[] = {{{', '.join(bound_names)}}};",
+        f"static const char *const {n}_config_labels[] = {{{', '.join(c_string(c.label) for c in k.configs)}}};",
+        f"static aot_memo {n}_memo;",
+        f"static const uint8_t {n}_specs[] = {{{', '.join(states)}}};",
+        f"static const char *const {n}_spec_names[] = {{{', '.join(c_string(s.name) for s in specs)}}};",
+        f"static const int8_t {n}_call_order[] = {{{', '.join(map(str, k.call_order))}}};",
+        f"static const char *const {n}_grid_exprs[] = {{{', '.join(c_string(expr.unparse(g)) for g in k.grid)}}};",
+    ]
 
 
 def _default(arg: Arg, i: int, emit: Callable[[expr.Expr], str]) -> str:
