@@ -48,7 +48,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-TEMP = ".tmp-"  # the prefix of a file being written by atomic_file
+TEMP = ".aotpack-tmp-"  # a file being written by atomic_file (only names like this are swept from its folder)
 
 
 @contextlib.contextmanager

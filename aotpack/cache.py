@@ -165,12 +165,9 @@ class Cache:
         _write_atomically(folder / "build.json", json.dumps({**info, "wheel": wheel.name}).encode())
 
 
-OUT_TEMP = ".aotpack-tmp-"  # a wheel being copied into the output folder
-
-
 def copy_into(source: Path, out_dir: Path) -> Path:
     """Copy a file into out_dir atomically (a temporary name, then a rename); first removes what
     killed builds left there."""
-    with atomic_file(out_dir / source.name, OUT_TEMP) as f, source.open("rb") as src:
+    with atomic_file(out_dir / source.name) as f, source.open("rb") as src:
         shutil.copyfileobj(src, f)
     return out_dir / source.name

@@ -93,17 +93,29 @@ def _module_digest(kernel: Kernel) -> str:
     return contents_digest(files, files[0].parent if files else Path("."))
 
 
+Shipment = tuple[tuple[tuple[str, bytes], ...], str, str]  # files (relative path, bytes), their root, digest
+
+
+def pack(files: list[Path], folders: list[Path]) -> Shipment:
+    """Files for a worker, relative to the folders' common root (kept to move paths on the worker)."""
+    root = Path(os.path.commonpath([str(f) for f in folders]))
+    return tuple((os.path.relpath(f, root), f.read_bytes()) for f in files), str(root), contents_digest(files, root)
+
+
+def unpacked(files: tuple[tuple[str, bytes], ...], digest: str, root: str) -> Callable[[Path], Path]:
+    """On a worker: where a path under the shipped root is here (the files written once per worker)."""
+    folder = materialize(files, digest)
+    return lambda path: folder / os.path.relpath(path, root)
+
+
 @cache
-def _shipped(kernel: Kernel) -> tuple[tuple[tuple[str, bytes], ...], str, str]:
+def _shipped(kernel: Kernel) -> Shipment:
     """(files, root, digest) of a kernel's sources: the files themselves for a kernel in a file,
     only the digest for one in an importable module (the workers have it installed)."""
     if kernel.source.path is None:
         return (), "", _module_digest(kernel)
-    files = cache_.source_files(kernel)
     folders = [kernel.source.path.parent, *(kernel.cuda.include_dirs if kernel.cuda else ())]
-    root = Path(os.path.commonpath([str(f) for f in folders]))
-    shipped = tuple((os.path.relpath(f, root), f.read_bytes()) for f in files)
-    return shipped, str(root), contents_digest(files, root)
+    return pack(cache_.source_files(kernel), folders)
 
 
 def task(settings: Settings, variant: Variant) -> Task:
@@ -139,11 +151,7 @@ def _localized(t: Task) -> Variant:
                 f"{_worker_name()} differs from the build machine's; install the same release there"
             )
         return t.variant
-    folder = materialize(t.files, t.digest)
-
-    def moved(path: Path) -> Path:
-        return folder / os.path.relpath(path, t.root)
-
+    moved = unpacked(t.files, t.digest, t.root)
     source = replace(kernel.source, path=moved(kernel.source.path))
     cuda = replace(kernel.cuda, include_dirs=tuple(moved(d) for d in kernel.cuda.include_dirs)) if kernel.cuda else None
     return replace(t.variant, kernel=replace(kernel, source=source, cuda=cuda))

@@ -141,9 +141,9 @@ def _cache_keys(
 def _cached_wheel(keys: _Keys, options: BuildOptions) -> BuildResult | None:
     """The wheel of an identical earlier build, copied into the output folder."""
     hit = keys.store.wheel(keys.wheel) if keys.store is not None else None
-    if hit is None:
+    if hit is None or keys.store is None:
         return None
-    log.info("nothing changed: the wheel comes from the cache (%s)", keys.store.root if keys.store else "")
+    log.info("nothing changed: the wheel comes from the cache (%s)", keys.store.root)
     info = hit[1]
     pruned_info = cast(list[dict[str, str]], info.get("pruned", []))  # never fatal: the build failed
     return BuildResult(

@@ -322,20 +322,15 @@ class TuneTask:
 
 
 @cache
-def _hook_files(kernel: model.Kernel) -> tuple[tuple[tuple[str, bytes], ...], str, str]:
-    """(files, root, digest) of the folders of a kernel's tuning hooks given as files (a hook in an
-    importable module must be installed on the workers)."""
+def _hook_files(kernel: model.Kernel) -> distributed.Shipment:
+    """(files, root, digest) of a kernel's tuning hooks given as files: each hook's file and the Python
+    files beside it, as for a kernel's sources (a hook in an importable module must be installed on the
+    workers)."""
     assert kernel.tune is not None
     folders = sorted({s.path.parent for s in (kernel.tune.inputs, kernel.tune.reference) if s and s.path})
     if not folders:
         return (), "", ""
-    root = Path(os.path.commonpath([str(f) for f in folders]))
-    files = sorted(f for folder in folders for f in folder.rglob("*.py") if "__pycache__" not in f.parts)
-    return (
-        tuple((os.path.relpath(f, root), f.read_bytes()) for f in files),
-        str(root),
-        distributed.contents_digest(files, root),
-    )
+    return distributed.pack(sorted(f for folder in folders for f in folder.glob("*.py") if f.is_file()), folders)
 
 
 def tune_task(package: str, kernel: model.Kernel, binding: tuple[tuple[str, str], ...], key: tuple[int, ...],
@@ -407,10 +402,10 @@ def localized(t: TuneTask) -> model.Kernel:
     spec = t.kernel.tune
     if not t.files or spec is None:
         return t.kernel
-    folder = distributed.materialize(t.files, t.digest)
+    here = distributed.unpacked(t.files, t.digest, t.root)
 
     def moved(source: model.Source) -> model.Source:
-        return source if source.path is None else replace(source, path=folder / os.path.relpath(source.path, t.root))
+        return source if source.path is None else replace(source, path=here(source.path))
 
     reference = moved(spec.reference) if spec.reference else None
     return replace(t.kernel, tune=replace(spec, inputs=moved(spec.inputs), reference=reference))
