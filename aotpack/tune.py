@@ -368,7 +368,8 @@ def check_gpus(client: Any, package: str, address: str) -> dict[str, str]:
         raise UsageError(f"--executor {address}: the cluster has no workers")
     for worker, report in sorted(reports.items()):
         if "error" in report:
-            raise UsageError(f"--executor {address}: worker {worker} cannot tune {package}: {report['error']}")
+            raise UsageError(f"--executor {address}: worker {worker} cannot tune {package}: {report['error']}; each "
+                             f"worker needs a CUDA GPU, torch and the wheel of {package} installed")  # fmt: skip
     seen: dict[str, str] = {}
     for worker, report in sorted(reports.items()):
         if report["gpu"] in seen:

@@ -89,7 +89,10 @@ def test_kernel_sources_travel_with_the_task(small_recipe, tmp_path):
 
 def test_tuning_refuses_workers_without_a_gpu_by_name(cluster, tmp_path):
     """Every worker is asked first; one that cannot tune (here: no GPU) is named, nothing is written."""
-    with pytest.raises(UsageError, match=r"--executor tcp://.*: worker tcp://\S+ cannot tune demo_kernels: "):
+    with pytest.raises(
+        UsageError,
+        match=r"--executor tcp://.*: worker tcp://\S+ cannot tune demo_kernels: .*; each worker needs a CUDA GPU, torch and the wheel of demo_kernels installed",
+    ):
         tune.tune(ROOT / "recipes" / "demo.yaml", tmp_path, tune.Options(kernels=("add",)),
                   executor=cluster.scheduler_address)  # fmt: skip
     assert not list(tmp_path.iterdir())
