@@ -42,10 +42,22 @@ def int_constexprs(kernel: Kernel) -> tuple[str, ...]:
     return tuple(name for name in kernel.constexpr_names if all(isinstance(c.value(name), int) for c in kernel.configs))
 
 
-def _needs_shapes(kernel: Kernel) -> bool:
+def _shape_use(arg: Arg, kernel: Kernel) -> str:
+    """How much of a tensor argument's shape the call's checks and expressions read (aot_shape_use):
+    sizes and strides for size()/stride() and descriptors, the extent alone (a contiguous tensor's
+    element count) for extents, `contiguous` and numel(), nothing otherwise. The binding reads no
+    more than that of a tensor: on the per-call path each read is a call into torch."""
     exprs = [*kernel.grid, *(e for _, e in kernel.key), *(e for _, e in kernel.bound)]
     exprs += [e for a in kernel.args for e in (a.default, a.extent) if e is not None]
-    return any(expr.tensor_calls(e) for e in exprs) or any(a.extent or a.contiguous or a.block for a in kernel.args)
+    if kernel.cuda is not None:
+        exprs += [*kernel.cuda.block, kernel.cuda.shared]
+    calls = [c for e in exprs for c in expr.tensor_calls(e)]
+    reads = {c.func for c in calls if isinstance(c.args[0], expr.Name) and c.args[0].id == arg.name}
+    if arg.block or reads & {"size", "stride"}:
+        return "AOT_SHAPE_FULL"
+    if arg.extent is not None or arg.contiguous or "numel" in reads:
+        return "AOT_SHAPE_SPAN"
+    return "AOT_SHAPE_NONE"
 
 
 def _param(arg: Arg, kernel: Kernel) -> str:
@@ -58,7 +70,8 @@ def _param(arg: Arg, kernel: Kernel) -> str:
     keyed = (*arg.jit_states, *((NONE,) if arg.optional else ()))  # what the JIT keys it on, as a bit set
     jit_states = " | ".join(f"1 << {_STATE[s]}" for s in keyed)
     flags = [arg.hint or 0, int(arg.required), int(arg.launch_only), int(arg.has_default),
-             int(arg.contiguous), len(arg.block), int(arg.optional), jit_states]  # fmt: skip
+             int(arg.contiguous), len(arg.block), int(arg.optional), jit_states,
+             _shape_use(arg, kernel) if arg.pointer else "AOT_SHAPE_NONE"]  # fmt: skip
     return f"{{{c_string(arg.name)}, {kind}, {dtype}, {typevar}, {', '.join(map(str, flags))}}}"
 
 
@@ -110,7 +123,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         str(len(k.bindings)), f"{n}_bindings", str(len(k.targets)), f"{n}_targets", str(len(k.configs)),
         str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
         str(int(k.bucket == "pow2")), str(len(rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
-        f"{n}_variant_of", str(int(_needs_shapes(k))), f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
+        f"{n}_variant_of", f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
         f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
         str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
         f"{n}_spec_names", f"{n}_call_order", f"{n}_grid_exprs",

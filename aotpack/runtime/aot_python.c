@@ -11,9 +11,10 @@ _Static_assert(sizeof(unsigned long) == 8, "pointers are read as unsigned long (
 static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
 static PyObject *torch_dtypes[64];
 static PyObject *torch_raw_stream; /* torch._C._cuda_getCurrentRawStream */
-enum { GET_DEVICE, DATA_PTR, STRIDE, TENSOR_METHODS };
-static PyObject *tensor_methods[TENSOR_METHODS]; /* torch.Tensor.get_device, .data_ptr, .stride */
-static PyObject *s_data_ptr, *s_get_device, *s_dtype, *s_shape, *s_stride, *s_cai, *s_cuda_stream;
+enum { GET_DEVICE, DATA_PTR, STRIDE, IS_CONTIGUOUS, NUMEL, TENSOR_METHODS };
+static PyObject *tensor_methods[TENSOR_METHODS]; /* torch.Tensor.get_device, .data_ptr, ... (the enum's order) */
+static PyObject *s_data_ptr, *s_get_device, *s_dtype, *s_shape, *s_stride, *s_is_contiguous, *s_numel, *s_cai,
+    *s_cuda_stream, *s_torch, *s_data, *s_typestr, *s_strides;
 static PyObject *small_ints[AOT_MAX_DEVICES]; /* device ordinals; 4 and 3: Triton's num_warps and num_stages */
 
 /* str(obj) into buf (the limited API of 3.9 has no borrowed UTF-8 view). */
@@ -63,8 +64,14 @@ int aot_py_init(PyObject *module) {
   AOT_INTERN(s_dtype, "dtype");
   AOT_INTERN(s_shape, "shape");
   AOT_INTERN(s_stride, "stride");
+  AOT_INTERN(s_is_contiguous, "is_contiguous");
+  AOT_INTERN(s_numel, "numel");
   AOT_INTERN(s_cai, "__cuda_array_interface__");
   AOT_INTERN(s_cuda_stream, "cuda_stream");
+  AOT_INTERN(s_torch, "torch");
+  AOT_INTERN(s_data, "data");
+  AOT_INTERN(s_typestr, "typestr");
+  AOT_INTERN(s_strides, "strides");
 #undef AOT_INTERN
   for (int i = 0; i < AOT_MAX_DEVICES; i++)
     if ((small_ints[i] = PyLong_FromLong(i)) == NULL) return -1;
@@ -84,14 +91,14 @@ static PyObject *raise(const aot_error *err) {
 static int torch_ready(void) {
   if (torch_tensor != NULL) return 1;
   PyObject *modules = PyImport_GetModuleDict();
-  PyObject *torch = modules ? PyDict_GetItemString(modules, "torch") : NULL; /* borrowed */
+  PyObject *torch = modules ? PyDict_GetItem(modules, s_torch) : NULL; /* borrowed; an interned key: no hashing */
   if (torch == NULL) return 0;
   PyObject *tensor = PyObject_GetAttrString(torch, "Tensor");
   if (tensor == NULL) {
     PyErr_Clear();
     return 0;
   }
-  PyObject *const names[TENSOR_METHODS] = {s_get_device, s_data_ptr, s_stride};
+  PyObject *const names[TENSOR_METHODS] = {s_get_device, s_data_ptr, s_stride, s_is_contiguous, s_numel};
   for (int m = 0; m < TENSOR_METHODS; m++) {
     tensor_methods[m] = PyObject_GetAttr(tensor, names[m]);
     if (tensor_methods[m] == NULL) {
@@ -144,11 +151,43 @@ static PyObject *tensor_method(PyObject *obj, int method, PyObject *name) {
                                                       : PyObject_CallMethodObjArgs(obj, name, NULL);
 }
 
-static int torch_arg(PyObject *obj, aot_tensor *t, int need_shape, const char *arg, aot_error *err) {
-  PyObject *dev = tensor_method(obj, GET_DEVICE, s_get_device);
-  if (dev == NULL) return -1;
-  long device = PyLong_AsLong(dev);
-  Py_DECREF(dev);
+/* An integer a method of the tensor returns; -1 with an exception set on failure. */
+static long long tensor_int(PyObject *obj, int method, PyObject *name) {
+  PyObject *value = tensor_method(obj, method, name);
+  long long v = value ? PyLong_AsLongLong(value) : -1;
+  Py_XDECREF(value);
+  return v == -1 && PyErr_Occurred() ? -1 : v;
+}
+
+/* The shape the kernel reads of a torch tensor (aot_shape_use). For its extent alone, a contiguous
+ * tensor is read as what it is to the kernel, numel() elements at stride 1: two cheap calls
+ * instead of building the shape and stride tuples; any other tensor is read whole. */
+static int torch_shape(PyObject *obj, aot_tensor *t, int use, const char *arg, aot_error *err) {
+  if (use == AOT_SHAPE_NONE) return 0;
+  if (use == AOT_SHAPE_SPAN) {
+    PyObject *flag = tensor_method(obj, IS_CONTIGUOUS, s_is_contiguous);
+    int contiguous = flag ? PyObject_IsTrue(flag) : -1;
+    Py_XDECREF(flag);
+    if (contiguous < 0) return -1;
+    if (contiguous) {
+      long long numel = tensor_int(obj, NUMEL, s_numel);
+      if (numel < 0) return PyErr_Occurred() ? -1 : aot_fail(err, AOT_E_VALUE, "argument %s: numel() < 0", arg);
+      t->ndim = 1, t->shape[0] = numel, t->strides[0] = 1;
+      return 0;
+    }
+  }
+  PyObject *shape = PyObject_GetAttr(obj, s_shape);
+  PyObject *strides = shape ? tensor_method(obj, STRIDE, s_stride) : NULL;
+  int ok = strides != NULL && (t->ndim = int_tuple(shape, t->shape, AOT_MAX_DIMS, arg, "shape", err)) >= 0 &&
+           int_tuple(strides, t->strides, AOT_MAX_DIMS, arg, "stride", err) >= 0;
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  return ok ? 0 : -1;
+}
+
+static int torch_arg(PyObject *obj, aot_tensor *t, int shape_use, const char *arg, aot_error *err) {
+  long device = tensor_int(obj, GET_DEVICE, s_get_device);
+  if (device == -1 && PyErr_Occurred()) return -1;
   if (device < 0) {
     char where[64];
     PyObject *dev_obj = PyObject_GetAttrString(obj, "device");
@@ -173,35 +212,29 @@ static int torch_arg(PyObject *obj, aot_tensor *t, int need_shape, const char *a
     return aot_fail(err, AOT_E_TYPE, "argument %s has dtype %s, which no kernel here takes", arg, name);
   }
   Py_DECREF(dtype);
-  if (need_shape) {
-    PyObject *shape = PyObject_GetAttr(obj, s_shape);
-    PyObject *strides = shape ? tensor_method(obj, STRIDE, s_stride) : NULL;
-    int ok = strides != NULL && (t->ndim = int_tuple(shape, t->shape, AOT_MAX_DIMS, arg, "shape", err)) >= 0 &&
-             int_tuple(strides, t->strides, AOT_MAX_DIMS, arg, "stride", err) >= 0;
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
-    if (!ok) return -1;
-  }
-  return (int)device;
+  return torch_shape(obj, t, shape_use, arg, err) < 0 ? -1 : (int)device;
 }
 
 /* An object with __cuda_array_interface__ (CuPy, Numba, ...). Its device is the pointer's. */
 static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err) {
   if (!PyDict_Check(cai)) return aot_fail(err, AOT_E_TYPE, "argument %s: __cuda_array_interface__ is not a dict", arg);
-  PyObject *data = PyDict_GetItemString(cai, "data");
-  PyObject *typestr = PyDict_GetItemString(cai, "typestr");
-  PyObject *shape = PyDict_GetItemString(cai, "shape");
-  PyObject *strides = PyDict_GetItemString(cai, "strides");
-  if (data == NULL || !PyTuple_Check(data) || typestr == NULL || shape == NULL)
+  PyObject *data = PyDict_GetItem(cai, s_data); /* borrowed; interned keys: no hashing per call */
+  PyObject *typestr = PyDict_GetItem(cai, s_typestr);
+  PyObject *shape = PyDict_GetItem(cai, s_shape);
+  PyObject *strides = PyDict_GetItem(cai, s_strides);
+  if (data == NULL || !PyTuple_Check(data) || typestr == NULL || !PyUnicode_Check(typestr) || shape == NULL)
     return aot_fail(err, AOT_E_TYPE, "argument %s: malformed __cuda_array_interface__", arg);
   t->ptr = PyLong_AsUnsignedLongLong(PyTuple_GetItem(data, 0));
   if (PyErr_Occurred()) return -1;
-  char ts[16];
-  text_of(typestr, ts, sizeof ts);
   t->dtype = -2;
-  for (int code = 0; code < aot_num_dtypes; code++)
-    if (aot_dtype_typestrs[code] && strcmp(aot_dtype_typestrs[code], ts) == 0) t->dtype = code;
-  if (t->dtype == -2) return aot_fail(err, AOT_E_TYPE, "argument %s has typestr %s, which no kernel here takes", arg, ts);
+  for (int code = 0; code < aot_num_dtypes && t->dtype == -2; code++)
+    if (aot_dtype_typestrs[code] && PyUnicode_CompareWithASCIIString(typestr, aot_dtype_typestrs[code]) == 0)
+      t->dtype = code;
+  if (t->dtype == -2) {
+    char ts[16];
+    return aot_fail(err, AOT_E_TYPE, "argument %s has typestr %s, which no kernel here takes", arg,
+                    text_of(typestr, ts, sizeof ts));
+  }
   if ((t->ndim = int_tuple(shape, t->shape, AOT_MAX_DIMS, arg, "shape", err)) < 0) return -1;
   if (strides == NULL || strides == Py_None) {
     int64_t s = 1;
@@ -272,13 +305,13 @@ static int dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *
 }
 
 /* Fill one pointer argument; returns its device, -2 when it names none, -1 on error. */
-static int pointer_arg(const aot_kernel *k, PyObject *obj, aot_tensor *t, const char *arg, int *is_torch,
-                       aot_error *err) {
+static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *is_torch, aot_error *err) {
+  const char *arg = prm->name;
   t->dtype = -1;
   t->ndim = -1;
   if (torch_ready() && PyObject_TypeCheck(obj, (PyTypeObject *)torch_tensor)) {
     *is_torch = 1;
-    return torch_arg(obj, t, k->needs_shapes, arg, err);
+    return torch_arg(obj, t, prm->shape_use, arg, err);
   }
   if (PyLong_Check(obj)) {
     t->ptr = PyLong_AsUnsignedLong(obj);
@@ -410,7 +443,7 @@ static int parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, P
       continue;
     }
     int is_torch = 0;
-    int dev = pointer_arg(k, values[p], &call->t[p], prm->name, &is_torch, err);
+    int dev = pointer_arg(prm, values[p], &call->t[p], &is_torch, err);
     if (dev == -1) return -1;
     any_torch |= is_torch;
     if (dev >= 0 && device >= 0 && dev != device)

@@ -49,7 +49,13 @@ typedef struct {
   uint8_t desc_rank;   /* a tensor descriptor of this rank (the caller passes the tensor); 0: not one */
   uint8_t optional;    /* may be passed as None (variants were built for that) */
   uint8_t jit_states;  /* bit per aot_spec_state: what Triton's JIT keys this argument on */
+  uint8_t shape_use;   /* pointers: what the call's checks and expressions read of its shape (aot_shape_use) */
 } aot_param;
+
+/* How much of a tensor argument's shape a kernel reads: none; its extent (element count and
+ * contiguity: extents, `contiguous`, numel()); or its sizes and strides (size(), stride(), descriptors).
+ * A binding reads no more of a tensor than this. */
+typedef enum { AOT_SHAPE_NONE = 0, AOT_SHAPE_SPAN, AOT_SHAPE_FULL } aot_shape_use;
 
 /* How the launcher encodes one host tensor descriptor (cuTensorMapEncodeTiled), as the compiler
  * laid it out. */
@@ -173,7 +179,6 @@ typedef struct aot_kernel {
   int nvariants;
   const aot_variant *variants;
   const int *variant_of;       /* [binding][config][target][spec] -> variant index or -1 */
-  uint8_t needs_shapes;        /* expressions read numel/size/stride */
   void (*defaults)(aot_call *call);
   void (*extents)(aot_call *call, int64_t *out); /* per param: elements the kernel may touch, or 0 */
   void (*grid)(aot_call *call, const int64_t *consts, int64_t grid[3]);

@@ -151,6 +151,61 @@ def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
     ]
 
 
+def test_torch_tensors_are_read_as_far_as_the_kernel_measures_them(installed, fake_driver, tmp_path):
+    """The binding's torch path without a GPU: CPU tensors stand in for cuda:0 (get_device answers 0, the
+    fake driver takes any address). add reads only its tensors' extents: a contiguous tensor is measured
+    by is_contiguous() and numel(), any other by its shape and strides, and the extent check holds
+    either way (a strided tensor's span, not its element count, is what the kernel can touch)."""
+    out, log = run(
+        """
+        import torch
+        torch.Tensor.get_device = lambda self: 0
+        class Counted(torch.Tensor):  # a subclass: the binding calls its methods as Python would
+            reads = []
+            def stride(self, *a): Counted.reads.append("stride"); return super().stride(*a)
+            def numel(self): Counted.reads.append("numel"); return super().numel()
+            def is_contiguous(self, *a, **kw): Counted.reads.append("is_contiguous"); return super().is_contiguous(*a, **kw)
+            @property
+            def shape(self): Counted.reads.append("shape"); return super().shape
+        x = torch.zeros(4096)
+        cases = {
+            "contiguous": torch.zeros(4096),
+            "too small": torch.zeros(100),
+            "strided, wide enough": torch.zeros(8192)[::2],
+            "strided, too small": torch.zeros(4096)[::2],
+            "2-D": torch.zeros(64, 64),
+            "transposed": torch.zeros(64, 64).t(),
+            "12 dimensions": torch.zeros([2] * 12),
+        }
+        for name, y in cases.items():
+            try:
+                k.add(x, y, x, n_elements=4096)
+                print(name, "launched")
+            except ValueError as e:
+                print(name, e)
+        for y in (torch.zeros(4096), torch.zeros(8192)[::2]):
+            Counted.reads.clear()
+            k.add(x, y.as_subclass(Counted), x)
+            print(*dict.fromkeys(Counted.reads))  # once each: torch's dispatch may re-enter an override
+        """,
+        installed, fake_driver, tmp_path,
+    )  # fmt: skip
+    too_small = "argument y_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans"
+    assert out == [
+        "contiguous launched",
+        f"too small {too_small} 100",
+        "strided, wide enough launched",
+        f"strided, too small {too_small} 4095",  # 2048 elements at stride 2
+        "2-D launched",
+        "transposed launched",
+        "12 dimensions launched",  # more than a shape holds (8), but only its extent matters to add
+        "is_contiguous numel",
+        "is_contiguous shape stride",
+    ]
+    launches = [line for line in log if line.startswith("launch")]
+    assert len(launches) == 7 and all("p3=4096" in line for line in launches)
+
+
 def test_first_calls_from_many_threads_load_each_variant_once(installed, fake_driver, tmp_path):
     _, log = run(
         """

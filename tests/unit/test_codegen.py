@@ -53,14 +53,14 @@ def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
 def test_kernel_tables(kernel_dir):
     text = codegen_c.kernels_c(fake_build(kernel_dir))
     # name, kind, dtype, type variable, hint, required, launch_only, has_default, contiguous, descriptor rank,
-    # optional, what the JIT keys it on (a bit set of states)
+    # optional, what the JIT keys it on (a bit set of states), how much of its shape the binding reads
     assert (
         'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0, 0, 0, 0, '
-        "1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY},"
+        "1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY, AOT_SHAPE_SPAN},"
     ) in text
     assert (
         '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 0, 1, 0, 0, 0, '
-        "1 << AOT_SPEC_ONE | 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY},\n};"
+        "1 << AOT_SPEC_ONE | 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY, AOT_SHAPE_NONE},\n};"
     ) in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
     assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text

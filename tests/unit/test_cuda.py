@@ -225,3 +225,25 @@ def test_a_build_with_an_older_triton_says_so(monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="aotpack"):
         triton.TritonCompiler.find(["sm_80"])
     assert "building with Triton" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("args", "block", "shared", "expected"),
+    [
+        # an extent or numel() (n defaults to numel(x)) needs a tensor's extent alone; an argument nothing
+        # measures, nothing
+        ('x: {type: "*T:16", extent: n}\n      y: "*T"', "[THREADS]", '"THREADS * 4"', ["SPAN", "NONE"]),
+        ('x: "*T"\n      y: {type: "*T", contiguous: true}', "[THREADS]", '"numel(x) * 0"', ["SPAN", "SPAN"]),
+        # sizes and strides read anywhere the call's expressions are: the launch's block and shared memory too
+        ('x: "*T"\n      y: "*T"', '[THREADS, "size(y, 1)"]', "0", ["SPAN", "FULL"]),
+        ('x: {type: "*T", extent: n}\n      y: "*T"', "[THREADS]", '"stride(x, 0) * 4"', ["FULL", "NONE"]),
+    ],
+)
+def test_a_tensor_is_read_as_far_as_the_kernel_measures_it(folder, args, block, shared, expected):
+    """What the binding reads of each tensor argument (aot_shape_use, the last field of its row): a CUDA
+    kernel's block reading size(y, 1) used to leave y unread, and the call failed as if y were a raw pointer."""
+    text = edit('x: {type: "*T:16", extent: n}\n      s: fp32', args).replace("block: [THREADS]", f"block: {block}")
+    (k,) = load(folder, text.replace('shared: "THREADS * 4"', f"shared: {shared}")).kernels
+    rows = {a.name: codegen_c._param(a, k) for a in k.args}
+    assert [rows[n].rsplit(", ", 1)[1] for n in ("x", "y")] == [f"AOT_SHAPE_{e}}}" for e in expected]
+    assert rows["n"].endswith("AOT_SHAPE_NONE}")
