@@ -8,7 +8,9 @@ what is measured. Results are printed as ratios against Triton JIT measured in t
                  synchronizing between rounds (400 launches stay below the launch queue's depth, so the
                  GPU never pushes back); and calls per second end to end, synchronize included
   floor:         the same cubin launched by a bare cuLaunchKernel loop in C, and the package's C API
-                 call (benchmarks/launch_floor.c, built here against the installed package), timed alike
+                 call (benchmarks/launch_floor.c, built here against the installed package as a library
+                 loaded into this process): timed in the same interleaved rounds as the Python calls, so
+                 that the host's drift (large on the device's machines) hits the floor and the calls alike
   first result:  a fresh process, from after `import torch` and input allocation to the first
                  synchronized result (import of the kernel package + first launch); Triton's cache
                  is warm (the same process ran once before), aotpack has no cache at all; and aotpack
@@ -17,6 +19,7 @@ what is measured. Results are printed as ratios against Triton JIT measured in t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import statistics
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,28 +84,35 @@ print(t1 - t0)
 """
 
 
-def per_call(calls: dict) -> dict[str, tuple[float, float]]:
-    """Per candidate: (host seconds per call, end-to-end seconds per call including the synchronize).
-    Rounds of the candidates are interleaved so that drift in the machine's state hits all alike."""
+def repeat(fn: Callable[[], object]) -> Callable[[int], object]:
+    def calls(n: int) -> None:
+        for _ in range(n):
+            fn()
+
+    return calls
+
+
+def per_call(batches: dict[str, Callable[[int], object]]) -> dict[str, tuple[float, float]]:
+    """Per candidate (a function making n calls): (host seconds per call, end-to-end seconds per call
+    including the synchronize). Rounds of the candidates are interleaved so that drift in the
+    machine's state hits all alike."""
     import torch
 
-    for fn in calls.values():
-        for _ in range(200):
-            fn()
+    for batch in batches.values():
+        batch(200)
     torch.cuda.synchronize()
-    host: dict[str, list[float]] = {name: [] for name in calls}
-    total: dict[str, list[float]] = {name: [] for name in calls}
+    host: dict[str, list[float]] = {name: [] for name in batches}
+    total: dict[str, list[float]] = {name: [] for name in batches}
     for _ in range(ROUNDS):
-        for name, fn in calls.items():
+        for name, batch in batches.items():
             t0 = time.perf_counter()
-            for _ in range(CALLS):
-                fn()
+            batch(CALLS)
             t1 = time.perf_counter()
             torch.cuda.synchronize()
             t2 = time.perf_counter()
             host[name].append((t1 - t0) / CALLS)
             total[name].append((t2 - t0) / CALLS)
-    return {name: (statistics.median(host[name]), statistics.median(total[name])) for name in calls}
+    return {name: (statistics.median(host[name]), statistics.median(total[name])) for name in batches}
 
 
 def first_result(which: str) -> float:
@@ -116,9 +127,10 @@ def first_result(which: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def floor(x, y, out) -> dict[str, float]:
-    """Host microseconds per call of a bare cuLaunchKernel of the cubin the package launches for this
-    call, and of the package's C API call (benchmarks/launch_floor.c). Empty without a C compiler."""
+def floor(x, y, out) -> dict[str, Callable[[int], object]]:
+    """n calls of a bare cuLaunchKernel of the cubin the package launches for this call, and of the
+    package's C API call (benchmarks/launch_floor.c, loaded into this process). Empty without a C
+    compiler."""
     import demo_kernels
 
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -128,16 +140,26 @@ def floor(x, y, out) -> dict[str, float]:
     variant = demo_kernels.add.select(x, y, out)
     info = next(v for v in demo_kernels.__aotpack__["kernels"]["add"]["variants"] if v["id"] == variant)
     package = Path(demo_kernels.__file__).parent
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin, exe = Path(tmp) / "add.cubin", Path(tmp) / "launch_floor"
+    with tempfile.TemporaryDirectory() as tmp:  # the library stays mapped once loaded
+        cubin, library = Path(tmp) / "add.cubin", Path(tmp) / "launch_floor.so"
         cubin.write_bytes(demo_kernels._native._image("add", variant))
-        subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "benchmarks" / "launch_floor.c"),
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(library), str(ROOT / "benchmarks" / "launch_floor.c"),
                         f"-I{demo_kernels.get_include()}", f"-L{package}", "-l:libdemo_kernels.so",
                         f"-Wl,-rpath,{package}", "-ldl"], check=True)  # fmt: skip
+        lib = ctypes.CDLL(str(library))
         block = info["constexprs"]["BLOCK"]
-        args = [str(cubin), info["entry"], str(32 * info["num_warps"]), str(-(-N // block)), str(N)]
-        done = subprocess.run([str(exe), *args], capture_output=True, text=True, check=True)
-    return {line.split()[0]: float(line.split()[1]) * 1e-6 for line in done.stdout.splitlines()}
+        threads, grid = 32 * info["num_warps"], -(-N // block)
+        if lib.floor_setup(str(cubin).encode(), info["entry"].encode(), threads, grid, N) != 0:
+            raise RuntimeError("launch floor: set-up failed (see stderr)")
+
+    def calls(which: int) -> Callable[[int], object]:
+        def run(n: int) -> None:
+            if lib.floor_calls(which, n) != 0:
+                raise RuntimeError("launch floor: a launch failed (see stderr)")
+
+        return run
+
+    return {"C: raw": calls(0), "C: c_api": calls(1)}
 
 
 def dropin(raw: float | None) -> None:
@@ -170,7 +192,7 @@ def dropin(raw: float | None) -> None:
         fn()
         torch.cuda.synchronize()
         assert torch.equal(c, expected)
-    times = per_call(calls)
+    times = per_call({name: repeat(fn) for name, fn in calls.items()})
     liger_recorded.deactivate()
     anchor = times["triton JIT"][0]
     print(f"\n{'drop-in launch (liger SwiGLU fwd)':32} {'host us':>8} {'vs triton':>10} {'e2e us':>8}")
@@ -208,9 +230,8 @@ def main() -> None:
         fn()
         torch.cuda.synchronize()
         assert torch.equal(out, x + y)
-    times = per_call(calls)
+    times = per_call({**{name: repeat(fn) for name, fn in calls.items()}, **floor(x, y, out)})
 
-    floors = floor(x, y, out)
     first_result("triton")  # warm Triton's cache
     first = {
         "aotpack": statistics.median(first_result("aotpack") for _ in range(3)),
@@ -220,12 +241,11 @@ def main() -> None:
     device = torch.cuda.get_device_name()
     print(f"\n# launch overhead on {device}; torch {torch.__version__}, triton {triton.__version__}")
     print(f"{'per call':32} {'host us':>8} {'vs triton':>10} {'vs raw':>8} {'e2e us':>8}")
-    anchor, raw = times["triton JIT"][0], floors.get("raw")
-    rows = {**{name: host for name, (host, _) in times.items()}, **{f"C: {k}": v for k, v in floors.items()}}
-    for name, host in rows.items():
-        e2e = f"{times[name][1] * 1e6:8.2f}" if name in times else ""
+    anchor = times["triton JIT"][0]
+    raw = times["C: raw"][0] if "C: raw" in times else None
+    for name, (host, e2e) in times.items():
         versus_raw = f"{host / raw:7.2f}x" if raw else "       -"
-        print(f"{name:32} {host * 1e6:8.2f} {host / anchor:9.2f}x {versus_raw} {e2e}")
+        print(f"{name:32} {host * 1e6:8.2f} {host / anchor:9.2f}x {versus_raw} {e2e * 1e6:8.2f}")
     print(f"\n{'first result, fresh process':32} {'ms':>8} {'speed-up':>14}")
     anchor = first["triton JIT (warm cache)"]
     for name, t in first.items():
@@ -235,7 +255,7 @@ def main() -> None:
               ("per call <= 0.7x torch eager", call / times["torch eager"][0], 0.7)]  # fmt: skip
     if raw:
         checks += [("per call <= 1.5x raw cuLaunchKernel", call / raw, 1.5),
-                   ("C API per call <= 1.2x raw cuLaunchKernel", floors["c_api"] / raw, 1.2)]  # fmt: skip
+                   ("C API per call <= 1.2x raw cuLaunchKernel", times["C: c_api"][0] / raw, 1.2)]  # fmt: skip
     print()
     for what, ratio, bound in checks:
         print(f"target: {what}: {ratio:.2f}x ({'met' if ratio <= bound else 'MISSED'})")

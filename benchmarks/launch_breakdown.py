@@ -1,8 +1,10 @@
-"""Where the host time of one aotpack call goes: the torch tensor queries the binding makes, the
-argument parsing and dispatch without a launch (the C select), and the full call, each timed in a
-tight loop, for the demo's add (a 33-row dispatch table), softmax and matmul (240 rows); for the
-drop-in launch of a recorded kernel (when liger_recorded is installed), the config pick alone
-(warmup=True returns before the launch) and the full call."""
+"""Where the host time of one aotpack call goes: the torch tensor queries the binding can make (add
+reads get_device, data_ptr, dtype, is_contiguous and numel of each tensor; a kernel that reads sizes
+or strides reads shape and stride instead of the last two), the argument parsing and dispatch
+without a launch (the C select), and the full call, each timed in a tight loop, for the demo's add
+(a 33-row dispatch table), softmax and matmul (240 rows); for the drop-in launch of a recorded
+kernel (when liger_recorded is installed), the config pick alone (warmup=True returns before the
+launch) and the full call."""
 
 import statistics
 import sys
@@ -42,6 +44,7 @@ steps = {
     "t.shape": lambda: x.shape,
     "t.stride()": lambda: x.stride(),
     "t.numel()": lambda: x.numel(),
+    "t.is_contiguous()": lambda: x.is_contiguous(),
     "torch current raw stream": lambda: raw(0),
     "select through Python (no launch)": lambda: demo_kernels.select("add", x, y, out),
     "C select: parse + dispatch (no launch)": lambda: demo_kernels._native._select_add(x, y, out),
