@@ -14,16 +14,19 @@ allocates around each launch when the metadata asks for them and otherwise passe
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
+import io
 import logging
 import os
 import re
 import shutil
 import sys
 import tempfile
+import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -151,13 +154,15 @@ def _load_function(source: Source) -> Any:
 
 TOOL_SETTINGS = re.compile(r"TRITON_[A-Z0-9_]+_PATH")  # the toolchain the user chose (ptxas, ...): kept
 CACHE_TEMP = "aotpack-triton-"  # a worker's private Triton cache in the temporary folder
+# a line of ptxas's stderr as Triton quotes it: "ptxas /tmp/x.ptx, line 239; error   : State space ..."
+PTXAS_ERROR = re.compile(r"ptxas \S+, (line \d+); error\s*:\s*(.*)")
 
 
 @cache
-def _hermetic(line_info: bool) -> None:
+def _hermetic(line_info: bool) -> str:
     """Once per worker process: Triton's settings from nothing but ours (the tool paths excepted) and
     a private, empty Triton cache that goes when the worker does (or, if it is killed, with the next
-    build's sweep of the temporary folder)."""
+    build's sweep of the temporary folder). Returns that private folder."""
     from multiprocessing import util
 
     for name in [n for n in os.environ if n.startswith("TRITON_") and not TOOL_SETTINGS.fullmatch(n)]:
@@ -168,6 +173,30 @@ def _hermetic(line_info: bool) -> None:
     os.environ.update(TRITON_CACHE_DIR=folder, TRITON_HOME=folder)
     if not line_info:
         os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
+    return folder
+
+
+# Triton's compile reads process-wide state that a compile sets (the ptxas in os.environ, tempfile's
+# folder, sys.stdout): one compile at a time per process, also in a Dask worker with several threads.
+_COMPILING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _contained(folder: str) -> Iterator[None]:
+    """A Triton compile kept to itself: its temporary files go into a scratch folder inside the
+    worker's private one, removed after the call (a ptxas that fails leaves its PTX behind, for the
+    repro command Triton prints), and what it prints (that PTX, whole, on every failed try: hundreds of
+    KB per variant where the oldest ptxas cannot read a target's PTX and the next one builds it) is
+    dropped; the exception carries ptxas's messages (_reason)."""
+    scratch = tempfile.mkdtemp(dir=folder)
+    saved = tempfile.tempdir
+    tempfile.tempdir = scratch
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        tempfile.tempdir = saved
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -215,7 +244,10 @@ class TritonCompiler:
         _triton()
 
     def compile(self, variant: Variant) -> Outcome:
-        _hermetic(self.line_info)
+        with _COMPILING:
+            return self._compile(variant, _hermetic(self.line_info))
+
+    def _compile(self, variant: Variant, private: str) -> Outcome:
         triton = _triton()
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
@@ -252,7 +284,7 @@ class TritonCompiler:
         for ptxas in chain:
             _use_ptxas(ptxas.path)
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), _contained(private):
                     warnings.simplefilter("ignore")
                     compiled = triton.compile(src, target=target, options=options)
                 break
@@ -358,4 +390,7 @@ def _reason(exc: Exception, kernel: Kernel) -> str:
             f": {message}" if message else ""
         )
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    errors = [f"ptxas, {m.group(1)}: {m.group(2)}" for ln in lines if (m := PTXAS_ERROR.match(ln))]
+    if errors:  # ptxas's first error, not the repro command (its PTX file is gone with the compile's scratch)
+        return f"{name}: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
     return f"{name}: {lines[-1] if lines else 'no message'}"

@@ -4,12 +4,17 @@ order, clusters and PDL through cuLaunchKernelEx, bound constexprs, required hin
 pruned for shared memory the target does not have."""
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from aotpack import build
+from aotpack.compilers.triton import ptxas_candidates, ptxas_for
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
@@ -190,3 +195,23 @@ def test_clusters_and_pdl_launch_through_launch_kernel_ex(site, fake_driver, tmp
     # 5 programs of 2-block clusters: grid x doubled; attributes cluster (4) = 2, spread scheduling (5),
     # programmatic stream serialization (6)
     assert launch == "launchex add_kernel grid=10,1,1 block=128 shared=0 stream=(nil) attr4=2 attr5=1 attr6=1"
+
+
+def test_a_build_leaves_nothing_in_the_temporary_folder_and_prints_no_ptx(tmp_path):
+    """Triton's TMA PTX is newer than CUDA 12.2's ptxas reads, so each variant here fails with the oldest
+    ptxas and is built by the next: Triton keeps every failed try's PTX in the temporary folder and
+    prints it whole. The build's temporary folder ends empty, and its output holds no PTX."""
+    recipe, temp, out = tmp_path / "r.yaml", tmp_path / "tmp", tmp_path / "dist"
+    recipe.write_text(RECIPE.format(root=ROOT))
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run([sys.executable, "-m", "aotpack", "build", str(recipe), "--only", "matmul_tma/*",
+                           "--no-cache", "-o", str(out)], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "NVPTX" not in done.stdout + done.stderr and "reproducer" not in done.stdout + done.stderr
+    assert list(temp.iterdir()) == []
+    (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        variants = json.loads(z.read("hopper_small/manifest.json"))["kernels"]["matmul_tma"]["variants"]
+    first = ptxas_for("sm_90a", ptxas_candidates(), None)[0]
+    assert variants and all(v["compiler"]["ptxas"] != first.release for v in variants), "no failed try to clean"
