@@ -10,6 +10,7 @@ renamed, so builds running side by side, or one killed at any moment, never leav
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import pickle
@@ -62,20 +63,21 @@ def aotpack_digest(compile_stage: bool = False) -> str:
     return h.hexdigest()
 
 
+def _folder(kernel: Kernel) -> Path:
+    """The folder of the kernel's source file (or of its module)."""
+    src = kernel.source
+    if src.path is not None:
+        return src.path.parent
+    assert src.module is not None
+    spec = importlib.util.find_spec(src.module)
+    return Path(spec.origin).parent if spec and spec.origin else Path(".")
+
+
 def source_files(kernel: Kernel) -> list[Path]:
     """The kernel's source file and every source file of its language beside it (helper modules,
     headers) and in its include folders: a conservative reading of "what the kernel uses"."""
-    src = kernel.source
-    if src.path is not None:
-        folder = src.path.parent
-    else:
-        import importlib.util
-
-        assert src.module is not None
-        spec = importlib.util.find_spec(src.module)
-        folder = Path(spec.origin).parent if spec and spec.origin else Path(".")
     suffixes = SOURCE_SUFFIXES[kernel.backend]
-    found = [p for p in folder.glob("*") if p.is_file() and p.suffix in suffixes]
+    found = [p for p in _folder(kernel).glob("*") if p.is_file() and p.suffix in suffixes]
     for include in kernel.cuda.include_dirs if kernel.cuda else ():
         found += [p for p in include.rglob("*") if p.is_file() and p.suffix in suffixes]
     return sorted(set(found))
@@ -85,10 +87,16 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def source_digest(kernel: Kernel) -> str:
+def source_digest(kernel: Kernel, portable: bool) -> str:
+    """The kernel's source files, by name and content. With ``portable`` (a Triton kernel compiled
+    without line info: no path reaches its code) a file is named relative to the kernel's folder, so
+    another checkout or environment holding the same files finds the same cached variants; otherwise
+    by its absolute path, which line info or CUDA's __FILE__ can carry into the code."""
+    folder = _folder(kernel)
     h = hashlib.sha256()
     for path in source_files(kernel):
-        h.update(str(path).encode() + b"\0" + file_digest(path).encode())
+        name = os.path.relpath(path, folder) if portable else str(path)
+        h.update(name.encode() + b"\0" + file_digest(path).encode())
     return h.hexdigest()
 
 

@@ -131,7 +131,10 @@ def _cache_keys(
     if not options.use_cache:
         return _Keys(None, {}, "")
     store = cache.Cache(options.cache_dir or cache.default_dir())
-    digests = {k.name: cache.source_digest(k) for k in rec.kernels}
+    # a Triton kernel's code holds no path without line info: its cache entries serve any checkout
+    digests = {
+        k.name: cache.source_digest(k, portable=k.backend == "triton" and not options.line_info) for k in rec.kernels
+    }
     keys = {v.id: cache.variant_key(v, tools.by_backend[v.kernel.backend], digests[v.kernel.name]) for v in variants}
     # every input file, tuning hooks included (the manifest records them all), and the variants
     wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={options.strict}", *tools.versions.values()])

@@ -121,3 +121,23 @@ def test_no_byte_of_the_wheel_names_a_folder_of_the_build_host(two_builds):
                           env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) >= 8  # every Triton variant (and the CUDA ones where nvcc is found) was looked at
+
+
+def test_another_checkout_finds_the_triton_variants_in_the_cache(two_builds):
+    """A third checkout at yet another path, building with the first one's aotpack cache: its Triton
+    variants (code that holds no path) are cache hits, CUDA ones (whose code may hold one) are built
+    again, and the wheel is the same bytes. Before, every path change missed the whole cache."""
+    tmp, first, _ = two_builds
+    with zipfile.ZipFile(first) as zf:
+        manifest = json.loads(zf.read("small_kernels/manifest.json"))
+    triton = sum(len(k["variants"]) for k in manifest["kernels"].values() if k["backend"] == "triton")
+    recipe = checkout(tmp / "c" / "third")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_HOME"}
+    env.update(HOME=str(tmp / "home-a"), XDG_CACHE_HOME=str(tmp / "home-a" / ".cache"))
+    done = subprocess.run([sys.executable, "-m", "aotpack", "build", "recipe.yaml", "-o", "dist", "-j", "2"],
+                          cwd=recipe.parent, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr  # without nvcc every variant is Triton's: the whole wheel is a hit
+    assert f"({triton} cached)" in said or ("the wheel comes from the cache" in said and not have_nvcc())
+    (wheel,) = (recipe.parent / "dist").glob("*.whl")
+    assert wheel.read_bytes() == first.read_bytes()

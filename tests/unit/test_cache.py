@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import shutil
 from pathlib import Path
 
 from aotpack import cache, plan, recipe
@@ -14,8 +15,8 @@ def variants(folder: Path, text: str = GOOD) -> tuple[plan.Variant, ...]:
     return plan.plan_variants(recipe.parse(text, folder / "r.yaml"))
 
 
-def key(v: plan.Variant, toolchain=None) -> str:
-    return cache.variant_key(v, toolchain or {"triton": "3.9.0"}, cache.source_digest(v.kernel))
+def key(v: plan.Variant, toolchain=None, portable=True) -> str:
+    return cache.variant_key(v, toolchain or {"triton": "3.9.0"}, cache.source_digest(v.kernel, portable))
 
 
 def test_keys_are_stable_and_distinct(kernel_dir):
@@ -34,6 +35,18 @@ def test_keys_change_with_what_changes_the_output(kernel_dir):
     assert key(hinted_off) != key(v)
     (kernel_dir / "notes.txt").write_text("not source\n")
     assert key(variants(kernel_dir)[0]) == key(v)
+
+
+def test_the_same_triton_sources_in_another_folder_have_the_same_keys(kernel_dir, tmp_path):
+    """Another checkout (or a CI runner's workspace) hits the cache: the kernel's files are named by
+    their place beside it, unless the code can hold their paths (line info, CUDA)."""
+    other = tmp_path / "elsewhere" / "checkout"
+    shutil.copytree(kernel_dir, other)
+    here, there = variants(kernel_dir)[0], variants(other)[0]
+    assert key(here) == key(there)
+    assert key(here, portable=False) != key(there, portable=False)
+    (other / "helpers.py").write_text("SCALE = 2\n")  # the same names with other contents: another key
+    assert key(here) != key(variants(other)[0])
 
 
 def test_entries_round_trip_and_damage_is_a_miss(tmp_path):
