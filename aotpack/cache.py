@@ -5,16 +5,22 @@ A key is the sha256 of everything that changes the output: aotpack's own code, t
 versions, the variant (signature, hints, constexprs, options, target) and the bytes of the kernel's
 source folder (its helper modules or headers too). Entries are written to a temporary file and
 renamed, so builds running side by side, or one killed at any moment, never leave a corrupt entry.
+
+The cache is bounded: a hit marks its entry used (its mtime), and after a build that wrote to it the
+least recently used entries go until it holds at most ``$AOTPACK_CACHE_SIZE`` (default 10G);
+``aotpack cache`` shows it, trims it to a size, or clears it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import pickle
 import shutil
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -23,6 +29,7 @@ from pathlib import Path
 
 from ._temp import atomic_file
 from .compilers import Outcome
+from .errors import UsageError
 from .model import Kernel
 from .plan import Variant
 
@@ -123,6 +130,45 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
 
 
 CACHE_TEMP = ".tmp-"  # an entry being written into the cache
+SIZE_SETTING, DEFAULT_SIZE = "AOTPACK_CACHE_SIZE", "10G"  # the cache's bound, and its default
+SIZE_STAMP, RECOUNT_SECONDS = "size.json", 86400  # the last count of its bytes; counted again after a day
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from a size such as 500M, 10G or 1048576 (binary units); ValueError otherwise."""
+    number, unit = text.strip().upper().removesuffix("B"), ""
+    if number[-1:] and number[-1] in _UNITS:
+        number, unit = number[:-1], number[-1]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 2**63 / _UNITS[unit]:
+        raise ValueError(f"expected a size such as 500M or 10G, got {text!r}")
+    return int(value * _UNITS[unit])
+
+
+def size_setting() -> str:
+    """The bound as the user wrote it: $AOTPACK_CACHE_SIZE, else 10G."""
+    return os.environ.get(SIZE_SETTING) or DEFAULT_SIZE
+
+
+def size_limit() -> int:
+    """The most the cache may hold after a build, in bytes."""
+    try:
+        return parse_size(size_setting())
+    except ValueError as exc:
+        raise UsageError(f"{SIZE_SETTING}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One unit the cache keeps or drops whole: a compiled variant's file, or a wheel's folder."""
+
+    path: Path
+    bytes: int
+    used: float  # when last written or hit (the mtime of its file, or of the wheel's build.json)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -130,9 +176,10 @@ def _write_atomically(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Cache:
     root: Path
+    written: int = 0  # bytes this process stored (the size check after a build adds them)
 
     def _variant_path(self, key: str) -> Path:
         return self.root / "variants" / key[:2] / f"{key}.pickle"
@@ -146,10 +193,13 @@ class Cache:
         except Exception:  # written by another aotpack, or damaged on disk: compile again
             path.unlink(missing_ok=True)
             return None
+        _touch(path)
         return outcome
 
     def store(self, key: str, outcome: Outcome) -> None:
-        _write_atomically(self._variant_path(key), pickle.dumps(outcome, protocol=4))
+        data = pickle.dumps(outcome, protocol=4)
+        _write_atomically(self._variant_path(key), data)
+        self.written += len(data)
 
     def wheel_key(self, sources: Iterable[tuple[str, str]], variant_keys: Iterable[str]) -> str:
         """Everything a wheel is made of: every input file (path, sha256), and its variants."""
@@ -165,12 +215,87 @@ class Cache:
             wheel = folder / str(info["wheel"])
         except (OSError, ValueError, KeyError):
             return None
-        return (wheel, info) if wheel.is_file() else None
+        if not wheel.is_file():
+            return None
+        _touch(folder / "build.json")
+        return wheel, info
 
     def store_wheel(self, key: str, wheel: Path, info: dict[str, object]) -> None:
         folder = self.root / "wheels" / key
-        _write_atomically(folder / wheel.name, wheel.read_bytes())
-        _write_atomically(folder / "build.json", json.dumps({**info, "wheel": wheel.name}).encode())
+        data, build = wheel.read_bytes(), json.dumps({**info, "wheel": wheel.name}).encode()
+        _write_atomically(folder / wheel.name, data)
+        _write_atomically(folder / "build.json", build)
+        self.written += len(data) + len(build)
+
+    def entries(self) -> list[Entry]:
+        """Every variant file and wheel folder, least recently used first (one stat per file:
+        this runs after every build that wrote to the cache)."""
+        found = []
+        for shard in _listing(self.root / "variants"):
+            for f in _listing(shard.path):
+                with contextlib.suppress(OSError):  # removed by a build running beside this one
+                    if f.name.endswith(".pickle"):
+                        stat = f.stat()
+                        found.append(Entry(Path(f.path), stat.st_size, stat.st_mtime))
+        for folder in _listing(self.root / "wheels"):
+            with contextlib.suppress(OSError):
+                files = {f.name: f.stat() for f in _listing(folder.path)}
+                # without its build.json a wheel is being written (or was, by a killed build): its newest file
+                latest = max((st.st_mtime for st in files.values()), default=folder.stat().st_mtime)
+                used = files["build.json"].st_mtime if "build.json" in files else latest
+                found.append(Entry(Path(folder.path), sum(st.st_size for st in files.values()), used))
+        return sorted(found, key=lambda e: e.used)
+
+    def trim(self, limit: int) -> tuple[int, int]:
+        """Drop the least recently used entries until the cache holds at most ``limit`` bytes;
+        returns (entries dropped, bytes freed). Records the size left (size.json)."""
+        entries = self.entries()
+        total = sum(e.bytes for e in entries)
+        dropped = freed = 0
+        for entry in entries:
+            if total - freed <= limit:
+                break
+            if entry.path.is_dir():
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                entry.path.unlink(missing_ok=True)
+            dropped, freed = dropped + 1, freed + entry.bytes
+        self._count(total - freed, time.time())
+        return dropped, freed
+
+    def keep_within(self, limit: int) -> tuple[int, int]:
+        """After a build: trim to ``limit`` when the cache may be over it, as the last count plus
+        what builds stored since says (the walk costs a stat per entry: ~0.5 s for 50k); a count older
+        than a day is redone, for what others removed or copied in."""
+        try:
+            last = json.loads((self.root / SIZE_STAMP).read_text())
+            counted, total = float(last["counted"]), int(last["bytes"]) + self.written
+        except (OSError, ValueError, KeyError, TypeError):
+            counted, total = 0.0, limit + 1
+        if total > limit or time.time() - counted > RECOUNT_SECONDS:
+            return self.trim(limit)
+        self._count(total, counted)
+        return 0, 0
+
+    def _count(self, total: int, counted: float) -> None:
+        with contextlib.suppress(OSError):  # a read-only cache: counted again next time
+            _write_atomically(self.root / SIZE_STAMP, json.dumps({"bytes": total, "counted": counted}).encode())
+        self.written = 0
+
+
+def _listing(folder: str | Path) -> list[os.DirEntry[str]]:
+    """A folder's entries, or none when it is missing (or goes while being read)."""
+    try:
+        with os.scandir(folder) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def _touch(path: Path) -> None:
+    """Mark an entry used now (a read-only cache stays as it is)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
 
 
 def copy_into(source: Path, out_dir: Path) -> Path:

@@ -11,11 +11,11 @@ import shutil
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import facts
+from . import cache, facts
 from ._version import __version__
 from .compilers import Outcome, Pruned
 from .errors import AotpackError, UsageError
@@ -135,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--out", type=Path, required=True, help="the recipe to write (merged into if it exists)")
     r.add_argument("--package", default="recorded_kernels", help="package name of a new recipe")
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
+    c = sub.add_parser("cache", help="show the cache of compiled variants and wheels; trim or clear it")
+    c.add_argument("--cache-dir", type=Path, default=None, help="the cache (default: ~/.cache/aotpack)")
+    what = c.add_mutually_exclusive_group()
+    what.add_argument("--trim", type=_size, default=None, metavar="SIZE",
+                      help="drop the least recently used entries until it holds at most SIZE (500M, 10G)")  # fmt: skip
+    what.add_argument("--clear", action="store_true", help="remove every entry")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
     p.add_argument("recipe", type=Path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
@@ -171,69 +177,110 @@ def _positive(text: str) -> int:
     return value
 
 
+def _size(text: str) -> int:
+    try:
+        return cache.parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _cache_command(folder: Path | None, trim: int | None) -> str:
+    """aotpack cache: what the cache holds, after trimming it to ``trim`` bytes when given."""
+    store = cache.Cache(folder or cache.default_dir())
+    done = ""
+    if trim is not None:
+        dropped, freed = store.trim(trim)
+        done = f"dropped {dropped} entries ({freed / 1e6:.1f} MB); "
+    entries = store.entries()
+    wheels = sum(e.path.is_dir() for e in entries)
+    total = sum(e.bytes for e in entries)
+    return (
+        f"{done}{store.root}: {len(entries) - wheels} compiled variants and {wheels} wheels, {total / 1e6:.1f} MB; "
+        f"a build keeps it to {cache.size_setting()} (${cache.SIZE_SETTING})"
+    )
+
+
+def _plan(args: argparse.Namespace) -> None:
+    rec, variants = select(load(args.recipe), tuple(args.only))
+    for variant in variants:
+        print(variant.id)
+    for line in plan_summary(rec, variants):  # on stderr: the ids stay a clean list
+        print(line, file=sys.stderr)
+
+
+def _new(args: argparse.Namespace) -> None:
+    dest = args.dir or Path(args.name)
+    files = scaffold(args.name, dest)
+    print(
+        f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
+        f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"
+    )
+
+
+def _cache(args: argparse.Namespace) -> None:
+    print(_cache_command(args.cache_dir, 0 if args.clear else args.trim))
+
+
+def _inspect(args: argparse.Namespace) -> None:
+    manifest = read_wheel(args.wheel)
+    print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
+
+
+def _record(args: argparse.Namespace) -> None:
+    _writable_folder(args.out.parent, "-o")
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    with recording(args.out, args.package) as recorded:
+        run_program(program)
+    launches = sum(c.launches for c in recorded.compilations())
+    print(
+        f"wrote {args.out}: {len(recorded.compiled)} compilations of "
+        f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches"
+    )
+    for function, why in sorted(recorded.skipped.items()):
+        print(f"not recorded: {function}: {why}", file=sys.stderr)
+
+
+def _tune(args: argparse.Namespace) -> None:
+    _writable_folder(args.out_dir, "-o")
+    opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
+    print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)}")
+
+
+def _build(args: argparse.Namespace) -> None:
+    for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
+                         (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip
+        if folder is not None:
+            _writable_folder(folder, what)
+    if args.nvcc is not None and shutil.which(args.nvcc) is None:
+        raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
+    started = time.monotonic()
+    options = BuildOptions(
+        out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
+        keep_build_dir=args.keep_build_dir, nvcc=args.nvcc, winners_only=args.winners_only,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, line_info=args.line_info, cuda_floor=args.cuda,
+        executor=args.executor,
+    )  # fmt: skip
+    result = run(load(args.recipe), options, Progress(args.quiet))
+    pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
+    cached = ", unchanged: from the cache" if result.cached else ""
+    size = result.wheel.stat().st_size / 1e6
+    print(f"built {result.wheel} ({size:.2f} MB, {result.variants} variants{pruned}{cached}, "
+          f"{time.monotonic() - started:.0f}s)")  # fmt: skip
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "build": _build, "tune": _tune, "inspect": _inspect, "new": _new, "record": _record, "cache": _cache,
+    "plan": _plan,
+}  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
-        if args.command == "plan":
-            rec = load(args.recipe)
-            rec, variants = select(rec, tuple(args.only))
-            for variant in variants:
-                print(variant.id)
-            for line in plan_summary(rec, variants):  # on stderr: the ids stay a clean list
-                print(line, file=sys.stderr)
-            return 0
-        if args.command == "new":
-            dest = args.dir or Path(args.name)
-            files = scaffold(args.name, dest)
-            print(
-                f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
-                f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"
-            )
-            return 0
-        if args.command == "inspect":
-            manifest = read_wheel(args.wheel)
-            print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
-            return 0
-        if args.command == "record":
-            _writable_folder(args.out.parent, "-o")
-            program = args.program[1:] if args.program[:1] == ["--"] else args.program
-            with recording(args.out, args.package) as recorded:
-                run_program(program)
-            launches = sum(c.launches for c in recorded.compilations())
-            print(
-                f"wrote {args.out}: {len(recorded.compiled)} compilations of "
-                f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches"
-            )
-            for function, why in sorted(recorded.skipped.items()):
-                print(f"not recorded: {function}: {why}", file=sys.stderr)
-            return 0
-        if args.command == "tune":
-            _writable_folder(args.out_dir, "-o")
-            opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
-            print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)}")
-            return 0
-        for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
-                             (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip
-            if folder is not None:
-                _writable_folder(folder, what)
-        if args.nvcc is not None and shutil.which(args.nvcc) is None:
-            raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
-        started = time.monotonic()
-        options = BuildOptions(
-            out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
-            keep_build_dir=args.keep_build_dir, nvcc=args.nvcc, winners_only=args.winners_only,
-            cache_dir=args.cache_dir, use_cache=not args.no_cache, line_info=args.line_info, cuda_floor=args.cuda,
-            executor=args.executor,
-        )  # fmt: skip
-        result = run(load(args.recipe), options, Progress(args.quiet))
-        pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
-        cached = ", unchanged: from the cache" if result.cached else ""
-        size = result.wheel.stat().st_size / 1e6
-        print(f"built {result.wheel} ({size:.2f} MB, {result.variants} variants{pruned}{cached}, "
-              f"{time.monotonic() - started:.0f}s)")  # fmt: skip
+        COMMANDS[args.command](args)
         return 0
     except AotpackError as exc:
         print(f"aotpack: error: {exc}", file=sys.stderr)

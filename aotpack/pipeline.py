@@ -75,11 +75,13 @@ class Toolchain:
 
 @dataclass(frozen=True)
 class _Keys:
-    """The build's cache (None: --no-cache), each variant's key and the wheel's."""
+    """The build's cache (None: --no-cache), each variant's key and the wheel's, and the most bytes
+    the cache may hold after the build."""
 
     store: cache.Cache | None
     variants: dict[str, str]
     wheel: str
+    limit: int = 0
 
 
 def build(recipe_path: str | Path, out_dir: str | Path, *, progress: Progress | None = None,
@@ -131,6 +133,7 @@ def _cache_keys(
     if not options.use_cache:
         return _Keys(None, {}, "")
     store = cache.Cache(options.cache_dir or cache.default_dir())
+    limit = cache.size_limit()  # read before the work: a bad $AOTPACK_CACHE_SIZE fails at once
     # a Triton kernel's code holds no path without line info: its cache entries serve any checkout
     digests = {
         k.name: cache.source_digest(k, portable=k.backend == "triton" and not options.line_info) for k in rec.kernels
@@ -138,7 +141,7 @@ def _cache_keys(
     keys = {v.id: cache.variant_key(v, tools.by_backend[v.kernel.backend], digests[v.kernel.name]) for v in variants}
     # every input file, tuning hooks included (the manifest records them all), and the variants
     wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={options.strict}", *tools.versions.values()])
-    return _Keys(store, keys, wheel_key)
+    return _Keys(store, keys, wheel_key, limit)
 
 
 def _cached_wheel(keys: _Keys, options: BuildOptions) -> BuildResult | None:
@@ -228,6 +231,10 @@ def _package_into(
         if keys.store is not None:
             info = {"variants": built, "pruned": [dataclasses.asdict(p) for p in pruned]}
             keys.store.store_wheel(keys.wheel, repaired, info)
+            dropped, freed = keys.store.keep_within(keys.limit)
+            if dropped:
+                log.info("the cache holds at most %s: dropped its %d least recently used entries (%.1f MB)",
+                         cache.size_setting(), dropped, freed / 1e6)  # fmt: skip
         wheel_path = cache.copy_into(repaired, options.out_dir)
     return BuildResult(wheel=wheel_path, variants=built, pruned=pruned)
 

@@ -1,12 +1,17 @@
 """Cache keys: stable for the same inputs, new for anything that changes the output."""
 
 import dataclasses
+import json
 import os
 import shutil
+import time
 from pathlib import Path
 
-from aotpack import cache, plan, recipe
+import pytest
+
+from aotpack import cache, cli, plan, recipe
 from aotpack.compilers import Pruned
+from aotpack.errors import UsageError
 
 from ..shared import GOOD
 
@@ -102,3 +107,80 @@ def test_variants_depend_on_the_compile_stages_and_wheels_on_everything():
     assert {"compilers/triton.py", "plan.py", "recipe.py"} <= compiling
     assert not any(p.startswith(("runtime/", "codegen/")) or p in {"native.py", "wheel.py"} for p in compiling)
     assert cache.aotpack_digest(compile_stage=True) != cache.aotpack_digest()
+
+
+def test_sizes_are_read_as_people_write_them(monkeypatch):
+    assert [cache.parse_size(t) for t in ("500M", "10G", "1.5k", "2GB", "4096", "0")] == [
+        500 * 2**20, 10 * 2**30, 1536, 2 * 2**30, 4096, 0,
+    ]  # fmt: skip
+    for bad in ("", "ten", "-1G", "10Q", "1e30T", "nan"):
+        with pytest.raises(ValueError, match="expected a size such as 500M or 10G"):
+            cache.parse_size(bad)
+    monkeypatch.setenv("AOTPACK_CACHE_SIZE", "lots")
+    with pytest.raises(UsageError, match="AOTPACK_CACHE_SIZE: expected a size such as 500M or 10G, got 'lots'"):
+        cache.size_limit()
+    monkeypatch.delenv("AOTPACK_CACHE_SIZE")
+    assert cache.size_limit() == 10 * 2**30
+
+
+def filled(root: Path, count: int) -> cache.Cache:
+    """A cache of `count` variant entries, entry i last used at time 1000 + i."""
+    store = cache.Cache(root)
+    for i in range(count):
+        key = f"{i:02x}" * 32
+        store.store(key, Pruned(variant_id=f"k/{i}/sm_80", reason="x" * 1000))
+        os.utime(root / "variants" / key[:2] / f"{key}.pickle", (1000 + i, 1000 + i))
+    return store
+
+
+def test_trimming_drops_the_least_recently_used_first_and_a_hit_counts_as_use(tmp_path):
+    store = filled(tmp_path, 6)
+    size = store.entries()[0].bytes
+    assert store.load(f"{0:02x}" * 32) is not None  # the oldest, used now
+    dropped, freed = store.trim(3 * size)
+    assert (dropped, freed) == (3, 3 * size)
+    kept = sorted(e.path.name[:2] for e in store.entries())
+    assert kept == ["00", "04", "05"]
+    assert json.loads((tmp_path / "size.json").read_text())["bytes"] == 3 * size
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(b"wheel" * 100)
+    store.store_wheel("ff" * 32, wheel, {"variants": 1})
+    assert [e.path.name for e in store.entries() if e.path.is_dir()] == ["ff" * 32]  # a folder, one unit
+    assert store.trim(0)[0] == 4 and store.entries() == []
+
+
+def test_a_build_walks_the_cache_only_when_it_may_be_over_its_bound(tmp_path, monkeypatch):
+    """The last count plus what was stored since decides; a stale or missing count is redone."""
+    store = filled(tmp_path, 4)
+    size = store.entries()[0].bytes
+    assert store.keep_within(10 * size) == (0, 0)  # no count yet: counted
+    walks: list[cache.Cache] = []
+
+    def walk(self: cache.Cache) -> list[cache.Entry]:
+        walks.append(self)
+        return []
+
+    monkeypatch.setattr(cache.Cache, "entries", walk)
+    store.store("aa" * 32, Pruned(variant_id="k/a/sm_80", reason="x" * 1000))
+    assert store.keep_within(10 * size) == (0, 0) and not walks  # 5 entries of 10: no walk
+    assert json.loads((tmp_path / "size.json").read_text())["bytes"] == 5 * size
+    store.store("bb" * 32, Pruned(variant_id="k/b/sm_80", reason="x" * 1000))
+    store.keep_within(5 * size)
+    assert walks == [store]  # may be over: walked
+    monkeypatch.undo()
+    stamp = json.loads((tmp_path / "size.json").read_text())
+    (tmp_path / "size.json").write_text(json.dumps({**stamp, "counted": time.time() - 2 * 86400}))
+    assert store.keep_within(5 * size) == (1, size)  # a day-old count is redone (and the walk trims)
+
+
+def test_the_cache_command_shows_trims_and_clears(tmp_path, capsys):
+    filled(tmp_path, 3)
+    assert cli.main(["cache", "--cache-dir", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"{tmp_path}: 3 compiled variants and 0 wheels, ") and "($AOTPACK_CACHE_SIZE)" in shown
+    assert cli.main(["cache", "--cache-dir", str(tmp_path), "--clear"]) == 0
+    assert capsys.readouterr().out.startswith("dropped 3 entries (")
+    assert cache.Cache(tmp_path).entries() == []
+    with pytest.raises(SystemExit):
+        cli.main(["cache", "--cache-dir", str(tmp_path), "--trim", "lots"])
+    assert "expected a size such as 500M or 10G, got 'lots'" in capsys.readouterr().err
