@@ -20,13 +20,15 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from . import _temp
 from . import cache as cache_
 from ._version import __version__
 from .compilers import Compiler, Outcome, compile_all, compilers_for_targets
@@ -123,22 +125,41 @@ def task(settings: Settings, variant: Variant) -> Task:
     return Task(settings=settings, variant=variant, files=files, root=root, digest=digest)
 
 
+STAGING = ".staging-"  # a digest folder being written (named for its process: see _temp.sweep)
+UNUSED_DAYS = 7  # a digest folder no task has used for this long goes when another is written
+
+
 def materialize(files: tuple[tuple[str, bytes], ...], digest: str) -> Path:
-    """Shipped files in a folder of this worker named by their digest (written once per worker)."""
+    """Shipped files in a folder of this worker named by their digest (written once per worker; each
+    use marks it, and folders unused for a week go when a new one is written)."""
     folder = Path(tempfile.gettempdir()) / f"aotpack-sources-{os.getuid()}" / digest[:32]
-    if not (folder / ".complete").exists():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=folder.parent))
-        for name, data in files:
-            path = staging / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-        (staging / ".complete").touch()
-        try:
-            os.replace(staging, folder)
-        except OSError:  # another process of this worker wrote it first
-            shutil.rmtree(staging, ignore_errors=True)
+    done = folder / ".complete"
+    if done.exists():
+        with suppress(OSError):
+            os.utime(done)
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _temp.sweep(folder.parent, STAGING)  # what killed writers left
+    _drop_unused(folder.parent)
+    staging = Path(tempfile.mkdtemp(prefix=_temp.temp_prefix(STAGING), dir=folder.parent))
+    for name, data in files:
+        path = staging / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (staging / ".complete").touch()
+    try:
+        os.replace(staging, folder)
+    except OSError:  # another process of this worker wrote it first
+        shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def _drop_unused(parent: Path) -> None:
+    cutoff = time.time() - UNUSED_DAYS * 86400
+    for child in parent.iterdir():
+        with suppress(OSError):  # a folder being written has no marker yet; one gone meanwhile is fine
+            if not child.name.startswith(STAGING) and (child / ".complete").stat().st_mtime < cutoff:
+                shutil.rmtree(child, ignore_errors=True)
 
 
 def _localized(t: Task) -> Variant:
