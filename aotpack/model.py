@@ -209,6 +209,13 @@ class Kernel:
         return next(a for a in self.args if a.name == name)
 
     @property
+    def call_exprs(self) -> list[expr.Expr]:
+        """The expressions the dispatcher evaluates for a call: grid, key, bound constexprs, and the
+        arguments' defaults and extents (a CUDA launch's block and shared memory are its own)."""
+        exprs = [*self.grid, *(e for _, e in self.key), *(e for _, e in self.bound)]
+        return exprs + [e for a in self.args for e in (a.default, a.extent) if e is not None]
+
+    @property
     def call_order(self) -> tuple[int, ...]:
         """Argument indices in Python's calling order: those without a default (in the recipe's order),
         then those with one. The binding, stubs, docs, torch schema and C API all follow it."""

@@ -132,10 +132,8 @@ def unit_strides(kernel: Kernel) -> set[str]:
     """Integer arguments expected to be 1 in common calls: those whose default is ``stride(t, d)``
     for the innermost dimension ``d`` of ``t`` that the kernel's expressions read (a contiguous
     tensor's last stride)."""
-    exprs = [*kernel.grid, *(e for _, e in kernel.key), *(e for _, e in kernel.bound)]
-    exprs += [e for a in kernel.args for e in (a.default, a.extent) if e is not None]
     innermost: dict[str, int] = {}
-    for e in exprs:
+    for e in kernel.call_exprs:
         for call in expr.tensor_calls(e):
             if call.func in ("size", "stride") and isinstance(call.args[1], expr.Num):
                 name = expr.unparse(call.args[0])

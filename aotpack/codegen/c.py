@@ -47,11 +47,8 @@ def _shape_use(arg: Arg, kernel: Kernel) -> str:
     sizes and strides for size()/stride() and descriptors, the extent alone (a contiguous tensor's
     element count) for extents, `contiguous` and numel(), nothing otherwise. The binding reads no
     more than that of a tensor: on the per-call path each read is a call into torch."""
-    exprs = [*kernel.grid, *(e for _, e in kernel.key), *(e for _, e in kernel.bound)]
-    exprs += [e for a in kernel.args for e in (a.default, a.extent) if e is not None]
-    if kernel.cuda is not None:
-        exprs += [*kernel.cuda.block, kernel.cuda.shared]
-    calls = [c for e in exprs for c in expr.tensor_calls(e)]
+    launch = (*kernel.cuda.block, kernel.cuda.shared) if kernel.cuda is not None else ()
+    calls = [c for e in (*kernel.call_exprs, *launch) for c in expr.tensor_calls(e)]
     reads = {c.func for c in calls if isinstance(c.args[0], expr.Name) and c.args[0].id == arg.name}
     if arg.block or reads & {"size", "stride"}:
         return "AOT_SHAPE_FULL"
