@@ -193,7 +193,7 @@ class Cache:
         except Exception:  # written by another aotpack, or damaged on disk: compile again
             path.unlink(missing_ok=True)
             return None
-        _touch(path)
+        mark_used(path)
         return outcome
 
     def store(self, key: str, outcome: Outcome) -> None:
@@ -217,7 +217,7 @@ class Cache:
             return None
         if not wheel.is_file():
             return None
-        _touch(folder / "build.json")
+        mark_used(folder / "build.json")
         return wheel, info
 
     def store_wheel(self, key: str, wheel: Path, info: dict[str, object]) -> None:
@@ -246,10 +246,11 @@ class Cache:
                 found.append(Entry(Path(folder.path), sum(st.st_size for st in files.values()), used))
         return sorted(found, key=lambda e: e.used)
 
-    def trim(self, limit: int) -> tuple[int, int]:
-        """Drop the least recently used entries until the cache holds at most ``limit`` bytes;
-        returns (entries dropped, bytes freed). Records the size left (size.json)."""
-        entries = self.entries()
+    def trim(self, limit: int, entries: list[Entry] | None = None) -> tuple[int, int]:
+        """Drop the least recently used entries until the cache holds at most ``limit`` bytes (of
+        ``entries``, this cache's listing when the caller has one); returns (entries dropped, bytes
+        freed): the dropped are the listing's first. Records the size left (size.json)."""
+        entries = self.entries() if entries is None else entries
         total = sum(e.bytes for e in entries)
         dropped = freed = 0
         for entry in entries:
@@ -292,8 +293,8 @@ def _listing(folder: str | Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def _touch(path: Path) -> None:
-    """Mark an entry used now (a read-only cache stays as it is)."""
+def mark_used(path: Path) -> None:
+    """Mark an entry used now, by its mtime (a read-only cache stays as it is)."""
     with contextlib.suppress(OSError):
         os.utime(path)
 

@@ -187,11 +187,10 @@ def _size(text: str) -> int:
 def _cache_command(folder: Path | None, trim: int | None) -> str:
     """aotpack cache: what the cache holds, after trimming it to ``trim`` bytes when given."""
     store = cache.Cache(folder or cache.default_dir())
-    done = ""
-    if trim is not None:
-        dropped, freed = store.trim(trim)
-        done = f"dropped {dropped} entries ({freed / 1e6:.1f} MB); "
-    entries = store.entries()
+    entries, done = store.entries(), ""
+    if trim is not None:  # one walk of the cache, not two
+        dropped, freed = store.trim(trim, entries)
+        entries, done = entries[dropped:], f"dropped {dropped} entries ({freed / 1e6:.1f} MB); "
     wheels = sum(e.path.is_dir() for e in entries)
     total = sum(e.bytes for e in entries)
     return (

@@ -135,8 +135,7 @@ def materialize(files: tuple[tuple[str, bytes], ...], digest: str) -> Path:
     folder = Path(tempfile.gettempdir()) / f"aotpack-sources-{os.getuid()}" / digest[:32]
     done = folder / ".complete"
     if done.exists():
-        with suppress(OSError):
-            os.utime(done)
+        cache_.mark_used(done)
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     _temp.sweep(folder.parent, STAGING)  # what killed writers left
