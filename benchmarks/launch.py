@@ -239,7 +239,9 @@ def main() -> None:
         "triton JIT (warm cache)": statistics.median(first_result("triton") for _ in range(3)),
     }
     device = torch.cuda.get_device_name()
-    print(f"\n# launch overhead on {device}; torch {torch.__version__}, triton {triton.__version__}")
+    exchange = "with" if hasattr(torch.Tensor, "__dlpack_c_exchange_api__") else "without"
+    print(f"\n# launch overhead on {device}; torch {torch.__version__} ({exchange} DLPack's C exchange API), "
+          f"triton {triton.__version__}")  # fmt: skip
     print(f"{'per call':32} {'host us':>8} {'vs triton':>10} {'vs raw':>8} {'e2e us':>8}")
     anchor = times["triton JIT"][0]
     raw = times["C: raw"][0] if "C: raw" in times else None

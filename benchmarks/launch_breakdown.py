@@ -1,6 +1,7 @@
-"""Where the host time of one aotpack call goes: the torch tensor queries the binding can make (add
-reads get_device, data_ptr, dtype, is_contiguous and numel of each tensor; a kernel that reads sizes
-or strides reads shape and stride instead of the last two), the argument parsing and dispatch
+"""Where the host time of one aotpack call goes: the torch tensor queries the binding makes where
+torch lacks DLPack's C exchange API (torch < 2.10: add reads get_device, data_ptr, dtype,
+is_contiguous and numel of each tensor; a kernel that reads sizes or strides reads shape and stride
+instead of the last two; with the API, one C call per tensor replaces them), the argument parsing and dispatch
 without a launch (the C select), and the full call, each timed in a tight loop, for the demo's add
 (a 33-row dispatch table), softmax and matmul (240 rows); for the drop-in launch of a recorded
 kernel (when liger_recorded is installed), the config pick alone (warmup=True returns before the
@@ -68,5 +69,6 @@ try:
     steps["drop-in: full launch (run)"] = lambda: run(a, b, c, 4096, 1.0, grid=(1,), **meta)
 except ImportError:
     pass
+print("torch.Tensor has DLPack's C exchange API:", hasattr(torch.Tensor, "__dlpack_c_exchange_api__"))
 for name, fn in steps.items():
     print(f"{name:40} {per_call(fn) * 1e6:7.3f} us")

@@ -11,6 +11,8 @@ _Static_assert(sizeof(unsigned long) == 8, "pointers are read as unsigned long (
 static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
 static PyObject *torch_dtypes[64];
 static PyObject *torch_raw_stream; /* torch._C._cuda_getCurrentRawStream */
+static const struct dl_exchange_api *torch_exchange; /* DLPack's C exchange API of torch.Tensor, where torch has one */
+static PyObject *torch_parameter;                    /* torch.nn.Parameter: a tensor that overrides none of its reads */
 enum { GET_DEVICE, DATA_PTR, STRIDE, IS_CONTIGUOUS, NUMEL, TENSOR_METHODS };
 static PyObject *tensor_methods[TENSOR_METHODS]; /* torch.Tensor.get_device, .data_ptr, ... (the enum's order) */
 static PyObject *s_data_ptr, *s_get_device, *s_dtype, *s_shape, *s_stride, *s_is_contiguous, *s_numel, *s_cai,
@@ -87,6 +89,51 @@ static PyObject *raise(const aot_error *err) {
   return NULL;
 }
 
+/* DLPack's DLTensor (dlpack.h, stable since DLPack 0.x). */
+typedef struct {
+  void *data;
+  struct {
+    int32_t type, id;
+  } device;
+  int32_t ndim;
+  struct {
+    uint8_t code, bits;
+    uint16_t lanes;
+  } dtype;
+  int64_t *shape, *strides;
+  uint64_t byte_offset;
+} dl_tensor;
+enum { DL_CUDA = 2, DL_CUDA_MANAGED = 13 };
+
+/* DLPack's C exchange API (dlpack.h 1.2, `__dlpack_c_exchange_api__` on the tensor type, a capsule named
+ * "dlpack_exchange_api"; torch.Tensor has it since torch 2.10): fills a DLTensor from a tensor and gives the
+ * framework's current stream, both plain C calls that make no Python object. Only the fields up to the
+ * ones read here are declared; later minor versions append. */
+typedef struct dl_api_header {
+  struct {
+    uint32_t major, minor;
+  } version;
+  struct dl_api_header *prev; /* an older version of the API, or NULL */
+} dl_api_header;
+struct dl_exchange_api {
+  dl_api_header header;
+  void *managed_tensor_allocator, *managed_tensor_from_py_object, *managed_tensor_to_py_object;
+  int (*dltensor_from_py_object)(void *obj, dl_tensor *out); /* NULL where the producer lacks it */
+  int (*current_work_stream)(int device_type, int32_t device_id, void **stream);
+};
+
+/* The exchange API on `type`, version 1.2 or a later 1.x, or NULL. */
+static const struct dl_exchange_api *exchange_api(PyObject *type) {
+  PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
+  const dl_api_header *h = capsule ? PyCapsule_GetPointer(capsule, "dlpack_exchange_api") : NULL;
+  PyErr_Clear();
+  while (h != NULL && !(h->version.major == 1 && h->version.minor >= 2)) h = h->prev;
+  const struct dl_exchange_api *api = (const struct dl_exchange_api *)h;
+  if (api != NULL && (api->dltensor_from_py_object == NULL || api->current_work_stream == NULL)) api = NULL;
+  if (api == NULL) Py_XDECREF(capsule); /* else kept: the table lives as long as the capsule's owner */
+  return api;
+}
+
 /* torch.Tensor and torch's dtypes, looked up once the caller has imported torch. */
 static int torch_ready(void) {
   if (torch_tensor != NULL) return 1;
@@ -116,6 +163,11 @@ static int torch_ready(void) {
   torch_raw_stream = c ? PyObject_GetAttrString(c, "_cuda_getCurrentRawStream") : NULL;
   Py_XDECREF(c);
   if (torch_raw_stream == NULL) PyErr_Clear();
+  torch_exchange = exchange_api(tensor);
+  PyObject *nn = PyObject_GetAttrString(torch, "nn");
+  torch_parameter = nn ? PyObject_GetAttrString(nn, "Parameter") : NULL;
+  Py_XDECREF(nn);
+  if (torch_parameter == NULL) PyErr_Clear();
   torch_tensor = tensor;
   return 1;
 }
@@ -215,6 +267,52 @@ static int torch_arg(PyObject *obj, aot_tensor *t, int shape_use, const char *ar
   return torch_shape(obj, t, shape_use, arg, err) < 0 ? -1 : (int)device;
 }
 
+/* Whether a DLTensor is contiguous as torch's is_contiguous() has it (size-1 dimensions take any stride);
+ * *numel its element count, or -1 when that overflows. */
+static int dl_contiguous(const dl_tensor *dl, int64_t *numel) {
+  int64_t n = 1; /* the elements of the dimensions after d: what a contiguous stride of d is */
+  int contiguous = 1, wraps = 0;
+  for (int d = dl->ndim - 1; d >= 0; d--) {
+    if (dl->shape[d] != 1 && dl->strides != NULL && dl->strides[d] != n) contiguous = 0;
+    wraps += __builtin_mul_overflow(n, dl->shape[d], &n);
+  }
+  *numel = wraps ? -1 : n;
+  return contiguous || n == 0;
+}
+
+/* A torch tensor read through DLPack's C exchange API: pointer, device, dtype, and as much of its shape
+ * as the kernel reads (aot_shape_use), in one call, as the method path would read them. Returns its
+ * device, or NOT_DESCRIBED where that path should read it instead and word what is wrong (off CUDA, a
+ * dtype no kernel takes, more dimensions than the runtime holds, an export torch refuses). */
+enum { NOT_DESCRIBED = -3 };
+static int exchange_arg(PyObject *obj, aot_tensor *t, int use) {
+  dl_tensor dl;
+  if (torch_exchange->dltensor_from_py_object(obj, &dl) != 0) {
+    PyErr_Clear();
+    return NOT_DESCRIBED;
+  }
+  int code = dl.dtype.code << 8 | dl.dtype.bits, dtype = -1;
+  for (int d = 0; d < aot_num_dtypes && dtype < 0; d++)
+    if (aot_dtype_dlpack[d] == code) dtype = d;
+  if (dl.device.type != DL_CUDA || dl.dtype.lanes != 1 || dtype < 0 || dl.ndim < 0) return NOT_DESCRIBED;
+  if (use != AOT_SHAPE_NONE && dl.ndim <= AOT_MAX_DIMS) {
+    int64_t expect = 1;
+    t->ndim = dl.ndim;
+    for (int d = dl.ndim - 1; d >= 0; d--) { /* DLPack: no strides means compact row-major */
+      t->shape[d] = dl.shape[d];
+      t->strides[d] = dl.strides != NULL ? dl.strides[d] : expect;
+      expect = aot_sat_mul(expect, dl.shape[d]);
+    }
+  } else if (use != AOT_SHAPE_NONE) { /* more dimensions: only a contiguous tensor's extent fits */
+    int64_t numel;
+    if (use != AOT_SHAPE_SPAN || !dl_contiguous(&dl, &numel) || numel < 0) return NOT_DESCRIBED;
+    t->ndim = 1, t->shape[0] = numel, t->strides[0] = 1;
+  }
+  t->ptr = (uint64_t)(uintptr_t)dl.data + dl.byte_offset;
+  t->dtype = dtype;
+  return dl.device.id;
+}
+
 /* An object with __cuda_array_interface__ (CuPy, Numba, ...). Its device is the pointer's. */
 static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err) {
   if (!PyDict_Check(cai)) return aot_fail(err, AOT_E_TYPE, "argument %s: __cuda_array_interface__ is not a dict", arg);
@@ -254,20 +352,6 @@ static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err
 
 /* A DLPack producer (JAX, CuPy, ...): read its DLTensor, then let the capsule go unconsumed (its
  * destructor releases it; the caller's object keeps the memory alive, as for any launch). */
-typedef struct {
-  void *data;
-  struct {
-    int32_t type, id;
-  } device;
-  int32_t ndim;
-  struct {
-    uint8_t code, bits;
-    uint16_t lanes;
-  } dtype;
-  int64_t *shape, *strides;
-  uint64_t byte_offset;
-} dl_tensor;
-
 static int dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *err) {
   PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
   if (capsule == NULL) return -1;
@@ -276,7 +360,7 @@ static int dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *
   if (dl == NULL) {
     PyErr_Clear();
     aot_fail(err, AOT_E_TYPE, "argument %s: __dlpack__ did not return a DLPack capsule", arg);
-  } else if (dl->device.type != 2 && dl->device.type != 13) { /* kDLCUDA, kDLCUDAManaged */
+  } else if (dl->device.type != DL_CUDA && dl->device.type != DL_CUDA_MANAGED) {
     aot_fail(err, AOT_E_VALUE, "argument %s is not in CUDA memory (DLPack device type %d)", arg, dl->device.type);
   } else if (dl->ndim < 0 || dl->ndim > AOT_MAX_DIMS || dl->dtype.lanes != 1) {
     aot_fail(err, AOT_E_VALUE, "argument %s: %d dimensions or vector lanes are not supported", arg, dl->ndim);
@@ -311,7 +395,12 @@ static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *
   t->ndim = -1;
   if (torch_ready() && PyObject_TypeCheck(obj, (PyTypeObject *)torch_tensor)) {
     *is_torch = 1;
-    return torch_arg(obj, t, prm->shape_use, arg, err);
+    /* the exchange reads the tensor underneath: only for types that override none of the reads */
+    PyObject *type = (PyObject *)Py_TYPE(obj);
+    int device = torch_exchange && (type == torch_tensor || type == torch_parameter)
+                     ? exchange_arg(obj, t, prm->shape_use)
+                     : NOT_DESCRIBED;
+    return device != NOT_DESCRIBED ? device : torch_arg(obj, t, prm->shape_use, arg, err);
   }
   if (PyLong_Check(obj)) {
     t->ptr = PyLong_AsUnsignedLong(obj);
@@ -455,6 +544,10 @@ static int parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, P
   *stream = 0;
   if (stream_obj != NULL && stream_obj != Py_None) {
     if (stream_of(stream_obj, stream, err) < 0) return -1;
+  } else if (any_torch && torch_exchange != NULL) {
+    void *s = NULL;
+    if (torch_exchange->current_work_stream(DL_CUDA, device, &s) != 0) return -1;
+    *stream = (uint64_t)(uintptr_t)s;
   } else if (any_torch && torch_raw_stream != NULL) {
     PyObject *s = device < AOT_MAX_DEVICES ? PyObject_CallFunctionObjArgs(torch_raw_stream, small_ints[device], NULL)
                                            : PyObject_CallFunction(torch_raw_stream, "i", device);

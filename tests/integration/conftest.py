@@ -49,6 +49,19 @@ def fake_driver(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def fake_exchange(tmp_path_factory) -> Path:
+    """libfakexchange.so: DLPack's C exchange API over torch's own, CPU tensors reported as CUDA
+    tensors (tests/integration/fake_exchange.c)."""
+    library = tmp_path_factory.mktemp("fakexchange") / "libfakexchange.so"
+    subprocess.run(
+        [sys.executable, "-m", "ziglang", "cc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror",
+         "-o", str(library), str(Path(__file__).with_name("fake_exchange.c"))],
+        check=True,
+    )  # fmt: skip
+    return library
+
+
+@pytest.fixture(scope="session")
 def installed(small_wheel, tmp_path_factory) -> Path:
     """The small wheel installed into a plain folder (put it on PYTHONPATH)."""
     return install_wheel(small_wheel, tmp_path_factory.mktemp("site"))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from .helpers import run_on_fake_driver
 
 PRELUDE = """
@@ -204,6 +206,90 @@ def test_torch_tensors_are_read_as_far_as_the_kernel_measures_them(installed, fa
     ]
     launches = [line for line in log if line.startswith("launch")]
     assert len(launches) == 7 and all("p3=4096" in line for line in launches)
+
+
+EXCHANGE = """
+import ctypes, torch
+lib = ctypes.CDLL({library!r})
+api = ctypes.pythonapi
+api.PyCapsule_GetPointer.restype, api.PyCapsule_GetPointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_New.restype, api.PyCapsule_New.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+lib.fake_exchange.restype, lib.fake_exchange.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_uint32]
+NAME = ctypes.c_char_p(b"dlpack_exchange_api")  # kept alive: a capsule holds only the pointer to its name
+table = api.PyCapsule_GetPointer(torch.Tensor.__dlpack_c_exchange_api__, NAME)
+torch.Tensor.__dlpack_c_exchange_api__ = api.PyCapsule_New(lib.fake_exchange(table, {minor}), NAME, None)
+ctypes.c_int.in_dll(lib, "fake_exchange_device").value = {device}
+reads = []
+def counted(name):  # the method path, counted; get_device answers {device} for the CPU tensors
+    method = getattr(torch.Tensor, name)
+    def read(self, *args, **kwargs):
+        reads.append(name)
+        return {device} if name == "get_device" else method(self, *args, **kwargs)
+    return read
+for name in ("get_device", "data_ptr", "is_contiguous", "numel", "stride"):
+    setattr(torch.Tensor, name, counted(name))
+"""
+
+
+@pytest.mark.parametrize("minor, device", [(2, 1), (1, 0)], ids=["exchange API 1.2", "1.1: methods"])
+def test_torch_tensors_through_dlpacks_c_exchange_api(installed, fake_driver, fake_exchange, tmp_path, minor, device):
+    """torch >= 2.10 describes a tensor to C in one call (DLPack's C exchange API, on torch.Tensor):
+    pointer, device, dtype, shape and strides, and gives the current stream, without a Python method
+    call per attribute. A table older than 1.2 is not used. What the exchange cannot describe
+    (more dimensions than the runtime holds and not contiguous, a dtype no kernel takes) is read
+    by the method path, which words the error, and every check holds on both paths."""
+    out, log = run(
+        EXCHANGE.format(library=str(fake_exchange), minor=minor, device=device)
+        + textwrap.dedent("""
+        x = torch.zeros(4096)
+        cases = {
+            "contiguous": torch.zeros(4096),
+            "too small": torch.zeros(100),
+            "strided, wide enough": torch.zeros(8192)[::2],
+            "strided, too small": torch.zeros(4096)[::2],
+            "transposed": torch.zeros(64, 64).t(),
+            "12 dimensions": torch.zeros([2] * 12),
+            "a Parameter": torch.nn.Parameter(torch.zeros(4096)),
+            "12 dimensions, transposed": torch.zeros([2] * 12).transpose(0, 11),
+            "complex": torch.zeros(4096, dtype=torch.complex64),
+        }
+        for name, y in cases.items():
+            reads.clear()
+            try:
+                k.add(x, y, x, n_elements=4096)
+                result = "launched"
+            except (TypeError, ValueError) as e:
+                result = str(e)
+            print(name, "|", result, "|", *dict.fromkeys(reads))
+        exchanged = ctypes.c_long.in_dll(lib, "fake_exchange_streams").value
+        k.add(x, x, x, stream=0x77)
+        print("streams asked", ctypes.c_long.in_dll(lib, "fake_exchange_streams").value - exchanged)
+        """),
+        installed, fake_driver, tmp_path, FAKE_CUDA_DEVICES="2",
+    )  # fmt: skip
+    too_small = "argument y_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans"
+    methods = minor < 2
+    x_reads = " get_device data_ptr is_contiguous numel" if methods else ""  # x, contiguous, comes first
+    strided = " get_device data_ptr is_contiguous numel stride" if methods else ""
+    assert out == [
+        f"contiguous | launched |{x_reads}",
+        f"too small | {too_small} 100 |{x_reads}",
+        f"strided, wide enough | launched |{strided}",
+        f"strided, too small | {too_small} 4095 |{strided}",
+        f"transposed | launched |{strided}",
+        f"12 dimensions | launched |{x_reads}",
+        f"a Parameter | launched |{x_reads}",  # its methods are torch.Tensor's, called by name
+        f"12 dimensions, transposed | argument y_ptr has 12 dimensions; at most 8 are supported |"
+        f"{x_reads or ' get_device data_ptr is_contiguous'} stride",
+        f"complex | argument y_ptr has dtype torch.complex64, which no kernel here takes |{x_reads or ' get_device data_ptr'}",
+        "streams asked 0",
+    ]
+    launches = [line for line in log if line.startswith("launch")]
+    assert len(launches) == 6 and all("p3=4096" in line for line in launches)
+    stream = "0x5001" if not methods else "(nil)"  # the exchange's current stream of device 1; torch's raw one
+    assert all(f"stream={stream} " in line for line in launches[:5]), launches
+    assert all(f"ctx={hex(0x1000 + device)}" in line for line in launches), "on the tensors' device"
+    assert "stream=0x77 " in launches[5]
 
 
 def test_first_calls_from_many_threads_load_each_variant_once(installed, fake_driver, tmp_path):
