@@ -32,13 +32,13 @@ class Manifest:
 class Kernel:
     """A kernel of this package. Call it with the kernel's arguments to launch it."""
 
-    __slots__ = ("__name__", "_choose", "_manifest", "_select")
-
-    def __init__(self, name: str, native: Any, manifest: Manifest) -> None:
-        self.__name__ = name
-        self._select = getattr(native, "_select_" + name)
-        self._choose = getattr(native, "_choose_" + name)
-        self._manifest = manifest
+    __slots__ = ()
+    # set on each kernel's own class by kernel(): instances hold nothing but the C kernel
+    __name__: str
+    _function: Any  # the binding's function: the signature and docstring
+    _select: Any
+    _choose: Any
+    _manifest: Manifest
 
     @property
     def variants(self) -> list[str]:
@@ -76,18 +76,22 @@ class Kernel:
     def __signature__(self) -> Any:
         import inspect
 
-        return inspect.signature(type(self).__call__)
+        return inspect.signature(self._function)
 
     def __repr__(self) -> str:
         return f"<kernel {self.__name__}: {len(self.variants)} variants>"
 
 
 def kernel(name: str, native: Any, manifest: Manifest) -> Kernel:
-    """The kernel object: a one-off subclass whose __call__ is the C function itself (so a launch
-    costs one extra lookup, not a Python frame) and whose docstring is the kernel's."""
+    """The kernel object: the one instance of a class of its own over the binding's ``_Kernel`` (whose
+    call goes from the interpreter straight to C, no Python frame or ``__call__`` lookup between) and
+    ``Kernel``, with the kernel's docstring."""
     function = getattr(native, name)
-    cls = type(name, (Kernel,), {"__slots__": (), "__call__": staticmethod(function), "__doc__": function.__doc__})
-    made: Kernel = cls(name, native, manifest)
+    namespace = {"__slots__": (), "__doc__": function.__doc__, "__name__": name, "_function": function,
+                 "_select": getattr(native, "_select_" + name), "_choose": getattr(native, "_choose_" + name),
+                 "_manifest": manifest}  # fmt: skip
+    cls = type(name, (native._Kernel, Kernel), namespace)
+    made: Kernel = cls(name)
     return made
 
 

@@ -38,6 +38,8 @@ static const char *type_name(PyObject *obj, char *buf, size_t size) {
   return buf;
 }
 
+static int add_kernel_type(PyObject *module, const char *package);
+
 int aot_py_init(PyObject *module) {
   PyObject *name = PyObject_GetAttrString(module, "__name__");
   if (name == NULL) return -1;
@@ -59,6 +61,8 @@ int aot_py_init(PyObject *module) {
   if (missing_error == NULL) return -1;
   Py_INCREF(missing_error);
   if (PyModule_AddObject(module, "MissingVariant", missing_error) < 0) return -1;
+  *strrchr(qual, '.') = '\0';
+  if (add_kernel_type(module, qual) < 0) return -1;
 #define AOT_INTERN(var, text) \
   if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
   AOT_INTERN(s_data_ptr, "data_ptr");
@@ -829,6 +833,55 @@ static const aot_kernel *kernel_named(const char *name) {
     if (strcmp(aot_all_kernels[i]->name, name) == 0) return aot_all_kernels[i];
   PyErr_Format(PyExc_ValueError, "no kernel %s", name);
   return NULL;
+}
+
+/* ---------------------------------------------------------------- the kernel object */
+
+/* The base of a package's kernel objects (aot_kernels.py's Kernel adds the Python side): calling one goes
+ * from the interpreter straight to aot_py_call, with no __call__ looked up and no function in between. */
+typedef struct {
+  PyObject_HEAD
+  const aot_kernel *k;
+} kernel_object;
+
+static PyObject *kernel_new(PyTypeObject *cls, PyObject *args, PyObject *kwargs) {
+  const char *name;
+  if (kwargs != NULL) return PyErr_Format(PyExc_TypeError, "_Kernel(name) takes no keyword arguments");
+  if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+  const aot_kernel *k = kernel_named(name);
+  allocfunc alloc = (allocfunc)PyType_GetSlot(cls, Py_tp_alloc);
+  kernel_object *self = k && alloc ? (kernel_object *)alloc(cls, 0) : NULL;
+  if (self != NULL) self->k = k;
+  return (PyObject *)self;
+}
+
+static PyObject *kernel_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+  return aot_py_call(((kernel_object *)self)->k, args, kwargs);
+}
+
+static void kernel_dealloc(PyObject *self) {
+  PyTypeObject *type = Py_TYPE(self); /* a heap type: its instances hold a reference to it */
+  ((freefunc)PyType_GetSlot(type, Py_tp_free))(self);
+  Py_DECREF(type);
+}
+
+static int add_kernel_type(PyObject *module, const char *package) {
+  static char name[256];
+  snprintf(name, sizeof name, "%s._native._Kernel", package);
+  static PyType_Slot slots[] = {
+      {Py_tp_new, (void *)kernel_new},
+      {Py_tp_call, (void *)kernel_call},
+      {Py_tp_dealloc, (void *)kernel_dealloc},
+      {Py_tp_doc, (void *)"_Kernel(name): calling it launches the kernel `name` (the base of the kernel objects)."},
+      {0, NULL},
+  };
+  static PyType_Spec spec = {name, sizeof(kernel_object), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
+  PyObject *type = PyType_FromSpec(&spec);
+  if (type == NULL || PyModule_AddObject(module, "_Kernel", type) < 0) {
+    Py_XDECREF(type);
+    return -1;
+  }
+  return 0;
 }
 
 PyObject *aot_py_memo(PyObject *module, PyObject *args) {
