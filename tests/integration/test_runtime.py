@@ -361,6 +361,12 @@ def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
         print(k.add, len(k.add.variants), k.add.variants[0])
         print(inspect.signature(k.add))
         print(k.add.__doc__.splitlines()[0])
+        print(k.add.__name__, type(k.add).__call__ is k._native._Kernel.__call__)  # the call goes straight to C
+        for bad in (("nope",), ()):
+            try:
+                k._native._Kernel(*bad)
+            except (TypeError, ValueError) as e:
+                print(type(e).__name__, e)
         """,
         installed, fake_driver, tmp_path,
     )  # fmt: skip
@@ -372,6 +378,9 @@ def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
         "<kernel add: 16 variants> 16 add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted",
         "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)",
         "The add kernel.",
+        "add True",
+        "ValueError no kernel nope",
+        "TypeError function takes exactly 1 argument (0 given)",
     ]
 
 
