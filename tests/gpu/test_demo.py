@@ -252,6 +252,8 @@ def test_launches_on_the_callers_stream(how):
     n = 1 << 20
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     out = poisoned(n, dtype=torch.float32)
+    demo.add(x, y, out)  # loads the variant first: loading a module may wait for the device's work
+    out.fill_(float("nan"))
     side = torch.cuda.Stream()
     torch.cuda.synchronize()
     with torch.cuda.stream(side):
@@ -335,6 +337,49 @@ def test_first_calls_from_many_threads_in_a_fresh_process():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
+
+
+def test_torch_tensors_are_read_by_one_c_call():
+    """Where torch has DLPack's C exchange API (torch 2.11 on the H100 has), the binding reads a torch
+    tensor in one C call: no tensor method runs, a view at an offset and a transposed operand get their
+    own address and strides (their results are right), and the extent and contiguity checks hold."""
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no DLPack C exchange API")
+    code = textwrap.dedent(
+        """
+        import torch
+        calls = []
+        for name in ("get_device", "data_ptr", "is_contiguous", "numel", "stride"):
+            def counted(self, *args, _method=getattr(torch.Tensor, name), _name=name, **kwargs):
+                calls.append(_name)
+                return _method(self, *args, **kwargs)
+            setattr(torch.Tensor, name, counted)  # before the binding first sees torch: it would use these
+        import demo_kernels as d
+        n = 100_003
+        base = torch.randn(2 * n + 1, device="cuda")
+        x, y = base[1:n + 1], torch.randn(n, device="cuda")  # x: at an offset, not 16-byte aligned
+        out = torch.full((n,), float("nan"), device="cuda")
+        d.add(x, y, out)
+        a = torch.randn(300, 200, device="cuda", dtype=torch.float16).t()
+        b = torch.randn(300, 130, device="cuda", dtype=torch.float16)
+        c = torch.full((200, 130), float("nan"), device="cuda", dtype=torch.float16)
+        d.matmul(a, b, c)
+        torch.cuda.synchronize()
+        assert torch.equal(out, x + y)
+        assert ((c.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()) < 2e-3
+        for bad, error in ((out[:100], "out_ptr is too small"), (base[::2][:n], "out_ptr must be contiguous")):
+            try:
+                d.add(x, y, bad, n_elements=n)
+            except ValueError as e:
+                assert error in str(e), e
+            else:
+                raise AssertionError(f"taken: {error}")
+        print("methods called:", calls)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "methods called: []"
 
 
 class _Cai:
