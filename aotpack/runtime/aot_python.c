@@ -109,10 +109,11 @@ typedef struct {
 } dl_tensor;
 enum { DL_CUDA = 2, DL_CUDA_MANAGED = 13 };
 
-/* DLPack's C exchange API (dlpack.h 1.2, `__dlpack_c_exchange_api__` on the tensor type, a capsule named
- * "dlpack_exchange_api"; torch.Tensor has it since torch 2.10): fills a DLTensor from a tensor and gives the
- * framework's current stream, both plain C calls that make no Python object. Only the fields up to the
- * ones read here are declared; later minor versions append. */
+/* DLPack's C exchange API (dlpack.h 1.3: `__dlpack_c_exchange_api__` on the tensor type, a capsule named
+ * "dlpack_exchange_api"; torch.Tensor has it from torch 2.10, and the torch-c-dlpack-ext package puts it on
+ * older ones): fills a DLTensor from a tensor and gives the framework's current stream, both plain C calls
+ * that make no Python object. The table has this layout since version 1.2; only the fields up to the ones
+ * read here are declared (later minor versions append). */
 typedef struct dl_api_header {
   struct {
     uint32_t major, minor;
