@@ -285,6 +285,25 @@ static int dl_contiguous(const dl_tensor *dl, int64_t *numel) {
   return contiguous || n == 0;
 }
 
+/* The dtype code of a DLTensor's element type, or -1 when no kernel here takes it. */
+static int dl_dtype(const dl_tensor *dl) {
+  int code = dl->dtype.code << 8 | dl->dtype.bits;
+  for (int d = 0; d < aot_num_dtypes; d++)
+    if (aot_dtype_dlpack[d] == code) return d;
+  return -1;
+}
+
+/* A DLTensor's shape and strides (at most AOT_MAX_DIMS dimensions; no strides: compact row-major). */
+static void dl_shape(const dl_tensor *dl, aot_tensor *t) {
+  int64_t expect = 1;
+  t->ndim = dl->ndim;
+  for (int d = dl->ndim - 1; d >= 0; d--) {
+    t->shape[d] = dl->shape[d];
+    t->strides[d] = dl->strides != NULL ? dl->strides[d] : expect;
+    expect = aot_sat_mul(expect, dl->shape[d]);
+  }
+}
+
 /* A torch tensor read through DLPack's C exchange API: pointer, device, dtype, and as much of its shape
  * as the kernel reads (aot_shape_use), in one call, as the method path would read them. Returns its
  * device, or NOT_DESCRIBED where that path should read it instead and word what is wrong (off CUDA, a
@@ -296,18 +315,10 @@ static int exchange_arg(PyObject *obj, aot_tensor *t, int use) {
     PyErr_Clear();
     return NOT_DESCRIBED;
   }
-  int code = dl.dtype.code << 8 | dl.dtype.bits, dtype = -1;
-  for (int d = 0; d < aot_num_dtypes && dtype < 0; d++)
-    if (aot_dtype_dlpack[d] == code) dtype = d;
+  int dtype = dl_dtype(&dl);
   if (dl.device.type != DL_CUDA || dl.dtype.lanes != 1 || dtype < 0 || dl.ndim < 0) return NOT_DESCRIBED;
   if (use != AOT_SHAPE_NONE && dl.ndim <= AOT_MAX_DIMS) {
-    int64_t expect = 1;
-    t->ndim = dl.ndim;
-    for (int d = dl.ndim - 1; d >= 0; d--) { /* DLPack: no strides means compact row-major */
-      t->shape[d] = dl.shape[d];
-      t->strides[d] = dl.strides != NULL ? dl.strides[d] : expect;
-      expect = aot_sat_mul(expect, dl.shape[d]);
-    }
+    dl_shape(&dl, t);
   } else if (use != AOT_SHAPE_NONE) { /* more dimensions: only a contiguous tensor's extent fits */
     int64_t numel;
     if (use != AOT_SHAPE_SPAN || !dl_contiguous(&dl, &numel) || numel < 0) return NOT_DESCRIBED;
@@ -370,22 +381,14 @@ static int dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *
   } else if (dl->ndim < 0 || dl->ndim > AOT_MAX_DIMS || dl->dtype.lanes != 1) {
     aot_fail(err, AOT_E_VALUE, "argument %s: %d dimensions or vector lanes are not supported", arg, dl->ndim);
   } else {
-    int code = dl->dtype.code << 8 | dl->dtype.bits;
-    t->dtype = -2;
-    for (int d = 0; d < aot_num_dtypes; d++)
-      if (aot_dtype_dlpack[d] == code) t->dtype = d;
-    if (t->dtype == -2) {
+    int dtype = dl_dtype(dl);
+    if (dtype < 0) {
       aot_fail(err, AOT_E_TYPE, "argument %s has DLPack dtype (code %d, %d bits), which no kernel here takes", arg,
                dl->dtype.code, dl->dtype.bits);
     } else {
+      t->dtype = dtype;
       t->ptr = (uint64_t)(uintptr_t)dl->data + dl->byte_offset;
-      t->ndim = dl->ndim;
-      int64_t expect = 1;
-      for (int d = t->ndim - 1; d >= 0; d--) {
-        t->shape[d] = dl->shape[d];
-        t->strides[d] = dl->strides ? dl->strides[d] : expect;
-        expect = aot_sat_mul(expect, dl->shape[d]);
-      }
+      dl_shape(dl, t);
       device = dl->device.id;
     }
   }
