@@ -24,6 +24,7 @@ POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
 # what every generated package defines itself (codegen/python.py): a kernel may not hide them
 PACKAGE_NAMES = (
+    "ClassMissWarning",
     "CudaError",
     "MissingVariant",
     "activate",
@@ -31,7 +32,9 @@ PACKAGE_NAMES = (
     "deactivate",
     "get_include",
     "select",
+    "stats",
     "torch_ops",
+    "warn_class_misses",
 )
 LAZY_NAMES = ("ops",)  # the package's attributes made on first use (not in __all__: * must not import torch)
 
@@ -188,7 +191,9 @@ class Kernel:
     mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
     # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
     bound: tuple[tuple[str, expr.Expr], ...] = ()
-    specialize: Policy = "common"  # which classes of the JIT's specialization get built (plan.auto_states)
+    specialize: Policy = "common"  # which classes of the JIT's specialization get built (classes.specs)
+    # classes the recipe asks for besides the typical ones (``classes:``), one state per argument
+    classes: tuple[tuple[str, ...], ...] = ()
     # Triton constexprs outside the config grid: defaults from the kernel's signature, and dtype
     # constexprs that follow a type variable (name, type variable)
     fixed_constexprs: tuple[tuple[str, ConstValue], ...] = ()

@@ -26,7 +26,7 @@ from typing import Any, cast
 import packaging.licenses
 import packaging.version
 
-from . import _sources, expr, facts, introspect, limits, tables, yamlnodes
+from . import _sources, classes, expr, facts, introspect, limits, tables, yamlnodes
 from .errors import Location, RecipeError
 from .introspect import DIV16, NONE, ONE
 from .model import (
@@ -68,7 +68,7 @@ _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
     "specialize",
 )  # fmt: skip
-_TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options", "launch", "variants")
+_TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options", "classes", "launch", "variants")
 _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
 _KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
 _ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only", "optional", "specialize")
@@ -231,7 +231,7 @@ def _kernel(
     if backend == "cuda":
         check = names.check(names.int_scalars | names.int_consts)
         cuda = _cuda_launch(k, root, check, {v for v, _ in types}, constexpr_names)
-    return Kernel(
+    kernel = Kernel(
         name=name, backend=backend, source=source, doc=_text(k["doc"], one_line=False) if "doc" in k else "",
         args=args, types=tuple(types), constexpr_names=constexpr_names, configs=configs, default=default, grid=grid,
         key=tuple(key), bucket=_bucket(k), rules=rules, targets=targets,
@@ -242,6 +242,21 @@ def _kernel(
         reset_to_zero=info.reset_to_zero if info else (), restore_value=info.restore_value if info else (),
         where=where,
     )  # fmt: skip
+    return dataclasses.replace(kernel, classes=_classes(k["classes"], kernel)) if "classes" in k else kernel
+
+
+def _classes(node: Node, kernel: Kernel) -> tuple[tuple[str, ...], ...]:
+    """``classes:``: specialization classes to build besides the typical ones, each spelt as ``aotpack plan``,
+    ``select()`` and a class-miss report spell it (one letter per argument the JIT keys)."""
+    if kernel.specialize != "common":
+        raise node.fail("'classes' adds to the common classes; it needs 'specialize: common' (the default)")
+    out: list[tuple[str, ...]] = []
+    for item in node.sequence():
+        states = classes.read(kernel, item.string())
+        if isinstance(states, str):
+            raise item.fail(f"{item.string()!r}: {states}")
+        out.append(states)
+    return tuple(dict.fromkeys(out))
 
 
 def _backend(k: dict[str, Node], node: Node) -> Backend:

@@ -138,6 +138,11 @@ class Node:
 
 def read(path: Path, what: str) -> Node:
     """The document at ``path`` (a ``what``, such as "recipe", in messages), checked as the module says."""
+    return parse(read_text(path, what), path, what)
+
+
+def read_text(path: Path, what: str) -> str:
+    """The text of the file at ``path``: a regular file of at most MAX_BYTES of UTF-8."""
     try:
         if not path.is_file():
             raise RecipeError(f"{what} {path} is not a regular file" if path.exists() else f"{what} {path} not found")
@@ -154,7 +159,7 @@ def read(path: Path, what: str) -> Node:
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise RecipeError(f"the {what} is not UTF-8 text (byte 0x{data[exc.start]:02x})", Location(str(path), line,
                           column)) from None  # fmt: skip
-    return parse(text, path, what)
+    return text
 
 
 def parse(text: str, path: Path, what: str) -> Node:

@@ -7,11 +7,12 @@ import itertools
 import math
 from collections.abc import Callable
 
-from .. import compress, expr, facts, limits, plan
+from .. import classes, compress, expr, facts, limits
+from ..classes import Spec
 from ..errors import RecipeError
 from ..introspect import ANY, DIV16, NONE, ONE
 from ..model import Arg, Kernel, Rule
-from ..plan import Spec, Variant
+from ..plan import Variant
 from . import BuildInput, KernelBuild
 
 _STATE = {ANY: "AOT_SPEC_ANY", DIV16: "AOT_SPEC_DIV16", ONE: "AOT_SPEC_ONE", NONE: "AOT_SPEC_NONE"}
@@ -106,7 +107,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     """One kernel's C: its tables, its expression functions, and the aot_kernel that points at them."""
     k = build.kernel
     consts = int_constexprs(k)
-    specs = plan.specs(k)
+    specs = classes.specs(k)
     rules = _rule_rows(k, specs)
     lines = [f"/* ---- kernel {k.name}: {k.source.function} */", *_signature_tables(k, consts)]
     lines += [f"static const aot_rule {k.name}_rules[] = {{", *(rules or ["  {-1, -1, -1, 0, {0}},"]), "};"]
@@ -124,6 +125,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
         str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
         f"{n}_spec_names", f"{n}_call_order", f"{n}_grid_exprs",
+        hex(sum(1 << i for i, a in enumerate(k.args) if a in classes.lettered(k))) + "u",
     ]  # fmt: skip
     lines.append(f"AOT_API const aot_kernel aot_kernel_{n} = {{")  # the extension reads it from the library
     lines += [f"  {f}," for f in fields]
@@ -358,6 +360,9 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     out.append('  {"_memo", aot_py_memo, METH_VARARGS, "_memo(kernel) -> the keys tuned in this process"},')
     out.append('  {"_memo_put", aot_py_memo_put, METH_VARARGS, "_memo_put(kernel, target, binding, hinted, key, '
                'config): remember a tuned key"},')  # fmt: skip
+    out.append('  {"_misses", aot_py_misses, METH_VARARGS, '
+               '"_misses(kernel) -> ([(class run, JIT class, calls)], lost)"},')  # fmt: skip
+    out.append('  {"_warn_misses", aot_py_warn_misses, METH_VARARGS, "_warn_misses(category or None)"},')
     out.append("  {NULL, NULL, 0, NULL},")
     out.append("};")
     out.append("")

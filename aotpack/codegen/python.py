@@ -6,7 +6,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from .. import expr, facts, mutation, plan
+from .. import classes, expr, facts, mutation
 from .. import manifest as manifest_types
 from ..compilers import Artifact
 from ..manifest import Manifest
@@ -56,8 +56,8 @@ def docstring(kb: KernelBuild) -> str:
     key = ", ".join(f"{name} = {expr.unparse(e)}" if name != expr.unparse(e) else name for name, e in k.key)
     lines.append(f"Key: {key or 'none'} ({k.bucket} buckets); dispatch table: {len(k.rules)} rows; "
                  f"default config {k.default.label}")  # fmt: skip
-    classes = ", ".join(s.name for s in plan.specs(k))
-    lines.append(f"Specialization classes (Triton's JIT terms, most specialized first): {classes}")
+    names = ", ".join(s.name for s in classes.specs(k))
+    lines.append(f"Specialization classes (Triton's JIT terms, most specialized first): {names}")
     lines.append(f"Targets: {', '.join(k.targets)}; {len(kb.variants)} variants"
                  + (f" ({len(kb.pruned)} pruned at build time)" if kb.pruned else ""))  # fmt: skip
     return "\n".join(lines)
@@ -112,7 +112,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
                 for r in k.rules
             ],
             "call_order": [k.args[i].name for i in k.call_order],
-            "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in plan.specs(k)],
+            "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in classes.specs(k)],
             "targets": list(k.targets),
             "min_driver_cuda": {t: facts.cuda_text(f.cuda) for t, f in kb.min_driver.items()},
             "driver_floor_set_by": {t: f.set_by for t, f in kb.min_driver.items()},
@@ -215,6 +215,7 @@ import os as _os
 from . import _aotpack_runtime as _runtime
 from . import _native
 from ._aotpack_runtime import kernel as _kernel
+from ._aotpack_runtime import ClassMissWarning
 from ._native import CudaError, MissingVariant
 
 __version__ = {recipe.version!r}
@@ -236,6 +237,24 @@ def autotune(enabled=True, cache=None, per="bucket"):
 if _os.environ.get("AOTPACK_AUTOTUNE", "") not in ("", "0"):
     autotune(True, _os.environ.get("AOTPACK_AUTOTUNE_CACHE") or None,
              "key" if _os.environ["AOTPACK_AUTOTUNE"] == "key" else "bucket")
+
+
+def stats():
+    """Class misses of this process's calls: per kernel, the class a call ran and the class Triton's JIT
+    would compile for it, with the number of calls (``class_misses``). Add a JIT class to the recipe's
+    ``classes:`` (or let ``aotpack record -o RECIPE -- PROGRAM`` add them) and rebuild."""
+    return _runtime.stats(_native, __name__, __version__, {[kb.kernel.name for kb in build.kernels]!r})
+
+
+def warn_class_misses(enabled=True):
+    """Warn (ClassMissWarning) the first call of each class miss; AOTPACK_WARN_CLASS_MISSES=1 does it at import."""
+    _native._warn_misses(ClassMissWarning if enabled else None)
+
+
+if _os.environ.get("AOTPACK_WARN_CLASS_MISSES", "") not in ("", "0"):
+    warn_class_misses(True)
+if _os.environ.get("AOTPACK_REPORT"):  # a folder: stats() is written there at exit, a file per process
+    _runtime.report_at_exit(_os.environ["AOTPACK_REPORT"], stats)
 
 
 def torch_ops():
@@ -306,6 +325,9 @@ def init_pyi(build: BuildInput) -> str:
         "def activate(fallback: Optional[str] = None) -> list[str]: ...",
         "def deactivate() -> None: ...",
         "class MissingVariant(LookupError): ...",
+        "class ClassMissWarning(UserWarning): ...",
+        "def stats() -> dict[str, Any]: ...",
+        "def warn_class_misses(enabled: bool = True) -> None: ...",
     ]
     for kb in build.kernels:
         params = []

@@ -360,6 +360,49 @@ def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
         os.replace(tmp, path)
 
 
+class ClassMissWarning(UserWarning):
+    """A call ran a less specialized class than Triton's JIT would compile for it (see ``stats()``)."""
+
+
+REPORT_FORMAT = "aotpack-report/1"
+
+
+def stats(native: Any, package: str, version: str, kernels: list[str]) -> dict[str, Any]:
+    """What this process's calls ran that Triton's JIT would have compiled otherwise: per kernel, class
+    run and the JIT's class, the calls (``class_misses``), and calls past the runtime's table of pairs
+    (``class_misses_lost``). A class named here goes into the recipe's ``classes:``."""
+    rows, lost = [], 0
+    for name in kernels:
+        found, gone = native._misses(name)
+        lost += gone
+        rows += [(name, jit, ran, calls) for ran, jit, calls in found]
+    misses = [{"kernel": name, "ran": ran, "jit": jit, "calls": calls} for name, jit, ran, calls in sorted(rows)]
+    return {"format": REPORT_FORMAT, "package": package, "version": version, "class_misses": misses,
+            "class_misses_lost": lost}  # fmt: skip
+
+
+def report_at_exit(folder: str, stats: Any) -> None:
+    """At exit, write ``stats()`` into ``folder`` as ``<package>.<pid>.json`` (AOTPACK_REPORT): one file per
+    process, so that a workload's workers do not overwrite each other; ``aotpack record`` reads them."""
+    import atexit
+
+    atexit.register(write_report, folder, stats)
+
+
+def write_report(folder: str, stats: Any) -> None:
+    import json
+    import os
+    import tempfile
+
+    report = stats()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{report['package']}.{os.getpid()}.json")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".aotpack-tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
 def register_torch_ops(native: Any, manifest: dict[str, Any]) -> list[str]:
     """Register every kernel whose writes are known as ``torch.ops.<package>.<kernel>`` through
     torch.library, with a schema that marks the tensors it writes and a fake (meta) implementation,

@@ -7,6 +7,7 @@
 
 static PyObject *cuda_error;   /* <package>.CudaError */
 static PyObject *missing_error; /* <package>.MissingVariant */
+static PyObject *miss_warning;  /* the category class misses are warned with (opt-in: _warn_misses), or NULL */
 _Static_assert(sizeof(unsigned long) == 8, "pointers are read as unsigned long (LP64)");
 static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
 static PyObject *torch_dtypes[64];
@@ -578,6 +579,19 @@ static Py_ssize_t positional(const aot_kernel *k, PyObject *args, PyObject **out
   return n;
 }
 
+/* The first call of a class miss, warned when the package asked for it. */
+static int warn_miss(const aot_kernel *k, const aot_call *call) {
+  int spec;
+  char jit[AOT_MAX_ARGS + 1];
+  uint64_t calls;
+  if (miss_warning == NULL || aot_miss_get(k, call->new_miss - 1, &spec, jit, &calls, NULL) != 0) return 0;
+  return PyErr_WarnFormat(miss_warning, 1,
+                          "%s.%s: a call ran class %s where Triton's JIT would compile class %s; add it to the "
+                          "recipe (kernels.%s.classes: [%s]) and rebuild, or let `aotpack record -o RECIPE -- "
+                          "PROGRAM` add every class miss (%s.stats() lists them)",
+                          k->package, k->name, k->spec_names[spec], jit, k->name, jit, k->package);
+}
+
 PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   aot_error err = {AOT_OK, ""};
   aot_call call;
@@ -592,6 +606,7 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   /* The GIL stays held: a launch takes microseconds, and the first call's module load never waits
    * for Python, so holding it cannot deadlock and saves a release/acquire on every call. */
   if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, forced) != 0) return raise(&err);
+  if (call.new_miss && warn_miss(k, &call) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -931,6 +946,37 @@ PyObject *aot_py_memo_put(PyObject *module, PyObject *args) {
     return NULL;
   }
   if (aot_memo_put(k, &t) != 0) return PyErr_NoMemory();
+  Py_RETURN_NONE;
+}
+
+PyObject *aot_py_misses(PyObject *module, PyObject *args) {
+  (void)module;
+  const char *name;
+  if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+  const aot_kernel *k = kernel_named(name);
+  if (k == NULL) return NULL;
+  int spec;
+  char jit[AOT_MAX_ARGS + 1];
+  uint64_t calls, lost;
+  aot_miss_get(k, -1, &spec, jit, &calls, &lost);
+  PyObject *rows = PyList_New(0);
+  for (int i = 0; rows != NULL && aot_miss_get(k, i, &spec, jit, &calls, NULL) == 0; i++) {
+    if (calls == 0) continue; /* seen by select() only */
+    PyObject *row = Py_BuildValue("(ssK)", k->spec_names[spec], jit, (unsigned long long)calls);
+    if (row == NULL || PyList_Append(rows, row) < 0) Py_CLEAR(rows);
+    Py_XDECREF(row);
+  }
+  return rows == NULL ? NULL : Py_BuildValue("(NK)", rows, (unsigned long long)lost);
+}
+
+PyObject *aot_py_warn_misses(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *category;
+  if (!PyArg_ParseTuple(args, "O", &category)) return NULL;
+  PyObject *old = miss_warning;
+  if (category != Py_None) Py_INCREF(category);
+  miss_warning = category == Py_None ? NULL : category;
+  Py_XDECREF(old);
   Py_RETURN_NONE;
 }
 

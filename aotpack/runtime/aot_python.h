@@ -31,6 +31,11 @@ PyObject *aot_py_autotune(PyObject *module, PyObject *args);
 PyObject *aot_py_memo(PyObject *module, PyObject *args);
 PyObject *aot_py_memo_put(PyObject *module, PyObject *args);
 
+/* Class misses: _misses(kernel) -> ([(class run, the JIT's class, calls)], calls lost past the table);
+ * _warn_misses(category or None): warn the first call of each miss with that category, or not. */
+PyObject *aot_py_misses(PyObject *module, PyObject *args);
+PyObject *aot_py_warn_misses(PyObject *module, PyObject *args);
+
 /* _image(kernel, variant_id) -> the variant's kernel image (cubin or PTX), unpacked as the loader does. */
 PyObject *aot_py_image(PyObject *module, PyObject *args);
 

@@ -481,6 +481,8 @@ static uint8_t jit_state(const aot_kernel *k, const aot_call *call, int p) {
   return k->params[p].jit_states >> have & 1 ? have : AOT_SPEC_ANY;
 }
 
+static const char spec_letter[] = {'_', 'D', '1', 'N'}; /* by aot_spec_state, as class names spell it */
+
 /* Whether the call satisfies an argument's hint (16-divisible, or 1). */
 static int hint_holds(const aot_kernel *k, const aot_call *call, int p) {
   const aot_param *prm = &k->params[p];
@@ -768,6 +770,7 @@ int aot_memo_get(const aot_kernel *k, int i, aot_tuned *out) {
 typedef struct {
   aot_tuned point; /* the call's target, binding, specialization and bucketed key */
   int untuned;     /* the key is past the table, and autotuning may time it */
+  int miss;        /* the pick's class miss (class_miss: index + 1, 0, or -1), or -2: not known yet */
 } choice;
 
 static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordinal, device_state *d, aot_stream stream);
@@ -844,11 +847,10 @@ static int exact_variant(const aot_kernel *k, aot_call *call, int config, int ta
     for (int p = 0; same && p < k->nparams; p++) same = k->params[p].launch_only || want[p] == jit_state(k, call, p);
     if (same) return slots[s];
   }
-  static const char letter[] = {'_', 'D', '1', 'N'};
   char have[AOT_MAX_ARGS + 1];
   int n = 0;
   for (int p = 0; p < k->nparams; p++)
-    if (!k->params[p].launch_only) have[n++] = letter[jit_state(k, call, p)];
+    if (!k->params[p].launch_only) have[n++] = spec_letter[jit_state(k, call, p)];
   have[n] = '\0';
   return aot_fail(call->err, AOT_E_MISSING, "%s[grid](...): no variant was built for config %s in class %s (the "
                   "JIT's specialization of this call, one letter per argument); record a run that makes this "
@@ -886,6 +888,67 @@ static int variant_for(const aot_kernel *k, const int64_t *key, int target, int 
   return variant_of_config(k, NULL, choose_config(k, NULL, key, target, binding, 0, &exact), target, binding, 0, err);
 }
 
+/* ---------------------------------------------------------------- class misses
+ * A call that runs a less specialized class than Triton's JIT would have compiled for it (some argument
+ * the JIT would key as 16-divisible or 1 is assumed nothing) is a class miss: counted per pair of the
+ * class run and the JIT's class, so that the package can say which classes to add to its recipe. */
+
+/* The JIT's state of each parameter, 2 bits each; whether variant v's class assumes less than it. */
+static int jit_class(const aot_kernel *k, const aot_call *call, int v, uint64_t jit[2]) {
+  const uint8_t *ran = &k->specs[(size_t)k->variants[v].spec * (size_t)k->nparams];
+  int miss = 0;
+  jit[0] = jit[1] = 0;
+  for (int p = 0; p < k->nparams; p++) {
+    if (k->params[p].launch_only) continue;
+    uint8_t want = call->none >> p & 1 ? AOT_SPEC_NONE : jit_state(k, call, p);
+    jit[p / 32] |= (uint64_t)want << (2 * (p % 32));
+    miss |= (want == AOT_SPEC_DIV16 || want == AOT_SPEC_ONE) && ran[p] == AOT_SPEC_ANY;
+  }
+  return miss;
+}
+
+/* The class miss of launching variant v for this call: its index + 1 (made on first sight), 0 when v's
+ * class is the JIT's, or -1 when the table of pairs is full. */
+static int class_miss(const aot_kernel *k, const aot_call *call, int v) {
+  uint64_t jit[2];
+  if (!jit_class(k, call, v, jit)) return 0;
+  int spec = k->variants[v].spec, found = -1;
+  aot_memo *m = k->memo;
+  pthread_mutex_lock(&memo_lock);
+  for (int i = 0; i < m->nmisses && found < 0; i++)
+    if (m->misses[i].spec == spec && m->misses[i].jit[0] == jit[0] && m->misses[i].jit[1] == jit[1]) found = i;
+  if (found < 0 && m->nmisses < AOT_MISSES) {
+    found = m->nmisses++;
+    m->misses[found].spec = spec, m->misses[found].jit[0] = jit[0], m->misses[found].jit[1] = jit[1];
+  }
+  pthread_mutex_unlock(&memo_lock);
+  return found < 0 ? -1 : found + 1;
+}
+
+static void count_miss(const aot_kernel *k, aot_call *call, int miss) {
+  if (miss < 0)
+    atomic_fetch_add_explicit(&k->memo->lost_misses, 1, memory_order_relaxed);
+  else if (miss > 0 && atomic_fetch_add_explicit(&k->memo->misses[miss - 1].calls, 1, memory_order_relaxed) == 0)
+    call->new_miss = miss;
+}
+
+int aot_miss_get(const aot_kernel *k, int i, int *spec, char *jit, uint64_t *calls, uint64_t *lost) {
+  if (lost != NULL) *lost = atomic_load_explicit(&k->memo->lost_misses, memory_order_relaxed);
+  pthread_mutex_lock(&memo_lock);
+  int ok = i >= 0 && i < k->memo->nmisses;
+  if (ok) {
+    const aot_miss *m = &k->memo->misses[i];
+    int n = 0;
+    for (int p = 0; p < k->nparams; p++)
+      if (k->spec_letters >> p & 1) jit[n++] = spec_letter[m->jit[p / 32] >> (2 * (p % 32)) & 3];
+    jit[n] = '\0';
+    *spec = m->spec;
+    *calls = atomic_load_explicit(&m->calls, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&memo_lock);
+  return ok ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------- the last picks
  * Without constexprs bound to the call and without runtime tuning, the variant a call gets depends
  * only on its target, types, argument states and bucketed key (the table search reads nothing else), so
@@ -908,7 +971,7 @@ static void pick_point_of(const aot_kernel *k, const aot_call *call, int target,
   pt->slot = &k->memo->picks[(h ^ h >> 32) % AOT_PICKS];
 }
 
-static int pick_find(const aot_kernel *k, const pick_point *pt) {
+static int pick_find(const aot_kernel *k, const pick_point *pt, int *miss) {
   aot_pick *s = pt->slot;
   uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
   if (seq == 0 || seq & 1) return -1; /* never written, or being written */
@@ -918,11 +981,14 @@ static int pick_find(const aot_kernel *k, const pick_point *pt) {
              atomic_load_explicit(&s->states[1], memory_order_relaxed) == pt->states[1];
   for (int d = 0; same && d < k->nkey; d++) same = atomic_load_explicit(&s->key[d], memory_order_relaxed) == pt->key[d];
   int v = atomic_load_explicit(&s->variant, memory_order_relaxed);
+  int m = atomic_load_explicit(&s->miss, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
-  return same && atomic_load_explicit(&s->seq, memory_order_relaxed) == seq ? v : -1;
+  if (!same || atomic_load_explicit(&s->seq, memory_order_relaxed) != seq) return -1;
+  *miss = m;
+  return v;
 }
 
-static void pick_keep(const aot_kernel *k, const pick_point *pt, int v) {
+static void pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss) {
   aot_pick *s = pt->slot;
   uint32_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
   if (seq & 1 || !atomic_compare_exchange_strong(&s->seq, &seq, seq + 1)) return; /* another thread writes it */
@@ -933,6 +999,7 @@ static void pick_keep(const aot_kernel *k, const pick_point *pt, int v) {
   atomic_store_explicit(&s->states[1], pt->states[1], memory_order_relaxed);
   for (int d = 0; d < k->nkey; d++) atomic_store_explicit(&s->key[d], pt->key[d], memory_order_relaxed);
   atomic_store_explicit(&s->variant, v, memory_order_relaxed);
+  atomic_store_explicit(&s->miss, miss, memory_order_relaxed);
   atomic_store_explicit(&s->seq, seq + 2 == 0 ? 2 : seq + 2, memory_order_release);
 }
 
@@ -979,7 +1046,7 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   int keep = k->nbound == 0 && mode == AOT_TUNE_OFF; /* nothing but the point decides the pick */
   if (keep) {
     pick_point_of(k, call, target, binding, key, &point);
-    int v = pick_find(k, &point);
+    int v = pick_find(k, &point, &c->miss);
     if (v >= 0) return v;
   }
   int spec = call_spec(k, call, err), exact;
@@ -987,7 +1054,7 @@ static int choose(const aot_kernel *k, aot_call *call, const device_state *d, in
   int config = choose_config(k, call, key, target, binding, spec, &exact);
   if (keep) {
     int v = variant_of_config(k, call, config, target, binding, spec, err);
-    if (v >= 0) pick_keep(k, &point, v);
+    if (v >= 0) pick_keep(k, &point, v, c->miss = class_miss(k, call, v));
     return v;
   }
   for (int dim = 0; dim < k->nkey && mode == AOT_TUNE_KEY; dim++)
@@ -1013,7 +1080,7 @@ int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ord
 int aot_select(const aot_kernel *k, aot_call *call, int device_ordinal, int forced) {
   call->kernel = k;
   device_state *d = device(device_ordinal, call->err);
-  choice c = {.untuned = 0};
+  choice c = {.untuned = 0, .miss = -2};
   return d == NULL ? -1 : choose(k, call, d, forced, &c);
 }
 
@@ -1186,11 +1253,14 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
   call->kernel = k;
   device_state *d = device(ordinal, call->err);
   if (d == NULL) return -1;
-  choice c = {.untuned = 0};
+  choice c = {.untuned = 0, .miss = -2};
   int v = choose(k, call, d, forced, &c), capturing = 0;
   if (v >= 0 && c.untuned && cu.StreamIsCapturing(stream, &capturing) == CUDA_SUCCESS && !capturing)
-    v = autotune(k, call, ordinal, d, stream, &c);
-  return v < 0 ? -1 : launch_variant(k, call, v, ordinal, d, stream);
+    v = autotune(k, call, ordinal, d, stream, &c), c.miss = -2;
+  if (v < 0) return -1;
+  if (forced < 0 && call->launch_config == 0) /* the dispatcher chose: was it the JIT's class? */
+    count_miss(k, call, c.miss == -2 ? class_miss(k, call, v) : c.miss);
+  return launch_variant(k, call, v, ordinal, d, stream);
 }
 
 /* ---------------------------------------------------------------- what a launch needs beyond grid and block */

@@ -88,16 +88,31 @@ typedef struct {
 typedef struct {
   _Atomic uint32_t seq;
   _Atomic int32_t variant, target, binding;
+  _Atomic int32_t miss; /* the pick's class miss (index + 1 into the memo's misses), or 0 */
   _Atomic uint64_t states[2];
   _Atomic int64_t key[AOT_MAX_KEY];
 } aot_pick;
 #define AOT_PICKS 4
 
-/* What a kernel learns in the process: keys tuned (under a lock) and its last picks (lock-free). */
+/* A class miss: calls that ran class `spec` where Triton's JIT would have compiled a more specialized
+ * one, `jit` (an aot_spec_state per parameter, 2 bits each). Counted per pair, so that a package can
+ * report what to add to its recipe (`classes:`). */
+typedef struct {
+  int32_t spec;
+  uint64_t jit[2];
+  _Atomic uint64_t calls;
+} aot_miss;
+#define AOT_MISSES 64 /* pairs kept per kernel; calls of further pairs are counted as lost */
+
+/* What a kernel learns in the process: keys tuned and class misses (under a lock; a miss's count is
+ * atomic) and its last picks (lock-free). */
 typedef struct {
   aot_tuned *items;
   int n, cap;
   aot_pick picks[AOT_PICKS];
+  aot_miss misses[AOT_MISSES];
+  int nmisses;
+  _Atomic uint64_t lost_misses;
 } aot_memo;
 
 /* One call's argument values, indexed by parameter. Expressions read them; a failed expression
@@ -113,6 +128,7 @@ typedef struct aot_call {
    * options chose, and the caller's grid; 0: the dispatcher chooses, and the recipe's grid runs */
   int launch_config;
   int64_t grid[3];
+  int new_miss; /* set by aot_launch: the first call of a class miss (index + 1 into the memo's misses), or 0 */
   aot_error *err;
 } aot_call;
 
@@ -203,6 +219,7 @@ typedef struct aot_kernel {
   const char *const *spec_names;
   const int8_t *call_order;     /* positional argument i fills parameter call_order[i] */
   const char *const *grid_exprs; /* the recipe's grid, as text (for errors) */
+  uint64_t spec_letters;        /* bit i: a class name has a letter for parameter i (aotpack/classes.py) */
 } aot_kernel;
 
 /* What follows is the runtime's interface: exported from lib<package>.so, where it lives once, for the
@@ -227,7 +244,7 @@ extern const int aot_num_kernels;
  * from the argument's default. */
 static inline void aot_call_start(aot_call *call, const aot_kernel *k, aot_error *err) {
   call->kernel = k, call->err = err;
-  call->given = 0, call->none = 0, call->launch_config = 0;
+  call->given = 0, call->none = 0, call->launch_config = 0, call->new_miss = 0;
 }
 
 /* Launch a kernel: bind types, fill defaults, check the call, choose the variant (or take variant
@@ -247,6 +264,11 @@ typedef enum { AOT_TUNE_OFF = 0, AOT_TUNE_BUCKET = 1, AOT_TUNE_KEY = 2 } aot_tun
 void aot_autotune_enable(int mode); /* an aot_tune_mode */
 int aot_memo_get(const aot_kernel *k, int index, aot_tuned *out);
 int aot_memo_put(const aot_kernel *k, const aot_tuned *entry);
+
+/* Class miss i of a kernel (0, or -1 past the last): the class that ran, the JIT's class spelt as class names
+ * are (one letter per parameter in spec_letters: D, 1, N or _; `jit` holds AOT_MAX_ARGS + 1 bytes) and the
+ * calls. `lost`, when not NULL, receives the calls of pairs past AOT_MISSES. */
+int aot_miss_get(const aot_kernel *k, int i, int *spec, char *jit, uint64_t *calls, uint64_t *lost);
 
 /* The index of the variant with this id, or -1 and err. */
 int aot_find_variant(const aot_kernel *k, const char *id, aot_error *err);

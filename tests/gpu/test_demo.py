@@ -70,7 +70,7 @@ def test_add_every_variant(target):
     for vid in ids("add", target):
         variant = next(v for v in variants_for("add", target) if v["id"] == vid)
         dtype = DTYPES[variant["types"]["T"]]
-        n = 65_536 + 16 * 7 if variant["specialization"] == "hinted" else 65_536 + 5
+        n = 65_536 + 16 * 7 if variant["assumes"].get("n_elements") == "D" else 65_536 + 5
         x = torch.randn(n, device="cuda").to(dtype)
         y = torch.randn(n, device="cuda").to(dtype)
         out = poisoned(n, dtype=dtype)
@@ -79,14 +79,14 @@ def test_add_every_variant(target):
         assert torch.equal(out, x + y), vid
 
 
-def test_misaligned_view_runs_the_safe_variant():
+def test_a_misaligned_view_gives_up_its_own_alignment_only():
     base = torch.randn(4097, device="cuda")
     x, y = base[1:], torch.randn(4096, device="cuda")
     out = poisoned(4096, dtype=torch.float32)
     assert x.data_ptr() % 16 != 0
-    assert demo.select("add", x, y, out).endswith("/safe")
+    assert demo.select("add", x, y, out).endswith("/_DDD")
     aligned = demo.select("add", base[:4096], y, out)
-    assert aligned.endswith("/hinted")
+    assert aligned.endswith("/DDDD")
     demo.add(x, y, out)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + y, rtol=0, atol=0)
@@ -94,17 +94,25 @@ def test_misaligned_view_runs_the_safe_variant():
         demo.add(x, y, out, variant=aligned)
 
 
-def test_odd_length_runs_the_safe_variant():
+def test_an_odd_length_runs_the_jit_s_class_of_it():
     x, y = torch.randn(1001, device="cuda"), torch.randn(1001, device="cuda")
     out = poisoned(1001, dtype=torch.float32)
-    assert demo.select("add", x, y, out).endswith("/safe")
-    assert demo.select("add", x[:992], y[:992], out[:992]).endswith("/hinted")
+    assert demo.select("add", x, y, out).endswith("/DDD_")
+    assert demo.select("add", x[:992], y[:992], out[:992]).endswith("/DDDD")
 
 
 def log2_approx(x):
     x = max(1, x)
     e = x.bit_length() - 1
     return e + (x - (1 << e)) / (1 << e)
+
+
+def levels(info):
+    """Each class's hint level, as tables name them: 'hinted' when every hinted argument holds its hint."""
+    hints = {a["name"]: "1" if a["type"].endswith(":1") else "D" for a in info["args"]
+             if ":" in a["type"] and not a["type"].endswith("!")}  # fmt: skip
+    return {c["name"]: ("hinted" if all(c["assumes"].get(n) == h for n, h in hints.items()) else "safe") if hints
+            else "" for c in info["specializations"]}  # fmt: skip
 
 
 def expected_config(kernel, target, types, key, spec, satisfied=None):
@@ -116,9 +124,10 @@ def expected_config(kernel, target, types, key, spec, satisfied=None):
     info = demo.__aotpack__["kernels"][kernel]
     classes = [c["name"] for c in info["specializations"]]
     satisfied = classes if satisfied is None else satisfied
+    level = levels(info)
 
     def serves(row_spec):  # a row naming a hint level serves every class of that level
-        return row_spec is None or any(c == row_spec or c.split("-")[0] == row_spec for c in satisfied)
+        return row_spec is None or any(c == row_spec or level[c] == row_spec for c in satisfied)
 
     rows = [
         r for r in info["dispatch"]
@@ -129,7 +138,7 @@ def expected_config(kernel, target, types, key, spec, satisfied=None):
     v = [1 << max(0, (x - 1).bit_length()) for x in key] if info["bucket"] == "pow2" else list(key)
 
     def own(row_spec):
-        return row_spec is not None and (row_spec == spec or spec.split("-")[0] == row_spec)
+        return row_spec is not None and (row_spec == spec or level[spec] == row_spec)
 
     def rank(r):
         score = (r["arch"] is not None) * 8 + (r["types"] != {}) * 4 + own(r["specialization"]) * 2
@@ -144,11 +153,15 @@ def expected_config(kernel, target, types, key, spec, satisfied=None):
 @pytest.mark.parametrize("n", [1, 100, 4096, 5000, 70_000, 1_000_000, 3_000_000, 1 << 26])
 def test_dispatch_rounds_up_and_clamps_like_the_table(target, n):
     x = torch.empty(n, device="cuda")
-    chosen = demo.add.select(x, x, x).split("/")[1]
-    spec, satisfied = ("hinted", ["hinted", "safe"]) if n % 16 == 0 else ("safe", ["safe"])
-    assert chosen == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], spec, satisfied)
+    chosen = demo.add.select(x, x, x).split("/")
+    classes = {c["name"]: c["assumes"] for c in demo.__aotpack__["kernels"]["add"]["specializations"]}
+    spec = chosen[3]  # the call's class; it satisfies every class that assumes less
+    assert spec == ("DDDD" if n % 16 == 0 else "DDD_")
+    satisfied = [c for c, assumes in classes.items() if assumes.items() <= classes[spec].items()]
+    assert chosen[1] == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], spec, satisfied)
     by_key = demo.add.select(n_elements=n, T="fp32")
-    assert by_key.split("/")[1] == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], "hinted")
+    first = next(iter(classes))  # a key select assumes the most
+    assert by_key.split("/")[1] == "T=fp32," + expected_config("add", target, {"T": "fp32"}, [n], first)
 
 
 @pytest.mark.parametrize("mnk", [(64, 64, 64), (300, 200, 100), (1000, 1000, 1000), (5000, 100, 3000)])
@@ -176,11 +189,12 @@ def test_softmax_every_variant_on_strided_rows(target):
     for variant in variants_for("softmax", target):
         dtype = DTYPES[variant["types"]["T"]]
         assumes = variant["assumes"]  # what the class assumes, as the JIT keys it
-        stride = 3008 if assumes.get("in_row_stride") == "D" else 3000  # hinted rows start 16-aligned
+        stride = 3008 if assumes.get("in_row_stride") == "D" else 3000  # rows that start 16-aligned, or not
+        out_stride = 3008 if assumes.get("out_row_stride") == "D" else 3000
         cols = 2992 if assumes.get("n_cols") == "D" else 2999
         wide = (torch.randn(53, stride, device="cuda") * 3).to(dtype)
         x = wide[:, :cols]
-        out = poisoned(53, stride, dtype=dtype)[:, :cols]
+        out = poisoned(53, out_stride, dtype=dtype)[:, :cols]
         demo.softmax(out, x, variant=variant["id"])
         torch.cuda.synchronize()
         assert rel_err(out, torch.softmax(x.double(), dim=1)) < TOL[dtype] * 4, variant["id"]
@@ -585,7 +599,8 @@ def test_aotpack_tune_drives_the_installed_wheel(tmp_path):
     assert table.name.startswith("demo_kernels.sm_")
     assert data["device"] == torch.cuda.get_device_name() and data["arch"] == table.name.split(".")[1]
     rows = data["kernels"]["add"]
-    assert len(rows) == 3 * 5 * 2  # types x keys x (hinted, safe)
+    # types x keys x the class the inputs select (aligned, 16-divisible sizes) and every class they satisfy
+    assert len(rows) == 3 * 5 * len(demo.__aotpack__["kernels"]["add"]["specializations"])
     configs = {c for c in demo.__aotpack__["kernels"]["add"]["variants"] for c in [c["config"]]}
     for row in rows:
         assert row["config"] in configs and row["median_us"][row["config"]] == min(row["median_us"].values())

@@ -59,8 +59,9 @@ def test_matmul_dispatched(shape, dtype):
     a, b, c, ref = matmul_case(m, n, k, dtype)
     hopper.matmul_tma(a, b, c)
     assert rel_err(c, ref) < 1e-2
-    aligned = all(d % 16 == 0 for d in shape)
-    assert hopper.matmul_tma.select(a, b, c).split("/")[-1].startswith("hinted" if aligned else "safe")
+    # the JIT's class of the call: M, N, K each 16-divisible or not (programs, 132, is not)
+    spelled = "".join("D" if d % 16 == 0 else "_" for d in shape) + "_"
+    assert hopper.matmul_tma.select(a, b, c).split("/")[-1] == spelled
 
 
 def test_matmul_fewer_programs_than_tiles_and_views():
@@ -119,7 +120,7 @@ def attention_case(shape, dtype):
 def test_attention_every_variant(variant):
     fields = dict(part.split("=") for part in variant.split("/")[1].split(",") if "=" in part)
     causal = int(fields["CAUSAL"])
-    seq = 336 if variant.endswith("/hinted") else 333  # hinted variants assume seq % 16 == 0
+    seq = 336 if variant.endswith("/D") else 333  # class D assumes seq % 16 == 0
     q, k, v, out = attention_case((2, 3, seq, int(fields["HEAD_DIM"])), DTYPES[fields["T"]])
     hopper.attention(q, k, v, out, 1 / math.sqrt(q.shape[-1]), causal=causal, variant=variant)
     assert rel_err(out, attention_ref(q, k, v, causal)) < 1e-2
@@ -272,7 +273,7 @@ def test_aotpack_tune_skips_variants_built_for_other_bound_values(tmp_path):
     table, data = run_tune("hopper.yaml", "attention", tmp_path, timeout=400)
     assert table.name == "hopper_kernels.sm_90a.json"
     rows = data["kernels"]["attention"]
-    assert len(rows) == 2 * 6 * 2  # types x keys x (hinted, safe)
+    assert len(rows) == 2 * 6 * 2  # types x keys x the classes (seq 16-divisible: D, and nothing: _)
     seen = set()
     for row in rows:
         fields = dict(f.split("=") for f in row["config"].split(",") if "=" in f)

@@ -133,11 +133,11 @@ except k.CudaError as e:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == (
-        "0.2.0 ['CudaError', 'MissingVariant', 'activate', 'autotune', 'deactivate', 'get_include', "
-        "'select', 'torch_ops', 'add']"
+        "0.2.0 ['ClassMissWarning', 'CudaError', 'MissingVariant', 'activate', 'autotune', 'deactivate', "
+        "'get_include', 'select', 'stats', 'torch_ops', 'warn_class_misses', 'add']"
     )
     assert lines[1] == "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)"
-    assert lines[2] == "16 ['sm_80', 'sm_90a']"
+    assert lines[2] == "48 ['sm_80', 'sm_90a']"
     assert lines[3].startswith("CudaError: no NVIDIA driver: libcuda.so.1 could not be loaded")
 
 
@@ -148,7 +148,7 @@ def test_manifest_records_variants_and_toolchain(installed):
     assert {"aotpack", "ptxas (sm_80)", "ptxas (sm_90a)", "image compression"} <= set(manifest["toolchain"])
     assert all(v["compiler"]["ptxas"].startswith("12.2 (nvidia-cuda-nvcc-cu12 12.2.") for v in add["variants"])
     ids = [v["id"] for v in add["variants"]]
-    assert ids[0] == "add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted" and len(ids) == 16
+    assert ids[0] == "add/T=fp32,BLOCK=256,w4,s1/sm_80/DDDD" and len(ids) == 48
     assert all(len(v["image_sha256"]) == 64 and v["entry"] == "add_kernel" for v in add["variants"])
     assert add["dispatch"] == [
         {"arch": None, "config": "BLOCK=256,w4,s1", "key": [4096], "specialization": None, "types": {}}
@@ -228,8 +228,9 @@ def test_inspect_shows_provenance(small_wheel, small_recipe, capsys):
     assert cli.main(["inspect", str(small_wheel)]) == 0
     text = capsys.readouterr().out
     assert "targets (and the NVIDIA driver their code needs): sm_80 (CUDA 12.2+), sm_90a (CUDA 12.2+)" in text
-    assert "add     " in text and "n_elements (pow2)" in text and "sm_80:8 sm_90a:8" in text
-    assert "  add hinted: n_elements=D out_ptr=D x_ptr=D y_ptr=D\n  add safe: nothing assumed\n" in text
+    assert "add     " in text and "n_elements (pow2)" in text and "sm_80:24 sm_90a:24" in text
+    assert "  add DDDD: n_elements=D out_ptr=D x_ptr=D y_ptr=D\n  add DDD_: out_ptr=D x_ptr=D y_ptr=D\n" in text
+    assert "  add _DDD: n_elements=D out_ptr=D y_ptr=D\n" in text and "  add ____: nothing assumed\n" in text
 
 
 def test_inspect_refuses_other_wheels(tmp_path, capsys):
@@ -264,7 +265,7 @@ def test_a_variant_the_runtime_cannot_launch_fails_the_build(small_recipe, tmp_p
 
     def compile_all(variants, compilers, **_):
         return [(v, Pruned(variant_id=v.id, reason="descriptor argument 1 needs an im2col tensor map, which "
-                           "aotpack cannot encode", fatal=v.id.endswith("sm_90a/hinted"))) for v in variants]  # fmt: skip
+                           "aotpack cannot encode", fatal=v.id.endswith("sm_90a/DDDD"))) for v in variants]  # fmt: skip
 
     monkeypatch.setattr(pipeline, "compile_all", compile_all)
     with pytest.raises(CompileError) as info:
@@ -272,7 +273,7 @@ def test_a_variant_the_runtime_cannot_launch_fails_the_build(small_recipe, tmp_p
     message = str(info.value)
     assert message.startswith(f"4 variants compiled but cannot be launched by aotpack's runtime; change their "
                               f"configs or options in {small_recipe}:\n")  # fmt: skip
-    assert "  add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted: descriptor argument 1 needs an im2col tensor map" in message
+    assert "  add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD: descriptor argument 1 needs an im2col tensor map" in message
     assert not (tmp_path / "dist").exists()
 
 

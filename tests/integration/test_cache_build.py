@@ -41,19 +41,19 @@ def test_rebuilds_compile_only_what_changed(tmp_path, small_recipe):
     recipe = project(tmp_path, small_recipe)
     seen: list[bool] = []
     first = build(recipe, tmp_path / "d1", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
-    assert not first.cached and seen == [False] * 16
+    assert not first.cached and seen == [False] * 48
     again = build(recipe, tmp_path / "d2", jobs=2, cache_dir=tmp_path / "c")
-    assert again.cached and again.variants == 16
+    assert again.cached and again.variants == 48
     assert again.wheel.read_bytes() == first.wheel.read_bytes()
     (recipe.parent / "helpers.py").write_text("# a helper module beside the kernel\n")
     seen.clear()
     third = build(recipe, tmp_path / "d3", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
-    assert not third.cached and seen == [False] * 16, "a changed helper module invalidates the kernel"
+    assert not third.cached and seen == [False] * 48, "a changed helper module invalidates the kernel"
     text = recipe.read_text().replace("    dispatch:\n", "    dispatch:\n      - {key: [64], config: {BLOCK: 1024}}\n")
     recipe.write_text(text)
     seen.clear()
     fourth = build(recipe, tmp_path / "d4", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
-    assert not fourth.cached and seen == [True] * 16, "a new dispatch row changes the wheel, not the cubins"
+    assert not fourth.cached and seen == [True] * 48, "a new dispatch row changes the wheel, not the cubins"
 
 
 def test_a_killed_build_leaves_no_partial_wheel_and_no_corrupt_entry(tmp_path, small_recipe):
@@ -103,5 +103,5 @@ def test_a_changed_tuning_hook_rebuilds_the_wheel(tmp_path, small_recipe):
     seen: list[bool] = []
     again = build(recipe, tmp_path / "d2", jobs=2, cache_dir=tmp_path / "c", progress=Seen(seen))
     assert not first.cached and not again.cached
-    assert seen == [True] * 16, "the cubins did not change"
+    assert seen == [True] * 48, "the cubins did not change"
     assert again.wheel.read_bytes() != first.wheel.read_bytes()

@@ -70,8 +70,9 @@ def test_required_arguments_first_then_defaults(site, fake_driver, tmp_path):
         """,
         site, fake_driver, tmp_path,
     )  # fmt: skip
-    # out is aligned, out_stride == 1 (the unit-stride class), the other integers are not 16-divisible
-    assert out == ["scalars/BLOCK=16,w1,s1/sm_90a/D1_____"]
+    # the JIT's class of this call: out aligned, out_stride == 1, n == numel(out) == 16 divisible by 16, the
+    # other integers not (b_i64 and d_u64, which no tensor determines, are given up by a floor class)
+    assert out == ["scalars/BLOCK=16,w1,s1/sm_90a/D1____D"]
     scratch = [("Q", 0), ("Q", 0)]  # Triton's two trailing scratch pointers
     # out_stride == 1 is folded into the code (as the JIT does) and not passed
     assert params[0][-1] == "bytes=" + packed(

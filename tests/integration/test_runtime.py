@@ -44,10 +44,10 @@ def test_dispatch_and_launch(installed, fake_driver, tmp_path):
         installed, fake_driver, tmp_path,
     )  # fmt: skip
     assert out == [
-        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted",  # bucket 131072 is past the table's one row: clamped to it
-        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",  # 3000 is not 16-divisible
-        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",  # misaligned pointer
-        "add/T=fp16,BLOCK=256,w4,s1/sm_90a/hinted",  # dtype binds T
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD",  # bucket 131072 is past the table's one row: clamped to it
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDD_",  # 3000 is not 16-divisible: the JIT's class of that call
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/____",  # a misaligned x and n = 100: two assumptions broken
+        "add/T=fp16,BLOCK=256,w4,s1/sm_90a/DDDD",  # dtype binds T
     ]
     launches = [line for line in log if line.startswith("launch")]
     assert len(launches) == 3
@@ -68,7 +68,7 @@ def test_sm86_runs_sm80_code_and_other_gpus_are_refused(installed, fake_driver, 
         print("CudaError:", e)
     """
     assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="86")[0] == [
-        "add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted"
+        "add/T=fp32,BLOCK=256,w4,s1/sm_80/DDDD"
     ]
     assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="75")[0] == [
         "CudaError: add(): the GPU (Fake GPU 0) has compute capability 7.5, but small_kernels was built for "
@@ -100,7 +100,7 @@ def test_the_driver_floor_is_the_oldest_ptxas_release(installed, fake_driver, tm
     assert out == ["launched"] and [line for line in log if line.startswith("launch")]
     out, log = run(code, installed, fake_driver, tmp_path / "old", FAKE_CUDA_DRIVER="12000")
     assert out == [
-        "the NVIDIA driver supports CUDA 12.0, but add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted needs a driver for "
+        "the NVIDIA driver supports CUDA 12.0, but add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD needs a driver for "
         "CUDA 12.2 or newer; update the driver"
     ]
     assert not [line for line in log if line.startswith(("load", "launch"))]
@@ -118,8 +118,8 @@ def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
             lambda: k.add(x, x, x, n_elements=1 << 33),
             lambda: k.add(x, x, x, stream="fast"),
             lambda: k.add(x, x, x, variant="add/nope"),
-            lambda: k.add(x, x, x, variant="add/T=fp32,BLOCK=256,w4,s1/sm_80/safe"),
-            lambda: k.add(Array(A + 4, 4096), x, x, variant="add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted"),
+            lambda: k.add(x, x, x, variant="add/T=fp32,BLOCK=256,w4,s1/sm_80/____"),
+            lambda: k.add(Array(A + 4, 4096), x, x, variant="add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD"),
             lambda: k.add(Array(A, 6, shape=(2, 3), strides=(4, 8)), x, x),
             lambda: k.add(x.__cuda_array_interface__["data"][0], x, x, n_elements=-1),
             lambda: k.select("mul", x),
@@ -142,10 +142,10 @@ def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
         "TypeError: argument stream: expected an integer CUstream handle or an object with .cuda_stream "
         "(torch.cuda.Stream), got str",
         "ValueError: add(): no variant add/nope; the package's __aotpack__ manifest lists them",
-        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_80/safe is not the code for this GPU (Fake GPU 0, which "
+        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_80/____ is not the code for this GPU (Fake GPU 0, which "
         "runs sm_90a code)",
-        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted assumes argument x_ptr is 16-divisible "
-        "(16-byte aligned) (class hinted), and this call's is not; pass a less specialized variant",
+        "ValueError: variant add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD assumes argument x_ptr is 16-divisible "
+        "(16-byte aligned) (class DDDD), and this call's is not; pass a less specialized variant",
         "ValueError: argument x_ptr is too small: the kernel may touch 4096 elements from its start, the tensor spans 6",
         "ValueError: add(): grid dimension 0, cdiv(n_elements, BLOCK), is 0 for this call: nothing would run; check "
         "the arguments (an empty input?)",  # n_elements = -1: never a silent no-op
@@ -320,13 +320,13 @@ def test_repeated_calls_reuse_a_pick_only_for_the_same_types_states_and_key(inst
         import threading
         n = 100000
         calls = [
-            ((Array(A, n), Array(A, n), Array(A, n)), {}),                        # hinted
-            ((Array(A + 4, n), Array(A, n), Array(A, n)), {}),                    # misaligned x: safe
-            ((Array(A, n), Array(A, n), Array(A, n)), {"n_elements": 99999}),     # n not 16-divisible: safe
+            ((Array(A, n), Array(A, n), Array(A, n)), {}),                        # aligned, n 16-divisible
+            ((Array(A + 4, n), Array(A, n), Array(A, n)), {}),                    # misaligned x
+            ((Array(A, n), Array(A, n), Array(A, n)), {"n_elements": 99999}),     # n not 16-divisible
             ((Array(A, n, "<f2"), Array(A, n, "<f2"), Array(A, n, "<f2")), {}),   # fp16
         ]
-        want = ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted", "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",
-                "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe", "add/T=fp16,BLOCK=256,w4,s1/sm_90a/hinted"]
+        want = ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD", "add/T=fp32,BLOCK=256,w4,s1/sm_90a/_DDD",
+                "add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDD_", "add/T=fp16,BLOCK=256,w4,s1/sm_90a/DDDD"]
         wrong = []
         barrier = threading.Barrier(8)
         def work(first):
@@ -371,11 +371,11 @@ def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
         installed, fake_driver, tmp_path,
     )  # fmt: skip
     assert out == [
-        "add/T=fp16,BLOCK=256,w4,s1/sm_90a/hinted",
-        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted",  # past the table's one row: clamped to it
+        "add/T=fp16,BLOCK=256,w4,s1/sm_90a/DDDD",
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD",  # past the table's one row: clamped to it
         "add.select(): give the key values n_elements",
         "add.select(): name the types, one of: T=fp32; T=fp16",
-        "<kernel add: 16 variants> 16 add/T=fp32,BLOCK=256,w4,s1/sm_80/hinted",
+        "<kernel add: 48 variants> 48 add/T=fp32,BLOCK=256,w4,s1/sm_80/DDDD",
         "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)",
         "The add kernel.",
         "add True",
@@ -408,15 +408,15 @@ def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fa
     assert any(line.startswith("alloc 104857600") for line in timing) and any(
         line.startswith("free") for line in timing
     )
-    assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted", "add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"]
+    assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD", "add/T=fp32,BLOCK=1024,w4,s1/sm_90a/DDDD"]
     saved = json.loads(cache.read_text())
     assert saved["format"] == "aotpack-autotune/2" and saved["package"] == "small_kernels"
-    assert saved["entries"] == [{"config": "BLOCK=1024,w4,s1", "specialization": "hinted", "kernel": "add",
+    assert saved["entries"] == [{"config": "BLOCK=1024,w4,s1", "specialization": "DDDD", "kernel": "add",
                                  "key": [131072], "target": "sm_90a", "types": {"T": "fp32"}}]  # fmt: skip
 
     (tmp_path / "cuda.log").unlink()
     out, log = run(code, installed, fake_driver, tmp_path)  # a new process reads the cache: no timing
-    assert out == ["add/T=fp32,BLOCK=1024,w4,s1/sm_90a/hinted"] * 2
+    assert out == ["add/T=fp32,BLOCK=1024,w4,s1/sm_90a/DDDD"] * 2
     assert len([line for line in log if line.startswith("launch")]) == 3
 
 
@@ -449,7 +449,7 @@ def test_runtime_autotune_never_times_during_capture_or_when_off(installed, fake
         """
     out, log = run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CAPTURING="1")
     assert len([line for line in log if line.startswith("launch")]) == 2
-    assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted"]
+    assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD"]
 
 
 def test_runtime_autotune_cache_is_safe_with_many_processes(installed, fake_driver, tmp_path):
@@ -536,7 +536,7 @@ def test_c_api_from_a_c_program(installed, fake_driver, tmp_path):
     proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [
-        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/safe",  # 1000 is not a multiple of 16
+        "add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDD_",  # 1000 is not a multiple of 16
         "-1 argument x_ptr is too small: the kernel may touch 5000 elements from its start, the tensor spans 1000",
     ]
     (launch,) = [ln for ln in (tmp_path / "cuda.log").read_text().splitlines() if ln.startswith("launch")]
@@ -606,6 +606,6 @@ def test_a_module_whose_function_is_missing_is_unloaded_each_time(installed, fak
                 print(str(exc).split(":")[0])
         """
     out, log = run(code, installed, fake_driver, tmp_path, FAKE_CUDA_NO_FUNCTION="1")
-    assert out == ["finding add_kernel in add/T=fp32,BLOCK=256,w4,s1/sm_90a/hinted failed"] * 2
+    assert out == ["finding add_kernel in add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD failed"] * 2
     events = [line.split()[0] for line in log if line.split()[0] in ("load", "unload", "launch")]
     assert events == ["load", "unload", "load", "unload"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import codegen, compress, native, plan, recipe
+from aotpack import classes, codegen, compress, native, plan, recipe
 from aotpack.codegen import c as codegen_c
 from aotpack.codegen import python as codegen_py
 from aotpack.compilers import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
@@ -66,10 +66,17 @@ def test_kernel_tables(kernel_dir):
     assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
     assert "static const aot_rule add_rules[] = {\n  {-1, -1, -1, 1, {4096}},\n};" in text
-    # [binding][config][target] -> per class (hinted, then safe: the most specialized first)
-    assert "static const int add_variant_of[] = {\n  0, 1,\n  16, 17,\n  2, 3," in text
-    assert "static const uint8_t add_specs[] = {" + ", ".join(["AOT_SPEC_DIV16"] * 4 + ["AOT_SPEC_ANY"] * 4) in text
-    assert 'static const char *const add_spec_names[] = {"hinted", "safe"};' in text
+    # [binding][config][target] -> per class, most specialized first: the typical classes (n_elements a multiple
+    # of 16 or not) and the floor for every config; each argument given up alone for the configs the dispatcher
+    # picks (the row's BLOCK=256,w8 and the default BLOCK=1024,w4: configs 1 and 2)
+    assert (
+        "static const int add_variant_of[] = {\n  0, 1, -1, -1, -1, 2,\n  36, 37, -1, -1, -1, 38,\n"
+        "  3, 4, 5, 6, 7, 8,\n  39, 40, 41, 42, 43, 44,\n  9, 10, 11, 12, 13, 14,\n"
+    ) in text
+    d, a = "AOT_SPEC_DIV16", "AOT_SPEC_ANY"
+    specs = [d, d, d, d, d, d, d, a, a, d, d, d, d, a, d, d, d, d, a, d, a, a, a, a]
+    assert "static const uint8_t add_specs[] = {" + ", ".join(specs) + "};" in text
+    assert 'static const char *const add_spec_names[] = {"DDDD", "DDD_", "_DDD", "D_DD", "DD_D", "____"};' in text
     assert "static const int8_t add_call_order[] = {0, 1, 2, 3};" in text
     assert (
         "static void add_grid(aot_call *x, const int64_t *c, int64_t grid[3]) {\n  (void)x;\n  (void)c;\n"
@@ -83,10 +90,10 @@ def test_kernel_tables(kernel_dir):
     rows = [(v, art) for v, art in build.kernels[0].variants if v.target == "sm_80"]
     first, second = rows[0][1].image, rows[1][1].image
     assert (
-        f'"add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", 0, 0, 0, 0, &block_0, 0, 39, UINT32_C({zlib.crc32(first)}), '
+        f'"add/T=fp32,BLOCK=256,w4,s3/sm_80/DDDD", 0, 0, 0, 0, &block_0, 0, 37, UINT32_C({zlib.crc32(first)}), '
         '"add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12020, {0, 1}, {0, 1}, 1, 0, 0, NULL}' in text
     )
-    assert f'"{rows[1][0].id}", ' in text and f"&block_0, 39, {len(second)}, UINT32_C({zlib.crc32(second)})" in text
+    assert f'"{rows[1][0].id}", ' in text and f"&block_0, 37, {len(second)}, UINT32_C({zlib.crc32(second)})" in text
     # the shipped block is LZ4: a token with 15+ literals, then the first image's bytes
     head = text.split("static const unsigned char block_0_data[] =\n  ")[1][:40]
     assert head.startswith('"\\xf') and "\\x61\\x64\\x64\\x2f" in head  # "add/"
@@ -105,11 +112,11 @@ def test_launch_needs_are_tabled_per_variant(kernel_dir):
 
 
 def test_pruned_variants_leave_holes_the_dispatcher_skips(kernel_dir):
-    build = fake_build(kernel_dir, prune="BLOCK=256,w4,s3/sm_80/hinted")
+    build = fake_build(kernel_dir, prune="BLOCK=256,w4,s3/sm_80/DDDD")
     text = codegen_c.kernels_c(build)
-    assert "static const int add_variant_of[] = {\n  -1, 0," in text
+    assert "static const int add_variant_of[] = {\n  -1, 0, -1, -1, -1, 1," in text
     assert [v.id for v, _ in build.kernels[0].pruned] == [
-        "add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted", "add/T=fp16,BLOCK=256,w4,s3/sm_80/hinted"]  # fmt: skip
+        "add/T=fp32,BLOCK=256,w4,s3/sm_80/DDDD", "add/T=fp16,BLOCK=256,w4,s3/sm_80/DDDD"]  # fmt: skip
 
 
 def test_module_and_stubs(kernel_dir):
@@ -137,13 +144,17 @@ def test_manifest(kernel_dir):
     assert add["source"] == "add.py:add_kernel"
     assert add["args"][3] == {"name": "n_elements", "type": "i32:16", "kind": "int", "default": "numel(out_ptr)"}
     assert add["specializations"] == [
-        {"name": "hinted", "assumes": {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D", "n_elements": "D"}},
-        {"name": "safe", "assumes": {}},
+        {"name": "DDDD", "assumes": {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D", "n_elements": "D"}},
+        {"name": "DDD_", "assumes": {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D"}},
+        {"name": "_DDD", "assumes": {"y_ptr": "D", "out_ptr": "D", "n_elements": "D"}},
+        {"name": "D_DD", "assumes": {"x_ptr": "D", "out_ptr": "D", "n_elements": "D"}},
+        {"name": "DD_D", "assumes": {"x_ptr": "D", "y_ptr": "D", "n_elements": "D"}},
+        {"name": "____", "assumes": {}},
     ]
     assert add["min_driver_cuda"] == {"sm_80": "12.2", "sm_90a": "13.0"}
     assert add["driver_floor_set_by"] == {"sm_80": "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)",
                                           "sm_90a": "ptxas 13.0 (triton 3.9.0, ptxas-blackwell)"}  # fmt: skip
-    assert len(add["variants"]) == 32 and add["pruned"] == []
+    assert len(add["variants"]) == 72 and add["pruned"] == []  # 2 targets x 2 types x (4 configs x 3 + 2 x 3)
     assert add["dispatch"] == [
         {"key": [4096], "config": "BLOCK=256,w8,s3", "arch": None, "types": {}, "specialization": None}
     ]
@@ -190,18 +201,22 @@ def test_manifest_keeps_the_key_order(kernel_dir):
 
 
 def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
-    text = GOOD.replace('      y_ptr: "*T:16"', '      y_ptr: "*T"')  # y_ptr is specialized as the JIT does
+    """A table row may name a hint level (tables tuned before classes were per argument do): 'hinted' serves
+    every class in which each hinted argument holds its hint, whatever the others (y_ptr has no hint)."""
+    text = GOOD.replace('      y_ptr: "*T:16"', '      y_ptr: "*T"')
     rec = recipe.parse(text, kernel_dir / "r.yaml")
     (kernel,) = rec.kernels
     kernel = dataclasses.replace(kernel, rules=tuple(dataclasses.replace(r, specialization="hinted")
                                                      for r in kernel.rules))  # fmt: skip
     rec = dataclasses.replace(rec, kernels=(kernel,))
     variants = plan.plan_variants(rec)
-    assert [s.name for s in plan.specs(kernel)] == ["hinted-D", "hinted-_", "safe-D", "safe-_"]
+    specs = classes.specs(kernel)
+    assert [(s.name, s.level) for s in specs] == [("DDDD", "hinted"), ("DDD_", "safe"), ("_DDD", "safe"),
+                                                  ("D_DD", "hinted"), ("DD_D", "safe"), ("____", "safe")]  # fmt: skip
     kernels = codegen.group(rec, [(v, artifact(v)) for v in variants])
     where = compress.Placement(block=0, offset=0, size=1, crc32=0)
     text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
-    assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 1, 1, {4096}},\n};" in text
+    assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 3, 1, {4096}},\n};" in text
     # the kernel's row count is the expanded one
     fields = text.split("AOT_API const aot_kernel aot_kernel_add = {\n")[1].splitlines()
     assert fields[16].strip() == "2," and fields[17].strip() == "add_rules,"

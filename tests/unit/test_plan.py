@@ -1,9 +1,10 @@
 import dataclasses
+import itertools
 from pathlib import Path
 
 import pytest
 
-from aotpack import model, plan, recipe
+from aotpack import classes, model, plan, recipe
 from aotpack.errors import RecipeError
 
 from ..shared import GOOD
@@ -15,24 +16,28 @@ def load(folder: Path) -> model.Recipe:
 
 def test_plan_is_the_full_product_with_stable_ids(kernel_dir):
     variants = plan.plan_variants(load(kernel_dir))
-    # 2 targets x 2 types x 4 configs x (hinted, safe)
-    assert len(variants) == 32
-    assert len({v.id for v in variants}) == 32
-    assert variants[0].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted"
-    assert variants[1].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80/safe"
-    assert variants[-1].id == "add/T=fp16,BLOCK=1024,w8,s3/sm_90a/safe"
+    # 2 targets x 2 types x (4 configs x 3 classes (DDDD, DDD_, ____) + 2 dispatched configs x 3 more)
+    assert len(variants) == 72
+    assert len({v.id for v in variants}) == 72
+    assert variants[0].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80/DDDD"
+    assert variants[1].id == "add/T=fp32,BLOCK=256,w4,s3/sm_80/DDD_"
+    assert variants[-1].id == "add/T=fp16,BLOCK=1024,w8,s3/sm_90a/____"
     assert [v.id for v in plan.plan_variants(load(kernel_dir))] == [v.id for v in variants]
     assert variants[-1].dtype_of("x_ptr") == "fp16" and variants[-1].dtype_of("n_elements") == "i32"
 
 
-def test_without_hints_the_jit_common_classes_are_built(kernel_dir):
+def test_hints_change_no_class_the_jit_keys(kernel_dir):
+    """With or without ':16' hints the same classes are built: those of typical calls (aligned pointers, a size
+    that is a multiple of 16 or not), each argument given up alone, and nothing assumed."""
+    hinted = plan.plan_variants(load(kernel_dir))
     text = GOOD.replace('"*T:16"', '"*T"').replace('"i32:16"', '"i32"')
-    variants = plan.plan_variants(recipe.parse(text, kernel_dir / "r.yaml"))
-    # aligned pointers with a 16-divisible size; aligned with any size; nothing assumed
-    assert [v.id.rsplit("/", 1)[1] for v in variants[:3]] == ["DDDD", "DDD_", "____"]
-    assert len(variants) == 48
-    assert variants[0].spec.jit_terms(variants[0].kernel) == {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D",
-                                                               "n_elements": "D"}  # fmt: skip
+    plain = plan.plan_variants(recipe.parse(text, kernel_dir / "r.yaml"))
+    assert [v.id for v in plain] == [v.id for v in hinted]
+    assert [(s.name, s.origin) for s in classes.specs(plain[0].kernel)] == [
+        ("DDDD", "typical"), ("DDD_", "typical"), ("_DDD", "relaxed"), ("D_DD", "relaxed"), ("DD_D", "relaxed"),
+        ("____", "floor")]  # fmt: skip
+    assert plain[0].spec.jit_terms(plain[0].kernel) == {"x_ptr": "D", "y_ptr": "D", "out_ptr": "D",
+                                                        "n_elements": "D"}  # fmt: skip
 
 
 def test_specialize_none_means_one_plain_variant(kernel_dir):
@@ -48,7 +53,7 @@ def test_specialize_none_means_one_plain_variant(kernel_dir):
 def test_select_by_glob(kernel_dir):
     rec = load(kernel_dir)
     narrowed, chosen = plan.select(rec, ("add/T=fp16,*/sm_90a/*",))
-    assert len(chosen) == 8 and all("T=fp16" in v.id and "sm_90a" in v.id for v in chosen)
+    assert len(chosen) == 18 and all("T=fp16" in v.id and "sm_90a" in v.id for v in chosen)
     assert narrowed.targets == ("sm_90a",) and narrowed.kernels[0].targets == ("sm_90a",)
     assert plan.select(rec, ()) == (rec, plan.plan_variants(rec))
 
@@ -57,10 +62,10 @@ def test_a_selection_keeps_its_defaults_and_drops_the_rest(kernel_dir):
     """A config without the default gets the default back for the same types, target and class; a kernel
     no pattern reaches is dropped, not refused."""
     rec = load(kernel_dir)
-    _, chosen = plan.select(rec, ("add/T=fp32,BLOCK=256,w4,*/sm_80/hinted",))
+    _, chosen = plan.select(rec, ("add/T=fp32,BLOCK=256,w4,*/sm_80/DDDD",))
     assert [v.id for v in chosen] == [
-        "add/T=fp32,BLOCK=256,w4,s3/sm_80/hinted",
-        "add/T=fp32,BLOCK=1024,w4,s3/sm_80/hinted",
+        "add/T=fp32,BLOCK=256,w4,s3/sm_80/DDDD",
+        "add/T=fp32,BLOCK=1024,w4,s3/sm_80/DDDD",
     ]
     two = dataclasses.replace(rec, kernels=(rec.kernels[0], dataclasses.replace(rec.kernels[0], name="other")))
     narrowed, chosen = plan.select(two, ("other/*",))
@@ -70,17 +75,19 @@ def test_a_selection_keeps_its_defaults_and_drops_the_rest(kernel_dir):
 
 
 def test_row_strides_go_with_their_sizes():
+    """A contiguous matmul of any M, N, K (each a multiple of 16 or not) has its class: the row strides follow
+    the sizes they equal ((M - 1) * stride_am + (K - 1) * stride_ak + 1: in a contiguous A, stride_am == K),
+    the inner strides are 1."""
     demo = recipe.load(Path(__file__).parents[2] / "recipes" / "demo.yaml")
     matmul = next(k for k in demo.kernels if k.name == "matmul")
-    units = plan.unit_strides(matmul)
-    assert units == {"stride_ak", "stride_bn", "stride_cn"}
-    # (M - 1) * stride_am + (K - 1) * stride_ak + 1: in a contiguous A, stride_am == K
-    assert plan.row_strides(matmul, units) == {"K": ("stride_am",), "N": ("stride_bk", "stride_cm")}
-    classes = {s.name: s.jit_terms(matmul) for s in plan.specs(matmul)}
-    # every subset of M, N, K odd has its class: a contiguous matmul of any shape runs the JIT's code
-    assert len(classes) == 8 + 2
-    k_odd = next(terms for terms in classes.values() if "K" not in terms and "M" in terms and "N" in terms)
-    assert "stride_am" not in k_odd and k_odd["stride_bk"] == "D" and k_odd["stride_ak"] == "1"
+    (typical,) = classes.typical_classes(matmul).groups
+    terms = [{n: s for n, s in zip((a.name for a in matmul.args), t, strict=True) if s} for t in typical]
+    assert len(terms) == 8
+    for t in terms:
+        assert t["a_ptr"] == t["b_ptr"] == t["c_ptr"] == "D"
+        assert t["stride_ak"] == t["stride_bn"] == t["stride_cn"] == "1"
+        assert t.get("stride_am") == t.get("K") and t.get("stride_bk") == t.get("stride_cm") == t.get("N")
+    assert {(t.get("M"), t.get("N"), t.get("K")) for t in terms} == set(itertools.product(("D", None), repeat=3))
 
 
 @pytest.mark.parametrize(
