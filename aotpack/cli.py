@@ -4,18 +4,20 @@ errors are caught."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import cache, facts
+from . import cache, facts, misses
 from ._version import __version__
 from .compilers import Outcome, Pruned
 from .errors import AotpackError, UsageError
@@ -129,11 +131,15 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("--dir", type=Path, default=None, help="where to write it (default: ./NAME)")
     r = sub.add_parser(
         "record",
-        help="run a program under Triton's JIT and write the recipe of what it compiled",
-        usage="aotpack record -o RECIPE [--package NAME] -- python program.py [args...]",
+        help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
+        "of built packages missed)",
+        usage="aotpack record -o RECIPE [--package NAME] [--report PATH] [-- python program.py [args...]]",
     )
     r.add_argument("-o", "--out", type=Path, required=True, help="the recipe to write (merged into if it exists)")
     r.add_argument("--package", default="recorded_kernels", help="package name of a new recipe")
+    r.add_argument("--report", type=Path, action="append", default=[], metavar="PATH",
+                   help="class misses reported elsewhere (a file, or an AOTPACK_REPORT folder) to add to the "
+                   "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
     c = sub.add_parser("cache", help="show the cache of compiled variants and wheels; trim or clear it")
     c.add_argument("--cache-dir", type=Path, default=None, help="the cache (default: ~/.cache/aotpack)")
@@ -228,15 +234,40 @@ def _inspect(args: argparse.Namespace) -> None:
 def _record(args: argparse.Namespace) -> None:
     _writable_folder(args.out.parent, "-o")
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    with recording(args.out, args.package) as recorded:
-        run_program(program)
-    launches = sum(c.launches for c in recorded.compilations())
-    print(
-        f"wrote {args.out}: {len(recorded.compiled)} compilations of "
-        f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches"
-    )
-    for function, why in sorted(recorded.skipped.items()):
-        print(f"not recorded: {function}: {why}", file=sys.stderr)
+    found = misses.read_reports(args.report)
+    if program or not args.report:
+        with tempfile.TemporaryDirectory(prefix="aotpack-report-") as folder, _environ("AOTPACK_REPORT", folder):
+            with recording(args.out, args.package) as recorded:
+                run_program(program)
+            for package in misses.loaded_packages():  # in this process: their exit reports come too late
+                found += misses.from_stats(package.stats(), package.__name__)
+            found += misses.read_reports([Path(folder)])  # the program's child processes, at their exit
+        launches = sum(c.launches for c in recorded.compilations())
+        if recorded.compiled:
+            print(
+                f"wrote {args.out}: {len(recorded.compiled)} compilations of "
+                f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches"
+            )
+        for function, why in sorted(recorded.skipped.items()):
+            print(f"not recorded: {function}: {why}", file=sys.stderr)
+    if found and args.out.is_file():
+        for line in misses.add_classes(args.out, found):
+            print(f"{args.out}: {line}")
+    elif found:
+        print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
 
 
 def _tune(args: argparse.Namespace) -> None:

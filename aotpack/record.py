@@ -219,14 +219,14 @@ class Recording:
 @contextlib.contextmanager
 def recording(path: str | os.PathLike[str] | None = None, package: str = "recorded_kernels") -> Iterator[Recording]:
     """Record what Triton's JIT compiles inside the block; with ``path``, write (or merge into) that
-    recipe on the way out."""
+    recipe on the way out, when anything was compiled."""
     rec = Recording()
     rec.start()
     try:
         yield rec
     finally:
         rec.stop()
-        if path is not None:
+        if path is not None and rec.compiled:
             write(Path(path), rec, package)
 
 
