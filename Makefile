@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo hopper hopper-matched corpus corpus-matched recorded-matched test unit lint gpu-test clean
+.PHONY: demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ corpus-matched:
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q 'torch==2.13.0'
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/corpus/thirdparty.yaml -o dist/triton-$(basename $(TRITON_MATCH))
+
+# The corpus kernels' recipes written the other equivalent ways users write them (tests/corpus/variations.py), one
+# dtype each, built by the device's Triton like corpus-matched: tests/gpu/test_variations.py and
+# benchmarks/thirdparty.py compare them with the JIT
+variations-matched:
+	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q 'torch==2.13.0'
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
+	.venv-triton-$(TRITON_MATCH)/bin/python -m tests.corpus.variations --one-dtype build/variations.yaml
+	.venv-triton-$(TRITON_MATCH)/bin/aotpack build build/variations.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
 # The workload recorded on the H100 (tests/gpu/liger_recorded.yaml: `aotpack record` of
 # tests/gpu/record_workload.py), built by the Triton that recorded it, for tests/gpu/test_recorded.py

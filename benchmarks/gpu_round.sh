@@ -18,22 +18,23 @@ if python3 -c "import hopper_kernels" 2>/dev/null; then
 fi
 # Wheels built with another Triton (dist/triton-X.Y/, e.g. the version installed here, so that the JIT
 # comparison runs the same compiler: same code, so bit-identical results and the speed comparison that
-# matters): their GPU tests and benchmark, each wheel in its own folder. Arguments: package, test, benchmark.
-matched() {
-  for wheel in dist/triton-*/"$1"-*.whl; do
-    [ -e "$wheel" ] || continue
-    tag=$(basename "$(dirname "$wheel")")
-    other=$(mktemp -d)
-    python3 -m pip install -q --no-deps --no-index --target "$other" "$wheel" || exit 1
-    PYTHONPATH="$other:$PYTHONPATH" python3 -m pytest "tests/gpu/$2" -m gpu -q -p no:cacheprovider 2>&1 | tail -3 \
-      | tee "$out/$1-tests-$tag.log"
+# matters): the wheels of one release installed together in a folder of their own, then each package's GPU
+# tests and benchmark (thirdparty.py covers the corpus and, when installed, its recipe variations).
+for folder in dist/triton-*/; do
+  [ -d "$folder" ] || continue
+  tag=$(basename "$folder")
+  other=$(mktemp -d)
+  python3 -m pip install -q --no-deps --no-index --target "$other" "$folder"*.whl || exit 1
+  for entry in hopper_kernels:test_hopper.py:hopper.py thirdparty_kernels:test_thirdparty.py:thirdparty.py \
+               variations_kernels:test_variations.py: liger_recorded:test_recorded.py:launch.py; do
+    IFS=: read -r package test bench <<< "$entry"
+    [ -d "$other/$package" ] || continue
+    PYTHONPATH="$other:$PYTHONPATH" python3 -m pytest "tests/gpu/$test" -m gpu -q -p no:cacheprovider 2>&1 \
+      | tail -3 | tee "$out/$package-tests-$tag.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    PYTHONPATH="$other:$PYTHONPATH" python3 "benchmarks/$3" 2>&1 | tee "$out/$1-$tag.log"
+    [ -z "$bench" ] || PYTHONPATH="$other:$PYTHONPATH" python3 "benchmarks/$bench" 2>&1 | tee "$out/$package-$tag.log"
   done
-}
-matched hopper_kernels test_hopper.py hopper.py
-matched thirdparty_kernels test_thirdparty.py thirdparty.py
-matched liger_recorded test_recorded.py launch.py
+done
 if python3 -c "import thirdparty_kernels" 2>/dev/null; then
   python3 benchmarks/thirdparty.py 2>&1 | tee "$out/thirdparty.log"
 fi

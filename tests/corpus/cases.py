@@ -4,7 +4,9 @@ launched with the config aotpack's dispatcher chose for the call). Shared by tes
 and benchmarks/thirdparty.py.
 
 A case builds fresh random inputs for a shape and layout ("contiguous"; "view": rows strided inside a
-wider tensor; "misaligned": tensors starting one element past a 16-byte boundary) and returns a Pair.
+wider tensor; "misaligned": tensors starting one element past a 16-byte boundary) on a device (CPU
+tensors serve Triton's binder, tests/integration/test_variations.py) and returns a Call; ``pair`` makes
+it a Pair of launches through a wheel and through the JIT.
 """
 
 from __future__ import annotations
@@ -18,6 +20,19 @@ from typing import Any
 from aotpack import expr
 
 LAYOUTS = ("contiguous", "view", "misaligned")
+
+
+@dataclass
+class Call:
+    """A kernel's call as its library makes it: the wheel's arguments, the JIT's arguments by name (given the
+    config aotpack chose), the JIT's grid, the tensors it writes, and in-place ones to restore."""
+
+    source: str  # module:function of the @triton.jit kernel
+    aot_args: tuple[Any, ...]
+    jit_kwargs: Callable[[dict[str, Any]], dict[str, Any]]
+    grid: Callable[[dict[str, Any]], tuple[int, ...]]
+    outputs: list[Any]
+    restore: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -46,24 +61,34 @@ def _config(pkg: Any, kernel: str, variant: str) -> dict[str, Any]:
     return {**entry["constexprs"], "num_warps": entry["num_warps"], "num_stages": entry["num_stages"]}
 
 
+DEVICE = "cuda"  # where the cases' tensors live; tests without a GPU set "cpu"
+
+
 def _tensor(torch: Any, shape: tuple[int, ...], dtype: Any, layout: str, fill: str = "randn") -> Any:
-    """A CUDA tensor of ``shape`` in the given layout (2-D layouts stride or offset the rows)."""
+    """A tensor of ``shape`` on DEVICE in the given layout (2-D layouts stride or offset the rows)."""
     make = torch.randn if fill == "randn" and dtype.is_floating_point else torch.zeros
     if layout == "view" and len(shape) == 2:
-        return make((shape[0], shape[1] + 24), dtype=dtype, device="cuda")[:, 8 : 8 + shape[1]]
+        return make((shape[0], shape[1] + 24), dtype=dtype, device=DEVICE)[:, 8 : 8 + shape[1]]
     if layout == "misaligned":
         numel = 1
         for s in shape:
             numel *= s
-        return make(numel + 1, dtype=dtype, device="cuda")[1:].view(shape)
-    return make(shape, dtype=dtype, device="cuda")
+        return make(numel + 1, dtype=dtype, device=DEVICE)[1:].view(shape)
+    return make(shape, dtype=dtype, device=DEVICE)
 
 
-def _pair(pkg: Any, kernel: str, source: str, aot_args: tuple[Any, ...], aot_kwargs: dict[str, Any],
-          jit_kwargs: Callable[[dict[str, Any]], dict[str, Any]], grid: Callable[[dict[str, Any]], tuple[int, ...]],
-          outputs: list[Any]) -> Pair:  # fmt: skip
-    fn = jit_function(source)
+def pair(pkg: Any, kernel: str, call: Call, by_name: bool = False) -> Pair:
+    """The call through the wheel's ``kernel`` and through the JIT with the config the wheel chose.
+    ``by_name``: the wheel's kernel is called with the JIT's arguments by name (its recipe's names are the
+    kernel's, and may require what the published recipe defaults)."""
+    fn = jit_function(call.source)
     kernel_obj = getattr(pkg, kernel)
+    if by_name:
+        names = {a["name"] for a in pkg.__aotpack__["kernels"][kernel]["args"]}
+        aot_args: tuple[Any, ...] = ()
+        aot_kwargs = {n: v for n, v in call.jit_kwargs({}).items() if n in names}
+    else:
+        aot_args, aot_kwargs = call.aot_args, {}
     variant = kernel_obj.select(*aot_args, **aot_kwargs)
     config = _config(pkg, kernel, variant)
     params = {p.name for p in fn.params}
@@ -73,24 +98,45 @@ def _pair(pkg: Any, kernel: str, source: str, aot_args: tuple[Any, ...], aot_kwa
     def aot() -> None:
         kernel_obj(*aot_args, **aot_kwargs)
 
-    args = {**jit_kwargs(config), **constexprs}
+    args = {**call.jit_kwargs(config), **constexprs}
 
     def jit() -> None:
-        fn[grid(config)](**args, **launch)
+        fn[call.grid(config)](**args, **launch)
 
-    return Pair(aot=aot, jit=jit, outputs=outputs, variant=variant, fn=fn, jit_args=args)
+    return Pair(aot=aot, jit=jit, outputs=call.outputs, variant=variant, fn=fn, jit_args=args, restore=call.restore)
+
+
+def jit_class(fn: Any, args: dict[str, Any]) -> dict[str, str]:
+    """The JIT's specialization of a call, per runtime argument ('D', '1' or 'N'; nothing omitted), computed
+    by Triton's own binder (constexprs the arguments leave out take their default, or 1: they do not change
+    how runtime arguments are keyed)."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import create_function_from_signature
+
+    binder = create_function_from_signature(fn.signature, fn.params, BaseBackend)
+    filled = {p.name: p.default if p.has_default else 1 for p in fn.params if p.is_constexpr and p.name not in args}
+    _, spec, _ = binder(**args, **filled)
+    out = {}
+    for p, (kind, key) in zip(fn.params, spec, strict=True):
+        if p.is_constexpr:
+            continue
+        if kind == "constexpr":
+            out[p.name] = "N" if key is None else "1"
+        else:
+            out[p.name] = key if isinstance(key, str) else ""
+    return {k: v for k, v in out.items() if v}
 
 
 # ---------------------------------------------------------------- the cases
 
 
-def liger_rms_norm_fwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
+def liger_rms_norm_fwd(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
     rows, cols = shape
     x, y = _tensor(torch, shape, dtype, layout), _tensor(torch, shape, dtype, layout, "zeros")
     w = _tensor(torch, (cols,), dtype, "contiguous")
-    rstd = torch.empty(rows, dtype=torch.float32, device="cuda")
-    return _pair(
-        pkg, "liger_rms_norm_fwd", "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel", (y, x, w, rstd), {},
+    rstd = torch.empty(rows, dtype=torch.float32, device=DEVICE)
+    return Call(
+        "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel", (y, x, w, rstd),
         lambda c: dict(Y_ptr=y, Y_row_stride=y.stride(0), X_ptr=x, X_row_stride=x.stride(0), W_ptr=w,
                        W_row_stride=w.stride(0), RSTD_ptr=rstd, RSTD_row_stride=rstd.stride(0), n_cols=cols, eps=1e-6,
                        offset=0.0),
@@ -98,20 +144,20 @@ def liger_rms_norm_fwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any,
     )  # fmt: skip
 
 
-def liger_rms_norm_bwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
+def liger_rms_norm_bwd(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
     import triton.language as tl
 
     rows, cols = shape
-    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    programs = torch.cuda.get_device_properties(0).multi_processor_count if DEVICE == "cuda" else 132
     dy, x = _tensor(torch, shape, dtype, layout), _tensor(torch, shape, dtype, layout)
     dx = _tensor(torch, shape, dtype, layout, "zeros")
     w = _tensor(torch, (cols,), dtype, "contiguous")
-    rstd = torch.rand(rows, dtype=torch.float32, device="cuda") + 0.5
-    dw = torch.zeros((programs, cols), dtype=torch.float32, device="cuda")
+    rstd = torch.rand(rows, dtype=torch.float32, device=DEVICE) + 0.5
+    dw = torch.zeros((programs, cols), dtype=torch.float32, device=DEVICE)
     per_program = -(-rows // programs)
     tl_dtype = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}[dtype]
-    return _pair(
-        pkg, "liger_rms_norm_bwd", "liger_kernel.ops.rms_norm:_rms_norm_backward_kernel", (dy, dx, x, w, rstd, dw), {},
+    return Call(
+        "liger_kernel.ops.rms_norm:_rms_norm_backward_kernel", (dy, dx, x, w, rstd, dw),
         lambda c: dict(dY_ptr=dy, dY_row_stride=dy.stride(0), dX_ptr=dx, dX_row_stride=dx.stride(0), X_ptr=x,
                        X_row_stride=x.stride(0), X_dtype=tl_dtype, W_ptr=w, W_row_stride=w.stride(0), RSTD_ptr=rstd,
                        RSTD_row_stride=rstd.stride(0), dW_ptr=dw, dW_row_stride=dw.stride(0), n_rows=rows, n_cols=cols,
@@ -120,15 +166,14 @@ def liger_rms_norm_bwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any,
     )  # fmt: skip
 
 
-def liger_layer_norm_fwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
+def liger_layer_norm_fwd(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
     rows, cols = shape
     x, y = _tensor(torch, shape, dtype, layout), _tensor(torch, shape, dtype, layout, "zeros")
     w, b = _tensor(torch, (cols,), dtype, "contiguous"), _tensor(torch, (cols,), dtype, "contiguous")
-    mean = torch.empty(rows, dtype=torch.float32, device="cuda")
-    rstd = torch.empty(rows, dtype=torch.float32, device="cuda")
-    return _pair(
-        pkg, "liger_layer_norm_fwd", "liger_kernel.ops.layer_norm:_layer_norm_forward_kernel",
-        (y, x, w, b, mean, rstd), {},
+    mean = torch.empty(rows, dtype=torch.float32, device=DEVICE)
+    rstd = torch.empty(rows, dtype=torch.float32, device=DEVICE)
+    return Call(
+        "liger_kernel.ops.layer_norm:_layer_norm_forward_kernel", (y, x, w, b, mean, rstd),
         lambda c: dict(Y_ptr=y, Y_row_stride=y.stride(0), X_ptr=x, X_row_stride=x.stride(0), W_ptr=w,
                        W_row_stride=w.stride(0), B_ptr=b, B_row_stride=b.stride(0), Mean_ptr=mean,
                        Mean_row_stride=mean.stride(0), RSTD_ptr=rstd, RSTD_row_stride=rstd.stride(0), n_cols=cols,
@@ -137,94 +182,93 @@ def liger_layer_norm_fwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: An
     )  # fmt: skip
 
 
-def _glu(torch: Any, pkg: Any, kernel: str, source: str, shape: tuple[int, int], dtype: Any, layout: str,
-         gate: bool) -> Pair:  # fmt: skip
+def _glu(torch: Any, source: str, shape: tuple[int, int], dtype: Any, layout: str,
+         gate: bool) -> Call:  # fmt: skip
     rows = shape[0]
     a, b = _tensor(torch, shape, dtype, layout), _tensor(torch, shape, dtype, layout)
     c = _tensor(torch, shape, dtype, layout, "zeros")
     names = ("a_ptr", "b_ptr", "c_ptr") if gate else ("a", "b", "c")
     extra = {"gate_multiplier": 1.0} if gate else {}
-    return _pair(
-        pkg, kernel, source, (a, b, c), {},
+    return Call(
+        source, (a, b, c),
         lambda cfg: {names[0]: a, names[1]: b, names[2]: c, "stride": c.stride(0), **extra},
         lambda cfg: (rows,), [c],
     )  # fmt: skip
 
 
-def liger_swiglu_fwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
-    return _glu(torch, pkg, "liger_swiglu_fwd", "liger_kernel.ops.swiglu:_swiglu_forward_kernel", shape, dtype,
+def liger_swiglu_fwd(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
+    return _glu(torch, "liger_kernel.ops.swiglu:_swiglu_forward_kernel", shape, dtype,
                 layout, gate=True)  # fmt: skip
 
 
-def liger_geglu_fwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
-    return _glu(torch, pkg, "liger_geglu_fwd", "liger_kernel.ops.geglu:_geglu_tanh_forward_kernel", shape, dtype,
+def liger_geglu_fwd(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
+    return _glu(torch, "liger_kernel.ops.geglu:_geglu_tanh_forward_kernel", shape, dtype,
                 layout, gate=False)  # fmt: skip
 
 
-def liger_dyt_fwd(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
+def liger_dyt_fwd(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
     rows, n = shape
     x, y = _tensor(torch, shape, dtype, layout), _tensor(torch, shape, dtype, layout, "zeros")
-    alpha = torch.full((1,), 0.5, dtype=dtype, device="cuda")
+    alpha = torch.full((1,), 0.5, dtype=dtype, device=DEVICE)
     gamma, beta = _tensor(torch, (n,), dtype, "contiguous"), _tensor(torch, (n,), dtype, "contiguous")
-    return _pair(
-        pkg, "liger_dyt_fwd", "liger_kernel.ops.dyt:_dyt_fwd_kernel", (x, y, alpha, gamma, beta), {},
+    return Call(
+        "liger_kernel.ops.dyt:_dyt_fwd_kernel", (x, y, alpha, gamma, beta),
         lambda c: dict(X=x, Y=y, Alpha=alpha, Gamma=gamma, Beta=beta),
         lambda c: (-(-n // c["BLOCK_N"]), rows), [y],
     )  # fmt: skip
 
 
-def fla_cumsum_scalar(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
+def fla_cumsum_scalar(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
     """shape: (T, scaled); B = 2 and H = 16 as the recipe binds them."""
     length, scaled = shape
     s = _tensor(torch, (2, length, 16), dtype, "misaligned" if layout == "misaligned" else "contiguous")
-    o = torch.zeros((2, length, 16), dtype=torch.float32, device="cuda")
+    o = torch.zeros((2, length, 16), dtype=torch.float32, device=DEVICE)
     scale = 0.5 if scaled else None
-    return _pair(
-        pkg, "fla_cumsum_scalar", "fla.ops.utils.cumsum:chunk_local_cumsum_scalar_kernel", (s, o, scale, None, None),
-        {},
+    return Call(
+        "fla.ops.utils.cumsum:chunk_local_cumsum_scalar_kernel", (s, o, scale, None, None),
         lambda c: dict(s=s, o=o, scale=scale, cu_seqlens=None, chunk_indices=None, T=length),
         lambda c: (-(-length // c["BT"]) * 2 * 16,), [o],
     )  # fmt: skip
 
 
-def fla_logsumexp(torch: Any, pkg: Any, shape: tuple[int, int, int], dtype: Any, layout: str) -> Pair:
+def fla_logsumexp(torch: Any, shape: tuple[int, int, int], dtype: Any, layout: str) -> Call:
     """shape: (rows, D, scaled)."""
     rows, d, scaled = shape
     x = _tensor(torch, (rows, d), dtype, "misaligned" if layout == "misaligned" else "contiguous")
     block = min(expr.next_pow2(d), 65536)
-    z = torch.zeros((rows, -(-d // block)), dtype=torch.float32, device="cuda")
+    z = torch.zeros((rows, -(-d // block)), dtype=torch.float32, device=DEVICE)
     scale = 0.5 if scaled else None
-    return _pair(
-        pkg, "fla_logsumexp", "fla.ops.utils.logsumexp:logsumexp_fwd_kernel", (x, z, scale), {},
+    return Call(
+        "fla.ops.utils.logsumexp:logsumexp_fwd_kernel", (x, z, scale),
         lambda c: dict(x=x, z=z, scale=scale),
         lambda c: (rows, -(-d // c["B"])), [z],
     )  # fmt: skip
 
 
-def _act_and_mul(torch: Any, pkg: Any, kernel: str, source: str, shape: tuple[int, int], dtype: Any, layout: str,
-                 names: tuple[str, str, str, str], extra: dict[str, Any]) -> Pair:  # fmt: skip
+def _act_and_mul(torch: Any, source: str, shape: tuple[int, int], dtype: Any, layout: str,
+                 names: tuple[str, str, str, str], extra: dict[str, Any]) -> Call:  # fmt: skip
     tokens, d = shape
     x = _tensor(torch, (tokens, 2 * d), dtype, layout)
     out = _tensor(torch, (tokens, d), dtype, layout, "zeros")
-    return _pair(
-        pkg, kernel, source, (out, x), {},
+    return Call(
+        source, (out, x),
         lambda c: {names[0]: out, names[1]: x, names[2]: out.stride(0), names[3]: x.stride(0), "d": d, **extra},
         lambda c: (tokens,), [out],
     )  # fmt: skip
 
 
-def conch_silu_and_mul(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
-    return _act_and_mul(torch, pkg, "conch_silu_and_mul", "conch.kernels.activation.silu_and_mul:_silu_and_mul_kernel",
+def conch_silu_and_mul(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
+    return _act_and_mul(torch, "conch.kernels.activation.silu_and_mul:_silu_and_mul_kernel",
                         shape, dtype, layout, ("output_ptr", "x_ptr", "output_stride", "input_stride"), {})  # fmt: skip
 
 
-def conch_gelu_tanh_and_mul(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
+def conch_gelu_tanh_and_mul(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
     source = "conch.kernels.activation.gelu_tanh_and_mul:_gelu_tanh_and_mul_kernel"
-    return _act_and_mul(torch, pkg, "conch_gelu_tanh_and_mul", source, shape, dtype, layout,
+    return _act_and_mul(torch, source, shape, dtype, layout,
                         ("out_ptr", "in_ptr", "out_stride", "in_stride"), {})  # fmt: skip
 
 
-def conch_rms_norm(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Pair:
+def conch_rms_norm(torch: Any, shape: tuple[int, int], dtype: Any, layout: str) -> Call:
     """shape: (tokens, hidden); layout "view" runs the fused-residual form (output None)."""
     tokens, hidden = shape
     contiguous = "misaligned" if layout == "misaligned" else "contiguous"  # conch assumes contiguous rows
@@ -237,20 +281,20 @@ def conch_rms_norm(torch: Any, pkg: Any, shape: tuple[int, int], dtype: Any, lay
         out = _tensor(torch, shape, dtype, contiguous, "zeros")
         args = (out, x, None, w)
         outputs = [out]
-    pair = _pair(
-        pkg, "conch_rms_norm", "conch.kernels.normalization.rms_norm:_rms_norm_kernel", args, {},
+    call = Call(
+        "conch.kernels.normalization.rms_norm:_rms_norm_kernel", args,
         lambda c: dict(output_ptr=args[0], x_ptr=x, residual_ptr=args[2], weight_ptr=w, hidden_size=hidden,
                        epsilon=1e-6),
         lambda c: (tokens,), outputs,
     )  # fmt: skip
     if layout == "view":  # in place: x and residual are read and written
-        pair.restore = [(t, t.clone()) for t in outputs]
-    return pair
+        call.restore = [(t, t.clone()) for t in outputs]
+    return call
 
 
 # kernel -> (case, dtypes, benchmark shapes, extra test shapes (odd sizes), layouts the kernel takes)
 CASES: dict[
-    str, tuple[Callable[..., Pair], tuple[str, ...], list[tuple[int, ...]], list[tuple[int, ...]], tuple[str, ...]]
+    str, tuple[Callable[..., Call], tuple[str, ...], list[tuple[int, ...]], list[tuple[int, ...]], tuple[str, ...]]
 ] = {
     "liger_rms_norm_fwd": (
         liger_rms_norm_fwd,

@@ -1,0 +1,62 @@
+"""The corpus kernels' recipes written the other equivalent ways (tests/corpus/variations.py; the wheel
+``variations_kernels`` from ``make variations-matched``), on a GPU against Triton's JIT: for every variation,
+dtype built, test shape and layout, the wheel is called as the kernel's library calls it (the JIT's arguments by
+name). A contiguous call runs the JIT's own class; where the wheel was built by the JIT's Triton release, the
+results are identical bit for bit whenever the classes are the same (else they agree to the dtype's rounding).
+
+Needs the wheel installed, torch, Triton and the corpus packages (liger-kernel, fla-core, conch-triton-kernels)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+pkg = pytest.importorskip("variations_kernels")
+for needed in ("liger_kernel", "fla", "conch"):
+    pytest.importorskip(needed)
+
+import triton  # noqa: E402
+
+from ..corpus.cases import CASES, jit_class, pair  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+SAME_TRITON = pkg.__aotpack__["toolchain"]["triton"] == triton.__version__
+_TORCH = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+def _params():
+    for name, entry in pkg.__aotpack__["kernels"].items():
+        kernel = name.split("__")[0]
+        _, _, shapes, odd, layouts = CASES[kernel]
+        dtypes = sorted({_TORCH[b["T"] if "T" in b else next(iter(b.values()))] for b in entry["bindings"]})
+        for dtype in dtypes:
+            for shape in [*shapes, *odd]:
+                for layout in layouts:
+                    yield name, dtype, shape, layout
+
+
+@pytest.mark.parametrize(("name", "dtype", "shape", "layout"), list(_params()), ids=lambda v: str(v).replace(" ", ""))
+def test_every_equivalent_recipe_matches_the_jit(name, dtype, shape, layout):
+    kernel = name.split("__")[0]
+    torch.manual_seed(hash((name, dtype, shape, layout)) % 2**31)
+    both = pair(pkg, name, CASES[kernel][0](torch, shape, getattr(torch, dtype), layout), by_name=True)
+    results = []
+    for launch in (both.aot, both.jit):
+        for out in both.outputs:
+            out.fill_(float("nan")) if out.dtype.is_floating_point else out.fill_(-1)
+        for tensor, original in both.restore:
+            tensor.copy_(original)
+        launch()
+        torch.cuda.synchronize()
+        results.append([out.clone() for out in both.outputs])
+    entry = next(v for v in pkg.__aotpack__["kernels"][name]["variants"] if v["id"] == both.variant)
+    jit = jit_class(both.fn, both.jit_args)
+    if layout == "contiguous":
+        assert entry["assumes"] == jit, f"{both.variant} runs {entry['assumes']}, the JIT compiles {jit}"
+    for got, want in zip(*results, strict=True):
+        assert not torch.isnan(got.float()).any() or torch.isnan(want.float()).any(), "aotpack left outputs unwritten"
+        if SAME_TRITON and entry["assumes"] == jit:
+            assert torch.equal(got, want), f"{both.variant}: same code as the JIT, different bits"
+        else:
+            tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(got.dtype, 1e-5)
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
