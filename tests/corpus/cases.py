@@ -106,6 +106,28 @@ def pair(pkg: Any, kernel: str, call: Call, by_name: bool = False) -> Pair:
     return Pair(aot=aot, jit=jit, outputs=call.outputs, variant=variant, fn=fn, jit_args=args, restore=call.restore)
 
 
+def compare(torch: Any, both: Pair, same_code: bool) -> None:
+    """Launch through the wheel and through the JIT, each onto poisoned outputs (in-place inputs restored), and
+    check the results: every output written, identical bit for bit when both ran the same code, else equal to
+    the dtype's rounding."""
+    results = []
+    for launch in (both.aot, both.jit):
+        for out in both.outputs:
+            out.fill_(float("nan")) if out.dtype.is_floating_point else out.fill_(-1)
+        for tensor, original in both.restore:
+            tensor.copy_(original)
+        launch()
+        torch.cuda.synchronize()
+        results.append([out.clone() for out in both.outputs])
+    for got, want in zip(*results, strict=True):
+        assert not torch.isnan(got.float()).any() or torch.isnan(want.float()).any(), "aotpack left outputs unwritten"
+        if same_code:
+            assert torch.equal(got, want), f"{both.variant}: same code as the JIT, different bits"
+        else:
+            tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(got.dtype, 1e-5)
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
+
+
 def jit_class(fn: Any, args: dict[str, Any]) -> dict[str, str]:
     """The JIT's specialization of a call, per runtime argument ('D', '1' or 'N'; nothing omitted), computed
     by Triton's own binder (constexprs the arguments leave out take their default, or 1: they do not change

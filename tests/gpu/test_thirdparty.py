@@ -18,7 +18,7 @@ for needed in ("liger_kernel", "fla", "conch"):
 
 import triton  # noqa: E402
 
-from ..corpus.cases import CASES, jit_class, pair  # noqa: E402
+from ..corpus.cases import CASES, compare, jit_class, pair  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 SAME_TRITON = pkg.__aotpack__["toolchain"]["triton"] == triton.__version__
@@ -37,21 +37,5 @@ def test_matches_the_jit(kernel, dtype, shape, layout):
     case = CASES[kernel][0]
     torch.manual_seed(hash((kernel, dtype, shape, layout)) % 2**31)
     both = pair(pkg, kernel, case(torch, shape, getattr(torch, dtype), layout))
-    results = []
-    for launch in (both.aot, both.jit):
-        for out in both.outputs:
-            out.fill_(float("nan")) if out.dtype.is_floating_point else out.fill_(-1)
-        for tensor, original in both.restore:
-            tensor.copy_(original)
-        launch()
-        torch.cuda.synchronize()
-        results.append([out.clone() for out in both.outputs])
     entry = next(v for v in pkg.__aotpack__["kernels"][kernel]["variants"] if v["id"] == both.variant)
-    same_code = SAME_TRITON and entry["assumes"] == jit_class(both.fn, both.jit_args)
-    for got, want in zip(*results, strict=True):
-        assert not torch.isnan(got.float()).any() or torch.isnan(want.float()).any(), "aotpack left outputs unwritten"
-        if same_code:
-            assert torch.equal(got, want), f"{both.variant}: same code as the JIT, different bits"
-        else:
-            tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(got.dtype, 1e-5)
-            torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
+    compare(torch, both, SAME_TRITON and entry["assumes"] == jit_class(both.fn, both.jit_args))
