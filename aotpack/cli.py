@@ -4,16 +4,14 @@ errors are caught."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -27,7 +25,7 @@ from .new import scaffold
 from .pipeline import BuildOptions, run
 from .plan import Variant, plan_summary, select
 from .recipe import load
-from .record import recording, run_program
+from .record import Events, record, write
 from .tune import Options, tune
 
 
@@ -234,40 +232,30 @@ def _inspect(args: argparse.Namespace) -> None:
 def _record(args: argparse.Namespace) -> None:
     _writable_folder(args.out.parent, "-o")
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    found = misses.read_reports(args.report)
+    reported = misses.read_reports(args.report)
+    found = reported.misses
+    if reported.compilations:  # what activated packages let Triton's JIT compile elsewhere
+        events = Events()
+        for number, event in enumerate(reported.compilations):
+            event.setdefault("number", number)
+            events.add(event, "report")
+        write(args.out, events, args.package)
+        print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
     if program or not args.report:
-        with tempfile.TemporaryDirectory(prefix="aotpack-report-") as folder, _environ("AOTPACK_REPORT", folder):
-            with recording(args.out, args.package) as recorded:
-                run_program(program)
-            for package in misses.loaded_packages():  # in this process: their exit reports come too late
-                found += misses.from_stats(package.stats(), package.__name__)
-            found += misses.read_reports([Path(folder)])  # the program's child processes, at their exit
-        launches = sum(c.launches for c in recorded.compilations())
-        if recorded.compiled:
-            print(
-                f"wrote {args.out}: {len(recorded.compiled)} compilations of "
-                f"{len({(c.module, c.function) for c in recorded.compiled.values()})} kernels, {launches} launches"
-            )
-        for function, why in sorted(recorded.skipped.items()):
+        summary = record(program, args.out, args.package)
+        compiled = summary.events.compilations()
+        if summary.written:
+            print(f"wrote {args.out}: {len(compiled)} compilations of "
+                  f"{len({c.function.identity for c in compiled})} kernels, {sum(c.launches for c in compiled)} "
+                  "launches")  # fmt: skip
+        for function, why in sorted(summary.events.skipped.items()):
             print(f"not recorded: {function}: {why}", file=sys.stderr)
+        found += summary.misses
     if found and args.out.is_file():
         for line in misses.add_classes(args.out, found):
             print(f"{args.out}: {line}")
     elif found:
         print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
-
-
-@contextlib.contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
 
 
 def _tune(args: argparse.Namespace) -> None:

@@ -17,9 +17,25 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, cast
 
 from .errors import WheelError
-from .model import Kind
+from .model import ConstValue, DtypeConst, FunctionConst, Kind
 
-SCHEMA = "aotpack-manifest/1"
+SCHEMA = "aotpack-manifest/2"
+
+
+# A constexpr's value: plain, or (recorded kernels) null, {"dtype": "fp16"}, {"torch_dtype": "float16"},
+# {"tuple": [...]}, {"function": source identity}
+ConstJson = Any
+
+
+def const_json(value: ConstValue) -> ConstJson:
+    """A constexpr's value as the manifest holds it (the generated runtime reads it back: aot_kernels._keyed)."""
+    if isinstance(value, DtypeConst):
+        return {"torch_dtype" if value.torch else "dtype": value.name}
+    if isinstance(value, FunctionConst):
+        return {"function": value.identity}
+    if isinstance(value, tuple):
+        return {"tuple": [const_json(v) for v in value]}
+    return value
 
 
 class Arg(TypedDict, total=False):
@@ -57,7 +73,7 @@ class Variant(TypedDict):
     static_shared_bytes: int
     num_warps: int
     num_stages: int | None
-    constexprs: dict[str, int | float | bool | str]
+    constexprs: dict[str, ConstJson]
     image_bytes: int
     image_sha256: str
     compiler: dict[str, str]
@@ -91,20 +107,20 @@ class _Kernel(TypedDict):
 
 
 class Function(TypedDict):
-    module: str | None
-    path: str | None
+    module: str | None  # None: a file beside the recipe (a recording's written-out source, say)
     name: str
+    identity: str  # the source identity activate() finds the function's call sites by (aot_kernels.identity)
 
 
 class LaunchConfig(TypedDict):
-    constexprs: dict[str, int | float | bool | str]
+    constexprs: dict[str, ConstJson]
     num_warps: int | None
     num_stages: int | None
 
 
 class Tuned(TypedDict):
-    key: list[int | float | bool | str]
-    kwargs: dict[str, int | float | bool | str]
+    key: list[ConstJson]
+    kwargs: dict[str, ConstJson]
     num_warps: int
     num_stages: int
 

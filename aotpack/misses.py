@@ -10,7 +10,6 @@ order, quoting). The edited text must load as a recipe before it replaces the fi
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from .errors import RecipeError, RecordError
 from .model import Kernel
 
 REPORT_FORMAT = "aotpack-report/1"  # what aot_kernels.stats() writes
-MAX_REPORT_BYTES = 1 << 20  # a report lists at most 64 pairs per kernel: a few KB
+MAX_REPORT_BYTES = 64 << 20  # a report lists at most 64 class misses per kernel, and what the JIT compiled
 MAX_REPORTS = 4096  # files read from one folder
 
 
@@ -37,6 +36,15 @@ class Miss:
     ran: str
     jit: str
     calls: int
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What reports say: class misses, and what Triton's JIT compiled while a package was activated with
+    ``fallback="jit"`` (compile events, as ``aotpack record``'s agent writes them)."""
+
+    misses: list[Miss]
+    compilations: list[dict[str, Any]]
 
 
 def from_stats(report: Any, where: str) -> list[Miss]:
@@ -56,20 +64,21 @@ def from_stats(report: Any, where: str) -> list[Miss]:
         raise RecordError(f"{where}: {exc}") from None
 
 
-def read_reports(paths: Iterable[Path]) -> list[Miss]:
-    """The misses of report files, or of every ``*.json`` report in a folder."""
+def read_reports(paths: Iterable[Path]) -> Reported:
+    """What report files say, or every ``*.json`` report in a folder."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.glob("*.json") if p.is_file())
-            if len(found) > MAX_REPORTS:
-                raise RecordError(f"{path}: {len(found)} reports, more than the {MAX_REPORTS} read from one folder")
-            files += found
+            listed = sorted(p for p in path.glob("*.json") if p.is_file())
+            if len(listed) > MAX_REPORTS:
+                raise RecordError(f"{path}: {len(listed)} reports, more than the {MAX_REPORTS} read from one folder")
+            files += listed
         elif path.is_file():
             files.append(path)
         else:
             raise RecordError(f"{path}: no such report file or folder")
-    out = []
+    found: list[Miss] = []
+    compiled: list[dict[str, Any]] = []
     for file in files:
         if file.stat().st_size > MAX_REPORT_BYTES:
             raise RecordError(f"{file}: larger than a report can be ({MAX_REPORT_BYTES} bytes)")
@@ -77,14 +86,12 @@ def read_reports(paths: Iterable[Path]) -> list[Miss]:
             report = json.loads(file.read_bytes().decode())
         except (UnicodeDecodeError, ValueError) as exc:
             raise RecordError(f"{file}: not a JSON report ({exc})") from None
-        out += from_stats(report, str(file))
-    return out
-
-
-def loaded_packages() -> list[Any]:
-    """The aotpack packages imported in this process (each ships its runtime as ``<pkg>._aotpack_runtime``)."""
-    names = sorted(n.rpartition(".")[0] for n in list(sys.modules) if n.endswith("._aotpack_runtime"))
-    return [m for n in names if callable(getattr(m := sys.modules.get(n), "stats", None))]
+        found += from_stats(report, str(file))
+        events = report.get("compilations") or []
+        if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+            raise RecordError(f"{file}: its compilations are not a list of events")
+        compiled += events
+    return Reported(misses=found, compilations=compiled)
 
 
 def add_classes(path: Path, misses: list[Miss]) -> list[str]:

@@ -16,7 +16,6 @@ Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
 Policy = Literal["common", "none", "all"]
 Launch = Literal["call", "triton"]
-ConstValue = int | float | bool | str
 Kind = Literal["tensor", "int", "float", "bool"]  # how a caller passes an argument
 
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
@@ -29,6 +28,7 @@ PACKAGE_NAMES = (
     "MissingVariant",
     "activate",
     "autotune",
+    "coverage",
     "deactivate",
     "get_include",
     "select",
@@ -49,6 +49,28 @@ class Source:
 
     def __str__(self) -> str:
         return f"{self.path or self.module}:{self.function}"
+
+
+@dataclass(frozen=True)
+class DtypeConst:
+    """A dtype passed as a constexpr (recorded kernels): Triton's, by its name (``fp16`` is ``tl.float16``), or
+    torch's (``float16`` is ``torch.float16``)."""
+
+    name: str
+    torch: bool = False
+
+
+@dataclass(frozen=True)
+class FunctionConst:
+    """A @triton.jit function passed as a constexpr (recorded kernels), by where a build finds it, and its
+    source identity (how a call's function is matched: runtime/aot_kernels.identity)."""
+
+    source: Source
+    identity: str
+
+
+# a constexpr's value: plain, or (recorded kernels) None, a dtype, a @triton.jit function or a tuple of values
+ConstValue = int | float | bool | str | None | DtypeConst | FunctionConst | tuple["ConstValue", ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,6 +230,7 @@ class Kernel:
     signature: tuple[str, ...] = ()  # launch: triton: the function's parameters in order (constexprs too)
     defaults: tuple[tuple[str, ConstValue], ...] = ()  # launch: triton: the signature's plain defaults
     picks: tuple[Pick, ...] = ()  # launch: triton: what its @triton.autotune picked in the recording
+    identity: str = ""  # launch: triton: the function's source identity (activate() finds its call sites by it)
     where: Location
 
     def arg(self, name: str) -> Arg:
@@ -247,4 +270,13 @@ class Recipe:
 
 
 def const_text(value: ConstValue) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    """A constexpr's value as variant ids and messages write it (``true``, ``tl.fp16``, ``(1,2)``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, DtypeConst):
+        return f"{'torch' if value.torch else 'tl'}.{value.name}"
+    if isinstance(value, FunctionConst):
+        return value.source.function
+    if isinstance(value, tuple):
+        return "(" + ",".join(const_text(v) for v in value) + ")"
+    return str(value)

@@ -41,6 +41,8 @@ from .model import (
     Config,
     ConstValue,
     CudaLaunch,
+    DtypeConst,
+    FunctionConst,
     Kernel,
     Pick,
     Point,
@@ -51,6 +53,7 @@ from .model import (
     TuneSpec,
     const_text,
 )  # fmt: skip
+from .runtime import aot_kernels
 from .yamlnodes import Node, control_character, suggest
 
 HINTS = (1, 16)
@@ -561,7 +564,7 @@ def _launched_kernel(
             raise RecipeError(f"kernels.{name}.args.{arg.name}: a 'launch: triton' argument takes a plain type "
                               "(the JIT's own specialization is recorded per variant)", arg.where)  # fmt: skip
     args = _jit_args(k["args"], args, info)
-    points = _points(k["variants"], args, types, constexpr_names)
+    points = _points(k["variants"], args, types, constexpr_names, root)
     optional = {a.name for p in points for a, st in zip(args, p.states, strict=True) if st == NONE}
     args = [dataclasses.replace(a, optional=a.name in optional) for a in args]
     configs = tuple(dict.fromkeys(p.config for p in points))
@@ -572,17 +575,18 @@ def _launched_kernel(
         options=_options(k["options"]) if "options" in k else (), launch="triton", points=tuple(points),
         signature=tuple(p.name for p in info.params),
         defaults=tuple((p.name, p.default) for p in info.params
-                       if p.has_default and isinstance(p.default, (int, float, bool, str))),
-        picks=tuple(_pick(row) for row in k["autotuned"].sequence()) if "autotuned" in k else (), where=where,
+                       if p.has_default and (p.default is None or isinstance(p.default, (int, float, bool, str)))),
+        picks=tuple(_pick(row, root) for row in k["autotuned"].sequence()) if "autotuned" in k else (), where=where,
+        identity=aot_kernels.identity(introspect.unwrap(_sources.load(source))),
     )  # fmt: skip
 
 
-def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...]) -> list[Point]:
+def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...], root: Path) -> list[Point]:
     """``variants:``: what a recording saw compiled, each listed once."""
     points: list[Point] = []
     seen: dict[tuple[Any, ...], Node] = {}
     for row in node.sequence():
-        point = _point(row, args, types, names)
+        point = _point(row, args, types, names, root)
         ident = (point.binding, point.config, point.states)
         if ident in seen:
             raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
@@ -593,17 +597,19 @@ def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...]
     return points
 
 
-def _pick(row: Node) -> Pick:
+def _pick(row: Node, root: Path) -> Pick:
     fields = row.mapping(_PICK_KEYS, required=_PICK_KEYS)
-    key = tuple(_const(v) for v in fields["key"].sequence())
+    key = tuple(_recorded_const(v, root) for v in fields["key"].sequence())
     config = fields["config"].mapping(())
-    kwargs = tuple((n, _const(v)) for n, v in config.items() if n not in _CONFIG_LAUNCH)
+    kwargs = tuple((n, _recorded_const(v, root)) for n, v in config.items() if n not in _CONFIG_LAUNCH)
     warps = config["num_warps"].integer(minimum=1) if "num_warps" in config else 4
     stages = config["num_stages"].integer(minimum=1) if "num_stages" in config else 3
     return Pick(key=key, kwargs=kwargs, num_warps=warps, num_stages=stages)
 
 
-def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...]) -> Point:
+def _point(
+    row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...], root: Path
+) -> Point:
     fields = row.mapping(_POINT_KEYS, required=("config", "class"))
     binding: list[tuple[str, str]] = []
     given = fields["types"].mapping(tuple(v for v, _ in types)) if "types" in fields else {}
@@ -619,7 +625,8 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
     if warps & (warps - 1) or warps > MAX_WARPS:
         raise cfg["num_warps"].fail(f"expected a power of two up to {MAX_WARPS}, got {warps}")
     stages = cfg["num_stages"].integer(minimum=1) if "num_stages" in cfg else 3
-    config = Config(constexprs=tuple((n, _const(cfg[n])) for n in names), num_warps=warps, num_stages=stages)
+    config = Config(constexprs=tuple((n, _recorded_const(cfg[n], root)) for n in names), num_warps=warps,
+                    num_stages=stages)  # fmt: skip
     spelled = fields["class"].string()
     runtime = [a for a in args if not a.launch_only]
     if len(spelled) != len(runtime) or any(c not in _CLASS_LETTERS for c in spelled):
@@ -1003,11 +1010,43 @@ def _int_list(node: Node, power_of_two: bool = False, maximum: int | None = None
     return tuple(out)
 
 
-def _const(node: Node) -> ConstValue:
+def _const(node: Node) -> int | float | bool | str:
     value = node.scalar()
     if not isinstance(value, (int, float, bool, str)):
         raise node.fail(f"expected a number, boolean or string, got {value!r}")
     return value
+
+
+_RECORDED_TAGS = ("dtype", "torch_dtype", "tuple", "function")
+
+
+def _recorded_const(node: Node, root: Path) -> ConstValue:
+    """A constexpr's value as a recording writes it: a number, boolean, string or null, or one of
+    ``{dtype: fp16}`` (Triton's dtype), ``{torch_dtype: float16}``, ``{tuple: [...]}`` and
+    ``{function: module:name}`` (a @triton.jit function, or ``kernels/file.py:name``)."""
+    if not node.is_mapping():
+        value = node.scalar()
+        if value is not None and not isinstance(value, (int, float, bool, str)):
+            raise node.fail(f"expected a number, boolean, string or null, got {value!r}")
+        return value
+    fields = node.mapping(_RECORDED_TAGS)
+    if len(fields) != 1:
+        raise node.fail(f"expected one of {', '.join(_RECORDED_TAGS)}")
+    ((tag, value),) = fields.items()
+    if tag == "tuple":
+        return tuple(_recorded_const(item, root) for item in value.sequence())
+    if tag == "function":
+        source = _source(value, root)
+        fn = introspect.unwrap(_sources.load(source))
+        if fn is None:
+            raise value.fail(f"{value.string()} is not a @triton.jit function")
+        return FunctionConst(source=source, identity=aot_kernels.identity(fn))
+    name = value.string()
+    if tag == "dtype" and name not in {d.triton_name for d in facts.dtypes().values()} | set(facts.dtypes()):
+        raise value.fail(f"unknown Triton dtype {name!r}")
+    if tag == "torch_dtype" and not _IDENT.match(name):
+        raise value.fail(f"{name!r} is not a torch dtype's name")
+    return DtypeConst(name=name, torch=tag == "torch_dtype")
 
 
 def _config_ref(

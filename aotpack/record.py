@@ -1,14 +1,22 @@
 """``aotpack record``: run a workload under Triton's JIT and write the recipe of what it compiled.
 
-Every compilation comes through Triton's own hook (``knobs.runtime.jit_cache_hook``, called before
-each compile with the signature, constants, attributes and options); launches are counted through
-``knobs.runtime.launch_enter_hook``; what each ``@triton.autotune`` picked is read from its cache
-when the recording stops. Both hooks are chained: one already installed still runs.
+The program runs as a child process with aotpack's agent installed in every Python process of it
+(``record_agent.py``: Triton's ``jit_cache_hook``, called before each compile with the signature, constants,
+attributes and options, and ``launch_enter_hook``, both chained after hooks already there); each compilation
+reaches aotpack as it happens, launch counts and autotuner picks at each process's exit. ``run`` says how the
+program ended:
 
-The recipe (``recipe_text``) lists each kernel once, as ``launch: triton`` (Triton's launch syntax,
-see aot_kernels.Launcher) with exactly the variants seen: types, constexprs and options, and the
-JIT's specialization class of every argument. Merging into an existing recipe keeps its other
-kernels and adds up launch counts; the order is deterministic (diff-friendly).
+- it exits 0, or is stopped by SIGINT or SIGTERM (aotpack passes them on: how a server ends): the recording is
+  merged into the recipe;
+- it never starts, exits non-zero or crashes: the recipe is left as it was, what was captured is written
+  beside it as ``<recipe>.partial.yaml``, and aotpack fails (RecordError, exit 7) naming the program's status.
+
+The recipe (``recipe_text``) lists each kernel once, as ``launch: triton`` (Triton's launch syntax, see
+aot_kernels.Launcher) with exactly the variants seen: types, constexprs (of every kind the JIT takes: numbers,
+booleans, strings, None, dtypes, tuples, @triton.jit functions) and options, and the JIT's specialization class
+of every argument. A kernel a fresh process could not import by module path is written out beside the recipe
+(``kernels/<sha>.py``) and named by that file. Merging into an existing recipe keeps its other kernels and adds
+up launch counts; the order is deterministic (diff-friendly).
 """
 
 from __future__ import annotations
@@ -16,33 +24,59 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import runpy
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from . import facts
+from . import facts, record_agent
+from . import misses as misses_
 from ._temp import atomic_file
 from .errors import RecordError
+from .runtime import aot_kernels
 
-PLAIN = (int, float, bool, str)
+RUNTIME_FILE = Path(aot_kernels.__file__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Function:
+    """A recorded @triton.jit function: where a build finds it (its module, or the source written out: a file
+    name), and its source identity (aot_kernels.identity)."""
+
+    module: str
+    qualname: str
+    name: str
+    identity: str
+    source: str | None = None  # the written-out source's file name, when the module is not importable elsewhere
+
+    @property
+    def ref(self) -> str:
+        """How a recipe names it: ``module:qualname``, or ``kernels/<file>:<name>``."""
+        return f"kernels/{self.source}:{self.name}" if self.source else f"{self.module}:{self.qualname}"
+
+    @staticmethod
+    def of(described: dict[str, Any]) -> Function:
+        return Function(module=str(described["module"]), qualname=str(described["qualname"]),
+                        name=str(described.get("name") or described["qualname"].rpartition(".")[2]),
+                        identity=str(described["identity"]), source=described.get("source"))  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
 class Compilation:
     """One compilation the JIT performed: the function, and what its code was specialized for."""
 
-    module: str
-    path: str | None  # the function's file, for kernels not importable by module
-    function: str
+    function: Function
     params: tuple[tuple[str, bool], ...]  # (name, is a constexpr), in the signature's order
     types: tuple[tuple[str, str], ...]  # runtime arguments: Triton type ('*fp16', 'i32'); '' when folded
     states: tuple[str, ...]  # runtime arguments: 'D', '1', 'N' or ''
-    constexprs: tuple[tuple[str, Any], ...]
+    constexprs: tuple[tuple[str, Any], ...]  # values as recipes write them (plain, or tagged: see _recipe_value)
     num_warps: int
     num_stages: int
     options: tuple[tuple[str, Any], ...]  # launch options that change the code, where not Triton's defaults
@@ -51,35 +85,51 @@ class Compilation:
 
     @property
     def ident(self) -> tuple[Any, ...]:
-        return (self.module, self.function, self.arch, *self.variant)
+        return (self.function.identity, self.arch, *self.variant)
 
     @property
     def variant(self) -> tuple[Any, ...]:
         """What a recipe row says of it (the kernel and the targets are said elsewhere)."""
-        return (self.types, self.states, self.constexprs, self.num_warps, self.num_stages, self.options)
+        consts = json.dumps(self.constexprs, sort_keys=True)
+        return (self.types, self.states, consts, self.num_warps, self.num_stages, self.options)
 
 
 _DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "enable_fp_fusion": True, "launch_cooperative_grid": False,
                     "launch_pdl": False}  # fmt: skip
 
 
-def plain(value: Any) -> Any:
-    """A constexpr's value as the recipe holds it: tl.constexpr(0) is 0."""
-    return value.value if type(value).__name__ == "constexpr" and hasattr(value, "value") else value
+class Unrecordable(ValueError):
+    """A compilation whose constexprs hold a value no recipe can say (the message says which)."""
 
 
-def compilation(fn: Any, compile: dict[str, Any]) -> Compilation:
-    """A Compilation from the arguments Triton passes its jit_cache_hook."""
-    jit = fn.jit_function
-    signature, constants = compile["signature"], compile["constants"]
-    attrs = compile["configs"][0] if compile.get("configs") else {}
-    spec = json.loads(compile.get("specialization_data") or "{}")
-    options = spec.get("options", {})
+def _recipe_value(encoded: Any, where: str) -> Any:
+    """A constexpr's value as a recipe writes it, from the agent's encoding: plain values, ``{dtype: fp16}``,
+    ``{torch_dtype: float16}``, ``{tuple: [...]}``, ``{function: "module:name"}`` (or a written-out file)."""
+    if not isinstance(encoded, dict):
+        return encoded
+    if "tuple" in encoded:
+        return {"tuple": [_recipe_value(v, where) for v in encoded["tuple"]]}
+    if "function" in encoded:
+        return {"function": Function.of(encoded["function"]).ref}
+    if "dtype" in encoded or "torch_dtype" in encoded:
+        return dict(encoded)
+    raise Unrecordable(
+        f"constexpr {where} is a {encoded.get('unknown', '?')} ({encoded.get('repr', '')}), which no "
+        "recipe can say: a number, boolean, string, None, dtype, tuple or @triton.jit function can"
+    )
+
+
+def compilation(event: dict[str, Any]) -> Compilation:
+    """A Compilation from an agent's compile event (record_agent.Agent)."""
+    function = Function.of(event["function"])
+    params = [(str(n), bool(c)) for n, c in event["function"]["params"]]
+    signature = event["signature"]
+    constants = {tuple(path): value for path, value in event["constants"]}
+    attrs = {tuple(path): values for path, values in event["attrs"]}
     types, states, consts = [], [], []
-    for index, param in enumerate(jit.params):
-        name = param.name
-        if param.is_constexpr:
-            consts.append((name, plain(constants.get((index,), param.default))))
+    for index, (name, is_constexpr) in enumerate(params):
+        if is_constexpr:
+            consts.append((name, _recipe_value(constants.get((index,)), name)))
             continue
         kind = signature.get(name, "")
         if kind == "constexpr":  # folded by the JIT: equal to 1, or None
@@ -90,15 +140,12 @@ def compilation(fn: Any, compile: dict[str, Any]) -> Compilation:
         divisible = any(a[0] == "tt.divisibility" and a[1] == 16 for a in attrs.get((index,), ()))
         types.append((name, ("*" if kind.startswith("*") else "") + _dtype(kind.lstrip("*"))))
         states.append("D" if divisible else "")
+    options = event.get("options") or {}
     kept = tuple((k, options[k]) for k in _DEFAULT_OPTIONS if k in options and options[k] != _DEFAULT_OPTIONS[k])
-    arch = spec.get("target", {}).get("arch")  # Triton 3.9 serializes the target; 3.6: the device's binder has it
-    if arch is None and "device" in compile:
-        arch = getattr(jit.device_caches[compile["device"]][2], "arch", 0)
     return Compilation(
-        module=jit.fn.__module__, path=_file_of(jit), function=jit.fn.__qualname__,
-        params=tuple((p.name, bool(p.is_constexpr)) for p in jit.params), types=tuple(types),
-        states=tuple(states), constexprs=tuple(consts), num_warps=int(compile["num_warps"]),
-        num_stages=int(compile["num_stages"]), options=kept, arch=int(arch or 0),
+        function=function, params=tuple(params), types=tuple(types), states=tuple(states), constexprs=tuple(consts),
+        num_warps=int(event["num_warps"]), num_stages=int(event["num_stages"]), options=kept,
+        arch=int(event.get("arch") or 0),
     )  # fmt: skip
 
 
@@ -113,163 +160,235 @@ def _dtype(triton_name: str) -> str:
     raise ValueError(f"type {triton_name!r} has no aotpack dtype")
 
 
-def _file_of(jit: Any) -> str | None:
-    try:
-        return str(os.path.realpath(jit.fn.__code__.co_filename))
-    except AttributeError:
-        return None
+@dataclass
+class Events:
+    """What a recording saw: compilations (with launch counts), autotuner picks, the written-out sources,
+    and what could not be recorded (function -> why)."""
+
+    compiled: dict[tuple[Any, ...], Compilation] = field(default_factory=dict)
+    picks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # identity -> picks
+    sources: dict[str, str] = field(default_factory=dict)  # file name -> text
+    skipped: dict[str, str] = field(default_factory=dict)
+    _numbers: dict[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)  # (process, number) -> ident
+    _launches: dict[tuple[Any, ...], int] = field(default_factory=dict)
+
+    def add(self, event: dict[str, Any], process: str = "") -> None:
+        kind = event.get("event")
+        self.sources.update(event.get("sources") or {})
+        if kind == "compile":
+            function = Function.of(event["function"])
+            try:
+                c = compilation(event)
+            except (Unrecordable, ValueError, KeyError, TypeError) as exc:
+                self.skipped[function.ref] = str(exc)
+                return
+            self.compiled.setdefault(c.ident, c)
+            self._numbers[(process, int(event.get("number", -1)))] = c.ident
+        elif kind == "launches":
+            for number, count in (event.get("counts") or {}).items():
+                ident = self._numbers.get((process, int(number)))
+                if ident is not None:
+                    self._launches[ident] = self._launches.get(ident, 0) + int(count)
+        elif kind == "picks":
+            mine = self.picks.setdefault(Function.of(event["function"]).identity, [])
+            mine += [p for p in event.get("picks") or () if p not in mine]
+        elif kind == "skipped":
+            self.skipped[str(event.get("function"))] = str(event.get("why"))
+
+    def compilations(self) -> list[Compilation]:
+        return [replace(c, launches=self._launches.get(ident, 0)) for ident, c in self.compiled.items()]
+
+
+def read_events(folder: Path) -> Events:
+    """The events every process of a recorded program wrote into ``folder`` (a line each; a process killed
+    while writing leaves at most its last line short, which is skipped)."""
+    events = Events()
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.add(event, path.stem)
+    return events
 
 
 class Recording:
-    """What the JIT compiled and launched while active; ``stop()`` also reads autotuner picks."""
+    """A recording in this process (``recording()``; tests drive its hooks directly): the agent's hooks, each
+    event kept in memory."""
 
     def __init__(self) -> None:
-        self.compiled: dict[tuple[Any, ...], Compilation] = {}
-        self.launches: dict[tuple[Any, ...], int] = {}
-        self.picks: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self.skipped: dict[str, str] = {}  # function -> why it cannot be recorded
-        self._keys: dict[Any, tuple[Any, ...]] = {}  # the JIT's cache key -> our ident
-        self._functions: dict[int, Any] = {}  # recorded JITFunctions by id
-        self._handles: dict[int, tuple[Any, ...] | None] = {}  # a launched CUfunction -> ident
-        self._previous: Any = None
+        self.events = Events()
+        self.agent = record_agent.Agent(sink=self.events.add)
 
-    def on_compile(self, *, key: Any, repr: str, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
-                   already_compiled: bool) -> Any:  # fmt: skip
-        try:
-            c = compilation(fn, compile)
-        except Exception as exc:  # a format this release of Triton hooks differently: say so, never break the run
-            self.skipped[f"{fn.module}:{fn.name}"] = f"could not read the compilation ({type(exc).__name__}: {exc})"
-        else:
-            bad = [n for n, v in c.constexprs if v is not None and not isinstance(v, PLAIN)]
-            if bad or any(v is None for _, v in c.constexprs):
-                what = ", ".join(bad) or ", ".join(n for n, v in c.constexprs if v is None)
-                self.skipped[f"{c.module}:{c.function}"] = (
-                    f"constexpr {what} takes a value that is not a number, "
-                    "boolean or string (a dtype, function, tuple or None)"
-                )
-            else:
-                self.compiled.setdefault(c.ident, c)
-                self._keys[(id(fn.jit_function), str(key))] = c.ident
-                self._functions[id(fn.jit_function)] = fn.jit_function
-        return self._previous(key=key, repr=repr, fn=fn, compile=compile, is_manual_warmup=is_manual_warmup,
-                              already_compiled=already_compiled) if self._previous else None  # fmt: skip
-
-    def on_launch(self, metadata: Any) -> None:
-        try:
-            handle = metadata.get()["function"] if hasattr(metadata, "get") else None
-        except Exception:  # launch metadata a kernel computes itself may fail; counting is best effort
-            return
-        if handle is None:
-            return
-        if handle not in self._handles:
-            self._handles[handle] = self._ident_of(handle)
-        ident = self._handles[handle]
-        if ident is not None:
-            self.launches[ident] = self.launches.get(ident, 0) + 1
-
-    def _ident_of(self, handle: int) -> tuple[Any, ...] | None:
-        """Which recorded compilation owns a launched function (read off the JIT's kernel caches)."""
-        for jit_id, jit in self._functions.items():
-            for caches in getattr(jit, "device_caches", {}).values():
-                for key, kernel in caches[0].items():
-                    if getattr(kernel, "function", None) == handle:
-                        return self._keys.get((jit_id, str(key)))
-        return None
+    def on_compile(self, **hook: Any) -> Any:
+        return self.agent.on_compile(**hook)
 
     def start(self) -> None:
-        from triton import knobs
-
-        self._previous = knobs.runtime.jit_cache_hook
-        knobs.runtime.jit_cache_hook = self.on_compile
-        knobs.runtime.launch_enter_hook.add(self.on_launch)
+        self.agent.install()
 
     def stop(self) -> None:
-        from triton import knobs
-
-        knobs.runtime.jit_cache_hook = self._previous
-        knobs.runtime.launch_enter_hook.remove(self.on_launch)
-        for jit in self._functions.values():
-            self._read_autotuner(jit)
-
-    def _read_autotuner(self, jit: Any) -> None:
-        """The picks of any @triton.autotune around ``jit`` in its module: key -> config."""
-        module = sys.modules.get(jit.fn.__module__)
-        for obj in list(vars(module).values()) if module else ():
-            inner, hops = obj, 0
-            while inner is not jit and hasattr(inner, "fn") and hops < 8:
-                inner, hops = inner.fn, hops + 1
-            if inner is not jit or not (hasattr(obj, "cache") and hasattr(obj, "configs")):
-                continue
-            tuner = obj
-            while not hasattr(tuner, "keys"):  # @triton.heuristics outside @triton.autotune
-                tuner = tuner.fn
-            for key, config in tuner.cache.items():
-                if not all(isinstance(v, PLAIN) for v in key):
-                    continue
-                pick = {"key": list(key), "config": {**config.kwargs, "num_warps": config.num_warps,
-                                                     "num_stages": config.num_stages}}  # fmt: skip
-                picks = self.picks.setdefault((jit.fn.__module__, jit.fn.__qualname__), [])
-                if pick not in picks:
-                    picks.append(pick)
-
-    def compilations(self) -> list[Compilation]:
-        return [replace(c, launches=self.launches.get(ident, 0)) for ident, c in self.compiled.items()]
+        self.agent.uninstall()
+        self.agent.finish()
 
 
 @contextlib.contextmanager
 def recording(path: str | os.PathLike[str] | None = None, package: str = "recorded_kernels") -> Iterator[Recording]:
-    """Record what Triton's JIT compiles inside the block; with ``path``, write (or merge into) that
-    recipe on the way out, when anything was compiled."""
+    """Record what Triton's JIT compiles inside the block, in this process; with ``path``, write (or merge into)
+    that recipe on the way out, when anything was compiled."""
     rec = Recording()
     rec.start()
     try:
         yield rec
     finally:
         rec.stop()
-        if path is not None and rec.compiled:
-            write(Path(path), rec, package)
+        if path is not None and rec.events.compiled:
+            write(Path(path), rec.events, package)
 
 
-def run_program(argv: list[str]) -> None:
-    """Run ``python script.py args`` / ``python -m module args`` / ``script.py args`` in this process
-    (so that the hooks see its kernels), as Python would run it."""
-    if argv and Path(argv[0]).name.startswith("python"):
-        argv = argv[1:]
+# ---------------------------------------------------------------- running the program
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a recorded program ended: its exit status (negative: the signal that ended it), and whether aotpack
+    passed a SIGINT or SIGTERM on to it (a server stopped the way servers are)."""
+
+    status: int
+    stopped: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0 or (self.stopped and self.status in (-signal.SIGINT, -signal.SIGTERM, 130, 143))
+
+
+def command(argv: list[str]) -> list[str]:
+    """The program to run: ``python`` (or ``python3``) is the interpreter aotpack runs in; anything else is found
+    on PATH as the shell would (a console script such as ``vllm`` or ``torchrun``)."""
     if not argv:
         raise RecordError("give the program to record after --, e.g. aotpack record -o r.yaml -- python run.py")
-    saved = sys.argv[:], sys.path[:]
+    first = argv[0]
+    if first in ("python", "python3"):
+        return [sys.executable, *argv[1:]]
+    found = shutil.which(first)
+    if found is None:
+        raise RecordError(f"no such program: {first} (not a file, and not on PATH)")
+    return [found, *argv[1:]]
+
+
+def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) -> Outcome:
+    """Run the program with the agent in every Python process of it, its events written into ``folder /
+    "events"``; SIGINT and SIGTERM sent to aotpack go on to the program."""
+    cmd = command(argv)
+    agent_dir = folder / "agent"
+    agent_dir.mkdir(parents=True)
+    shutil.copyfile(record_agent.__file__, agent_dir / "sitecustomize.py")
+    shutil.copyfile(RUNTIME_FILE, agent_dir / "_aotpack_kernels.py")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(agent_dir), env.get("PYTHONPATH")]))
+    env[record_agent.ENV_DIR] = str(folder / "events")
+    env.update(extra_env or {})
     try:
-        if argv[0] == "-m":
-            if len(argv) < 2:
-                raise RecordError("-m needs a module name")
-            sys.argv = argv[1:]
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-        else:
-            if not Path(argv[0]).is_file():
-                raise RecordError(f"no such program: {argv[0]}")
-            sys.argv = argv
-            sys.path.insert(0, str(Path(argv[0]).resolve().parent))
-            runpy.run_path(argv[0], run_name="__main__")
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            raise RecordError(f"the recorded program exited with status {exc.code}") from None
+        child = subprocess.Popen(cmd, env=env)
+    except OSError as exc:
+        raise RecordError(f"could not start {cmd[0]}: {exc.strerror}") from None
+    stopped = False
+
+    def pass_on(signum: int, _frame: Any) -> None:
+        nonlocal stopped
+        stopped = True
+        child.send_signal(signum)
+
+    previous = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        status = child.wait()
     finally:
-        sys.argv, sys.path[:] = saved[0], saved[1]
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return Outcome(status=status, stopped=stopped)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What ``record`` did: the events, the class misses the program's aotpack packages reported, and whether
+    the recipe was written."""
+
+    events: Events
+    misses: list[misses_.Miss]
+    written: bool
+
+
+def record(argv: list[str], out: Path, package: str) -> Summary:
+    """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
+    outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
+    with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:
+        folder = Path(tmp)
+        outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports")})
+        events = read_events(folder / "events") if (folder / "events").is_dir() else Events()
+        # class misses of the aotpack packages it ran (what they let the JIT compile, the agent saw too)
+        reported = misses_.read_reports([folder / "reports"]).misses if (folder / "reports").is_dir() else []
+    if not outcome.ok:
+        partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
+        if events.compiled:
+            write(partial, events, package, merge=False)
+        kept = f"; what it compiled ({len(events.compiled)} compilations) is in {partial}" if events.compiled else ""
+        raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was{kept}")
+    if events.compiled:
+        write(out, events, package)
+    return Summary(events=events, misses=reported, written=bool(events.compiled))
+
+
+def _status(status: int) -> str:
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"was killed by {name}"
+    return f"exited with status {status}"
 
 
 # ---------------------------------------------------------------- the recipe
 
 
-def write(path: Path, rec: Recording, package: str) -> None:
-    """Write the recipe of a recording to ``path``, merged into what is there (atomically)."""
-    existing = yaml.safe_load(path.read_text()) if path.is_file() else None
-    text = recipe_text(rec.compilations(), rec.picks, path.parent, existing, package)
+def write(path: Path, events: Events, package: str, merge: bool = True) -> None:
+    """Write the recipe of a recording to ``path``, merged into what is there, with the sources it names
+    written out beside it (``kernels/``; each file atomically)."""
+    existing = yaml.safe_load(path.read_text()) if merge and path.is_file() else None
+    compiled = events.compilations()
+    for name in sorted({c.function.source for c in compiled if c.function.source} | _function_sources(compiled)):
+        if name in events.sources:
+            (path.parent / "kernels").mkdir(exist_ok=True)
+            with atomic_file(path.parent / "kernels" / name) as f:
+                f.write(events.sources[name].encode())
+    text = recipe_text(compiled, events.picks, existing, package)
     with atomic_file(path) as f:
         f.write(text.encode())
 
 
-def recipe_text(compiled: list[Compilation], picks: dict[tuple[str, str], list[dict[str, Any]]], folder: Path,
+def _function_sources(compiled: list[Compilation]) -> set[str]:
+    """The written-out files that constexprs name (functions passed to kernels)."""
+    out: set[str] = set()
+
+    def visit(value: Any) -> None:
+        ref = value.get("function") if isinstance(value, dict) else None
+        if isinstance(ref, str) and ref.startswith("kernels/"):
+            out.add(ref.split("/", 1)[1].partition(":")[0])
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+        elif isinstance(value, list):
+            for v in value:
+                visit(v)
+
+    for c in compiled:
+        for _, value in c.constexprs:
+            visit(value)
+    return out
+
+
+def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any]]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels") -> str:  # fmt: skip
     """The recipe (YAML text) of these compilations, merged into ``existing`` (a loaded recipe)."""
     base = existing or {}
@@ -279,9 +398,9 @@ def recipe_text(compiled: list[Compilation], picks: dict[tuple[str, str], list[d
     groups: dict[str, list[Compilation]] = {}
     tuned: dict[str, list[dict[str, Any]]] = {}
     for c in compiled:
-        source = _source(c, folder)
+        source = c.function.ref
         groups.setdefault(source, []).append(c)
-        tuned[source] = picks.get((c.module, c.function), [])
+        tuned[source] = picks.get(c.function.identity, [])
         if c.arch:
             targets.add(_target(c.arch))
     for source, group in sorted(groups.items()):
@@ -309,29 +428,15 @@ def _target(arch: int) -> str:
     return f"{name}a" if name not in facts.archs() or not facts.archs()[name].triton else name
 
 
-def _source(c: Compilation, folder: Path) -> str:
-    if (c.module not in ("__main__", "__mp_main__") and _findable(c.module)) or c.path is None:
-        return f"{c.module}:{c.function}"
-    return f"{os.path.relpath(c.path, folder)}:{c.function}"
-
-
-def _findable(module: str) -> bool:
-    """Whether a fresh process can import the module by name (not one loaded from a file under a
-    made-up name)."""
-    import importlib.machinery
-
-    try:  # the top-level name on sys.path (a module loaded from a file under a made-up name is not)
-        return importlib.machinery.PathFinder.find_spec(module.partition(".")[0], sys.path) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _kernel_name(function: str, taken: set[str]) -> str:
     base = function.split(".")[-1].lstrip("_") or "kernel"
     name, n = base, 2
     while name in taken:
         name, n = f"{base}_{n}", n + 1
     return name
+
+
+_MERGED = Function(module="", qualname="", name="", identity="")  # rows of an earlier recording
 
 
 def _compilations(kernel: dict[str, Any]) -> list[Compilation]:
@@ -349,7 +454,7 @@ def _compilations(kernel: dict[str, Any]) -> list[Compilation]:
             dtype = binding.get(dtype, dtype)
             types.append((name, "" if letter in "1N" else ("*" if str(kind).startswith("*") else "") + dtype))
         out.append(Compilation(
-            module="", path=None, function="", params=(), types=tuple(types),
+            function=_MERGED, params=(), types=tuple(types),
             states=tuple("" if ch == "_" else ch for ch in letters), constexprs=tuple(config.items()),
             num_warps=warps, num_stages=stages, options=tuple((kernel.get("options") or {}).items()), arch=0,
             launches=int(row.get("launches", 0)),
@@ -366,8 +471,8 @@ def _kernel(source: str, group: list[Compilation], picks: list[dict[str, Any]]) 
     for index, name in enumerate(runtime):
         kinds = [c.types[index][1] for c in group]
         known = [k for k in kinds if k]
-        if any(k.startswith("*") for k in known):
-            fill = next((k for k in known), "*i8")
+        if any(k.startswith("*") for k in known) or any(c.states[index] == "N" for c in group):
+            fill = next((k for k in known if k.startswith("*")), "*i8")  # always None: any pointer type serves
             columns[name] = tuple((k or fill)[1:] for k in kinds)
         else:
             scalar[name] = max(set(known), key=known.count) if known else "i32"

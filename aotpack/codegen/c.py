@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from typing import cast
 
 from .. import classes, compress, expr, facts, limits
 from ..classes import Spec
@@ -146,7 +147,7 @@ def _signature_tables(k: Kernel, consts: tuple[str, ...]) -> list[str]:
         t = facts.target(name)
         lines.append(f"  {{{c_string(name)}, {t.arch.capability}, {int(t.arch.specific)}, {int(t.ptx)}}},")
     lines.append("};")
-    const_values = [str(int(c.value(name))) for c in k.configs for name in consts] or ["0"]
+    const_values = [str(int(cast(int, c.value(name)))) for c in k.configs for name in consts] or ["0"]
     lines.append(f"static const int64_t {n}_consts[] = {{{', '.join(const_values)}}};")
     return lines
 

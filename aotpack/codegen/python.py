@@ -129,7 +129,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
                     "static_shared_bytes": art.static_shared,
                     "num_warps": art.num_warps,
                     "num_stages": v.config.num_stages,
-                    "constexprs": dict(v.config.constexprs),
+                    "constexprs": {n: manifest_types.const_json(c) for n, c in v.config.constexprs},
                     "image_bytes": len(art.image),
                     "image_sha256": hashlib.sha256(art.image).hexdigest(),
                     "compiler": _compiler_facts(art),
@@ -159,17 +159,17 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
 def _add_launch(entry: manifest_types.Kernel, kernel: Kernel) -> None:
     """What the drop-in launcher needs (``launch: triton``): the kernel's parameters in its own order
     (constexprs among them), its configs in the runtime's order, and the function to stand in for
-    (``activate()``)."""
+    (``activate()``: by its source identity)."""
     args = {a.name for a in kernel.args}
     entry["launch"] = "triton"
-    entry["function"] = {"module": kernel.source.module, "name": kernel.source.function,
-                         "path": str(kernel.source.path) if kernel.source.path else None}  # fmt: skip
+    entry["function"] = {"module": kernel.source.module, "name": kernel.source.function, "identity": kernel.identity}
     entry["params"] = [[n, n in args] for n in kernel.signature]
-    entry["configs"] = [{"constexprs": dict(c.constexprs), "num_warps": c.num_warps, "num_stages": c.num_stages}
-                        for c in kernel.configs]  # fmt: skip
+    entry["configs"] = [{"constexprs": {n: manifest_types.const_json(v) for n, v in c.constexprs},
+                         "num_warps": c.num_warps, "num_stages": c.num_stages} for c in kernel.configs]  # fmt: skip
     entry["options"] = {n: v for n, v in kernel.options if isinstance(v, (int, bool))}
-    entry["defaults"] = dict(kernel.defaults)
-    entry["tuned"] = [{"key": list(p.key), "kwargs": dict(p.kwargs), "num_warps": p.num_warps,
+    entry["defaults"] = {n: manifest_types.const_json(v) for n, v in kernel.defaults}
+    entry["tuned"] = [{"key": [manifest_types.const_json(v) for v in p.key],
+                       "kwargs": {n: manifest_types.const_json(v) for n, v in p.kwargs}, "num_warps": p.num_warps,
                        "num_stages": p.num_stages} for p in kernel.picks]  # fmt: skip
 
 
@@ -277,11 +277,19 @@ def __getattr__(name):
 
 def activate(fallback=None):
     """Make the original @triton.jit functions of the recorded kernels (``launch: triton``) launch
-    this package's variants: call sites such as ``fn[grid](...)`` in your code or a library's run
-    with no compilation. A call no variant matches exactly raises MissingVariant
-    (``fallback="error"``, the default where Triton is not installed) or runs Triton's JIT
-    (``fallback="jit"``, logged once per new case). Returns the kernels activated."""
-    return _runtime.activate([k for k in globals().values() if isinstance(k, _runtime.Launcher)], fallback)
+    this package's variants: call sites such as ``fn[grid](...)`` in your code or a library's run,
+    found by their source (also functions made later, under any module name), with no compilation.
+    While active, any compilation by Triton's JIT (a call no variant matches, or another kernel) raises
+    MissingVariant before compiling (``fallback="error"``, the default where Triton is not installed) or
+    compiles, logged once per kernel and listed by ``coverage()`` (``fallback="jit"``). Returns the kernels."""
+    return _runtime.activate([k for k in globals().values() if isinstance(k, _runtime.Launcher)], fallback,
+                             MissingVariant)
+
+
+def coverage():
+    """What Triton's JIT compiled while activated with ``fallback="jit"``, in the form ``aotpack record
+    --report`` merges (AOTPACK_REPORT writes it at exit, with stats())."""
+    return _runtime.coverage()
 
 
 def deactivate():
@@ -324,6 +332,7 @@ def init_pyi(build: BuildInput) -> str:
         "def get_include() -> str: ...",
         "def activate(fallback: Optional[str] = None) -> list[str]: ...",
         "def deactivate() -> None: ...",
+        "def coverage() -> list[dict[str, Any]]: ...",
         "class MissingVariant(LookupError): ...",
         "class ClassMissWarning(UserWarning): ...",
         "def stats() -> dict[str, Any]: ...",

@@ -35,7 +35,7 @@ from typing import Any
 from .. import _sources, _temp, _tools, facts, introspect
 from ..errors import ToolNotFound
 from ..introspect import DIV16, NONE, ONE
-from ..model import Kernel, Source
+from ..model import ConstValue, DtypeConst, FunctionConst, Kernel, Source
 from ..mutation import written_arguments
 from ..plan import Variant
 from .base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
@@ -256,7 +256,8 @@ class TritonCompiler:
         fn = introspect.unwrap(_load_function(kernel.source))
         signature: dict[str, str] = {}
         attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-        constexprs: dict[str, Any] = {**dict(kernel.fixed_constexprs), **dict(variant.config.constexprs)}
+        constexprs: dict[str, Any] = {n: _triton_value(v) for n, v in (*kernel.fixed_constexprs,
+                                                                        *variant.config.constexprs)}  # fmt: skip
         for name, typevar in kernel.dtype_constexprs:  # a dtype constexpr: the tl.dtype its type variable binds
             constexprs[name] = _tl_dtype(dict(variant.binding)[typevar])
         for index, name in enumerate(fn.arg_names):
@@ -339,6 +340,24 @@ def _use_ptxas(path: str) -> None:
 
     for memo in ("get_ptxas_version", "get_features"):
         getattr(getattr(compiler, memo, None), "cache_clear", lambda: None)()
+
+
+def _triton_value(value: ConstValue) -> Any:
+    """A constexpr's value as Triton's compiler takes it: a dtype as Triton's (or torch's) object, a function as
+    the @triton.jit function itself, a tuple of such."""
+    if isinstance(value, DtypeConst):
+        if value.torch:
+            import torch
+
+            return getattr(torch, value.name)
+        import triton.language as tl
+
+        return tl.dtype(value.name)
+    if isinstance(value, FunctionConst):
+        return introspect.unwrap(_load_function(value.source))
+    if isinstance(value, tuple):
+        return tuple(_triton_value(v) for v in value)
+    return value
 
 
 def _tl_dtype(name: str) -> Any:

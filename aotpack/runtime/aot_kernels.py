@@ -7,6 +7,11 @@ A kernel is a callable object: calling it launches (the call goes straight to th
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
 from typing import Any
 
 
@@ -132,7 +137,7 @@ class Launcher:
             names = tuple(n for n, _ in entry["params"])
             consts = [n for n, is_arg in entry["params"] if not is_arg]
             configs = {
-                (tuple(c["constexprs"][n] for n in consts), c["num_warps"], c["num_stages"]): index
+                (tuple(_keyed(c["constexprs"][n]) for n in consts), c["num_warps"], c["num_stages"]): index
                 for index, c in enumerate(entry["configs"])
             }
             self._spec = (names, tuple(bool(is_arg) for _, is_arg in entry["params"]), dict(entry["defaults"]),
@@ -164,92 +169,196 @@ class Launcher:
 
 
 def _plain(value: Any) -> Any:
-    """A constexpr as the configs hold it: a tl.constexpr(0) the caller passes is 0."""
-    return value.value if type(value).__name__ == "constexpr" else value
+    """A constexpr a call passes, as configs are keyed: a tl.constexpr(0) is 0, a dtype ("dtype", "fp16"), a
+    @triton.jit function ("function", its source identity), a tuple ("tuple", (...))."""
+    kind = type(value).__name__
+    if kind == "constexpr" and hasattr(value, "value"):
+        return _plain(value.value)
+    if isinstance(value, (tuple, list)):
+        return ("tuple", tuple(_plain(v) for v in value))
+    if kind == "dtype":
+        torch = type(value).__module__ == "torch"
+        return ("torch_dtype", str(value)[6:]) if torch else ("dtype", str(value))
+    jit = jit_of(value)
+    if jit is not None:
+        return ("function", identity_of(jit))
+    return value
+
+
+def _keyed(value: Any) -> Any:
+    """A constexpr as the manifest holds it (manifest.const_json), keyed as _plain keys a call's."""
+    if isinstance(value, dict):
+        (tag, inner), = value.items()
+        return ("tuple", tuple(_keyed(v) for v in inner)) if tag == "tuple" else (tag, inner)
+    return value
 
 
 # launch options of Triton's JIT that select other code (num_warps and num_stages pick the config)
 _LAUNCH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")
 
 
-_active: dict[int, tuple[Any, Any]] = {}  # id(JITFunction) -> (the function, its own run, or None)
+class _Activation:
+    """What ``activate()`` changed, so that ``deactivate()`` can give it back: the launchers by source identity,
+    JITFunction.run and Autotuner.run as they were, the functions given a run of their own, the compile hook."""
+
+    def __init__(self) -> None:
+        self.launchers: dict[str, tuple[Launcher, Any]] = {}  # identity -> (launcher, its runner once made)
+        self.jit_run: Any = None
+        self.tuner_run: Any = None
+        self.patched: list[Any] = []  # weak references to JITFunctions given a run of their own
+        self.hook: Any = None  # the jit_cache_hook installed
+        self.previous_hook: Any = None
+        self.fallback = "error"
+        self.coverage: list[dict[str, Any]] = []  # what Triton compiled while active, as record_agent writes it
+        self.logged: set[str] = set()
 
 
-def activate(launchers: list[Launcher], fallback: str | None = None) -> list[str]:
-    """Make the original ``@triton.jit`` functions launch these kernels: their ``run`` (which
-    ``fn[grid](...)`` calls) becomes the launcher's, so call sites in the user's or a library's code
-    run the built variants with no compilation. Autotuned kernels get the configs their autotuner
-    picked in the recording, per key, in the autotuner's own cache. A call no variant matches exactly
-    raises MissingVariant (``fallback="error"``, the default without Triton), or runs Triton's JIT
-    (``fallback="jit"``, the default with Triton), logged once per new class. Returns the names."""
-    import importlib.util
-    import logging
+_activation: _Activation | None = None
+_activation_lock = threading.Lock()
 
+
+def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exception]) -> list[str]:
+    """Make the original ``@triton.jit`` functions launch these kernels: every JITFunction, whether it exists now
+    or is created later (a module imported or generated afterwards, under any name), is matched by its source
+    identity on its first launch, and its ``run`` (what ``fn[grid](...)`` calls) becomes the launcher's when it
+    is one of them; ``@triton.autotune`` wrappers around one get the recorded picks. While active, any
+    compilation by Triton's JIT (of these kernels' calls no variant matches, or of any other kernel) raises
+    ``missing`` before compiling (``fallback="error"``, the default without Triton), or compiles, logged once
+    per kernel and kept for ``coverage()`` (``fallback="jit"``, the default with Triton). Returns the names."""
+    global _activation
     have_triton = importlib.util.find_spec("triton") is not None
     fallback = fallback or ("jit" if have_triton else "error")
     if fallback not in ("jit", "error"):
         raise ValueError(f"activate(fallback={fallback!r}): expected 'jit' or 'error'")
     if fallback == "jit" and not have_triton:
         raise ValueError("activate(fallback='jit') needs Triton installed; use fallback='error'")
-    log = logging.getLogger("aotpack")
-    done = []
-    for launch in launchers:
-        wrapped = _function(launch.function)
-        jit = wrapped
-        while not hasattr(jit, "params") and hasattr(jit, "fn"):  # inside @triton.autotune / @triton.heuristics
-            jit = jit.fn
-        if id(jit) in _active:
-            continue
-        original = jit.run
-        seen: set[str] = set()
+    with _activation_lock:
+        state = _activation or _Activation()
+        state.fallback = fallback
+        for launch in launchers:
+            state.launchers.setdefault(launch.function["identity"], (launch, None))
+        if have_triton:
+            if _activation is None:
+                _patch(state, missing)
+            for ref in state.patched:  # functions already matched take the fallback now given on their next launch
+                jit = ref()
+                if jit is not None:
+                    jit.__dict__.pop("run", None)
+            state.patched.clear()
+            state.launchers = {i: (launch, None) for i, (launch, _) in state.launchers.items()}
+        _activation = state
+    return [launch.__name__ for launch in launchers]
 
-        def jit_instead(message: str, args: tuple[Any, ...], kwargs: dict[str, Any], _original: Any = original,
-                        _seen: set[str] = seen) -> Any:  # fmt: skip
-            if message not in _seen:
-                _seen.add(message)
-                log.warning("%s; running Triton's JIT for it", message)
-            return _original(*args, **kwargs)
 
-        run = launch.runner(jit_instead if fallback == "jit" else None)
-        _active[id(jit)] = (jit, jit.__dict__.get("run"))
-        jit.run = run
-        _seed_autotuner(wrapped, launch.tuned)
-        done.append(launch.__name__)
-    return done
+def _patch(state: _Activation, missing: type[Exception]) -> None:
+    import types
+    import weakref
+
+    from triton import knobs
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    state.jit_run, state.tuner_run = JITFunction.run, Autotuner.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:  # the first launch of each JITFunction
+        found = state.launchers.get(identity_of(self))
+        if found is None:
+            own = types.MethodType(state.jit_run, self)
+        else:
+            launch, runner = found
+            if runner is None:
+                runner = launch.runner(_jit_instead(state, self) if state.fallback == "jit" else None)
+                state.launchers[identity_of(self)] = (launch, runner)
+            own = runner
+        self.run = own
+        state.patched.append(weakref.ref(self))
+        return own(*args, **kwargs)
+
+    def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:  # the recorded picks, before it times anything
+        if not self.__dict__.get("_aotpack_seeded"):
+            self._aotpack_seeded = True
+            inner = jit_of(self)
+            found = state.launchers.get(identity_of(inner)) if inner is not None else None
+            if found is not None:
+                _seed_autotuner(self, found[0].tuned)
+        return state.tuner_run(self, *args, **kwargs)
+
+    def compiling(**hook: Any) -> Any:
+        fn = hook.get("fn")
+        where = f"{getattr(fn, 'module', '?')}:{getattr(fn, 'name', '?')}"
+        if state.fallback == "error":
+            raise missing(_refused(where, getattr(fn, "jit_function", None), hook))
+        try:
+            state.coverage.append(payload(hook["key"], fn, hook["compile"]))
+        except Exception:  # reporting is best effort; the compile goes on
+            pass
+        if where not in state.logged:
+            state.logged.add(where)
+            import logging
+
+            logging.getLogger("aotpack").warning("%s: Triton's JIT compiles it (no activated package has this "
+                                                 "call); record it into the recipe to build it", where)  # fmt: skip
+        return state.previous_hook(**hook) if state.previous_hook else None
+
+    JITFunction.run = run
+    Autotuner.run = tuner_run
+    state.previous_hook, state.hook = knobs.runtime.jit_cache_hook, compiling
+    knobs.runtime.jit_cache_hook = compiling
+
+
+def _jit_instead(state: _Activation, jit: Any) -> Any:
+    """The launcher's fallback: the JIT's own run for a call no variant matches (its compile goes through the
+    hook, which logs it and keeps it for coverage())."""
+
+    def instead(message: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return state.jit_run(jit, *args, **kwargs)
+
+    return instead
+
+
+def _refused(where: str, jit: Any, hook: dict[str, Any]) -> str:
+    compile = hook.get("compile") or {}
+    signature = ", ".join(f"{k}: {v}" for k, v in (compile.get("signature") or {}).items())
+    constants = ", ".join(f"{'.'.join(map(str, k))}={v!r}" for k, v in (compile.get("constants") or {}).items())
+    code = getattr(getattr(jit, "fn", None), "__code__", None)
+    source = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+    return (f"Triton's JIT would compile {where}{source} for ({signature}) with constexprs {constants or 'none'}, "
+            f"num_warps={compile.get('num_warps')}, num_stages={compile.get('num_stages')}; activate(fallback="
+            "'error') allows no compilation. Add it to the recipe (aotpack record -o RECIPE -- <your program> "
+            "merges into RECIPE) and rebuild")  # fmt: skip
 
 
 def deactivate() -> None:
-    """Give the ``@triton.jit`` functions their own ``run`` back."""
-    for jit, own in _active.values():
-        if own is None:
-            del jit.run
-        else:
-            jit.run = own
-    _active.clear()
+    """Undo ``activate()``: JITFunction.run, Autotuner.run and the compile hook as they were, and every
+    function's own run."""
+    global _activation
+    with _activation_lock:
+        state, _activation = _activation, None
+        if state is None or state.jit_run is None:
+            return
+        from triton import knobs
+        from triton.runtime.autotuner import Autotuner
+        from triton.runtime.jit import JITFunction
+
+        JITFunction.run, Autotuner.run = state.jit_run, state.tuner_run
+        if knobs.runtime.jit_cache_hook is state.hook:
+            knobs.runtime.jit_cache_hook = state.previous_hook
+        for ref in state.patched:
+            jit = ref()
+            if jit is not None:
+                jit.__dict__.pop("run", None)
 
 
-def _function(where: dict[str, Any]) -> Any:
-    """The published kernel object a launcher stands in for: by module, or by file (the module
-    already imported from that file, else imported now)."""
-    import importlib
-    import importlib.util
-    import os
-    import sys
-
-    if where["module"]:
-        module = importlib.import_module(where["module"])
-    else:
-        path = os.path.realpath(where["path"])
-        found = [m for m in list(sys.modules.values()) if os.path.realpath(getattr(m, "__file__", None) or "") == path]
-        if found:
-            module = found[0]
-        else:
-            spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot import the kernel's file {path}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-    return getattr(module, where["name"])
+def coverage() -> list[dict[str, Any]]:
+    """What Triton's JIT compiled while activated with ``fallback="jit"``, as ``aotpack record`` reads it (each
+    written-out source's text in the first event that names it)."""
+    events = list(_activation.coverage) if _activation is not None else []
+    out, sent = [], set()
+    for event in events:
+        names = [n for n in source_names(event) if n not in sent]
+        sent.update(names)
+        out.append({**event, "sources": {n: source_text(n) for n in names}} if names else event)
+    return out
 
 
 def _seed_autotuner(wrapped: Any, tuned: list[dict[str, Any]]) -> None:
@@ -360,6 +469,270 @@ def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
         os.replace(tmp, path)
 
 
+# ---------------------------------------------------------------- source identity
+# How a @triton.jit function is known from one process to another (aotpack record writes it, activate() looks
+# it up), whatever module, file or line holds it: kernels generated anew in every process (Helion, code
+# generators, exec) are the same kernel when their code is.
+
+_PLAIN = (bool, int, float, str)
+
+
+def jit_of(value: Any) -> Any:
+    """The @triton.jit function inside autotune/heuristics wrappers, or None."""
+    for _ in range(16):
+        if type(value).__name__ == "JITFunction" and hasattr(value, "src"):
+            return value
+        value = getattr(value, "fn", None)
+        if value is None:
+            return None
+    return None
+
+
+def identity_of(jit: Any) -> str:
+    """``identity``, computed once per function object (kept on it)."""
+    known = jit.__dict__.get("_aotpack_identity")
+    if known is None:
+        known = jit.__dict__["_aotpack_identity"] = identity(jit)
+    return str(known)
+
+
+def identity(jit: Any) -> str:
+    """A @triton.jit function's source identity: its source, and by name every @triton.jit function and constant
+    it reads, recursively: the same for the same code under any module name, file or line, in any process."""
+    return _identity(jit, {})
+
+
+def _identity(jit: Any, seen: dict[int, str | None]) -> str:
+    if id(jit) in seen:
+        return seen[id(jit)] or "recursive"
+    seen[id(jit)] = None
+    digest = hashlib.sha256(jit.src.encode())
+    for name, value in reads(jit):
+        inner = jit_of(value)
+        if inner is not None:
+            digest.update(f"\0{name}=function:{_identity(inner, seen)}".encode())
+        elif (text := constant_text(value)) is not None:
+            digest.update(f"\0{name}={text}".encode())
+    seen[id(jit)] = digest.hexdigest()
+    return seen[id(jit)] or ""
+
+
+def constant_text(value: Any) -> str | None:
+    """A plain constant's text (a tl.constexpr's value), or None for anything else."""
+    if type(value).__name__ == "constexpr" and hasattr(value, "value"):
+        value = value.value
+    return repr(value) if value is None or isinstance(value, _PLAIN) else None
+
+
+def reads(jit: Any) -> list[tuple[str, Any]]:
+    """The names (and dotted names) the function's source reads, with their values in its scope."""
+    import ast
+    import inspect
+
+    scope = dict(jit.fn.__globals__)
+    try:
+        scope.update(inspect.getclosurevars(jit.fn).nonlocals)
+    except (TypeError, ValueError):
+        pass
+    out: dict[str, Any] = {}
+    for node in ast.walk(ast.parse(jit.src)):
+        dotted, value = _dotted(node, scope)
+        if dotted is not None:
+            out[dotted] = value
+    return sorted(out.items())
+
+
+def _dotted(node: Any, scope: dict[str, Any]) -> tuple[str | None, Any]:
+    import ast
+
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in scope:
+        return None, None
+    value = scope[node.id]
+    for attr in reversed(parts):
+        value = getattr(value, attr, None)
+    return ".".join([node.id, *reversed(parts)]), value
+
+
+# ---------------------------------------------------------------- compilations, as JSON
+# What Triton's JIT compiles, in the form aotpack record writes (its agent runs in the recorded program) and a
+# package's coverage() reports (the compilations fallback="jit" let through): aotpack turns both into recipes.
+
+def encode(value: Any) -> Any:
+    """A constexpr's value as JSON: plain values as they are, others tagged (``{"dtype": "fp16"}``,
+    ``{"tuple": [...]}``, ``{"function": {...}}``, ``{"unknown": type}``)."""
+    kind = type(value).__name__
+    if kind == "constexpr" and hasattr(value, "value"):
+        return encode(value.value)
+    if value is None or isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, (tuple, list)):
+        return {"tuple": [encode(v) for v in value]}
+    if kind == "dtype" and type(value).__module__.startswith("triton"):
+        return {"dtype": str(value)}
+    if kind == "dtype" and type(value).__module__ == "torch":
+        return {"torch_dtype": str(value).removeprefix("torch.")}
+    jit = jit_of(value)
+    if jit is not None:
+        return {"function": describe(jit)}
+    return {"unknown": f"{type(value).__module__}.{kind}", "repr": repr(value)[:200]}
+
+
+_described: dict[int, dict[str, Any]] = {}
+_sources: dict[str, str] = {}  # source file name -> its text, for functions not importable elsewhere
+_described_lock = threading.Lock()
+
+
+def describe(jit: Any) -> dict[str, Any]:
+    """Where a @triton.jit function is (its module path, or ``source``: the name of its source written out,
+    ``source_text()`` has it) and what it is."""
+    with _described_lock:
+        if id(jit) in _described:
+            return _described[id(jit)]
+    fn = jit.fn
+    out: dict[str, Any] = {
+        "module": fn.__module__,
+        "qualname": fn.__qualname__,
+        "name": fn.__name__,
+        "params": [[p.name, bool(p.is_constexpr)] for p in jit.params],
+        "identity": identity(jit),
+    }
+    if not _importable(fn):
+        text = _source_of(jit)
+        out["source"] = hashlib.sha256(text.encode()).hexdigest()[:16] + ".py"
+        _sources[out["source"]] = text
+    with _described_lock:
+        _described[id(jit)] = out
+    return out
+
+
+def source_text(name: str) -> str:
+    """The text of a source ``describe`` wrote out."""
+    return _sources[name]
+
+
+def source_names(value: Any) -> list[str]:
+    """The written-out sources an event names (its function's, and those of functions passed as constexprs)."""
+    if isinstance(value, dict):
+        found = [value["source"]] if isinstance(value.get("source"), str) and "identity" in value else []
+        return found + [n for v in value.values() for n in source_names(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in source_names(v)]
+    return []
+
+
+def _importable(fn: Any) -> bool:
+    """Whether a fresh process elsewhere imports the function by its module path: a module of an installed
+    package (or the standard library) that is the file the function was defined in."""
+    module = fn.__module__
+    if module in ("__main__", "__mp_main__"):
+        return False
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin:
+        return False
+    here = os.path.realpath(fn.__code__.co_filename)
+    installed = any(part in ("site-packages", "dist-packages") for part in here.split(os.sep))
+    return installed and os.path.realpath(spec.origin) == here
+
+
+def _source_of(jit: Any) -> str:
+    """A module holding the function and what it reads: modules imported by name, @triton.jit functions
+    (imported where installed, else their source, recursively), constants."""
+    lines = ["# Written by aotpack: a @triton.jit function and what it reads, as the recorded program had it.",
+             "import triton", "import triton.language as tl", ""]  # fmt: skip
+    body: list[str] = []
+    _emit(jit, lines, body, set())
+    return "\n".join(lines + body) + "\n"
+
+
+def _emit(jit: Any, head: list[str], body: list[str], done: set[int]) -> None:
+    if id(jit) in done:
+        return
+    done.add(id(jit))
+    import types
+
+    for name, value in reads(jit):
+        top = name.split(".")[0]
+        root = jit.fn.__globals__.get(top)
+        inner = jit_of(value)
+        if "." in name:
+            if isinstance(root, types.ModuleType) and root.__name__ not in ("triton", "triton.language"):
+                line = f"import {root.__name__} as {top}" if root.__name__ != top else f"import {top}"
+                if line not in head:
+                    head.append(line)
+            continue
+        if inner is not None and inner is not jit:
+            if _importable(inner.fn):
+                line = f"from {inner.fn.__module__} import {inner.fn.__name__} as {name}"
+                if line not in head:
+                    head.append(line)
+            else:
+                _emit(inner, head, body, done)
+        elif isinstance(value, types.ModuleType) and value.__name__ not in ("triton", "triton.language"):
+            line = f"import {value.__name__} as {name}"
+            if line not in head:
+                head.append(line)
+        elif (text := constant_text(value)) is not None:
+            wrapped = type(value).__name__ == "constexpr"
+            body.append(f"{name} = tl.constexpr({text})" if wrapped else f"{name} = {text}")
+    decorator = "@triton.jit"
+    options = {k: getattr(jit, k, None) for k in ("do_not_specialize", "do_not_specialize_on_alignment")}
+    given = ", ".join(f"{k}={sorted(_param_names(jit, v))!r}" for k, v in options.items() if v)
+    if getattr(jit, "noinline", None):
+        given = ", ".join(filter(None, [given, "noinline=True"]))
+    body += ["", "", f"{decorator}({given})" if given else decorator, jit.src.rstrip(), ""]
+
+
+def _param_names(jit: Any, which: Any) -> list[str]:
+    names = [p.name for p in jit.params]
+    return [names[w] if isinstance(w, int) else w for w in which]
+
+def payload(key: Any, fn: Any, compile: dict[str, Any]) -> dict[str, Any]:
+    """A compilation, from the arguments Triton's JIT passes its ``jit_cache_hook``, as JSON: the function
+    (``describe``), its signature, constants (``encode``), attributes, options and target architecture."""
+    import json
+
+    jit = fn.jit_function
+    spec = json.loads(compile.get("specialization_data") or "{}")
+    arch = spec.get("target", {}).get("arch")  # Triton 3.9 serializes the target; 3.6: the device's binder has it
+    if arch is None and "device" in compile:
+        arch = getattr(jit.device_caches[compile["device"]][2], "arch", 0)
+    attrs = compile["configs"][0] if compile.get("configs") else {}
+    return {
+        "event": "compile", "function": describe(jit), "key": str(key), "signature": dict(compile["signature"]),
+        "constants": [[list(path), encode(value)] for path, value in compile["constants"].items()],
+        "attrs": [[list(path), [list(a) for a in values]] for path, values in attrs.items()],
+        "num_warps": int(compile["num_warps"]), "num_stages": int(compile["num_stages"]),
+        "options": {k: v for k, v in spec.get("options", {}).items() if v is None or isinstance(v, _PLAIN)},
+        "arch": int(arch or 0),
+    }  # fmt: skip
+
+
+def picks(jit: Any) -> list[dict[str, Any]]:
+    """What any @triton.autotune around ``jit`` in its module picked: key -> config."""
+    module = sys.modules.get(jit.fn.__module__)
+    out = []
+    for obj in list(vars(module).values()) if module else ():
+        if jit_of(obj) is not jit or obj is jit or not (hasattr(obj, "cache") and hasattr(obj, "configs")):
+            continue
+        tuner = obj
+        while not hasattr(tuner, "keys"):  # @triton.heuristics outside @triton.autotune
+            tuner = tuner.fn
+        for key, config in tuner.cache.items():
+            pick = {"key": [encode(v) for v in key],
+                    "config": {**{k: encode(v) for k, v in config.kwargs.items()}, "num_warps": config.num_warps,
+                               "num_stages": config.num_stages}}  # fmt: skip
+            if pick not in out:
+                out.append(pick)
+    return out
+
+
 class ClassMissWarning(UserWarning):
     """A call ran a less specialized class than Triton's JIT would compile for it (see ``stats()``)."""
 
@@ -370,7 +743,9 @@ REPORT_FORMAT = "aotpack-report/1"
 def stats(native: Any, package: str, version: str, kernels: list[str]) -> dict[str, Any]:
     """What this process's calls ran that Triton's JIT would have compiled otherwise: per kernel, class
     run and the JIT's class, the calls (``class_misses``), and calls past the runtime's table of pairs
-    (``class_misses_lost``). A class named here goes into the recipe's ``classes:``."""
+    (``class_misses_lost``); and what Triton's JIT compiled while activated with ``fallback="jit"``
+    (``compilations``, as ``aotpack record`` reads them). A class named here goes into the recipe's ``classes:``;
+    ``aotpack record --report`` does both."""
     rows, lost = [], 0
     for name in kernels:
         found, gone = native._misses(name)
@@ -378,7 +753,7 @@ def stats(native: Any, package: str, version: str, kernels: list[str]) -> dict[s
         rows += [(name, jit, ran, calls) for ran, jit, calls in found]
     misses = [{"kernel": name, "ran": ran, "jit": jit, "calls": calls} for name, jit, ran, calls in sorted(rows)]
     return {"format": REPORT_FORMAT, "package": package, "version": version, "class_misses": misses,
-            "class_misses_lost": lost}  # fmt: skip
+            "class_misses_lost": lost, "compilations": coverage()}  # fmt: skip
 
 
 def report_at_exit(folder: str, stats: Any) -> None:

@@ -87,8 +87,8 @@ def test_reports_are_read_from_files_and_folders(tmp_path):
     (tmp_path / "kit.1.json").write_text(report())
     (tmp_path / "kit.2.json").write_text(report(class_misses=[]))
     (tmp_path / "notes.txt").write_text("not a report")
-    assert misses.read_reports([tmp_path]) == [miss(calls=3)]
-    assert misses.read_reports([tmp_path / "kit.1.json"]) == [miss(calls=3)]
+    assert misses.read_reports([tmp_path]).misses == [miss(calls=3)]
+    assert misses.read_reports([tmp_path / "kit.1.json"]) == misses.Reported(misses=[miss(calls=3)], compilations=[])
 
 
 @pytest.mark.parametrize(

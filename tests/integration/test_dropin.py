@@ -1,0 +1,164 @@
+"""The drop-in path for kernels no module path names, without a GPU: a kernel generated into a temporary module
+(as Helion and code generators do), with a dtype, a @triton.jit function and a tuple among its constexprs, is
+recorded from the hook stream Triton's JIT gives (its source written out beside the recipe), built, and in a fresh
+process launched on the fake driver in place of the same kernel generated anew under another module name;
+``activate(fallback="error")`` refuses any compilation, of a kernel it knows or not."""
+
+import importlib.util
+import json
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from aotpack import build, plan, recipe, record
+
+from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
+
+GENERATED = """
+import triton
+import triton.language as tl
+
+SCALE = tl.constexpr(3)
+
+
+@triton.jit
+def _double(x, factor):
+    return x * factor
+
+
+@triton.jit
+def _generated_scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr, DTYPE: tl.constexpr, ACT: tl.constexpr,
+                     SHAPE: tl.constexpr, BIAS: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(DTYPE)
+    y = ACT(x, SCALE) + SHAPE[0] * SHAPE[1]
+    if BIAS is not None:
+        y = y + BIAS
+    tl.store(out_ptr + offs, y, mask=mask)
+"""
+
+
+def generate(folder: Path):
+    """The kernel module written into a new folder and imported under a made-up name, as Helion's code cache
+    does: a new module, and new function objects, every time."""
+    name = f"generated_{uuid.uuid4().hex}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(GENERATED)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def hook(jit, constants, states, num_warps=4):
+    """The keyword arguments Triton's JIT passes its jit_cache_hook for _generated_scale(x, out, n, ...)."""
+    import triton.language as tl
+
+    signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr", "DTYPE": "constexpr",
+                 "ACT": "constexpr", "SHAPE": "constexpr", "BIAS": "constexpr"}  # fmt: skip
+    attrs = {(i,): [["tt.divisibility", 16]] for i, s in enumerate(states) if s == "D"}
+    values = dict(zip(["BLOCK", "DTYPE", "ACT", "SHAPE", "BIAS"], constants, strict=True))
+    consts = {(3 + i,): v for i, v in enumerate(values.values())}
+    if states[2] == "1":
+        signature["n"] = "constexpr"
+        consts[(2,)] = 1
+    spec = {"options": {"num_warps": num_warps, "num_stages": 3, "num_ctas": 1}, "target": {"arch": 90}}
+    compile = {"signature": signature, "constants": consts, "configs": [attrs], "num_warps": num_warps,
+               "num_stages": 3, "specialization_data": json.dumps(spec)}  # fmt: skip
+    assert tl is not None
+    return {"key": str(uuid.uuid4()), "repr": "", "fn": SimpleNamespace(module=jit.fn.__module__,
+            name=jit.fn.__qualname__, jit_function=jit), "compile": compile, "is_manual_warmup": False,
+            "already_compiled": False}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    import triton.language as tl
+
+    folder = tmp_path_factory.mktemp("recorded")
+    module = generate(folder / "first")
+    rec = record.Recording()
+    act = module._double
+    rec.on_compile(**hook(module._generated_scale, (256, tl.float32, act, (2, 3), None), "DDD"))
+    rec.on_compile(**hook(module._generated_scale, (256, tl.float32, act, (2, 3), 0.5), "DD_", num_warps=8))
+    path = folder / "recipe" / "r.yaml"
+    path.parent.mkdir()
+    record.write(path, rec.events, "generated_kernels")
+    return path
+
+
+def test_a_generated_kernel_is_written_out_and_every_constexpr_kind_is_said(recorded):
+    data = yaml.safe_load(recorded.read_text())
+    (kernel,) = data["kernels"].values()
+    source, _, function = kernel["triton"].partition(":")
+    assert source.startswith("kernels/") and function == "_generated_scale"
+    written = (recorded.parent / source).read_text()
+    assert "def _generated_scale(" in written and "SCALE = tl.constexpr(3)" in written and "import uuid" not in written
+    config = next(r["config"] for r in kernel["variants"] if r["config"]["BIAS"] is None)
+    assert config["DTYPE"] == {"dtype": "fp32"} and config["SHAPE"] == {"tuple": [2, 3]} and config["BIAS"] is None
+    helper = config["ACT"]["function"]
+    assert helper.startswith("kernels/") and helper.endswith(":_double")
+    assert {r["config"]["BIAS"] for r in kernel["variants"]} == {None, 0.5}
+    loaded = recipe.load(recorded)
+    ids = [v.id for v in plan.plan_variants(loaded)]
+    assert len(ids) == 2 and "DTYPE=tl.fp32" in ids[0] and "ACT=_double" in ids[0] and "SHAPE=(2,3)" in ids[0]
+
+
+@pytest.fixture(scope="module")
+def site(recorded, tmp_path_factory):
+    wheel = build(recorded, tmp_path_factory.mktemp("dist"), jobs=2).wheel
+    return install_wheel(wheel, tmp_path_factory.mktemp("site"))
+
+
+REPLAY = """
+import importlib.util, json, sys, uuid
+from pathlib import Path
+from types import SimpleNamespace
+import triton.language as tl
+from triton import knobs
+sys.path.insert(0, {tests!r})
+from integration.test_dropin import generate, hook
+import generated_kernels as k
+module = generate(Path({folder!r}))  # the same code, generated anew under another name
+x, o = (Array(A + i * 0x1000000, (4096,), "<f4") for i in range(2))
+print(k.activate(fallback="error"))
+module._generated_scale[(16,)](x, o, 4096, BLOCK=256, DTYPE=tl.float32, ACT=module._double, SHAPE=(2, 3), BIAS=None)
+module._generated_scale[(16,)](x, o, 4001, BLOCK=256, DTYPE=tl.float32, ACT=module._double, SHAPE=(2, 3), BIAS=0.5,
+                               num_warps=8)
+for bad in (dict(BLOCK=512, DTYPE=tl.float32, SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float16,
+            SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float32, SHAPE=(3, 2), BIAS=None)):
+    try:
+        module._generated_scale[(16,)](x, o, 4096, ACT=module._double, **bad)
+    except k.MissingVariant as exc:
+        print("missing:", str(exc)[:60])
+# what Triton's JIT calls before any compilation, for a kernel the package never saw: refused before it compiles
+other = generate(Path({folder!r}))
+try:
+    knobs.runtime.jit_cache_hook(**hook(other._double, (256, tl.float16, other._double, (1,), None), "DD_"))
+except k.MissingVariant as exc:
+    print("refused:", str(exc))
+k.deactivate()
+print("run" in module._generated_scale.__dict__, knobs.runtime.jit_cache_hook)
+"""
+
+
+def test_activate_finds_a_kernel_generated_anew_by_its_source(site, fake_driver, tmp_path):
+    code = CAI_ARRAY + textwrap.dedent(REPLAY).format(tests=str(Path(__file__).parents[1]),
+                                                      folder=str(tmp_path / "again"))  # fmt: skip
+    out, log = run_on_fake_driver(code, site, fake_driver, tmp_path / "cuda.log")
+    assert out[0] == "['generated_scale']"
+    launches = [line for line in log if line.startswith("launch")]
+    assert len(launches) == 2 and "grid=16,1,1 block=128,1,1" in launches[0] and "block=256,1,1" in launches[1]
+    assert [line.split(":")[0] for line in out[1:4]] == ["missing"] * 3
+    assert out[4].startswith("refused: Triton's JIT would compile generated_") and "_double (" in out[4]
+    assert "activate(fallback='error') allows no compilation" in out[4] and "aotpack record -o RECIPE" in out[4]
+    assert out[5] == "False None"
