@@ -636,9 +636,20 @@ def _importable(fn: Any) -> bool:
         return False
     if spec is None or not spec.origin:
         return False
-    here = os.path.realpath(fn.__code__.co_filename)
-    installed = any(part in ("site-packages", "dist-packages") for part in here.split(os.sep))
-    return installed and os.path.realpath(spec.origin) == here
+    here = str(os.path.realpath(fn.__code__.co_filename))
+    return os.path.realpath(spec.origin) == here and here.startswith(_installed_roots())
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_roots() -> tuple[str, ...]:
+    """Where installed packages and the standard library live for this interpreter."""
+    import site
+    import sysconfig
+
+    roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    roots.update(getattr(site, "getsitepackages", list)())
+    roots.add(site.getusersitepackages())
+    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
 
 
 def _source_of(jit: Any) -> str:

@@ -133,8 +133,8 @@ except k.CudaError as e:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == (
-        "0.2.0 ['ClassMissWarning', 'CudaError', 'MissingVariant', 'activate', 'autotune', 'deactivate', "
-        "'get_include', 'select', 'stats', 'torch_ops', 'warn_class_misses', 'add']"
+        "0.2.0 ['ClassMissWarning', 'CudaError', 'MissingVariant', 'activate', 'autotune', 'coverage', "
+        "'deactivate', 'get_include', 'select', 'stats', 'torch_ops', 'warn_class_misses', 'add']"
     )
     assert lines[1] == "(x_ptr, y_ptr, out_ptr, n_elements=None, *, stream=None, variant=None)"
     assert lines[2] == "48 ['sm_80', 'sm_90a']"

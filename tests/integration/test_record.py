@@ -260,3 +260,89 @@ print("run" in add_kernel.__dict__)
     assert out == ["['add_kernel']", "missing", "False"]
     launches = [line for line in log if line.startswith("launch")]
     assert len(launches) == 1 and "grid=4,1,1" in launches[0]
+
+
+COMPILE = """
+import sys
+sys.path.insert(0, {tests!r})
+from triton import knobs
+from integration.test_record import add_kernel, hook_call
+knobs.runtime.jit_cache_hook(**hook_call(add_kernel(), {dtype!r}, "D", 1024))
+"""
+
+
+def _record(tmp_path, *program, env=None):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.yaml"
+    cmd = [sys.executable, "-m", "aotpack", "record", "-o", str(out), "--", *program]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
+    return done, out
+
+
+def compile_code(dtype):
+    return COMPILE.format(tests=str(ROOT / "tests"), dtype=dtype)
+
+
+def test_any_command_is_recorded_with_its_child_processes(tmp_path):
+    import os
+    import sys
+
+    child = compile_code("fp16")
+    code = compile_code("fp32") + f"import subprocess\nsubprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
+    done, out = _record(tmp_path, "python", "-c", code)
+    assert done.returncode == 0, done.stderr
+    kernel = yaml.safe_load(out.read_text())["kernels"]["add_kernel"]
+    assert kernel["types"] == {"T": ["fp16", "fp32"]}, "the child process's compilation is recorded too"
+    # a console script (what `vllm serve` or `torchrun` are), found on PATH
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "my-workload"
+    script.write_text(f"#!{sys.executable}\n" + compile_code("bf16"))
+    script.chmod(0o755)
+    done, out = _record(tmp_path, "my-workload", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(out.read_text())["kernels"]["add_kernel"]["types"] == {"T": ["bf16", "fp16", "fp32"]}
+    done, _ = _record(tmp_path, "no-such-workload")
+    assert done.returncode == 7 and "no such program: no-such-workload (not a file, and not on PATH)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("ending", "status"),
+    [("sys.exit(3)", "exited with status 3"), ("import os; os._exit(5)", "exited with status 5"),
+     ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "was killed by SIGKILL"),
+     ("raise RuntimeError('boom')", "exited with status 1")],
+)  # fmt: skip
+def test_a_program_that_fails_leaves_the_recipe_and_keeps_its_capture_beside_it(tmp_path, ending, status):
+    out = tmp_path / "r.yaml"
+    out.write_text("# the team's recipe, not to be touched\n")
+    done, _ = _record(tmp_path, "python", "-c", compile_code("fp32") + ending + "\n")
+    assert done.returncode == 7, done.stderr
+    assert f"the recorded program {status}: {out} is left as it was" in done.stderr
+    assert out.read_text() == "# the team's recipe, not to be touched\n"
+    partial = tmp_path / "r.partial.yaml"
+    assert f"what it compiled (1 compilations) is in {partial}" in done.stderr
+    assert yaml.safe_load(partial.read_text())["kernels"]["add_kernel"]["variants"]
+
+
+def test_a_server_stopped_with_sigterm_is_recorded(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out, ready = tmp_path / "r.yaml", tmp_path / "ready"
+    server = compile_code("fp32") + f"open({str(ready)!r}, 'w').close()\nimport time\ntime.sleep(60)\n"
+    proc = subprocess.Popen([sys.executable, "-m", "aotpack", "record", "-o", str(out), "--", "python", "-c", server],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    for _ in range(600):
+        if ready.exists():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "1 compilations of 1 kernels" in stdout
+    assert yaml.safe_load(out.read_text())["kernels"]["add_kernel"]["args"]["x_ptr"] == "*fp32"
