@@ -25,7 +25,7 @@ from .new import scaffold
 from .pipeline import BuildOptions, run
 from .plan import Variant, plan_summary, select
 from .recipe import load
-from .record import Events, record, write
+from .record import Events, parse_widen, record, write
 from .tune import Options, tune
 
 
@@ -131,10 +131,14 @@ def _parser() -> argparse.ArgumentParser:
         "record",
         help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
         "of built packages missed)",
-        usage="aotpack record -o RECIPE [--package NAME] [--report PATH] [-- python program.py [args...]]",
+        usage="aotpack record -o RECIPE [--package NAME] [--widen NAME=VALUES] [--report PATH] "
+        "[-- python program.py [args...]]",
     )
     r.add_argument("-o", "--out", type=Path, required=True, help="the recipe to write (merged into if it exists)")
     r.add_argument("--package", default="recorded_kernels", help="package name of a new recipe")
+    r.add_argument("--widen", type=parse_widen, action="append", default=[], metavar="NAME=VALUES",
+                   help="build every recorded variant with constexpr NAME also at these values (1,2,4,8; 1..64; "
+                   "1..256:pow2): the set a deployment needs (repeatable)")  # fmt: skip
     r.add_argument("--report", type=Path, action="append", default=[], metavar="PATH",
                    help="class misses reported elsewhere (a file, or an AOTPACK_REPORT folder) to add to the "
                    "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
@@ -239,10 +243,10 @@ def _record(args: argparse.Namespace) -> None:
         for number, event in enumerate(reported.compilations):
             event.setdefault("number", number)
             events.add(event, "report")
-        write(args.out, events, args.package)
+        write(args.out, events, args.package, widen=dict(args.widen))
         print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
     if program or not args.report:
-        summary = record(program, args.out, args.package)
+        summary = record(program, args.out, args.package, dict(args.widen))
         compiled = summary.events.compilations()
         if summary.written:
             print(f"wrote {args.out}: {len(compiled)} compilations of "

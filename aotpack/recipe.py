@@ -57,6 +57,7 @@ from .runtime import aot_kernels
 from .yamlnodes import Node, control_character, suggest
 
 HINTS = (1, 16)
+MAX_RECORDED_VARIANTS = 65536  # a `launch: triton` kernel's variants, widened rows multiplied out
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+)(?P<required>!)?)?$")
@@ -71,7 +72,8 @@ _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
     "specialize",
 )  # fmt: skip
-_TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options", "classes", "launch", "variants")
+_TRITON_KEYS = ("triton", "constexprs", "num_warps", "num_stages", "options", "classes", "launch", "variants",
+                "autotuned")  # fmt: skip
 _CUDA_KEYS = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
 _KERNEL_KEYS = (*_TRITON_KEYS[:1], *_CUDA_KEYS[:1], *_COMMON_KEYS, *_TRITON_KEYS[1:], *_CUDA_KEYS[1:])
 _ARG_KEYS = ("type", "default", "extent", "contiguous", "launch_only", "optional", "specialize")
@@ -264,8 +266,9 @@ def _classes(node: Node, kernel: Kernel) -> tuple[tuple[str, ...], ...]:
 
 def _backend(k: dict[str, Node], node: Node) -> Backend:
     """Triton or CUDA, with the keys the other backend takes refused."""
-    if "variants" in k:
-        raise k["variants"].fail("'variants' lists what a recording saw; it needs 'launch: triton'")
+    for recorded in ("variants", "autotuned"):
+        if recorded in k:
+            raise k[recorded].fail(f"{recorded!r} lists what a recording saw; it needs 'launch: triton'")
     if "grid" not in k:
         raise node.fail("missing required key 'grid'")
     backend: Backend = "triton" if "triton" in k else "cuda"
@@ -586,12 +589,14 @@ def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...]
     points: list[Point] = []
     seen: dict[tuple[Any, ...], Node] = {}
     for row in node.sequence():
-        point = _point(row, args, types, names, root)
-        ident = (point.binding, point.config, point.states)
-        if ident in seen:
-            raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
-        seen[ident] = row
-        points.append(point)
+        for point in _point(row, args, types, names, root):
+            ident = (point.binding, point.config, point.states)
+            if ident in seen:
+                raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
+            seen[ident] = row
+            points.append(point)
+        if len(points) > MAX_RECORDED_VARIANTS:
+            raise row.fail(f"more than {MAX_RECORDED_VARIANTS} variants: widen fewer constexprs, or by fewer values")
     if not points:
         raise node.fail("expected at least one variant")
     return points
@@ -609,7 +614,9 @@ def _pick(row: Node, root: Path) -> Pick:
 
 def _point(
     row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...], root: Path
-) -> Point:
+) -> list[Point]:
+    """A ``variants:`` row: its variant, or the product of the values a constexpr given as a list takes (a
+    deployment's set of batch sizes, say: ``aotpack record --widen``)."""
     fields = row.mapping(_POINT_KEYS, required=("config", "class"))
     binding: list[tuple[str, str]] = []
     given = fields["types"].mapping(tuple(v for v, _ in types)) if "types" in fields else {}
@@ -625,8 +632,12 @@ def _point(
     if warps & (warps - 1) or warps > MAX_WARPS:
         raise cfg["num_warps"].fail(f"expected a power of two up to {MAX_WARPS}, got {warps}")
     stages = cfg["num_stages"].integer(minimum=1) if "num_stages" in cfg else 3
-    config = Config(constexprs=tuple((n, _recorded_const(cfg[n], root)) for n in names), num_warps=warps,
-                    num_stages=stages)  # fmt: skip
+    values = [[_recorded_const(v, root) for v in cfg[n].sequence()] if cfg[n].is_sequence()
+              else [_recorded_const(cfg[n], root)] for n in names]  # fmt: skip
+    if math.prod(len(v) for v in values) > MAX_RECORDED_VARIANTS:
+        raise cfg[names[0]].fail(f"the widened values make more than {MAX_RECORDED_VARIANTS} variants")
+    configs = [Config(constexprs=tuple(zip(names, combo, strict=True)), num_warps=warps, num_stages=stages)
+               for combo in itertools.product(*values)]  # fmt: skip
     spelled = fields["class"].string()
     runtime = [a for a in args if not a.launch_only]
     if len(spelled) != len(runtime) or any(c not in _CLASS_LETTERS for c in spelled):
@@ -643,7 +654,7 @@ def _point(
                                        f"{', '.join(s or '_' for s in arg.jit_states)})")  # fmt: skip
         states.append(state)
     launches = fields["launches"].integer(minimum=0) if "launches" in fields else 0
-    return Point(binding=tuple(binding), config=config, states=tuple(states), launches=launches)
+    return [Point(binding=tuple(binding), config=c, states=tuple(states), launches=launches) for c in configs]
 
 
 def _version(node: Node) -> str:
@@ -1020,6 +1031,17 @@ def _const(node: Node) -> int | float | bool | str:
 _RECORDED_TAGS = ("dtype", "torch_dtype", "tuple", "function")
 
 
+def _triton_dtype(name: str) -> bool:
+    """Whether Triton knows a dtype by this name (as ``str(tl.float16)`` writes it: ``fp16``)."""
+    import triton.language as tl
+
+    try:
+        tl.dtype(name)
+    except (AssertionError, ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
 def _recorded_const(node: Node, root: Path) -> ConstValue:
     """A constexpr's value as a recording writes it: a number, boolean, string or null, or one of
     ``{dtype: fp16}`` (Triton's dtype), ``{torch_dtype: float16}``, ``{tuple: [...]}`` and
@@ -1042,8 +1064,8 @@ def _recorded_const(node: Node, root: Path) -> ConstValue:
             raise value.fail(f"{value.string()} is not a @triton.jit function")
         return FunctionConst(source=source, identity=aot_kernels.identity(fn))
     name = value.string()
-    if tag == "dtype" and name not in {d.triton_name for d in facts.dtypes().values()} | set(facts.dtypes()):
-        raise value.fail(f"unknown Triton dtype {name!r}")
+    if tag == "dtype" and not _triton_dtype(name):
+        raise value.fail(f"unknown Triton dtype {name!r} (Triton's names: fp16, bf16, fp32, int32, ...)")
     if tag == "torch_dtype" and not _IDENT.match(name):
         raise value.fail(f"{name!r} is not a torch dtype's name")
     return DtypeConst(name=name, torch=tag == "torch_dtype")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,7 +40,7 @@ import yaml
 from . import facts, record_agent
 from . import misses as misses_
 from ._temp import atomic_file
-from .errors import RecordError
+from .errors import RecordError, UsageError
 from .runtime import aot_kernels
 
 RUNTIME_FILE = Path(aot_kernels.__file__)
@@ -319,7 +320,7 @@ class Summary:
     written: bool
 
 
-def record(argv: list[str], out: Path, package: str) -> Summary:
+def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Any]] | None = None) -> Summary:
     """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
     outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
     with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:
@@ -335,7 +336,7 @@ def record(argv: list[str], out: Path, package: str) -> Summary:
         kept = f"; what it compiled ({len(events.compiled)} compilations) is in {partial}" if events.compiled else ""
         raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was{kept}")
     if events.compiled:
-        write(out, events, package)
+        write(out, events, package, widen=widen)
     return Summary(events=events, misses=reported, written=bool(events.compiled))
 
 
@@ -349,12 +350,68 @@ def _status(status: int) -> str:
     return f"exited with status {status}"
 
 
+# ---------------------------------------------------------------- widening
+
+
+MAX_WIDEN = 4096  # values one --widen may give
+
+
+def parse_widen(text: str) -> tuple[str, list[int | float | bool | str]]:
+    """``NAME=VALUES`` of ``--widen``: VALUES a comma-separated list (``1,2,4,8``), a range of integers
+    (``1..64``), or of powers of two (``1..256:pow2``). UsageError says what is wrong."""
+    name, sep, values = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise UsageError(f"--widen {text!r}: expected NAME=VALUES, e.g. bs=1,2,4,8 or bs=1..256:pow2")
+    ranged = re.fullmatch(r"(-?[0-9]{1,18})\.\.(-?[0-9]{1,18})(:pow2)?", values)
+    found: list[int | float | bool | str]
+    if ranged:
+        low, high, pow2 = int(ranged[1]), int(ranged[2]), bool(ranged[3])
+        if pow2 and low <= 0:
+            raise UsageError(f"--widen {text!r}: a range of powers of two starts above 0")
+        found = [1 << e for e in range(low.bit_length() - 1, high.bit_length()) if low <= 1 << e <= high] if pow2 \
+            else list(range(low, high + 1)) if high - low < MAX_WIDEN else []  # fmt: skip
+    else:
+        found = [_widen_value(v, text) for v in values.split(",")]
+    if not found or len(found) > MAX_WIDEN:
+        raise UsageError(f"--widen {text!r}: give between 1 and {MAX_WIDEN} values")
+    return name, list(dict.fromkeys(found))
+
+
+def _widen_value(text: str, whole: str) -> int | float | bool | str:
+    text = text.strip()
+    if re.fullmatch(r"-?[0-9]{1,18}", text):
+        return int(text)
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return float(text) if re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text) else text
+    except ValueError:
+        raise UsageError(f"--widen {whole!r}: {text!r} is not a value") from None
+
+
+def widened(compiled: list[Compilation], widen: dict[str, list[Any]]) -> list[Compilation]:
+    """Each compilation with a widened constexpr takes the set of values (a list: the recipe builds their
+    product); compilations that a widened one covers are folded into it (their launches added)."""
+    out: dict[tuple[Any, ...], Compilation] = {}
+    for c in compiled:
+        consts = dict(c.constexprs)
+        for name, values in widen.items():
+            if name in consts:
+                have = consts[name] if isinstance(consts[name], list) else [consts[name]]
+                consts[name] = sorted(dict.fromkeys([*have, *values]), key=lambda v: (str(type(v)), v))
+        c = replace(c, constexprs=tuple(consts.items()))
+        same = out.get(c.variant)
+        out[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
+    return list(out.values())
+
+
 # ---------------------------------------------------------------- the recipe
 
 
-def write(path: Path, events: Events, package: str, merge: bool = True) -> None:
-    """Write the recipe of a recording to ``path``, merged into what is there, with the sources it names
-    written out beside it (``kernels/``; each file atomically)."""
+def write(path: Path, events: Events, package: str, merge: bool = True,
+          widen: dict[str, list[Any]] | None = None) -> None:  # fmt: skip
+    """Write the recipe of a recording to ``path``, merged into what is there (``widen``: constexprs given sets
+    of values), with the sources it names written out beside it (``kernels/``; each file atomically)."""
     existing = yaml.safe_load(path.read_text()) if merge and path.is_file() else None
     compiled = events.compilations()
     for name in sorted({c.function.source for c in compiled if c.function.source} | _function_sources(compiled)):
@@ -362,7 +419,7 @@ def write(path: Path, events: Events, package: str, merge: bool = True) -> None:
             (path.parent / "kernels").mkdir(exist_ok=True)
             with atomic_file(path.parent / "kernels" / name) as f:
                 f.write(events.sources[name].encode())
-    text = recipe_text(compiled, events.picks, existing, package)
+    text = recipe_text(compiled, events.picks, existing, package, widen or {})
     with atomic_file(path) as f:
         f.write(text.encode())
 
@@ -389,7 +446,8 @@ def _function_sources(compiled: list[Compilation]) -> set[str]:
 
 
 def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any]]],
-                existing: dict[str, Any] | None = None, package: str = "recorded_kernels") -> str:  # fmt: skip
+                existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
+                widen: dict[str, list[Any]] | None = None) -> str:  # fmt: skip
     """The recipe (YAML text) of these compilations, merged into ``existing`` (a loaded recipe)."""
     base = existing or {}
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
@@ -410,8 +468,11 @@ def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any
         for c in [*(_compilations(old) if old else ()), *group]:  # one row twice (or per arch): add up launches
             same = merged.get(c.variant)
             merged[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
+        rows = widened(list(merged.values()), widen or {})
+        widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
+        rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
         picked = [p for p in (old or {}).get("autotuned") or () if p not in tuned[source]] + tuned[source]
-        kernels[name] = _kernel(source, list(merged.values()), picked)
+        kernels[name] = _kernel(source, rows, picked)
         by_source[source] = name
     out = {
         "package": base.get("package", package),
@@ -421,6 +482,20 @@ def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any
         "kernels": {n: kernels[n] for n in sorted(kernels)},
     }
     return _dump(out)
+
+
+def _covers(wide: Compilation, c: Compilation) -> bool:
+    """Whether a widened row's product holds compilation ``c``."""
+    if (wide.types, wide.states, wide.num_warps, wide.num_stages, wide.options) != (
+        c.types,
+        c.states,
+        c.num_warps,
+        c.num_stages,
+        c.options,
+    ):
+        return False
+    mine = dict(c.constexprs)
+    return all(mine.get(n) in v if isinstance(v, list) else mine.get(n) == v for n, v in wide.constexprs)
 
 
 def _target(arch: int) -> str:

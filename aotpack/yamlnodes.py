@@ -84,6 +84,9 @@ class Node:
     def is_mapping(self) -> bool:
         return isinstance(self.node, yaml.MappingNode)
 
+    def is_sequence(self) -> bool:
+        return isinstance(self.node, yaml.SequenceNode)
+
     def is_scalar(self) -> bool:
         return isinstance(self.node, yaml.ScalarNode)
 

@@ -346,3 +346,45 @@ def test_a_server_stopped_with_sigterm_is_recorded(tmp_path):
     assert proc.returncode == 0, stderr
     assert "1 compilations of 1 kernels" in stdout
     assert yaml.safe_load(out.read_text())["kernels"]["add_kernel"]["args"]["x_ptr"] == "*fp32"
+
+
+def test_widen_builds_the_set_of_values_a_deployment_needs(tmp_path):
+    jit = add_kernel()
+    rec = recorded([hook_call(jit, "fp32", "D", 1024), hook_call(jit, "fp32", "", 1024)])
+    path = tmp_path / "r.yaml"
+    record.write(path, rec.events, "recorded_kernels", widen=dict([record.parse_widen("BLOCK=256..2048:pow2")]))
+    rows = yaml.safe_load(path.read_text())["kernels"]["add_kernel"]["variants"]
+    assert [r["config"]["BLOCK"] for r in rows] == [[256, 512, 1024, 2048]] * 2
+    ids = [v.id for v in plan.plan_variants(recipe.load(path))]
+    assert len(ids) == 8 and "add_kernel/BLOCK=512,w4,s3/sm_90a/DDDD" in ids  # one dtype: no type variable
+    text = path.read_text()
+    again = recorded([hook_call(jit, "fp32", "D", 512), hook_call(jit, "fp32", "D", 4096)])  # one is in the set
+    merged = record.recipe_text(again.events.compilations(), again.events.picks, yaml.safe_load(text))
+    rows = yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]
+    assert sorted(str(r["config"]["BLOCK"]) for r in rows) == ["4096", "[256, 512, 1024, 2048]",
+                                                                "[256, 512, 1024, 2048]"]  # fmt: skip
+    with pytest.raises(RecipeError, match="more than 65536 variants"):
+        recipe.parse(text.replace("[256, 512, 1024, 2048]", str(list(range(1, 70000)))), path)
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [("bs=1,2,4", [1, 2, 4]), ("bs=1..4", [1, 2, 3, 4]), ("bs=1..256:pow2", [1, 2, 4, 8, 16, 32, 64, 128, 256]),
+     ("bs=3..20:pow2", [4, 8, 16]), ("MODE=fast,exact", ["fast", "exact"]), ("F=true,false", [True, False]),
+     ("eps=0.5,1e-3", [0.5, 1e-3]), ("bs=2,2,1", [2, 1])],
+)  # fmt: skip
+def test_widen_values_are_read(text, values):
+    assert record.parse_widen(text) == (text.split("=")[0], values)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("bs", "expected NAME=VALUES"), ("1bs=1", "expected NAME=VALUES"), ("bs=0..8:pow2", "starts above 0"),
+     ("bs=1..99999", "give between 1 and 4096 values"), ("bs=9..1", "give between 1 and 4096 values"),
+     ("bs=" + ",".join(map(str, range(5000))), "give between 1 and 4096 values")],
+)  # fmt: skip
+def test_bad_widen_values_are_refused(text, message):
+    from aotpack.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        record.parse_widen(text)
