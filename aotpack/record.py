@@ -95,8 +95,7 @@ class Compilation:
         return (self.types, self.states, consts, self.num_warps, self.num_stages, self.options)
 
 
-_DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "enable_fp_fusion": True, "launch_cooperative_grid": False,
-                    "launch_pdl": False}  # fmt: skip
+_DEFAULT_OPTIONS = aot_kernels.LAUNCH_DEFAULTS  # launch options that select other code, and Triton's defaults
 
 
 class Unrecordable(ValueError):

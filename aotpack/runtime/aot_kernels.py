@@ -141,7 +141,7 @@ class Launcher:
                 for index, c in enumerate(entry["configs"])
             }
             self._spec = (names, tuple(bool(is_arg) for _, is_arg in entry["params"]), dict(entry["defaults"]),
-                          configs, dict(entry["options"]), _LAUNCH_OPTIONS, _plain)  # fmt: skip
+                          configs, {**LAUNCH_DEFAULTS, **entry["options"]}, tuple(LAUNCH_DEFAULTS), _plain)  # fmt: skip
         return self._runner((*self._spec, fallback))
 
     def __getitem__(self, grid: Any) -> Any:
@@ -193,8 +193,9 @@ def _keyed(value: Any) -> Any:
     return value
 
 
-# launch options of Triton's JIT that select other code (num_warps and num_stages pick the config)
-_LAUNCH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid", "launch_pdl")
+# launch options of Triton's JIT that select other code, and its defaults (num_warps and num_stages pick the config)
+LAUNCH_DEFAULTS = {"num_ctas": 1, "maxnreg": None, "enable_fp_fusion": True, "launch_cooperative_grid": False,
+                   "launch_pdl": False}  # fmt: skip
 
 
 class _Activation:
@@ -364,9 +365,7 @@ def coverage() -> list[dict[str, Any]]:
 def _seed_autotuner(wrapped: Any, tuned: list[dict[str, Any]]) -> None:
     """Put the recorded picks into the @triton.autotune wrapper's cache (key -> its own Config
     object), so that it launches them without timing anything."""
-    tuner = wrapped
-    while tuner is not None and not (hasattr(tuner, "cache") and hasattr(tuner, "configs")):
-        tuner = getattr(tuner, "fn", None)
+    tuner = tuner_of(wrapped)
     if tuner is None:
         return
     for pick in tuned:
@@ -375,6 +374,16 @@ def _seed_autotuner(wrapped: Any, tuned: list[dict[str, Any]]) -> None:
             if same and config.num_stages == pick["num_stages"]:
                 tuner.cache[tuple(pick["key"])] = config
                 break
+
+
+def tuner_of(value: Any) -> Any:
+    """The @triton.autotune wrapper in ``value``'s chain of wrappers (@triton.heuristics may sit outside it),
+    or None."""
+    for _ in range(16):
+        if value is None or all(hasattr(value, a) for a in ("cache", "configs", "keys")):
+            return value
+        value = getattr(value, "fn", None)
+    return None
 
 
 CACHE_FORMAT = "aotpack-autotune/2"
@@ -685,6 +694,8 @@ def _emit(jit: Any, head: list[str], body: list[str], done: set[int]) -> None:
                     head.append(line)
             else:
                 _emit(inner, head, body, done)
+                if inner.fn.__name__ != name:
+                    body.append(f"{name} = {inner.fn.__name__}")
         elif isinstance(value, types.ModuleType) and value.__name__ not in ("triton", "triton.language"):
             line = f"import {value.__name__} as {name}"
             if line not in head:
@@ -692,12 +703,24 @@ def _emit(jit: Any, head: list[str], body: list[str], done: set[int]) -> None:
         elif (text := constant_text(value)) is not None:
             wrapped = type(value).__name__ == "constexpr"
             body.append(f"{name} = tl.constexpr({text})" if wrapped else f"{name} = {text}")
+        elif (imported := _import_line(name, value)) is not None and imported not in head:
+            head.append(imported)  # a function or object of a module (libdevice's rsqrt, say)
     decorator = "@triton.jit"
     options = {k: getattr(jit, k, None) for k in ("do_not_specialize", "do_not_specialize_on_alignment")}
     given = ", ".join(f"{k}={sorted(_param_names(jit, v))!r}" for k, v in options.items() if v)
     if getattr(jit, "noinline", None):
         given = ", ".join(filter(None, [given, "noinline=True"]))
     body += ["", "", f"{decorator}({given})" if given else decorator, jit.src.rstrip(), ""]
+
+
+def _import_line(name: str, value: Any) -> str | None:
+    """``from module import thing as name`` where the module defines the very object under that name."""
+    module, own = getattr(value, "__module__", None), getattr(value, "__name__", None)
+    if not isinstance(module, str) or not isinstance(own, str):
+        return None
+    if getattr(sys.modules.get(module), own, None) is not value:
+        return None
+    return f"from {module} import {own}" + (f" as {name}" if own != name else "")
 
 
 def _param_names(jit: Any, which: Any) -> list[str]:
@@ -730,12 +753,8 @@ def picks(jit: Any) -> list[dict[str, Any]]:
     module = sys.modules.get(jit.fn.__module__)
     out = []
     for obj in list(vars(module).values()) if module else ():
-        if jit_of(obj) is not jit or obj is jit or not (hasattr(obj, "cache") and hasattr(obj, "configs")):
-            continue
-        tuner = obj
-        while not hasattr(tuner, "keys"):  # @triton.heuristics outside @triton.autotune
-            tuner = tuner.fn
-        for key, config in tuner.cache.items():
+        tuner = tuner_of(obj) if obj is not jit and jit_of(obj) is jit else None
+        for key, config in tuner.cache.items() if tuner is not None else ():
             pick = {"key": [encode(v) for v in key],
                     "config": {**{k: encode(v) for k, v in config.kwargs.items()}, "num_warps": config.num_warps,
                                "num_stages": config.num_stages}}  # fmt: skip

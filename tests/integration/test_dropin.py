@@ -22,6 +22,7 @@ from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 GENERATED = """
 import triton
 import triton.language as tl
+from triton.language.extra.libdevice import rsqrt as fast_rsqrt
 
 SCALE = tl.constexpr(3)
 
@@ -32,12 +33,20 @@ def _double(x, factor):
 
 
 @triton.jit
+def _halve(x):
+    return x * 0.5
+
+
+mul_half = _halve
+
+
+@triton.jit
 def _generated_scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr, DTYPE: tl.constexpr, ACT: tl.constexpr,
                      SHAPE: tl.constexpr, BIAS: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(DTYPE)
-    y = ACT(x, SCALE) + SHAPE[0] * SHAPE[1]
+    y = ACT(x, SCALE) + SHAPE[0] * SHAPE[1] + mul_half(fast_rsqrt(x * x + 1.0))
     if BIAS is not None:
         y = y + BIAS
     tl.store(out_ptr + offs, y, mask=mask)
@@ -103,6 +112,9 @@ def test_a_generated_kernel_is_written_out_and_every_constexpr_kind_is_said(reco
     assert source.startswith("kernels/") and function == "_generated_scale"
     written = (recorded.parent / source).read_text()
     assert "def _generated_scale(" in written and "SCALE = tl.constexpr(3)" in written and "import uuid" not in written
+    # a module's function under another name, and a @triton.jit helper bound to a second name, come along
+    assert "from triton.language.extra.libdevice import rsqrt as fast_rsqrt" in written
+    assert "mul_half = _halve" in written and "def _halve(" in written
     config = next(r["config"] for r in kernel["variants"] if r["config"]["BIAS"] is None)
     assert config["DTYPE"] == {"dtype": "fp32"} and config["SHAPE"] == {"tuple": [2, 3]} and config["BIAS"] is None
     helper = config["ACT"]["function"]

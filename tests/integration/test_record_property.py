@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from aotpack import _sources, introspect, model, plan, recipe, record  # noqa: E402
+from aotpack.runtime import aot_kernels  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "fixtures" / "kernels"
 PARAMS = ["a_ptr", "b_ptr", "n", "m", "scale", "flag", "NUMBER", "RATIO", "FLAG", "MODE", "NOTHING", "DTYPE", "SHAPE",
@@ -146,21 +147,24 @@ def test_every_recording_builds_exactly_what_was_compiled(tmp_path_factory, data
     assert got == want
 
 
-def test_an_autotuned_and_heuristic_kernel_s_picks_come_back(tmp_path):
+@pytest.mark.parametrize(
+    ("wrapper", "picked"), [("tuned", ({"NUMBER": 64}, 4)), ("heuristic_outside", ({"NUMBER": 32}, 2))]
+)
+def test_an_autotuned_and_heuristic_kernel_s_picks_come_back(tmp_path, wrapper, picked):
+    """@triton.autotune outside @triton.heuristics and inside it (fla's kernels): the picks are found either way."""
     import triton.language as tl
 
-    wrapped = load("tuned")
+    wrapped = load(wrapper)
     fn = introspect.unwrap(wrapped)
     c = {"states": {"a_ptr": "D", "b_ptr": "D", "n": "D", "m": "_"}, "dtype": "fp16", "b_dtype": "fp16",
          "consts": {"NUMBER": 64, "RATIO": 0.5, "FLAG": True, "MODE": "fast", "NOTHING": None, "DTYPE": tl.float16,
                     "SHAPE": (1, 2), "FN": "function"}, "num_warps": 4, "num_stages": 3, "types": ("i32", "i32")}  # fmt: skip
     rec = record.Recording()
     rec.on_compile(**hook(fn, c))
-    wrapped.cache[(4096, "torch.float16")] = wrapped.configs[0]  # what the autotuner picked for a key
+    tuner = aot_kernels.tuner_of(wrapped)
+    tuner.cache[(4096, "torch.float16")] = tuner.configs[0]  # what the autotuner picked for a key
     rec.stop()  # reads the picks (the agent's exit)
     path = tmp_path / "r.yaml"
     record.write(path, rec.events, "recorded_kernels")
     (kernel,) = recipe.load(path).kernels
-    assert [(p.key, dict(p.kwargs), p.num_warps) for p in kernel.picks] == [
-        ((4096, "torch.float16"), {"NUMBER": 64}, 4)
-    ]
+    assert [(p.key, dict(p.kwargs), p.num_warps) for p in kernel.picks] == [((4096, "torch.float16"), *picked)]
