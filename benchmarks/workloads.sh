@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The drop-in workloads (tests/gpu/workloads.py: Llama with Liger-Kernel, Helion kernels, fla-core's functions)
+# on a GPU, in two steps with a build on the CPU host between them:
+#
+#   benchmarks/workloads.sh record OUT [NAMES...]
+#     per workload: the JIT with an empty Triton cache (cold), again with that cache (warm), then
+#     `aotpack record` of it; OUT/workloads.tar holds the JIT's outputs and times (jit/) and the recordings
+#     (recipes/NAME/recipe.yaml with their written-out sources). Build each recipe on the CPU host with the
+#     JIT's Triton, then
+#   benchmarks/workloads.sh jit OUT [NAMES...]
+#     only the JIT's runs (OUT/workloads.tar holds jit/): a new reference for recipes already recorded;
+#   benchmarks/workloads.sh replay OUT WHEELS_DIR REFERENCE_TAR [NAMES...]
+#     installs the wheels and runs tests/gpu/test_workloads.py against the JIT's outputs: a fresh process per
+#     workload, an empty Triton cache, activate(fallback="error"); OUT gets its log and times.
+#
+# Needs python3 with torch (CUDA), triton, and the workloads' packages (transformers, liger-kernel, helion,
+# fla-core); aotpack itself runs from this checkout (PyYAML and packaging suffice to record).
+set -uo pipefail
+mode=$1 out=$2
+shift 2
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+work=$(mktemp -d)
+if [ "$mode" = record ] || [ "$mode" = jit ]; then
+  names=${*:-llama helion fla}
+  for name in $names; do
+    TRITON_CACHE_DIR=$work/cache-$name python3 -m tests.gpu.workloads "$name" jit "$work/jit/cold" 2>&1 | tail -3
+    TRITON_CACHE_DIR=$work/cache-$name python3 -m tests.gpu.workloads "$name" jit "$work/jit/warm" 2>&1 | tail -3
+    [ "$mode" = jit ] && continue
+    mkdir -p "$work/recipes/$name"
+    TRITON_CACHE_DIR=$work/cache-rec-$name python3 -m aotpack record -o "$work/recipes/$name/recipe.yaml" \
+      --package "${name}_kernels" -- python -m tests.gpu.workloads "$name" jit "$work/recorded" 2>&1 | tail -5
+  done
+  if [ "$mode" = jit ]; then tar -C "$work" -cf "$out/workloads.tar" jit; else tar -C "$work" -cf "$out/workloads.tar" jit recipes; fi
+elif [ "$mode" = replay ]; then
+  wheels=$1 reference=$2
+  shift 2
+  site=$(mktemp -d)
+  python3 -m pip install -q --no-deps --no-index --target "$site" "$wheels"/*.whl || exit 1
+  mkdir -p "$work/reference" && tar -C "$work/reference" -xf "$reference"
+  AOTPACK_WORKLOADS="${*:-llama helion fla}" AOTPACK_WORKLOAD_REFERENCE=$work/reference/jit \
+    AOTPACK_WORKLOAD_OUT=$out PYTHONPATH="$site:$PYTHONPATH" \
+    python3 -m pytest tests/gpu/test_workloads.py -m gpu -v -p no:cacheprovider 2>&1 | tee "$out/workloads-tests.log"
+  exit "${PIPESTATUS[0]}"
+fi

@@ -1,0 +1,53 @@
+"""Whole workloads replayed from their recordings (tests/gpu/workloads.py; benchmarks/workloads.sh records them on
+this GPU, and their wheels are built on the CPU host by the JIT's Triton): each in a fresh process with an empty
+Triton cache and ``activate(fallback="error")``, compiling nothing, and every output, loss, gradient and generated
+token bit-identical to the JIT's. Needs AOTPACK_WORKLOAD_REFERENCE (the JIT's outputs) and the wheels installed;
+skipped otherwise."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+REFERENCE = Path(os.environ.get("AOTPACK_WORKLOAD_REFERENCE", "/nonexistent"))
+if not REFERENCE.is_dir():
+    pytest.skip("no recorded workloads (AOTPACK_WORKLOAD_REFERENCE; benchmarks/workloads.sh)", allow_module_level=True)
+NAMES = os.environ.get("AOTPACK_WORKLOADS", "llama helion fla").split()
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
+    pytest.importorskip(f"{name}_kernels")
+    want_file = REFERENCE / "cold" / f"{name}-jit.json"
+    if not want_file.is_file():
+        pytest.skip(f"{name} was not recorded")
+    cache = tmp_path / "triton-cache"
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "tests.gpu.workloads", name, "replay", str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    report = json.loads((tmp_path / f"{name}-replay.json").read_text())
+    assert report["compilations"] == 0, report["compiled"]
+    # Triton's driver builds its own helper module (cuda_utils) when a library asks it for device properties
+    # itself (fla's get_multiprocessor_count does); anything else in the cache is a kernel or an autotuner's run
+    written = [p.name for p in cache.rglob("*") if p.is_file() and not p.name.startswith("cuda_utils.")]
+    assert not written, f"Triton's cache got files: something compiled or was autotuned: {written}"
+    want = json.loads(want_file.read_text())["outputs"]
+    assert sorted(report["outputs"]) == sorted(want)
+    differ = [k for k in want if report["outputs"][k] != want[k]]
+    assert not differ, f"not bit-identical to the JIT: {differ}"
+    times = {"replay": report}
+    for run in ("cold", "warm"):
+        times[f"jit {run}"] = json.loads((REFERENCE / run / f"{name}-jit.json").read_text())
+    out = Path(os.environ.get("AOTPACK_WORKLOAD_OUT", tmp_path))
+    (out / f"{name}-times.json").write_text(json.dumps(times, indent=1))
+    print(name, {k: (round(v["first_step_s"], 3), round(v.get("step_s", 0), 3)) for k, v in times.items()},
+          "outputs:", len(want))  # fmt: skip
