@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from . import facts, record_agent
+from . import facts, record_agent, yamlnodes
 from . import misses as misses_
 from ._temp import atomic_file
 from .errors import RecordError, UsageError
@@ -322,6 +322,7 @@ class Summary:
 def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Any]] | None = None) -> Summary:
     """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
     outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
+    existing_recipe(out)  # a malformed recipe fails before the program runs
     with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:
         folder = Path(tmp)
         outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports")})
@@ -411,16 +412,52 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
           widen: dict[str, list[Any]] | None = None) -> None:  # fmt: skip
     """Write the recipe of a recording to ``path``, merged into what is there (``widen``: constexprs given sets
     of values), with the sources it names written out beside it (``kernels/``; each file atomically)."""
-    existing = yaml.safe_load(path.read_text()) if merge and path.is_file() else None
+    existing = existing_recipe(path) if merge else None
     compiled = events.compilations()
     for name in sorted({c.function.source for c in compiled if c.function.source} | _function_sources(compiled)):
         if name in events.sources:
             (path.parent / "kernels").mkdir(exist_ok=True)
             with atomic_file(path.parent / "kernels" / name) as f:
                 f.write(events.sources[name].encode())
-    text = recipe_text(compiled, events.picks, existing, package, widen or {})
+    text = recipe_text(compiled, events.picks, existing, package, widen or {}, dropped=events.skipped)
     with atomic_file(path) as f:
         f.write(text.encode())
+
+
+def existing_recipe(path: Path) -> dict[str, Any] | None:
+    """The recipe a recording merges into (None where there is none yet), checked where merging reads it: a
+    malformed one is a located RecipeError before anything runs or is written."""
+    if not path.exists():
+        return None
+    text = yamlnodes.read_text(path, "recipe")
+    with contextlib.suppress(yaml.YAMLError):
+        if yaml.safe_load(text) is None:
+            return None  # empty, or only comments: nothing to merge into
+    for key, node, _ in yamlnodes.parse(text, path, "recipe").items():
+        if key == "targets":
+            node.sequence()
+        for _, kernel, _ in node.items() if key == "kernels" else ():
+            fields = {k: v for k, v, _ in kernel.items()} if kernel.is_mapping() else {}
+            if "launch" in fields:  # a recorded kernel (one written by hand is kept as it is)
+                _check_recorded(fields)
+    loaded = yaml.safe_load(text)
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _check_recorded(fields: dict[str, yamlnodes.Node]) -> None:
+    mappings = [fields[name] for name in ("args", "options") if name in fields]
+    for row in fields["variants"].sequence() if "variants" in fields else ():
+        parts = row.mapping((), required=("config", "class"))
+        parts["class"].string()
+        mappings += [parts[name] for name in ("config", "types") if name in parts]
+        config = {k: v for k, v, _ in parts["config"].items()}
+        for counted in [config.get("num_warps"), config.get("num_stages"), parts.get("launches")]:
+            if counted is not None:
+                counted.integer(minimum=0)
+    for mapping in mappings:
+        list(mapping.items())
+    if "autotuned" in fields:
+        fields["autotuned"].sequence()
 
 
 def _function_sources(compiled: list[Compilation]) -> set[str]:
@@ -446,8 +483,9 @@ def _function_sources(compiled: list[Compilation]) -> set[str]:
 
 def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any]]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
-                widen: dict[str, list[Any]] | None = None) -> str:  # fmt: skip
-    """The recipe (YAML text) of these compilations, merged into ``existing`` (a loaded recipe)."""
+                widen: dict[str, list[Any]] | None = None, dropped: dict[str, str] | None = None) -> str:  # fmt: skip
+    """The recipe (YAML text) of these compilations, merged into ``existing`` (a loaded recipe); what the recipe
+    cannot say goes into ``dropped`` (what -> why)."""
     base = existing or {}
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
     by_source = {str(v.get("triton")): n for n, v in kernels.items() if isinstance(v, dict) and v.get("launch")}
@@ -471,7 +509,7 @@ def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any
         widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
         rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
         picked = [p for p in (old or {}).get("autotuned") or () if p not in tuned[source]] + tuned[source]
-        kernels[name] = _kernel(source, rows, picked)
+        kernels[name] = _kernel(source, rows, picked, {} if dropped is None else dropped)
         by_source[source] = name
     out = {
         "package": base.get("package", package),
@@ -536,7 +574,7 @@ def _compilations(kernel: dict[str, Any]) -> list[Compilation]:
     return out
 
 
-def _kernel(source: str, group: list[Compilation], picks: list[dict[str, Any]]) -> Any:
+def _kernel(source: str, group: list[Compilation], picks: list[dict[str, Any]], dropped: dict[str, str]) -> Any:
     """A `launch: triton` kernel of the recipe from one function's compilations."""
     runtime = [n for n, _ in group[0].types]
     # a pointer argument's dtype per compilation; arguments whose columns agree share a type variable
@@ -564,9 +602,15 @@ def _kernel(source: str, group: list[Compilation], picks: list[dict[str, Any]]) 
     types = {var: sorted(set(col)) for col, var in typevars.items()}
     rows = {}
     for i, c in enumerate(group):
-        if any(c.types[j][1] and not c.types[j][1].startswith("*") and c.types[j][1] != scalar.get(n)
-               for j, n in enumerate(runtime)):  # fmt: skip
-            continue  # a scalar typed otherwise (an i64 past i32's range): another binding, not recorded
+        other = [(n, c.types[j][1]) for j, n in enumerate(runtime)
+                 if c.types[j][1] and not c.types[j][1].startswith("*") and c.types[j][1] != scalar.get(n)]  # fmt: skip
+        if other:  # a scalar the JIT typed otherwise here (an i64 past i32's range): one type per argument
+            config = ", ".join(f"{k}={v!r}" for k, v in c.constexprs)
+            dropped[f"{source} ({config or 'no constexprs'}, num_warps={c.num_warps})"] = (
+                ", ".join(f"{n} was {t}" for n, t in other) + " here, " + ", ".join(f"{scalar[n]} in the kernel's "
+                "other variants" for n, _ in other[:1]) + ": a recipe kernel takes one type per scalar argument; "
+                "record this call into a recipe of its own")  # fmt: skip
+            continue
         row: dict[str, Any] = {}
         if typevars:
             row["types"] = {var: col[i] for col, var in typevars.items()}

@@ -635,9 +635,10 @@ def source_names(value: Any) -> list[str]:
 
 def _importable(fn: Any) -> bool:
     """Whether a fresh process elsewhere imports the function by its module path: a module of an installed
-    package (or the standard library) that is the file the function was defined in."""
+    package (or the standard library) that is the file the function was defined in, at its top level (not in a
+    class or another function)."""
     module = fn.__module__
-    if module in ("__main__", "__mp_main__"):
+    if module in ("__main__", "__mp_main__") or fn.__qualname__ != fn.__name__:
         return False
     try:
         spec = importlib.util.find_spec(module)

@@ -174,3 +174,62 @@ def test_activate_finds_a_kernel_generated_anew_by_its_source(site, fake_driver,
     assert out[4].startswith("refused: Triton's JIT would compile generated_") and "_double (" in out[4]
     assert "activate(fallback='error') allows no compilation" in out[4] and "aotpack record -o RECIPE" in out[4]
     assert out[5] == "False None"
+
+
+NESTED = """
+import triton
+import triton.language as tl
+
+
+def make(step):
+    @triton.jit
+    def nested_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    return nested_kernel
+
+
+class Kernels:
+    @staticmethod
+    @triton.jit
+    def in_class(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+"""
+
+
+def test_a_kernel_inside_a_function_or_class_of_an_installed_package_is_written_out(tmp_path, monkeypatch):
+    """Importable modules hold kernels a module path cannot name (a factory's, a class's): their sources go
+    beside the recipe as generated kernels do, and the recipe builds."""
+    from aotpack.runtime import aot_kernels
+
+    site = tmp_path / "site"
+    (site / "nested_pkg").mkdir(parents=True)
+    (site / "nested_pkg" / "__init__.py").write_text(NESTED)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(aot_kernels, "_installed_roots", lambda: (str(site.resolve()),))
+    module = importlib.import_module("nested_pkg")
+    try:
+        rec = record.Recording()
+        for jit in (module.make(2), module.Kernels.in_class):
+            compile = {
+                "signature": {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                "constants": {(2,): 128},
+                "configs": [{(0,): [["tt.divisibility", 16]]}],
+                "num_warps": 4,
+                "num_stages": 3,
+                "specialization_data": json.dumps({"options": {"num_warps": 4}, "target": {"arch": 90}}),
+            }
+            rec.on_compile(key=str(uuid.uuid4()), repr="", compile=compile, is_manual_warmup=False,
+                           already_compiled=False, fn=SimpleNamespace(module=jit.fn.__module__,
+                           name=jit.fn.__qualname__, jit_function=jit))  # fmt: skip
+        path = tmp_path / "out" / "r.yaml"
+        path.parent.mkdir()
+        record.write(path, rec.events, "nested_kernels")
+        kernels = yaml.safe_load(path.read_text())["kernels"]
+        assert sorted(k["triton"].partition(":")[2] for k in kernels.values()) == ["in_class", "nested_kernel"]
+        assert all(k["triton"].startswith("kernels/") for k in kernels.values())
+        assert len(plan.plan_variants(recipe.load(path))) == 2
+    finally:
+        sys.modules.pop("nested_pkg", None)

@@ -88,6 +88,20 @@ def test_a_hook_stream_becomes_a_recipe_of_exactly_those_variants(tmp_path):
     assert record.recipe_text([], {}, yaml.safe_load(merged)) == merged  # a fixed point
 
 
+def test_a_compilation_the_recipe_cannot_say_is_reported_not_dropped_silently(tmp_path):
+    jit = add_kernel()
+    wide = hook_call(jit, "fp32", "", 512)
+    wide["compile"]["signature"]["n_elements"] = "i64"  # a call with n past i32's range
+    rec = recorded([hook_call(jit, "fp32", "D", 1024), hook_call(jit, "fp16", "", 1024), wide])
+    path = tmp_path / "r.yaml"
+    record.write(path, rec.events, "recorded_kernels")
+    assert [v.id.split("/")[1] for v in plan.plan_variants(recipe.load(path))] == ["T=fp16,BLOCK=1024,w4,s3",
+                                                                                   "T=fp32,BLOCK=1024,w4,s3"]  # fmt: skip
+    ((what, why),) = rec.events.skipped.items()
+    assert "add_kernel (BLOCK=512, num_warps=4)" in what
+    assert why.startswith("n_elements was i64 here, i32 in the kernel's other variants: a recipe kernel takes one")
+
+
 WORKLOAD = """
 import sys
 from triton import knobs
@@ -325,6 +339,37 @@ def test_a_program_that_fails_leaves_the_recipe_and_keeps_its_capture_beside_it(
     partial = tmp_path / "r.partial.yaml"
     assert f"what it compiled (1 compilations) is in {partial}" in done.stderr
     assert yaml.safe_load(partial.read_text())["kernels"]["add_kernel"]["variants"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("kernels: [\n", "r.yaml:2:1: invalid YAML"), ("- a\n", "r.yaml:1:1: expected a mapping, got a list"),
+     (b"package: \xff\n", "r.yaml:1:10: the recipe is not UTF-8 text"),
+     ("kernels: 3\n", "r.yaml:1:10: kernels: expected a mapping"),
+     ("targets: sm_90a\n", "r.yaml:1:10: targets: expected a list"),
+     ("kernels:\n  k: {launch: triton, variants: 3}\n", "r.yaml:2:33: kernels.k.variants: expected a list"),
+     ("kernels:\n  k: {launch: triton, args: [1]}\n", "r.yaml:2:29: kernels.k.args: expected a mapping"),
+     ("kernels:\n  k: {launch: triton, variants: [{config: {}}]}\n", "missing required key 'class'"),
+     ("kernels:\n  k: {launch: triton, variants: [{config: 3, class: D}]}\n",
+      "kernels.k.variants[0].config: expected a mapping"),
+     ("kernels:\n  k: {launch: triton, variants: [{config: {num_warps: four}, class: D}]}\n",
+      "kernels.k.variants[0].config.num_warps: expected an integer, got 'four'"),
+     ("kernels:\n  k: {launch: triton, variants: [{config: {}, class: D, launches: -1}]}\n",
+      "kernels.k.variants[0].launches: expected an integer >= 0"),
+     ("kernels:\n  k: {launch: triton, autotuned: {}}\n", "kernels.k.autotuned: expected a list")],
+)  # fmt: skip
+def test_a_malformed_recipe_is_a_located_error_before_the_program_runs(tmp_path, text, message):
+    out = tmp_path / "r.yaml"
+    if isinstance(text, bytes):
+        out.write_bytes(text)
+    else:
+        out.write_text(text)
+    before = out.read_bytes()
+    sentinel = tmp_path / "ran"
+    done, _ = _record(tmp_path, "python", "-c", f"open({str(sentinel)!r}, 'w').close()\n" + compile_code("fp32"))
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not sentinel.exists(), "the program ran although its recording could not be merged"
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]
 
 
 def test_a_server_stopped_with_sigterm_is_recorded(tmp_path):
