@@ -396,3 +396,17 @@ CASES: dict[
         LAYOUTS,
     ),
 }
+
+
+def gpu_wheel(package: str) -> tuple[Any, Any]:
+    """torch and the corpus wheel ``package`` for a GPU test module, which is skipped without a CUDA GPU, the
+    wheel, or the corpus packages (liger-kernel, fla-core, conch-triton-kernels)."""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU", allow_module_level=True)
+    pkg = pytest.importorskip(package)
+    for needed in ("liger_kernel", "fla", "conch"):
+        pytest.importorskip(needed)
+    return torch, pkg

@@ -8,16 +8,11 @@ Needs the wheel installed, torch, Triton and the corpus packages (liger-kernel, 
 
 import pytest
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU", allow_module_level=True)
-pkg = pytest.importorskip("variations_kernels")
-for needed in ("liger_kernel", "fla", "conch"):
-    pytest.importorskip(needed)
+from ..corpus.cases import CASES, compare, gpu_wheel, jit_class, pair
+
+torch, pkg = gpu_wheel("variations_kernels")
 
 import triton  # noqa: E402
-
-from ..corpus.cases import CASES, compare, jit_class, pair  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 SAME_TRITON = pkg.__aotpack__["toolchain"]["triton"] == triton.__version__
