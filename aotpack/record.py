@@ -40,6 +40,7 @@ import yaml
 from . import facts, record_agent, yamlnodes
 from . import misses as misses_
 from ._temp import atomic_file
+from .compilers.triton import releases
 from .errors import RecordError, UsageError
 from .runtime import aot_kernels
 
@@ -169,6 +170,7 @@ class Events:
     picks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # identity -> picks
     sources: dict[str, str] = field(default_factory=dict)  # file name -> text
     skipped: dict[str, str] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)  # a process whose Triton aotpack is not tested with
     _numbers: dict[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)  # (process, number) -> ident
     _launches: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
@@ -194,6 +196,8 @@ class Events:
             mine += [p for p in event.get("picks") or () if p not in mine]
         elif kind == "skipped":
             self.skipped[str(event.get("function"))] = str(event.get("why"))
+        elif kind == "refused" and str(event.get("why")) not in self.refused:
+            self.refused.append(str(event.get("why")))
 
     def compilations(self) -> list[Compilation]:
         return [replace(c, launches=self._launches.get(ident, 0)) for ident, c in self.compiled.items()]
@@ -288,6 +292,7 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(agent_dir), env.get("PYTHONPATH")]))
     env[record_agent.ENV_DIR] = str(folder / "events")
+    env[record_agent.ENV_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
     env.update(extra_env or {})
     try:
         child = subprocess.Popen(cmd, env=env)
@@ -329,6 +334,8 @@ def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Any]]
         events = read_events(folder / "events") if (folder / "events").is_dir() else Events()
         # class misses of the aotpack packages it ran (what they let the JIT compile, the agent saw too)
         reported = misses_.read_reports([folder / "reports"]).misses if (folder / "reports").is_dir() else []
+    if events.refused:  # the program ran with a Triton aotpack is not tested with: nothing was recorded
+        raise RecordError(f"{events.refused[0]}; {out} is left as it was")
     if not outcome.ok:
         partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
         if events.compiled:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import importlib.abc
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -33,10 +34,18 @@ from collections.abc import Callable
 from typing import Any
 
 try:  # in aotpack's own process
-    from aotpack.runtime.aot_kernels import describe, payload, picks, source_names, source_text
+    from aotpack.runtime.aot_kernels import (
+        describe,
+        name_function_constexprs,
+        payload,
+        picks,
+        source_names,
+        source_text,
+    )
 except ImportError:  # in a recorded program: aotpack record puts the runtime's file beside this one
     from _aotpack_kernels import (  # type: ignore[import-not-found,no-redef]
         describe,
+        name_function_constexprs,
         payload,
         picks,
         source_names,
@@ -44,6 +53,7 @@ except ImportError:  # in a recorded program: aotpack record puts the runtime's 
     )
 
 ENV_DIR = "AOTPACK_RECORD_DIR"
+ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
 
 
 class Agent:
@@ -63,6 +73,7 @@ class Agent:
         self._keys: dict[tuple[int, str], int] = {}
         self._functions: dict[int, Any] = {}
         self._previous: Any = None
+        self._unname: Any = None
         self._lock = threading.Lock()
 
     def _append(self, event: dict[str, Any]) -> None:
@@ -121,12 +132,20 @@ class Agent:
         self._previous = knobs.runtime.jit_cache_hook
         knobs.runtime.jit_cache_hook = self.on_compile
         knobs.runtime.launch_enter_hook.add(self.on_launch)
+        if "triton.runtime.jit" in sys.modules:  # else when it is imported (_WhenImported)
+            self.adapt(sys.modules["triton.runtime.jit"])
+
+    def adapt(self, jit_module: Any) -> None:
+        """What this Triton release needs so that the hook sees every compilation (name_function_constexprs)."""
+        self._unname = name_function_constexprs(jit_module)
 
     def uninstall(self) -> None:
         from triton import knobs
 
         knobs.runtime.jit_cache_hook = self._previous
         knobs.runtime.launch_enter_hook.remove(self.on_launch)
+        if self._unname is not None:
+            self._unname()
 
     def finish(self) -> None:
         """At exit (or when a recording stops): launch counts and what each autotuner picked."""
@@ -142,19 +161,25 @@ class Agent:
 
 
 class _WhenImported(importlib.abc.MetaPathFinder):
-    """Installs the agent once Triton's ``knobs`` module is imported (the program imports Triton when it wants)."""
+    """Runs a callback on a module right after it is imported (the program imports Triton when it wants): the agent
+    starts with Triton's ``knobs``, and adapts to the release once ``triton.runtime.jit`` is there."""
 
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
+    def __init__(self, callbacks: dict[str, Callable[[Any], None]]) -> None:
+        self.callbacks = callbacks
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "triton.knobs":
+        callback = self.callbacks.pop(name, None)
+        if callback is None:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        sys.meta_path.remove(self)  # the module's own finder finds it; this one waits for the next name, if any
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.callbacks:
+                sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return spec
-        loader, folder = spec.loader, self.folder
+        loader, then = spec.loader, callback
 
         class _Loader(importlib.abc.Loader):
             def create_module(self, spec: Any) -> Any:
@@ -162,18 +187,38 @@ class _WhenImported(importlib.abc.MetaPathFinder):
 
             def exec_module(self, module: Any) -> None:
                 loader.exec_module(module)
-                start(folder, module)
+                then(module)
 
         spec.loader = _Loader()
         return spec
 
 
 def start(folder: str, knobs: Any = None) -> Agent:
-    """Install the agent now (Triton imported) and write what it saw at exit."""
+    """Install the agent now (Triton imported) and write what it saw at exit; with a Triton release aotpack is
+    not tested with, say so and record nothing (its hooks may hand over other things)."""
     agent = Agent(folder)
+    tested = [t for t in os.environ.get(ENV_TESTED, "").split(",") if t]
+    version = importlib.metadata.version("triton")
+    if tested and ".".join(version.split(".")[:2]) not in tested:
+        agent.sink({"event": "refused", "why": f"the program runs Triton {version}; aotpack records with Triton "
+                    f"{', '.join(t + '.x' for t in tested)}: run it where one of them is installed"})  # fmt: skip
+        return agent
     agent.install(knobs)
     atexit.register(agent.finish)
     return agent
+
+
+def _when_triton_is_imported(folder: str) -> None:
+    agents: list[Agent] = []
+
+    def started(knobs: Any) -> None:
+        agents.append(start(folder, knobs))
+
+    def adapted(jit_module: Any) -> None:  # imported after knobs (Triton's own order); before: install() adapts
+        if agents:
+            agents[0].adapt(jit_module)
+
+    sys.meta_path.insert(0, _WhenImported({"triton.knobs": started, "triton.runtime.jit": adapted}))
 
 
 def _chain_sitecustomize() -> None:
@@ -194,5 +239,5 @@ if __name__ == "sitecustomize" and os.environ.get(ENV_DIR):
     if "triton.knobs" in sys.modules:
         start(os.environ[ENV_DIR], sys.modules["triton.knobs"])
     else:
-        sys.meta_path.insert(0, _WhenImported(os.environ[ENV_DIR]))
+        _when_triton_is_imported(os.environ[ENV_DIR])
     _chain_sitecustomize()

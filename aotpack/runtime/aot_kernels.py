@@ -212,6 +212,7 @@ class _Activation:
         self.fallback = "error"
         self.coverage: list[dict[str, Any]] = []  # what Triton compiled while active, as record_agent writes it
         self.logged: set[str] = set()
+        self.unname: Any = None  # the undo of name_function_constexprs, where this release needs it
 
 
 _activation: _Activation | None = None
@@ -305,6 +306,34 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
     Autotuner.run = tuner_run
     state.previous_hook, state.hook = knobs.runtime.jit_cache_hook, compiling
     knobs.runtime.jit_cache_hook = compiling
+    state.unname = name_function_constexprs(sys.modules[JITFunction.__module__])
+
+
+def name_function_constexprs(jit_module: Any) -> Any:
+    """Triton 3.6 cannot put a @triton.jit constexpr into the data it hands a jit_cache_hook (serializing it raises
+    in the program; 3.7 and later name the function): while one of aotpack's hooks is installed, name it as they
+    do. Returns the undo, or None where the release needs nothing (compilers/triton/releases.py)."""
+    import inspect
+
+    original = getattr(jit_module, "serialize_specialization_data", None)
+    if original is None or "target" in inspect.signature(original).parameters:  # 3.7 added the target with the fix
+        return None
+
+    def named(value: Any) -> Any:
+        if type(value).__name__ == "JITFunction":
+            return {"jit_function": f"{value.module}:{value.fn.__qualname__}"}
+        return tuple(named(v) for v in value) if type(value) is tuple else value
+
+    def serialize(name: Any, signature: Any, constants: dict[Any, Any], *rest: Any) -> Any:
+        return original(name, signature, {k: named(v) for k, v in constants.items()}, *rest)
+
+    jit_module.serialize_specialization_data = serialize
+
+    def undo() -> None:
+        if jit_module.serialize_specialization_data is serialize:
+            jit_module.serialize_specialization_data = original
+
+    return undo
 
 
 def _jit_instead(state: _Activation, jit: Any) -> Any:
@@ -344,6 +373,8 @@ def deactivate() -> None:
         JITFunction.run, Autotuner.run = state.jit_run, state.tuner_run
         if knobs.runtime.jit_cache_hook is state.hook:
             knobs.runtime.jit_cache_hook = state.previous_hook
+        if state.unname is not None:
+            state.unname()
         for ref in state.patched:
             jit = ref()
             if jit is not None:

@@ -144,7 +144,10 @@ except k.CudaError as e:
 def test_manifest_records_variants_and_toolchain(installed):
     manifest = json.loads((installed / "small_kernels" / "manifest.json").read_text())
     add = manifest["kernels"]["add"]
-    assert manifest["toolchain"]["triton"].startswith("3.9")
+    import triton
+
+    assert manifest["toolchain"]["triton"] == triton.__version__  # the release that built it, also per variant
+    assert {v["compiler"]["triton"] for v in add["variants"]} == {triton.__version__}
     assert {"aotpack", "ptxas (sm_80)", "ptxas (sm_90a)", "image compression"} <= set(manifest["toolchain"])
     assert all(v["compiler"]["ptxas"].startswith("12.2 (nvidia-cuda-nvcc-cu12 12.2.") for v in add["variants"])
     ids = [v["id"] for v in add["variants"]]
@@ -258,7 +261,7 @@ def test_mutation_is_read_off_the_code_and_checked_against_the_recipe(small_reci
 
 
 def test_a_variant_the_runtime_cannot_launch_fails_the_build(small_recipe, tmp_path, monkeypatch):
-    """A compiled variant that needs what the runtime cannot provide (compilers/triton.py `_needs`
+    """A compiled variant that needs what the runtime cannot provide (compilers/triton/ `_needs`
     returns the reason) stops the build, naming the variant and the need, and writes nothing."""
     from aotpack import pipeline
     from aotpack.compilers import Pruned

@@ -433,3 +433,19 @@ def test_bad_widen_values_are_refused(text, message):
 
     with pytest.raises(UsageError, match=message):
         record.parse_widen(text)
+
+
+def test_a_program_running_an_untested_triton_is_refused_and_nothing_is_written(tmp_path):
+    import os
+
+    fake = tmp_path / "site"  # a Triton 3.5.1 as pip lays one out: its metadata, a package with knobs
+    (fake / "triton").mkdir(parents=True)
+    (fake / "triton" / "__init__.py").write_text("")
+    (fake / "triton" / "knobs.py").write_text("")
+    (fake / "triton-3.5.1.dist-info").mkdir()
+    (fake / "triton-3.5.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: triton\nVersion: 3.5.1\n")
+    done, out = _record(tmp_path, "python", "-c", "import triton.knobs",
+                        env={"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})  # fmt: skip
+    assert done.returncode == 7, done.stderr
+    assert "the program runs Triton 3.5.1; aotpack records with Triton 3.6.x, 3.7.x, 3.8.x, 3.9.x" in done.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["site"]

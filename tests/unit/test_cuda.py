@@ -204,29 +204,6 @@ def test_recipe_cuda_floor(kernel_dir, text, expected):
     assert f"{path}:{source.count(chr(10))}" in str(info.value) and "cuda" in str(info.value)
 
 
-def test_the_newest_supported_triton_per_python():
-    from aotpack.compilers.triton import SUPPORTED, newest_supported
-
-    assert newest_supported((3, 10)) == (3, 6)  # Triton 3.9 publishes no cp310 wheel
-    assert newest_supported((3, 11)) == newest_supported((3, 13)) == SUPPORTED[-1] == (3, 9)
-
-
-def test_a_build_with_an_older_triton_says_so(monkeypatch, caplog):
-    from aotpack.compilers import triton
-
-    monkeypatch.setattr(triton, "_installed_version", lambda: "3.6.0")
-    monkeypatch.setattr("aotpack.compilers.triton.sys.version_info", (3, 12, 1))
-    with caplog.at_level("WARNING", logger="aotpack"):
-        triton.TritonCompiler.find(["sm_80"])
-    assert "building with Triton 3.6.0: the wheel gets that release's code; the newest aotpack supports on " \
-           "Python 3.12 is 3.9 (pip install 'triton~=3.9.0')" in caplog.text  # fmt: skip
-    caplog.clear()
-    monkeypatch.setattr("aotpack.compilers.triton.sys.version_info", (3, 10, 4))
-    with caplog.at_level("WARNING", logger="aotpack"):
-        triton.TritonCompiler.find(["sm_80"])
-    assert "building with Triton" not in caplog.text
-
-
 @pytest.mark.parametrize(
     ("args", "block", "shared", "expected"),
     [

@@ -55,8 +55,9 @@ def test_the_ptxas_a_compile_picked_is_not_taken_for_the_users_choice(monkeypatc
     build, as a Dask worker does, still gets every candidate; a value the user sets still wins."""
     from aotpack.compilers import triton as backend
 
-    for name in backend.USER_PTXAS:
-        monkeypatch.delenv(name, raising=False)
+    for name in backend.USER_PTXAS:  # set, then removed: monkeypatch puts back what was there, _use_ptxas's too
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setattr(backend, "_set_here", {})
     before = backend.ptxas_candidates()
     backend._use_ptxas(before[0].path)

@@ -32,42 +32,23 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import _sources, _temp, _tools, facts, introspect
-from ..errors import ToolNotFound
-from ..introspect import DIV16, NONE, ONE
-from ..model import ConstValue, DtypeConst, FunctionConst, Kernel, Source
-from ..mutation import written_arguments
-from ..plan import Variant
-from .base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
+from ... import _sources, _temp, _tools, facts, introspect
+from ...errors import ToolNotFound
+from ...introspect import DIV16, NONE, ONE
+from ...model import ConstValue, DtypeConst, FunctionConst, Kernel, Source
+from ...mutation import written_arguments
+from ...plan import Variant
+from ..base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
+from . import releases
 
-SUPPORTED = ((3, 6), (3, 9))  # the Triton minor releases this backend is tested with (CI: 3.9)
-# the newest of them with a wheel for a Python, where not the newest of all (Triton 3.9 has no cp310 wheel)
-NEWEST_FOR_PYTHON = {(3, 10): (3, 6)}
 log = logging.getLogger("aotpack")
 
 
-def newest_supported(python: tuple[int, int]) -> tuple[int, int]:
-    return NEWEST_FOR_PYTHON.get(python, SUPPORTED[-1])
-
-
 def _triton() -> Any:
-    _installed_version()
+    releases.installed_version()
     import triton
 
     return triton
-
-
-def _installed_version() -> str:
-    try:
-        version = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        raise ToolNotFound("Triton is not installed; run: pip install 'triton~=3.9.0'") from None
-    if tuple(int(p) for p in version.split(".")[:2]) not in SUPPORTED:
-        tested = " and ".join(f"{major}.{minor}.x" for major, minor in SUPPORTED)
-        raise ToolNotFound(
-            f"Triton {version} is installed; aotpack supports Triton {tested}. Run: pip install 'triton~=3.9.0'"
-        )
-    return version
 
 
 @dataclass(frozen=True)
@@ -119,7 +100,7 @@ def ptxas_candidates() -> tuple[Ptxas, ...]:
     assert triton is not None and triton.submodule_search_locations
     for binary in ("ptxas", "ptxas-blackwell"):
         path = os.path.join(next(iter(triton.submodule_search_locations)), "backends", "nvidia", "bin", binary)
-        found.append(Ptxas(path, _ptxas_release(path), f"triton {_installed_version()}, {binary}"))
+        found.append(Ptxas(path, _ptxas_release(path), f"triton {releases.installed_version()}, {binary}"))
     return tuple(found)
 
 
@@ -213,8 +194,8 @@ class TritonCompiler:
 
     @classmethod
     def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:
-        version = _installed_version()
-        newest = newest_supported(sys.version_info[:2])
+        version = releases.installed_version()
+        newest = releases.newest_supported(sys.version_info[:2])
         if tuple(int(p) for p in version.split(".")[:2]) != newest:
             here = f"{sys.version_info[0]}.{sys.version_info[1]}"
             log.warning(
@@ -234,7 +215,7 @@ class TritonCompiler:
 
     def versions(self) -> Mapping[str, str]:
         """Read without importing Triton (a no-op rebuild must not pay for that import)."""
-        out = {"triton": _installed_version(), "triton line info": "on" if self.line_info else "off"}
+        out = {"triton": releases.installed_version(), "triton line info": "on" if self.line_info else "off"}
         for target, chain in self.ptxas:
             out[f"ptxas ({target})"] = ", then ".join(p.release for p in chain)
         return out
@@ -307,6 +288,7 @@ class TritonCompiler:
             "num_ctas": meta.num_ctas,
             "global_scratch": meta.global_scratch_size,
             "arch": meta.arch,
+            "triton": triton.__version__,  # the release that compiled it, in the manifest per variant
             "triton_hash": meta.hash,
             "ptxas": ptxas.release,
         }
