@@ -12,6 +12,7 @@ standard CI build. Its ``pyproject.toml``::
     strict = false           # fail when a variant fails to compile
     cache = true             # use aotpack's cache of compiled variants (~/.cache/aotpack)
     line-info = false        # keep line info in Triton's cubins (profiling builds)
+    triton = "3.8"           # the Triton release to build with (default: the newest tested for this Python)
 
 Every setting can also come as a config setting (``pip wheel . -C cuda=12.2``, ``python -m build
 -C jobs=4``), which wins. ``build_wheel`` gives the same repaired manylinux abi3 wheel as ``aotpack
@@ -25,14 +26,18 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
 import sys
 import sysconfig
 import tarfile
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from . import pipeline, recipe, wheel
+from .cache import default_dir as cache_dir
+from .compilers.triton import releases, toolchain
 from .errors import UsageError
 from .facts import cuda_version
 
@@ -41,7 +46,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10
     import tomli as tomllib
 
-SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool}
+SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool, "triton": str}
 EXTRA_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt")  # into the sdist, when present
 
 
@@ -83,8 +88,19 @@ def _installed(path: Path) -> bool:
     return any(path.is_relative_to(Path(paths[k]).resolve()) for k in ("purelib", "platlib"))
 
 
+def _triton(s: dict[str, Any]) -> toolchain.Request:
+    """The Triton release the build uses: the ``triton`` setting, else the newest tested for this Python."""
+    text = s.get("triton") or ".".join(map(str, releases.newest_supported(sys.version_info[:2])))
+    try:
+        return toolchain.Request.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"pyproject.toml: triton = {text!r}: {exc}") from None
+
+
 def get_requires_for_build_wheel(config_settings: Mapping[str, Any] | None = None) -> list[str]:
-    return []
+    """That Triton release: a front end with build isolation installs it for the build (aotpack itself requires
+    no Triton, so that installing it never moves a user's)."""
+    return [_triton(_settings(config_settings)).requirement]
 
 
 def get_requires_for_build_sdist(config_settings: Mapping[str, Any] | None = None) -> list[str]:
@@ -99,11 +115,31 @@ def build_wheel(
         floor = cuda_version(s["cuda"]) if "cuda" in s else None
     except ValueError as exc:
         raise UsageError(f"pyproject.toml: cuda: {exc}") from None
+    if "triton" in s and toolchain.check_active() is None:  # without isolation, another Triton may be installed
+        kept = toolchain.needed(_triton(s), cache_dir(), None)
+        if kept is not None:
+            return _in_toolchain(kept, s, wheel_directory)
     result = pipeline.build(
         s["recipe"], wheel_directory, jobs=s.get("jobs"), strict=s.get("strict", False),
         use_cache=s.get("cache", True), line_info=s.get("line-info", False), cuda_floor=floor,
     )  # fmt: skip
     return result.wheel.name
+
+
+def _in_toolchain(kept: toolchain.Toolchain, s: dict[str, Any], wheel_directory: str) -> str:
+    """``aotpack build`` with the project's settings, run with the Triton release kept in the cache."""
+    argv = ["build", s["recipe"], *(["-j", str(s["jobs"])] if "jobs" in s else []),
+            *(["--cuda", s["cuda"]] if "cuda" in s else []), *(["--strict"] if s.get("strict") else []),
+            *([] if s.get("cache", True) else ["--no-cache"]),
+            *(["--line-info"] if s.get("line-info") else [])]  # fmt: skip
+    scratch = Path(tempfile.mkdtemp(prefix=".aotpack-", dir=wheel_directory))
+    try:
+        if toolchain.run_build(kept, [*argv, "-o", str(scratch)]) != 0:
+            raise UsageError(f"the build with Triton {kept.version} failed (its messages are above)")
+        (made,) = scratch.glob("*.whl")
+        return made.rename(Path(wheel_directory) / made.name).name
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None = None) -> str:

@@ -8,7 +8,8 @@ renamed, so builds running side by side, or one killed at any moment, never leav
 
 The cache is bounded: a hit marks its entry used (its mtime), and after a build that wrote to it the
 least recently used entries go until it holds at most ``$AOTPACK_CACHE_SIZE`` (default 10G);
-``aotpack cache`` shows it, trims it to a size, or clears it.
+``aotpack cache`` shows it, trims it to a size, or clears it. The Triton releases builds use with ``--triton``
+are entries too (``toolchains/``, compilers/triton/toolchain.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from ._temp import atomic_file
 from .compilers import Outcome
+from .compilers.triton import toolchain
 from .errors import UsageError
 from .model import Kernel
 from .plan import Variant
@@ -164,7 +166,8 @@ def size_limit() -> int:
 
 @dataclass(frozen=True)
 class Entry:
-    """One unit the cache keeps or drops whole: a compiled variant's file, or a wheel's folder."""
+    """One unit the cache keeps or drops whole: a compiled variant's file, a wheel's folder, or a Triton release's
+    (toolchains/triton-X.Y.Z, for --triton)."""
 
     path: Path
     bytes: int
@@ -228,7 +231,7 @@ class Cache:
         self.written += len(data) + len(build)
 
     def entries(self) -> list[Entry]:
-        """Every variant file and wheel folder, least recently used first (one stat per file:
+        """Every variant file, wheel folder and Triton toolchain, least recently used first (one stat per file:
         this runs after every build that wrote to the cache)."""
         found = []
         for shard in _listing(self.root / "variants"):
@@ -237,6 +240,9 @@ class Cache:
                     if f.name.endswith(".pickle"):
                         stat = f.stat()
                         found.append(Entry(Path(f.path), stat.st_size, stat.st_mtime))
+        for tool, size in toolchain.kept(self.root):  # a Triton release kept for --triton: its stamp says its size
+            with contextlib.suppress(OSError):
+                found.append(Entry(tool.path, size, (tool.path / toolchain.STAMP).stat().st_mtime))
         for folder in _listing(self.root / "wheels"):
             with contextlib.suppress(OSError):
                 files = {f.name: f.stat() for f in _listing(folder.path)}

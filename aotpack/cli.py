@@ -18,13 +18,14 @@ from typing import TextIO
 from . import cache, facts, misses
 from ._version import __version__
 from .compilers import Outcome, Pruned
+from .compilers.triton import toolchain
 from .errors import AotpackError, UsageError
 from .inspect import describe
 from .manifest import read_wheel
 from .new import scaffold
 from .pipeline import BuildOptions, run
 from .plan import Variant, plan_summary, select
-from .recipe import load
+from .recipe import load, wanted_triton
 from .record import Events, parse_widen, record, write
 from .tune import Options, tune
 
@@ -101,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         "--cache-dir", type=Path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
     )
     b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
+    b.add_argument("--triton", default=None, metavar="X.Y[.Z]",
+                   help="build with this Triton release (default: the recipe's triton:, else the installed one); "
+                        "another than the installed one is kept in the cache and used there, this environment "
+                        "untouched")  # fmt: skip
+    b.add_argument("--wheelhouse", type=Path, default=None, metavar="DIR",
+                   help=f"install --triton's release only from this folder of wheels (default: "
+                        f"${toolchain.WHEELHOUSE}, else pip's index)")  # fmt: skip
     b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="compile on this Dask cluster (pip install 'aotpack[dask]'; workers need aotpack and the "
                         "same toolchain)")  # fmt: skip
@@ -199,11 +207,14 @@ def _cache_command(folder: Path | None, trim: int | None) -> str:
     if trim is not None:  # one walk of the cache, not two
         dropped, freed = store.trim(trim, entries)
         entries, done = entries[dropped:], f"dropped {dropped} entries ({freed / 1e6:.1f} MB); "
-    wheels = sum(e.path.is_dir() for e in entries)
+    kinds = Counter(e.path.parent.name for e in entries)
+    tools = sorted(e.path.name.removeprefix("triton-") for e in entries if e.path.parent.name == toolchain.FOLDER)
+    listed = f" ({', '.join(tools)})" if tools else ""
     total = sum(e.bytes for e in entries)
     return (
-        f"{done}{store.root}: {len(entries) - wheels} compiled variants and {wheels} wheels, {total / 1e6:.1f} MB; "
-        f"a build keeps it to {cache.size_setting()} (${cache.SIZE_SETTING})"
+        f"{done}{store.root}: {len(entries) - kinds['wheels'] - len(tools)} compiled variants, {kinds['wheels']} "
+        f"wheels and {len(tools)} Triton toolchains{listed}, {total / 1e6:.1f} MB; a build keeps it to "
+        f"{cache.size_setting()} (${cache.SIZE_SETTING})"
     )
 
 
@@ -268,13 +279,17 @@ def _tune(args: argparse.Namespace) -> None:
     print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)}")
 
 
-def _build(args: argparse.Namespace) -> None:
+def _build(args: argparse.Namespace) -> int | None:
     for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
                          (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip
         if folder is not None:
             _writable_folder(folder, what)
     if args.nvcc is not None and shutil.which(args.nvcc) is None:
         raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
+    release = _release(args)
+    if release is not None:  # another Triton than this environment's: the build runs with it, in a child
+        print(f"building with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
+        return toolchain.run_build(release, args.argv)
     started = time.monotonic()
     options = BuildOptions(
         out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
@@ -288,9 +303,25 @@ def _build(args: argparse.Namespace) -> None:
     size = result.wheel.stat().st_size / 1e6
     print(f"built {result.wheel} ({size:.2f} MB, {result.variants} variants{pruned}{cached}, "
           f"{time.monotonic() - started:.0f}s)")  # fmt: skip
+    return None
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
+def _release(args: argparse.Namespace) -> toolchain.Toolchain | None:
+    """The toolchain a build runs with, where --triton (or the recipe's triton:) names another release than the
+    one installed; None to build here."""
+    if toolchain.check_active() is not None:
+        return None  # the build's child: its release is first on the path
+    wanted, where = (args.triton, "--triton") if args.triton else (wanted_triton(args.recipe), "")
+    if wanted is None:
+        return None
+    try:
+        request = toolchain.Request.parse(wanted)
+    except ValueError as exc:
+        raise UsageError(f"{where} {wanted}: {exc}") from None  # the recipe's own value was checked with its line
+    return toolchain.needed(request, args.cache_dir or cache.default_dir(), args.wheelhouse)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "build": _build, "tune": _tune, "inspect": _inspect, "new": _new, "record": _record, "cache": _cache,
     "plan": _plan,
 }  # fmt: skip
@@ -298,12 +329,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
-        COMMANDS[args.command](args)
-        return 0
+        return COMMANDS[args.command](args) or 0
     except AotpackError as exc:
         print(f"aotpack: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -27,6 +27,7 @@ import packaging.licenses
 import packaging.version
 
 from . import _sources, classes, expr, facts, introspect, limits, tables, yamlnodes
+from .compilers.triton import toolchain
 from .errors import Location, RecipeError
 from .introspect import DIV16, NONE, ONE
 from .model import (
@@ -66,7 +67,7 @@ MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
 MAX_WARPS = 32  # 32 warps of 32 threads: CUDA's 1024 threads per block
 _ALIASES = {"bool": "i1"}  # type names a recipe may use for dtypes of the table
 
-_TOP_KEYS = ("package", "version", "summary", "license", "cuda", "targets", "kernels", "tables")
+_TOP_KEYS = ("package", "version", "summary", "license", "cuda", "triton", "targets", "kernels", "tables")
 _TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
 _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
@@ -135,6 +136,7 @@ def _recipe(root: Node, path: Path) -> Recipe:
         path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
         tables=tuple(table_paths), license=_license(top["license"]) if "license" in top else None,
         cuda_floor=_cuda_floor(top["cuda"]) if "cuda" in top else None,
+        triton=triton_release(top["triton"]) if "triton" in top else None,
     )  # fmt: skip
 
 
@@ -664,6 +666,23 @@ def _version(node: Node) -> str:
         return str(packaging.version.Version(str(raw)))
     except packaging.version.InvalidVersion:
         raise node.fail(f"{raw!r} is not a valid version (such as 1.0.2)") from None
+
+
+def wanted_triton(path: Path) -> str | None:
+    """The recipe's ``triton:``, read before anything imports Triton (the build may use another release)."""
+    root = yamlnodes.read(path, "recipe")
+    found = [node for key, node, _ in root.items() if key == "triton"] if root.is_mapping() else []
+    return triton_release(found[0]) if found else None
+
+
+def triton_release(node: Node) -> str:
+    """``triton: "3.8"``: the release a build uses (as written: YAML would read 3.10 as 3.1)."""
+    text = str(node.raw())
+    try:
+        toolchain.Request.parse(text)
+    except ValueError as exc:
+        raise node.fail(str(exc)) from None
+    return text
 
 
 def _cuda_floor(node: Node) -> int:

@@ -8,3 +8,30 @@ GOOD = (FIXTURES / "kit.yaml").read_text()  # kernel add.py: write it beside (th
 SMALL = (FIXTURES / "small.yaml").read_text()  # kernel kernels/add.py: a project lays it out there
 # the same recipe naming the example kernel by its absolute path: it builds from any folder
 SMALL_ANYWHERE = SMALL.replace("kernels/add.py", f"{ROOT / 'examples'}/add.py")
+
+
+def stand_in_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """A pure-Python wheel named ``name`` at ``version`` (a module and its metadata, with these requirements),
+    as pip installs real ones: a stand-in for Triton (no download) or for torch's Triton pin."""
+    import base64
+    import hashlib
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    module, info = name.replace("-", "_"), f"{name.replace('-', '_')}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    files = {f"{module}/__init__.py": f"__version__ = {version!r}\n", f"{info}/METADATA": metadata,
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}  # fmt: skip
+
+    def line(path: str, data: str) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data.encode()).digest()).rstrip(b"=").decode()
+        return f"{path},sha256={digest},{len(data.encode())}"
+
+    files[f"{info}/RECORD"] = "".join(f"{line(p, d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    path = folder / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name_in_zip, data in files.items():
+            z.writestr(name_in_zip, data)
+    return path

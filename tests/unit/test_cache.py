@@ -11,6 +11,7 @@ import pytest
 
 from aotpack import cache, cli, plan, recipe
 from aotpack.compilers import Pruned
+from aotpack.compilers.triton import toolchain
 from aotpack.errors import UsageError
 
 from ..shared import GOOD
@@ -175,9 +176,18 @@ def test_a_build_walks_the_cache_only_when_it_may_be_over_its_bound(tmp_path, mo
 
 def test_the_cache_command_shows_trims_and_clears(tmp_path, capsys):
     filled(tmp_path, 3)
+    tool = tmp_path / "toolchains" / "triton-3.8.0"  # a Triton release kept for --triton (toolchain.py)
+    (tool / "triton").mkdir(parents=True)
+    (tool / toolchain.STAMP).write_text(json.dumps({"version": "3.8.0", "bytes": 5000}))
+    unfinished = tmp_path / "toolchains" / ".installing-x"  # an install killed halfway: no stamp, not listed
+    unfinished.mkdir()
+    os.utime(tool / toolchain.STAMP, (1, 1))  # used longest ago: the first a trim drops
     assert cli.main(["cache", "--cache-dir", str(tmp_path)]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith(f"{tmp_path}: 3 compiled variants and 0 wheels, ") and "($AOTPACK_CACHE_SIZE)" in shown
+    assert shown.startswith(f"{tmp_path}: 3 compiled variants, 0 wheels and 1 Triton toolchains (3.8.0), ")
+    assert "($AOTPACK_CACHE_SIZE)" in shown
+    assert cli.main(["cache", "--cache-dir", str(tmp_path), "--trim", "4000"]) == 0
+    assert capsys.readouterr().out.startswith("dropped 1 entries (0.0 MB); ") and not tool.exists()
     assert cli.main(["cache", "--cache-dir", str(tmp_path), "--clear"]) == 0
     assert capsys.readouterr().out.startswith("dropped 3 entries (")
     assert cache.Cache(tmp_path).entries() == []
