@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test unit lint gpu-test clean
+.PHONY: demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test test-releases unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the corpus kernels import it (a CPU build where the machine provides one)
 	$(PY) -m pip install -q 'torch==2.13.0'
 	# cuda: nvcc from PyPI (nvidia-cuda-nvcc), used where no CUDA toolkit is found ($$CUDA_HOME, PATH)
-	$(PY) -m pip install -q -e '.[test,corpus,cuda,dask]'
+	$(PY) -m pip install -q -e '.[test,corpus,cuda,dask,triton]'
 	touch $(STAMP)
 
 demo: $(STAMP)  ## build recipes/demo.yaml into dist/
@@ -59,11 +59,16 @@ recorded-matched:
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/liger_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
-test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU)
+test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU), every Triton release
 	$(VENV)/bin/ruff check aotpack tests benchmarks
 	$(VENV)/bin/ruff format --check aotpack tests benchmarks
 	$(VENV)/bin/mypy
 	$(PY) -m pytest tests -m "unit or integration or gpu"
+	$(PY) -m tests.releases
+
+# The Triton-release tier alone (tests/releases.py): each tested release's subset, --triton builds, installs
+test-releases: $(STAMP)
+	$(PY) -m tests.releases
 
 unit: $(STAMP)
 	$(PY) -m pytest
