@@ -6,7 +6,7 @@ import importlib.metadata
 import pytest
 
 from aotpack.compilers import triton
-from aotpack.compilers.triton import releases
+from aotpack.compilers.triton import releases, toolchain
 from aotpack.errors import ToolNotFound
 
 
@@ -48,9 +48,14 @@ def test_a_build_with_an_older_triton_says_so(monkeypatch, caplog):
     monkeypatch.setattr(triton, "ptxas_for", lambda target, candidates, floor: ())
     with caplog.at_level("WARNING", logger="aotpack"):
         triton.TritonCompiler.find(["sm_80"])
-    assert "building with Triton 3.6.0: the wheel gets that release's code; the newest aotpack supports on " \
-           "Python 3.12 is 3.9 (pip install 'triton~=3.9.0')" in caplog.text  # fmt: skip
+    assert "building with Triton 3.6.0, the installed one: the wheel gets that release's code (the newest aotpack " \
+           "is tested with on Python 3.12 is 3.9: aotpack build --triton 3.9 builds with it)" in caplog.text  # fmt: skip
     caplog.clear()
+    monkeypatch.setenv(toolchain.ACTIVE, "3.6.0")  # asked for (--triton 3.6): nothing to say
+    with caplog.at_level("WARNING", logger="aotpack"):
+        triton.TritonCompiler.find(["sm_80"])
+    assert "building with Triton" not in caplog.text
+    monkeypatch.delenv(toolchain.ACTIVE)
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.8.0")
     monkeypatch.setattr("aotpack.compilers.triton.sys.version_info", (3, 10, 4))
     with caplog.at_level("WARNING", logger="aotpack"):

@@ -39,7 +39,7 @@ from ...model import ConstValue, DtypeConst, FunctionConst, Kernel, Source
 from ...mutation import written_arguments
 from ...plan import Variant
 from ..base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
-from . import releases
+from . import releases, toolchain
 
 log = logging.getLogger("aotpack")
 
@@ -196,13 +196,14 @@ class TritonCompiler:
     def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:
         version = releases.installed_version()
         newest = releases.newest_supported(sys.version_info[:2])
-        if tuple(int(p) for p in version.split(".")[:2]) != newest:
-            here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        # said where the release was not asked for (--triton starts the build with it, toolchain.ACTIVE);
+        # never "install another": the installed one is the user's torch's
+        if releases.minor(version) != newest and os.environ.get(toolchain.ACTIVE) is None:
             log.warning(
-                "building with Triton %s: the wheel gets that release's code; the newest aotpack supports "
-                "on Python %s is %d.%d (pip install 'triton~=%d.%d.0')",
+                "building with Triton %s, the installed one: the wheel gets that release's code (the newest aotpack "
+                "is tested with on Python %d.%d is %d.%d: aotpack build --triton %d.%d builds with it)",
                 version,
-                here,
+                *sys.version_info[:2],
                 *newest,
                 *newest,
             )
