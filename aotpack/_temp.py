@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,21 +21,24 @@ def temp_prefix(base: str) -> str:
 
 
 def sweep(folder: Path, base: str) -> None:
-    """Remove what killed builds left in ``folder``: entries named ``temp_prefix(base)...`` whose
-    process is gone (a running build's are kept)."""
+    """Remove what killed processes left in ``folder``: this user's files and folders named
+    ``temp_prefix(base)...`` whose process is gone (a running build's are kept). Nothing else is
+    aotpack's: another name, another user's entry or a symlink (never followed) stays."""
+    owned = re.compile(re.escape(base) + r"(\d+)-")
     try:
-        entries = list(folder.glob(base + "*"))
+        with os.scandir(folder) as it:
+            entries = [e for e in it if (m := owned.match(e.name)) is not None and not _alive(int(m[1]))]
     except OSError:
         return
     for entry in entries:
-        pid = entry.name[len(base) :].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
         try:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+            found = entry.stat(follow_symlinks=False)
+            if found.st_uid != os.getuid():
+                continue
+            if stat.S_ISDIR(found.st_mode):
+                shutil.rmtree(entry.path)  # refuses a symlink put in its place meanwhile
+            elif stat.S_ISREG(found.st_mode):
+                os.unlink(entry.path)
         except OSError:
             pass  # another build swept it first, or it is not ours to remove
 

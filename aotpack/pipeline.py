@@ -21,11 +21,16 @@ from ._version import __version__
 from .codegen import c as codegen_c
 from .codegen import python as codegen_py
 from .compilers import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
+from .compilers.cuda import SCRATCH_TEMP as NVCC_TEMP
+from .compilers.triton import CACHE_TEMP as TRITON_TEMP
 from .errors import CompileError, RecipeError
 from .model import Backend
 
 log = logging.getLogger("aotpack")
 WORK_TEMP = "aotpack-"  # a build's work folder in the system's temporary folder
+# what a build and its compile workers keep in the system's temporary folder, each named for its process
+# (_temp.temp_prefix): the next build removes those of killed processes (sweep_temp)
+TEMP_NAMES = (WORK_TEMP, TRITON_TEMP, NVCC_TEMP)
 Built = list[tuple[plan.Variant, Outcome]]  # every variant planned, with its outcome, in plan order
 
 
@@ -93,7 +98,7 @@ def build(recipe_path: str | Path, out_dir: str | Path, *, progress: Progress | 
 def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = None) -> BuildResult:
     """The pipeline, step by step: plan, find the toolchain, reuse a cached wheel or compile what
     the cache lacks, check the outcomes, generate and package the wheel."""
-    _temp.sweep(Path(tempfile.gettempdir()), WORK_TEMP)  # the work folders of killed builds
+    sweep_temp()
     rec, variants = plan.select(rec, options.select, winners_only=options.winners_only)
     if progress is not None:
         progress.planned(variants)
@@ -109,6 +114,15 @@ def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = No
     inputs = codegen.BuildInput(recipe=rec, kernels=codegen.group(rec, built),
                                 versions=tuple(sorted(tools.versions.items())), sources=sources)  # fmt: skip
     return _package_into(inputs, pruned, keys, options)
+
+
+def sweep_temp() -> None:
+    """Remove what killed builds and their compile workers left in the system's temporary folder
+    (a worker's private Triton cache, an nvcc scratch folder, a work folder): a compile worker
+    sweeps only when it compiles, and a build may take everything from the cache."""
+    folder = Path(tempfile.gettempdir())
+    for base in TEMP_NAMES:
+        _temp.sweep(folder, base)
 
 
 def toolchain(rec: model.Recipe, options: BuildOptions) -> Toolchain:
@@ -199,8 +213,10 @@ def _compile(
 
 def _check_outcomes(rec: model.Recipe, built: Built, strict: bool) -> tuple[Pruned, ...]:
     """The pruned variants, once the build may go on: none unlaunchable, none at all with ``strict``,
-    and every kernel left with a variant."""
-    pruned = tuple(o for _, o in built if isinstance(o, Pruned))
+    and every kernel left with a variant. A reason names no place in a recipe (it is cached for every
+    recipe that builds the variant): each message names this recipe's."""
+    failed = [(v, o) for v, o in built if isinstance(o, Pruned)]
+    pruned = tuple(o for _, o in failed)
     unlaunchable = [p for p in pruned if p.fatal]
     if unlaunchable:
         lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in unlaunchable)
@@ -209,7 +225,7 @@ def _check_outcomes(rec: model.Recipe, built: Built, strict: bool) -> tuple[Prun
             f"their configs or options in {rec.path}:\n{lines}"
         )
     if pruned and strict:
-        lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in pruned)
+        lines = "\n".join(f"  {v.kernel.where}: {p.variant_id}: {p.reason}" for v, p in failed)
         raise CompileError(f"{len(pruned)} variants failed to compile (--strict):\n{lines}")
     for kernel in rec.kernels:
         mine = [o for v, o in built if v.kernel is kernel]

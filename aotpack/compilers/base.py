@@ -66,7 +66,9 @@ class Artifact:
 @dataclass(frozen=True, kw_only=True)
 class Pruned:
     """A variant that did not compile, with the reason. ``fatal``: it compiled, but needs what the
-    runtime cannot give it; the build fails rather than ship the rest without it."""
+    runtime cannot give it; the build fails rather than ship the rest without it. The reason names no
+    place in a recipe: it is cached, and serves every recipe that builds the same variant; a build
+    reports it with its own recipe's place (the kernel's ``where``)."""
 
     variant_id: str
     reason: str

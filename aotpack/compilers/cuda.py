@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .. import _tools, facts
+from .. import _temp, _tools, facts
 from ..errors import RecipeError, ToolFailed, ToolNotFound
 from ..model import Kernel
 from ..plan import Variant
@@ -32,6 +32,7 @@ _PTX_ENTRY = re.compile(r"^\.(?:visible|weak)?\s*\.entry\s+([A-Za-z_$][\w$]*)\s*
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
 _SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+SCRATCH_TEMP = "aotpack-nvcc-"  # a compile's scratch folder in the temporary folder (swept when its process is gone)
 
 
 def find_nvcc(explicit: str | None = None) -> Path:
@@ -228,7 +229,7 @@ class NvccCompiler:
         assert kernel.cuda is not None
         (major, minor), _, _ = _nvcc_facts(self.nvcc)
         ptx = facts.target(variant.target).ptx
-        with tempfile.TemporaryDirectory(prefix="aotpack-nvcc-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=_temp.temp_prefix(SCRATCH_TEMP)) as tmp:
             wrapper = Path(tmp) / "variant.cu"
             wrapper.write_text(wrapper_source(variant))
             defines = tuple(
@@ -243,7 +244,7 @@ class NvccCompiler:
                 report = _tools.run(job.argv())
             except ToolFailed as exc:
                 lines = [ln for ln in exc.output.splitlines() if "error" in ln] or exc.output.splitlines()[-3:]
-                reason = f"{kernel.where} nvcc failed: {' | '.join(lines)}{_define_clash(variant)}"
+                reason = f"nvcc failed: {' | '.join(lines)}{_define_clash(variant)}"  # no recipe location: cached
                 return Pruned(variant_id=variant.id, reason=reason)
             image = job.output.read_bytes()
         symbols = _PTX_ENTRY.findall(image.decode(errors="replace")) if ptx else _ENTRY.findall(report)

@@ -1,4 +1,5 @@
-"""The build cache end to end: no-op rebuilds, partial rebuilds, and a build killed midway."""
+"""The build cache end to end: no-op rebuilds, partial rebuilds, a build killed midway, and a failure
+cached by one recipe reported by another."""
 
 import hashlib
 import os
@@ -10,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from aotpack import build
+from aotpack.compilers.cuda import find_nvcc
+from aotpack.errors import CompileError, ToolNotFound
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,3 +110,51 @@ def test_a_changed_tuning_hook_rebuilds_the_wheel(tmp_path, small_recipe):
     assert not first.cached and not again.cached
     assert seen == [True] * 48, "the cubins did not change"
     assert again.wheel.read_bytes() != first.wheel.read_bytes()
+
+
+def _has_nvcc() -> bool:
+    try:
+        find_nvcc()
+    except ToolNotFound:
+        return False
+    return True
+
+
+BROKEN_KERNEL = "template <typename T> __global__ void scale(T *x, int n) { x[0] = ; }\n"
+CUDA_RECIPE = """\
+kernels:
+  scale:
+    cuda: {source}
+    entry: "scale<{{T}}>"
+    types: {{T: [fp32]}}
+    args: {{x: "*T", n: i32}}
+    grid: [n]
+    block: [128]
+    gencode: [sm_80]
+"""
+
+
+@pytest.mark.skipif(not _has_nvcc(), reason="needs nvcc")
+def test_a_cached_compile_failure_names_the_recipe_being_built(tmp_path):
+    """A real nvcc failure, cached by the first of two recipes (at different paths, the kernel at
+    different lines) that share the variant: the second's error names its own recipe and line."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "scale.cu").write_text(BROKEN_KERNEL)
+    first, second = tmp_path / "one" / "r.yaml", tmp_path / "two" / "nested" / "kit.yaml"
+    first.parent.mkdir()
+    second.parent.mkdir(parents=True)
+    first.write_text("package: one\nversion: '1'\n" + CUDA_RECIPE.format(source="../kernels/scale.cu"))
+    second.write_text("# another project\npackage: two\nversion: '2'\n\n\n"
+                      + CUDA_RECIPE.format(source="../../kernels/scale.cu"))  # fmt: skip
+    seen: list[bool] = []
+    with pytest.raises(CompileError, match="no variant compiled") as info:
+        build(first, tmp_path / "d1", jobs=1, cache_dir=tmp_path / "c", progress=Seen(seen))
+    assert seen == [False] and str(info.value).startswith(f"{first}:4:3: kernel 'scale': no variant compiled:\n")
+    seen.clear()
+    with pytest.raises(CompileError, match="no variant compiled") as info:
+        build(second, tmp_path / "d2", jobs=1, cache_dir=tmp_path / "c", progress=Seen(seen))
+    message = str(info.value)
+    assert seen == [True], "the failure comes from the cache"
+    assert message.startswith(f"{second}:7:3: kernel 'scale': no variant compiled:\n  scale/T=fp32,base/sm_80: ")
+    assert f"nvcc failed: {tmp_path}/kernels/scale.cu(1): error: expected an expression" in message
+    assert str(first.parent) not in message and ":4:3" not in message

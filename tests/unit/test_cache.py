@@ -4,15 +4,16 @@ import dataclasses
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from aotpack import cache, cli, plan, recipe
+from aotpack import cache, cli, pipeline, plan, recipe
 from aotpack.compilers import Pruned
 from aotpack.compilers.triton import toolchain
-from aotpack.errors import UsageError
+from aotpack.errors import CompileError, RecipeError, UsageError
 
 from ..shared import GOOD
 
@@ -194,3 +195,105 @@ def test_the_cache_command_shows_trims_and_clears(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["cache", "--cache-dir", str(tmp_path), "--trim", "lots"])
     assert "expected a size such as 500M or 10G, got 'lots'" in capsys.readouterr().err
+
+
+FAILING_NVCC = """\
+#!/bin/sh
+case "$1" in
+  --version) echo 'Cuda compilation tools, release 12.4, V12.4.131';;
+  --list-gpu-code) echo 'sm_80 sm_90';;
+  --list-gpu-arch) echo 'compute_80 compute_90';;
+  *) echo "scale.cu(2): error: expected a ';'" >&2; exit 1;;
+esac
+"""
+CUDA_KERNEL = """\
+  scale:
+    cuda: {source}
+    entry: "scale<{{T}}>"
+    types: {{T: [fp16]}}
+    args: {{x: "*T", n: i32}}
+    grid: [n]
+    block: [128]
+    gencode: [sm_80]
+"""
+
+
+class Cached:
+    """A build's progress: whether each variant came from the cache."""
+
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def planned(self, variants) -> None:
+        pass
+
+    def __call__(self, variant, outcome, cached: bool) -> None:
+        self.seen.append(cached)
+
+
+def test_a_cached_failure_is_reported_at_the_recipe_being_built(tmp_path):
+    """Two recipes at different paths, their kernel at different lines, build the same failing
+    variant: the second takes the failure from the cache, and its messages name its own recipe's
+    place, never the place of the recipe that compiled it first (issue 29)."""
+    nvcc = tmp_path / "bin" / "nvcc"  # fails every compile, as a syntax error in the source would
+    nvcc.parent.mkdir()
+    nvcc.write_text(FAILING_NVCC)
+    nvcc.chmod(0o755)
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "scale.cu").write_text("template <typename T> __global__ void scale(T *x, int n) {}\n")
+    first = tmp_path / "a" / "r.yaml"
+    second = tmp_path / "b" / "deeper" / "other.yaml"
+    first.parent.mkdir()
+    second.parent.mkdir(parents=True)
+    first.write_text("package: kit_a\nversion: '1'\nkernels:\n" + CUDA_KERNEL.format(source="../kernels/scale.cu"))
+    second.write_text(
+        "# the same kernel, built by another project\npackage: kit_b\nversion: '2'\nsummary: another\n\nkernels:\n"
+        + CUDA_KERNEL.format(source="../../kernels/scale.cu")
+    )
+    options = {"jobs": 1, "cache_dir": tmp_path / "cache", "nvcc": str(nvcc)}
+    failure = "scale/T=fp16,base/sm_80: nvcc failed: scale.cu(2): error: expected a ';'"
+    compiled = Cached()
+    with pytest.raises(CompileError) as info:
+        pipeline.build(first, tmp_path / "d1", progress=compiled, **options)
+    assert compiled.seen == [False]
+    assert str(info.value) == f"{first}:4:3: kernel 'scale': no variant compiled:\n  {failure}"
+    for strict, message in [
+        (False, f"{second}:7:3: kernel 'scale': no variant compiled:\n  {failure}"),
+        (True, f"1 variants failed to compile (--strict):\n  {second}:7:3: {failure}"),
+    ]:
+        cached = Cached()
+        with pytest.raises(CompileError) as info:
+            pipeline.build(second, tmp_path / "d2", progress=cached, strict=strict, **options)
+        assert cached.seen == [True], "the failure comes from the cache"
+        assert str(info.value) == message
+
+
+def test_a_build_sweeps_what_killed_builds_and_their_compile_workers_left(kernel_dir, tmp_path, monkeypatch):
+    """The next build removes a killed compile worker's private folder (a Triton cache, an nvcc
+    scratch folder) and a killed build's work folder; a live process's, a folder of another name,
+    and whatever a symlink named like aotpack's points at all stay (issue 29)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
+    left = [temp / f"{base}{dead}-x1y2" for base in pipeline.TEMP_NAMES]
+    live = [temp / f"{base}{os.getpid()}-x1y2" for base in pipeline.TEMP_NAMES]
+    for folder in [*left, *live]:
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "file").write_text("compiled")
+    unrelated = temp / "aotpack-triton-cache-of-someone"  # aotpack's word, but no process in its name
+    other = temp / "other-12345-tool"
+    elsewhere = tmp_path / "elsewhere"
+    for folder in (unrelated, other, elsewhere):
+        folder.mkdir()
+        (folder / "sentinel").write_text("keep")
+    link = temp / f"aotpack-triton-{dead}-link"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    (kernel_dir / "r.yaml").write_text(GOOD)
+    with pytest.raises(RecipeError, match="no variant id matches no-such-variant"):
+        pipeline.build(kernel_dir / "r.yaml", tmp_path / "dist", select=("no-such-variant",))
+    assert not any(folder.exists() for folder in left)
+    assert all((folder / "sub" / "file").read_text() == "compiled" for folder in live)
+    assert (unrelated / "sentinel").exists() and (other / "sentinel").exists()
+    assert link.is_symlink() and (elsewhere / "sentinel").read_text() == "keep"
+    assert sorted(p.name for p in temp.iterdir()) == sorted(p.name for p in [*live, unrelated, other, link])
