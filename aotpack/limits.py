@@ -1,11 +1,22 @@
-"""The fixed sizes of the C runtime, in one place: the build writes them into the generated
+"""Every fixed bound, in one place. The C runtime's sizes: the build writes them into the generated
 ``aot_limits.h`` that ``aot_runtime.h`` includes, and the recipe loader refuses a recipe past any
-of them with a located error (a call past MAX_DIMS or MAX_DEVICES is refused by the runtime)."""
+of them with a located error (a call past MAX_DIMS or MAX_DEVICES is refused by the runtime). And
+what the build reads: every input file is read up to its bound, and an error past it names the bound,
+so a mistaken path or a hostile file costs at most this much time and memory."""
 
 MAX_ARGS = 64  # arguments of a kernel (a call keeps a 64-bit set of them)
 MAX_KEY = 8  # expressions of a problem key; also constexprs bound to the call with `equals:`
 MAX_DIMS = 8  # dimensions of a tensor argument
 MAX_DEVICES = 64  # CUDA devices one process launches on
+
+# inputs of a build (yamlnodes.read_text reads each one)
+MAX_RECIPE_BYTES = 4 << 20  # a recipe is a page of YAML
+MAX_SOURCE_BYTES = 16 << 20  # a CUDA source (aotpack reads it for its entry points; nvcc reads its includes)
+MAX_TABLE_BYTES = 64 << 20  # a tuning table (a row per key, config and class)
+MAX_YAML_DEPTH = 32  # how deeply a recipe may nest (the deepest real recipe needs 6)
+# values a recipe holds, each alias counted once per use: an alias of aliases of aliases ("billion laughs")
+# multiplies them; real recipes hold a few thousand
+MAX_YAML_VALUES = 200_000
 
 
 def header() -> str:

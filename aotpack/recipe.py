@@ -60,7 +60,8 @@ from .yamlnodes import Node, control_character, suggest
 HINTS = (1, 16)
 MAX_RECORDED_VARIANTS = 65536  # a `launch: triton` kernel's variants, widened rows multiplied out
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
-_PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
+# a module name that is also a distribution name (PEP 508: it starts and ends with a letter or digit)
+_PACKAGE = re.compile(r"^[a-z]([a-z0-9_]*[a-z0-9])?$")
 _TYPE = re.compile(r"^(?P<ptr>\*)?(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)(?::(?P<hint>\d+)(?P<required>!)?)?$")
 _DESC = re.compile(r"^tensordesc\s*<\s*(?P<dtype>[A-Za-z_][A-Za-z_0-9]*)\s*\[(?P<block>[^\]]*)\]\s*>$")
 MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
@@ -105,7 +106,11 @@ def parse(text: str, path: Path) -> Recipe:
 
 def _recipe(root: Node, path: Path) -> Recipe:
     top = root.mapping(_TOP_KEYS, required=("package", "version", "kernels"))
-    package = top["package"].string(_PACKAGE, "a valid package name (lower case letters, digits, _)")
+    package = top["package"].string(
+        _PACKAGE,
+        "a valid package name (lower case letters, digits and _, starting "
+        "with a letter, ending with a letter or digit)",
+    )
     if keyword.iskeyword(package):
         raise top["package"].fail(f"{package!r} is a Python keyword")
     if package in sys.stdlib_module_names:
@@ -152,6 +157,9 @@ def _targets(node: Node, gencode: bool = False) -> tuple[str, ...]:
     for item in node.sequence(allow_scalar=True):
         text = item.string()
         m = _GENCODE.match(text) if gencode else None
+        if gencode and text.startswith("arch=") and "," not in text:
+            raise item.fail(f"{text!r} is half of an nvcc gencode: YAML splits an unquoted 'arch=...,code=...' "
+                            "inside [ ] at its comma; write it in quotes")  # fmt: skip
         if m:
             code_arch = m["code"].split("_")[1]
             if code_arch != m["arch"]:
@@ -437,10 +445,21 @@ def _grid(node: Node, check: Callable[[expr.Expr], None]) -> tuple[expr.Expr, ex
         raise node.fail(f"expected 1 to 3 grid expressions, got {len(grid_nodes)}")
     grid = [_expression(g, check) for g in grid_nodes]
     for g, g_node in zip(grid, grid_nodes, strict=True):
-        if isinstance(g, expr.Num) and g.value < 1:
-            raise g_node.fail(f"a grid dimension of {g.value} launches nothing: it must be at least 1")
+        value = _constant(g, g_node)
+        if value is not None and value < 1:
+            raise g_node.fail(f"a grid dimension of {value} launches nothing: it must be at least 1")
     grid += [expr.Num(1)] * (3 - len(grid))
     return grid[0], grid[1], grid[2]
+
+
+def _constant(e: expr.Expr, node: Node) -> int | None:
+    """The value of an expression that reads no argument (``-5``, ``2 * 64``), else None."""
+    if expr.names(e) or expr.tensor_calls(e):
+        return None
+    try:
+        return expr.evaluate(e, {})
+    except (expr.ExprError, ValueError) as exc:  # a constant zero divisor was refused when parsed; int64 overflow
+        raise node.fail(str(exc)) from None
 
 
 def _key(k: dict[str, Node], info: introspect.KernelInfo | None, names: _Names) -> list[tuple[str, expr.Expr]]:
@@ -458,10 +477,23 @@ def _key(k: dict[str, Node], info: introspect.KernelInfo | None, names: _Names) 
                 key.append((expr.unparse(e), e))
     elif info is not None:
         key = [(n, expr.Name(n)) for n in info.key if n in names.int_scalars]
+    seen: dict[str, str] = {}
+    for (kname, e), knode in zip(key, _key_nodes(k), strict=False):
+        for earlier, text in seen.items():
+            if kname == earlier or expr.unparse(e) == text:
+                raise knode.fail(f"the key lists {expr.unparse(e)} twice ({earlier!r}); a value is keyed once")
+        seen[kname] = expr.unparse(e)
     if len(key) > limits.MAX_KEY:
         raise (k.get("key") or k["triton"]).fail(f"the key has {len(key)} values; at most {limits.MAX_KEY} (the "
                                                  "runtime's limit)")  # fmt: skip
     return key
+
+
+def _key_nodes(k: dict[str, Node]) -> list[Node]:
+    """The nodes of the recipe's key entries, in order (none where the autotuner's key is used)."""
+    if "key" not in k:
+        return []
+    return [n for _, n, _ in k["key"].items()] if k["key"].is_mapping() else k["key"].sequence(allow_scalar=True)
 
 
 def _bucket(k: dict[str, Node]) -> Bucket:
@@ -1134,7 +1166,8 @@ def _rules(
     seen: set[tuple[Any, ...]] = set()
     for item in node.sequence():
         fields = item.mapping(_RULE_KEYS, required=("key", "config"))
-        values = tuple(v.integer() for v in fields["key"].sequence(allow_scalar=True))
+        # key values are sizes and counts (0 can be a flag): a negative row is nearer no call than a row of 0
+        values = tuple(v.integer(minimum=0) for v in fields["key"].sequence(allow_scalar=True))
         if len(values) != len(key):
             names = ", ".join(n for n, _ in key)
             raise fields["key"].fail(f"expected {len(key)} key values ({names}), got {len(values)}")
@@ -1203,8 +1236,12 @@ def _tune(node: Node, root: Path, key_length: int) -> TuneSpec:
 
 def _cuda_source(node: Node, root: Path) -> Source:
     file = (root / node.string()).resolve()
-    if not file.is_file():
+    if not file.exists():
         raise node.fail(f"CUDA source {node.string()!r} not found (looked for {file})")
+    try:  # the build reads it as text (its entry points); read it now, with the source's own location
+        yamlnodes.read_text(file, "CUDA source", "MAX_SOURCE_BYTES")
+    except RecipeError as exc:
+        raise node.fail(str(exc)) from None
     return Source(path=file, module=None, function="")
 
 
@@ -1220,7 +1257,10 @@ def _cuda_launch(
         fields = list(string.Formatter().parse(entry))
     except ValueError as exc:  # a lone { or }
         raise k["entry"].fail(f"{entry!r} is not a template: {exc} (write {{{{ and }}}} for braces)") from None
-    for _, field_name, _, _ in fields:
+    for _, field_name, spec, conversion in fields:
+        if field_name is not None and (spec or conversion):
+            written = f"{field_name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}"
+            raise k["entry"].fail(f"{{{written}}}: a placeholder is a plain name, as {{{field_name}}}")
         if field_name is not None and field_name not in typevars and field_name not in defines:
             known = ", ".join(sorted(typevars | set(defines))) or "none"
             raise k["entry"].fail(f"unknown placeholder {{{field_name}}} (type variables and defines: {known})")
@@ -1229,13 +1269,17 @@ def _cuda_launch(
     block_nodes = k["block"].sequence(allow_scalar=True)
     if not 1 <= len(block_nodes) <= 3:
         raise k["block"].fail(f"expected 1 to 3 block expressions, got {len(block_nodes)}")
-    block = [_expression(b, check) for b in block_nodes] + [expr.Num(1)] * (3 - len(block_nodes))
-    sizes = [b.value for b in block if isinstance(b, expr.Num)]
-    if len(sizes) == 3 and (min(sizes) < 1 or not sizes[0] * sizes[1] * sizes[2] <= 1024):
-        raise k["block"].fail(f"a block has 1 to 1024 threads, each dimension at least 1; got {sizes}")
+    block = [_expression(b, check) for b in block_nodes]
+    values = [_constant(b, n) for b, n in zip(block, block_nodes, strict=True)] + [1] * (3 - len(block_nodes))
+    block += [expr.Num(1)] * (3 - len(block_nodes))
+    fixed = [v for v in values if v is not None]
+    if fixed and (min(fixed) < 1 or (len(fixed) == 3 and not fixed[0] * fixed[1] * fixed[2] <= 1024)):
+        shown = ", ".join("(per call)" if v is None else str(v) for v in values)
+        raise k["block"].fail(f"a block has 1 to 1024 threads, each dimension at least 1; got [{shown}]")
     shared = _expression(k["shared"], check) if "shared" in k else expr.Num(0)
-    if isinstance(shared, expr.Num) and shared.value < 0:
-        raise k["shared"].fail(f"dynamic shared memory is a number of bytes >= 0, got {shared.value}")
+    shared_bytes = _constant(shared, k["shared"]) if "shared" in k else 0
+    if shared_bytes is not None and shared_bytes < 0:
+        raise k["shared"].fail(f"dynamic shared memory is a number of bytes >= 0, got {shared_bytes}")
     includes, flags = _nvcc_inputs(k, root)
     return CudaLaunch(
         entry=entry, include_dirs=tuple(includes), nvcc_flags=tuple(flags), block=(block[0], block[1], block[2]),

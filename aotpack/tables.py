@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import yamlnodes
 from ._temp import atomic_file
 from .model import Kernel, Rule
 
@@ -57,8 +59,8 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
     if not isinstance(raw, dict) or not {"key", "config"} <= set(raw):
         raise TableError(f"{at}: a row needs 'key' and 'config'")
     key = raw["key"]
-    if not isinstance(key, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in key):
-        raise TableError(f"{at}.key: expected a list of integers, got {key!r}")
+    if not isinstance(key, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in key):
+        raise TableError(f"{at}.key: expected a list of integers >= 0 (bucketed key values), got {key!r:.80}")
     types = raw.get("types", {})
     if not isinstance(types, dict) or not all(isinstance(v, str) for v in types.values()):
         raise TableError(f"{at}.types: expected a mapping of type variables to dtypes")
@@ -68,7 +70,14 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
     if spec is not None and (not isinstance(spec, str) or not spec):
         raise TableError(f"{at}.specialization: expected a class name such as 'hinted' or 'DD_1', got {spec!r}")
     timings = raw.get("median_us", {})
+    if not isinstance(timings, dict) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        for v in timings.values()
+    ):
+        raise TableError(f"{at}.median_us: expected a mapping of config labels to microseconds, got {timings!r:.80}")
     rejected = raw.get("rejected", {})
+    if not isinstance(rejected, dict) or not all(isinstance(v, str) for v in rejected.values()):
+        raise TableError(f"{at}.rejected: expected a mapping of config labels to reasons, got {rejected!r:.80}")
     return Row(
         key=tuple(key), types=tuple(sorted(types.items())), config=raw["config"], specialization=spec,
         median_us=tuple(sorted((str(k), float(v)) for k, v in timings.items())),
@@ -77,19 +86,22 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
 
 
 def read(path: Path) -> Table:
+    text = yamlnodes.read_text(path, "tuning table", "MAX_TABLE_BYTES")  # located errors of their own
     try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise TableError(f"cannot read tuning table {path}: {exc.strerror}") from None
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TableError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:  # nesting a table never needs
+        raise TableError(f"{path}: not a tuning table (nested too deeply)") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise TableError(f"{path}: not a tuning table ({exc})") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise TableError(f'{path}: not a tuning table (expected "format": "{FORMAT}")')
     for name in ("package", "arch", "device", "driver_cuda", "date"):
         if not isinstance(raw.get(name), str):
             raise TableError(f"{path}: missing '{name}'")
     kernels = raw.get("kernels", {})
-    if not isinstance(kernels, dict):
+    if not isinstance(kernels, dict) or not all(isinstance(rows, list) for rows in kernels.values()):
         raise TableError(f"{path}: 'kernels' must map kernel names to lists of rows")
     return Table(
         package=raw["package"], arch=raw["arch"], device=raw["device"], driver_cuda=raw["driver_cuda"],

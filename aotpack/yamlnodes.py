@@ -3,7 +3,8 @@ typed accessors raise ``RecipeError`` located there. It knows nothing of kernels
 gives the values their meaning).
 
 Only plain YAML is read: no tags beyond plain values and collections (no ``!!python/...``), no merge
-keys, no nesting past ``MAX_DEPTH``, no control characters, at most ``MAX_BYTES``.
+keys, no control characters, one document; its size, nesting and values (aliases counted at each use)
+within the bounds of ``limits.py``.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from typing import Any
 
 import yaml
 
+from . import limits
 from .errors import Location, RecipeError
 
-MAX_BYTES = 4 << 20  # a recipe is a page of YAML; this bounds what a mistaken path can cost
-MAX_DEPTH = 32  # how deeply a document may nest (the deepest real recipe needs 6)
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 
 
@@ -47,6 +47,8 @@ class Node:
         return RecipeError(f"{self.path}: {message}" if self.path else message, self.where)
 
     def _child(self, node: yaml.Node, name: str) -> Node:
+        if not name:  # a mapping's key: located at the key, named by the mapping
+            return Node(node, self.path, self.file, self._loader)
         path = f"{self.path}.{name}" if self.path and not name.startswith("[") else f"{self.path}{name}"
         return Node(node, path, self.file, self._loader)
 
@@ -57,6 +59,15 @@ class Node:
             return self._loader.construct_object(self.node)
         except (yaml.YAMLError, ValueError) as exc:  # !!int abc, an integer past Python's digit limit
             raise self.fail(f"cannot read the value {self.node.value[:40]!r}: {exc}") from None
+
+    def as_written(self) -> str:
+        """For a plain scalar YAML reads as something other than its text (``on``: true, ``1e3``: 1000.0,
+        ``~``: None, ``0x10``: 16): how to keep the text; else nothing."""
+        if not isinstance(self.node, yaml.ScalarNode) or self.node.style is not None or self.node.value == "":
+            return ""
+        if isinstance(self.scalar(), str):
+            return ""
+        return f" (YAML reads {self.node.value} as {self.scalar()!r}: write '{self.node.value}' in quotes)"
 
     def raw(self) -> Any:
         """A scalar as written (YAML would read 0.10 as the float 0.1); a collection fails as in scalar()."""
@@ -70,7 +81,7 @@ class Node:
             key_at = self._child(key_node, "")
             key = key_at.scalar()
             if not isinstance(key, str):
-                raise key_at.fail(f"keys must be strings, got {key!r}")
+                raise key_at.fail(f"keys must be strings, got {key!r}{key_at.as_written()}")
             if allowed and key not in allowed:
                 raise RecipeError(unknown_key(key, self.path, allowed), key_at.where)
             if key in out:
@@ -102,6 +113,8 @@ class Node:
         for key_node, value_node in self.node.value:
             key_at = self._child(key_node, "")
             key = key_at.scalar()
+            if isinstance(key, bool) or key is None:
+                raise key_at.fail(f"expected a name, got {key!r}{key_at.as_written()}")
             if not isinstance(key, str):
                 key = str(key)
             if key in seen:
@@ -119,7 +132,7 @@ class Node:
     def string(self, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
         value = self.scalar()
         if not isinstance(value, str) or value == "":
-            raise self.fail(f"expected a non-empty string, got {value!r}")
+            raise self.fail(f"expected a non-empty string, got {value!r}{self.as_written()}")
         if pattern is not None and not pattern.match(value):
             raise self.fail(f"{value!r} is not {what}")
         return value
@@ -144,17 +157,19 @@ def read(path: Path, what: str) -> Node:
     return parse(read_text(path, what), path, what)
 
 
-def read_text(path: Path, what: str) -> str:
-    """The text of the file at ``path``: a regular file of at most MAX_BYTES of UTF-8."""
+def read_text(path: Path, what: str, bound: str = "MAX_RECIPE_BYTES") -> str:
+    """The text of the file at ``path``: a regular file of UTF-8, at most ``limits.<bound>`` bytes."""
+    limit = getattr(limits, bound)
     try:
-        if not path.is_file():
+        if not path.is_file():  # a FIFO or a device would block or never end
             raise RecipeError(f"{what} {path} is not a regular file" if path.exists() else f"{what} {path} not found")
         with path.open("rb") as f:
-            data = f.read(MAX_BYTES + 1)
+            data = f.read(limit + 1)
     except OSError as exc:
         raise RecipeError(f"cannot read {what} {path}: {exc.strerror}") from None
-    if len(data) > MAX_BYTES:
-        raise RecipeError(f"{what} {path} is larger than {MAX_BYTES >> 20} MiB: is it the right file?")
+    if len(data) > limit:
+        size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+        raise RecipeError(f"{what} {path} is larger than {size} (aotpack's limits.{bound}): is it the right file?")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -178,9 +193,13 @@ def parse(text: str, path: Path, what: str) -> Node:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = Location(str(path), mark.line + 1, mark.column + 1) if mark else None
-        raise RecipeError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where) from None
+        problem = str(getattr(exc, "problem", None) or exc)
+        if "another document" in problem:
+            problem = f"a {what} is one YAML document; this '---' starts another: remove it and what follows"
+        raise RecipeError(f"invalid YAML: {problem}", where) from None
     except RecursionError:
-        raise RecipeError(f"the {what} nests deeper than {MAX_DEPTH} levels", Location(str(path), 1, 1)) from None
+        raise RecipeError(f"the {what} nests deeper than {limits.MAX_YAML_DEPTH} levels (aotpack's "
+                          "limits.MAX_YAML_DEPTH)", Location(str(path), 1, 1)) from None  # fmt: skip
     finally:
         if loader is not None:
             loader.dispose()
@@ -191,15 +210,23 @@ def parse(text: str, path: Path, what: str) -> Node:
 
 
 def _check_nodes(root: yaml.Node, file: str, what: str) -> None:
-    """Walk the tree (without recursion): no YAML tags beyond plain values and collections (no
-    !!python/..., no custom tags), no merge keys, no nesting past MAX_DEPTH."""
+    """Walk the tree (without recursion) as the loader will, an alias at each use: no YAML tags beyond plain
+    values and collections (no !!python/..., no custom tags), no merge keys, no nesting past
+    limits.MAX_YAML_DEPTH, at most limits.MAX_YAML_VALUES values (counted before anything expands them)."""
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    values = 0
     while stack:
         node, depth = stack.pop()
+        values += 1
         mark = node.start_mark
         where = Location(file, mark.line + 1, mark.column + 1)
-        if depth > MAX_DEPTH:
-            raise RecipeError(f"the {what} nests deeper than {MAX_DEPTH} levels", where)
+        if values > limits.MAX_YAML_VALUES:
+            raise RecipeError(f"the {what} holds more than {limits.MAX_YAML_VALUES} values, each alias counted "
+                              "where it is used (aotpack's limits.MAX_YAML_VALUES): are aliases repeating "
+                              "aliases?", where)  # fmt: skip
+        if depth > limits.MAX_YAML_DEPTH:
+            raise RecipeError(f"the {what} nests deeper than {limits.MAX_YAML_DEPTH} levels (aotpack's "
+                              "limits.MAX_YAML_DEPTH)", where)  # fmt: skip
         if node.tag not in _PLAIN_TAGS:
             raise RecipeError(f"YAML tag {node.tag!r} is not allowed in a {what}: write plain values", where)
         if isinstance(node, yaml.MappingNode):

@@ -82,12 +82,58 @@ def edit(old: str, new: str) -> str:
          "r.yaml:15:13: kernels.scale.shared: dynamic shared memory is a number of bytes >= 0, got -1"),
         (edit("    block: [THREADS]", "    block: [THREADS]\n    nvcc_flags: [-arch=sm_70]"),
          "r.yaml:15:18: kernels.scale.nvcc_flags[0]: '-arch=sm_70' is set by aotpack; list targets under 'gencode'"),
+        # a placeholder is a name: no format spec, conversion, index or attribute
+        (edit('"scale<{T}, {THREADS}>"', '"scale<{T:x}, {THREADS}>"'),
+         "r.yaml:6:12: kernels.scale.entry: {T:x}: a placeholder is a plain name, as {T}"),
+        (edit('"scale<{T}, {THREADS}>"', '"scale<{T!r}, {THREADS}>"'),
+         "r.yaml:6:12: kernels.scale.entry: {T!r}: a placeholder is a plain name, as {T}"),
+        (edit('"scale<{T}, {THREADS}>"', '"scale<{T.x}, {THREADS}>"'),
+         "r.yaml:6:12: kernels.scale.entry: unknown placeholder {T.x} (type variables and defines: T, THREADS)"),
+        (edit('"scale<{T}, {THREADS}>"', '"scale<{}, {THREADS}>"'),
+         "r.yaml:6:12: kernels.scale.entry: unknown placeholder {} (type variables and defines: T, THREADS)"),
+        # constants are checked whatever way they are written
+        (edit("    block: [THREADS]", '    block: [THREADS, "2 - 3"]'),
+         "r.yaml:14:12: kernels.scale.block: a block has 1 to 1024 threads, each dimension at least 1; got [(per "
+         "call), -1, 1]"),
+        (edit('    shared: "THREADS * 4"', '    shared: "4 - 8"'),
+         "r.yaml:15:13: kernels.scale.shared: dynamic shared memory is a number of bytes >= 0, got -4"),
+        (edit('["cdiv(n, THREADS)"]', '["-5"]'),
+         "r.yaml:13:12: kernels.scale.grid[0]: a grid dimension of -5 launches nothing: it must be at least 1"),
+        (edit('["cdiv(n, THREADS)"]', '["cdiv(1, 2) - 1"]'),
+         "r.yaml:13:12: kernels.scale.grid[0]: a grid dimension of 0 launches nothing: it must be at least 1"),
+        # YAML splits an unquoted gencode inside [ ] at its comma
+        (edit('"arch=compute_90a,code=sm_90a"', "arch=compute_90a,code=sm_90a"),
+         "r.yaml:16:22: kernels.scale.gencode[1]: 'arch=compute_90a' is half of an nvcc gencode: YAML splits an "
+         "unquoted 'arch=...,code=...' inside [ ] at its comma; write it in quotes"),
     ],
 )  # fmt: skip
 def test_cuda_recipe_errors(folder, text, message):
     with pytest.raises(RecipeError) as info:
         load(folder, text)
     assert str(info.value) == f"{folder}/{message}"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"// kernel \xa5\n", "scale.cu:1:11: the CUDA source is not UTF-8 text (byte 0xa5)"),
+    (None, "is not a regular file"),  # a folder
+])  # fmt: skip
+def test_a_cuda_source_the_build_cannot_read_is_a_located_error(folder, content, message):
+    (folder / "scale.cu").unlink()
+    if content is None:
+        (folder / "scale.cu").mkdir()
+    else:
+        (folder / "scale.cu").write_bytes(content)
+    with pytest.raises(RecipeError) as info:
+        load(folder)
+    assert str(info.value).startswith(f"{folder}/r.yaml:5:11: kernels.scale.cuda: ") and message in str(info.value)
+
+
+def test_a_cuda_source_past_its_bound_names_the_bound(folder, monkeypatch):
+    from aotpack import limits
+
+    monkeypatch.setattr(limits, "MAX_SOURCE_BYTES", 4)
+    with pytest.raises(RecipeError, match=r"larger than 4 bytes \(aotpack's limits.MAX_SOURCE_BYTES\)"):
+        load(folder)
 
 
 def test_nvcc_command_is_planned_as_data(tmp_path):

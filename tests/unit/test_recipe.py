@@ -51,7 +51,8 @@ CASES = [
     (edit("    num_warps: [4, 8]", "    num_warp: [4, 8]"),
      "r.yaml:14:5: unknown key 'num_warp' in kernels.add — did you mean 'num_warps'?"),
     (edit("package: kit", "package: Kit-1"),
-     "r.yaml:1:10: package: 'Kit-1' is not a valid package name (lower case letters, digits, _)"),
+     "r.yaml:1:10: package: 'Kit-1' is not a valid package name (lower case letters, digits and _, starting with "
+     "a letter, ending with a letter or digit)"),
     (edit("version: 1.0.0", "version: one"), "r.yaml:2:10: version: 'one' is not a valid version (such as 1.0.2)"),
     (edit("targets: [sm_80, sm_90a]", "targets: [sm_80, sm_91]"),
      "r.yaml:3:18: targets[1]: unknown target 'sm_91' — did you mean 'sm_90'?"),
@@ -177,13 +178,38 @@ CASES = [
     (edit("    triton: add.py:add_kernel", "    triton: add.py:BLOCK_DEFAULT"),
      "r.yaml:6:13: kernels.add.triton: add.py has no 'BLOCK_DEFAULT'"),
     # the runtime's fixed sizes (aotpack/limits.py), refused at load
-    (edit("    key: [n_elements]", "    key: [" + ", ".join(["n_elements"] * 9) + "]"),
+    (edit("    key: [n_elements]", "    key: [" + ", ".join(f"n_elements + {i}" for i in range(9)) + "]"),
      "r.yaml:16:10: kernels.add.key: the key has 9 values; at most 8 (the runtime's limit)"),
     (edit('      out_ptr: "*T:16"\n', '      out_ptr: "*T:16"\n' + "".join(f"      a{i}: {{type: i32, launch_only: true}}\n"
                                                                        for i in range(61))),
      "r.yaml:9:7: kernels.add.args: 65 arguments; a kernel takes at most 64 (the runtime's limit)"),
     (edit("extent: n_elements}", 'extent: "size(x_ptr, 8)"}'),
      "r.yaml:9:51: kernels.add.args.x_ptr.extent: dimension 8 of x_ptr: tensors have 0 to 7"),
+    # names a wheel cannot carry, whatever their form
+    *[(edit("package: kit", f"package: {name}"),
+       f"r.yaml:1:10: package: {name!r} is not a valid package name (lower case letters, digits and _, starting "
+       "with a letter, ending with a letter or digit)") for name in ("__init__", "_kit", "kit_", "9kit", "k-it")],
+    # YAML 1.1 reads these words as booleans and nulls: where a name or text is expected, say to quote them
+    *[(edit("    args:\n", f"    args:\n      {word}: i32\n"),
+       f"r.yaml:9:7: kernels.add.args: expected a name, got {value!r} (YAML reads {word} as {value!r}: write "
+       f"'{word}' in quotes)") for word, value in (("yes", True), ("on", True), ("off", False), ("No", False),
+                                                  ("~", None), ("null", None))],
+    (edit("    num_warps: [4, 8]", "    num_warps: [4, 8]\n    on: 1"),
+     "r.yaml:15:5: kernels.add: keys must be strings, got True (YAML reads on as True: write 'on' in quotes)"),
+    (edit("package: kit", "package: off"),
+     "r.yaml:1:10: package: expected a non-empty string, got False (YAML reads off as False: write 'off' in quotes)"),
+    (edit("package: kit", "package: 0x10"),
+     "r.yaml:1:10: package: expected a non-empty string, got 16 (YAML reads 0x10 as 16: write '0x10' in quotes)"),
+    # a key value keyed twice, however written
+    (edit("    key: [n_elements]", "    key: [n_elements, n_elements]"),
+     "r.yaml:16:23: kernels.add.key[1]: the key lists n_elements twice ('n_elements'); a value is keyed once"),
+    (edit("    key: [n_elements]", "    key: {n: n_elements, m: n_elements}"),
+     "r.yaml:16:29: kernels.add.key.m: the key lists n_elements twice ('n'); a value is keyed once"),
+    (edit("      - {key: [4096], config: {BLOCK: 256, num_warps: 8}}", "      - {key: [-4096], config: {BLOCK: 256, "
+                                                                       "num_warps: 8}}"),
+     "r.yaml:20:16: kernels.add.dispatch[0].key[0]: expected an integer >= 0, got -4096"),
+    (edit('["cdiv(n_elements, BLOCK)"]', '["0 - 5"]'),
+     "r.yaml:15:12: kernels.add.grid[0]: a grid dimension of -5 launches nothing: it must be at least 1"),
 ]  # fmt: skip
 
 
@@ -285,7 +311,7 @@ MALFORMED = [
     (GOOD.replace("package: kit", "base: &base {package: kit}\n<<: *base").encode(),
      "r.yaml:2:1: YAML merge keys (<<) are not supported: write the keys out"),
     (GOOD.replace("version: 1.0.0", "version: 1.0.0\nsummary: " + "[" * 40 + "]" * 40).encode(),
-     "r.yaml:3:41: the recipe nests deeper than 32 levels"),
+     "r.yaml:3:41: the recipe nests deeper than 32 levels (aotpack's limits.MAX_YAML_DEPTH)"),
     (GOOD.replace('"cdiv(n_elements, BLOCK)"', '"' + "(" * 40 + "1" + ")" * 40 + '"').encode(),
      "r.yaml:15:45: kernels.add.grid[0]: the expression nests deeper than 32 levels"),
     (GOOD.replace('"cdiv(n_elements, BLOCK)"', '"' + "+".join(["n_elements"] * 3000) + '"').encode(),
@@ -296,6 +322,15 @@ MALFORMED = [
      "to increase the limit"),
     (GOOD.replace('"cdiv(n_elements, BLOCK)"', '"n_elements * 99999999999999999999"').encode(),
      "r.yaml:15:26: kernels.add.grid[0]: the integer 99999999999999999999 does not fit in 64 bits"),
+    # aliases of aliases ("billion laughs"): refused before anything expands them
+    (GOOD.replace("version: 1.0.0", "version: 1.0.0\nsummary: x\nx0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))).encode(),
+     "r.yaml:4:22: the recipe holds more than 200000 values, each alias counted where it is used (aotpack's "
+     "limits.MAX_YAML_VALUES): are aliases repeating aliases?"),
+    (GOOD.replace("kernels:", "---\nkernels:").encode(),
+     "r.yaml:4:1: invalid YAML: a recipe is one YAML document; this '---' starts another: remove it and what follows"),
+    (GOOD.replace("kernels:", "kernels:\n...\n---\nx: 1").encode(),
+     "r.yaml:6:1: invalid YAML: a recipe is one YAML document; this '---' starts another: remove it and what follows"),
 ]  # fmt: skip
 
 

@@ -35,6 +35,12 @@ def test_round_trip_is_sorted_and_stable(tmp_path):
     assert not list(tmp_path.glob(".tmp-*"))
 
 
+HEAD = (
+    '{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1", '
+    '"date": "d", '
+)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -43,10 +49,24 @@ def test_round_trip_is_sorted_and_stable(tmp_path):
         ('{"format": "aotpack-tuning-table/1", "package": "kit"}', "t.json: missing 'arch'"),
         ('{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1",'
          ' "date": "d", "kernels": {"add": [{"key": [1.5], "config": "c"}]}}',
-         "t.json: kernels.add[0].key: expected a list of integers, got [1.5]"),
+         "t.json: kernels.add[0].key: expected a list of integers >= 0 (bucketed key values), got [1.5]"),
         ('{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1",'
          ' "date": "d", "kernels": {"add": [{"key": [1], "config": "c", "specialization": 5}]}}',
          "t.json: kernels.add[0].specialization: expected a class name such as 'hinted' or 'DD_1', got 5"),
+        *[(HEAD + f'"kernels": {{"add": [{{"key": [1], "config": "c", "{field}": {value}}}]}}}}',
+           f"t.json: kernels.add[0].{field}: expected a mapping of config labels to {what}")
+          for field, what in (("median_us", "microseconds"), ("rejected", "reasons"))
+          for value in ('"fast"', "[1, 2]", '{"c": "fast"}', '{"c": true}', "7") if (field, value) != ("rejected",
+                                                                                                       '{"c": "fast"}')],
+        (HEAD + '"kernels": {"add": [{"key": [1], "config": "c", "median_us": {"c": -1}}]}}',
+         "t.json: kernels.add[0].median_us: expected a mapping of config labels to microseconds"),
+        (HEAD + '"kernels": {"add": 7}}', "t.json: 'kernels' must map kernel names to lists of rows"),
+        (HEAD + '"kernels": {"add": {"key": [1]}}}', "t.json: 'kernels' must map kernel names to lists of rows"),
+        (HEAD + '"kernels": {"add": [{"key": [-4], "config": "c"}]}}',
+         "t.json: kernels.add[0].key: expected a list of integers >= 0 (bucketed key values), got [-4]"),
+        ("[" * 100_000 + "]" * 100_000, "t.json: not a tuning table (nested too deeply)"),
+        (HEAD + '"kernels": {"add": [{"key": [1' + "0" * 5000 + '], "config": "c"}]}}',
+         "t.json: not a tuning table (Exceeds the limit (4300 digits) for integer string conversion"),
     ],
 )  # fmt: skip
 def test_malformed_tables(tmp_path, text, message):
@@ -54,6 +74,20 @@ def test_malformed_tables(tmp_path, text, message):
     with pytest.raises(tables.TableError) as info:
         tables.read(tmp_path / "t.json")
     assert str(info.value).startswith(f"{tmp_path}/{message}")
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b'{"format": "aotpack-tuning-table/1", "device": "H\xa5"}', "t.json:1:50: the tuning table is not UTF-8 text"),
+    (None, "tuning table {tmp}/t.json is not a regular file"),  # a folder
+])  # fmt: skip
+def test_a_table_file_that_is_not_text_is_a_located_error(tmp_path, data, message):
+    if data is None:
+        (tmp_path / "t.json").mkdir()
+    else:
+        (tmp_path / "t.json").write_bytes(data)
+    with pytest.raises(RecipeError) as info:
+        tables.read(tmp_path / "t.json")
+    assert message.format(tmp=tmp_path) in str(info.value)
 
 
 def with_table(folder: Path, t: tables.Table) -> model.Recipe:
