@@ -3,16 +3,13 @@ tests and a README) that builds and passes its tests as generated."""
 
 from __future__ import annotations
 
-import keyword
-import re
 import string
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from . import recipe
 from .errors import AotpackError
-
-_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 class ScaffoldError(AotpackError):
@@ -34,8 +31,9 @@ def _files(folder: Traversable, prefix: str = "") -> list[tuple[str, str]]:
 
 def scaffold(name: str, dest: Path) -> list[Path]:
     """Write the package's files into ``dest`` (which must not exist, or be empty)."""
-    if not _NAME.match(name) or keyword.iskeyword(name):
-        raise ScaffoldError(f"{name!r} is not a valid package name: use lower case letters, digits and _")
+    problem = recipe.package_problem(name)
+    if problem is not None:
+        raise ScaffoldError(problem)
     if dest.exists() and any(dest.iterdir()):
         raise ScaffoldError(f"{dest} exists and is not empty; choose another folder with --dir")
     written = []

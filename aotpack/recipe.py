@@ -106,15 +106,10 @@ def parse(text: str, path: Path) -> Recipe:
 
 def _recipe(root: Node, path: Path) -> Recipe:
     top = root.mapping(_TOP_KEYS, required=("package", "version", "kernels"))
-    package = top["package"].string(
-        _PACKAGE,
-        "a valid package name (lower case letters, digits and _, starting "
-        "with a letter, ending with a letter or digit)",
-    )
-    if keyword.iskeyword(package):
-        raise top["package"].fail(f"{package!r} is a Python keyword")
-    if package in sys.stdlib_module_names:
-        raise top["package"].fail(f"{package!r} is a module of Python's standard library; choose another name")
+    package = top["package"].string()
+    problem = package_problem(package)
+    if problem is not None:
+        raise top["package"].fail(problem)
     version = _version(top["version"])
     targets = _targets(top["targets"]) if "targets" in top else ()
     kernels: list[Kernel] = []
@@ -146,6 +141,18 @@ def _recipe(root: Node, path: Path) -> Recipe:
 
 
 _GENCODE = re.compile(r"^arch=compute_(?P<arch>\d+a?),code=(?P<code>(?:sm|compute)_\d+a?)$")
+
+
+def package_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a kernel package (its module and its distribution), or None."""
+    if not _PACKAGE.match(name):
+        return (f"{name!r} is not a valid package name (lower case letters, digits and _, starting with a letter, "
+                "ending with a letter or digit)")  # fmt: skip
+    if keyword.iskeyword(name):
+        return f"{name!r} is a Python keyword"
+    if name in sys.stdlib_module_names:
+        return f"{name!r} is a module of Python's standard library; choose another name"
+    return None
 
 
 def _targets(node: Node, gencode: bool = False) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from . import facts, record_agent, yamlnodes
+from . import facts, recipe, record_agent, yamlnodes
 from . import misses as misses_
 from ._temp import atomic_file
 from .compilers.triton import releases
@@ -327,6 +327,9 @@ class Summary:
 def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Any]] | None = None) -> Summary:
     """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
     outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
+    problem = recipe.package_problem(package)
+    if problem is not None:  # the name of a new recipe's package: refused before the program runs
+        raise UsageError(f"--package {package}: {problem}")
     existing_recipe(out)  # a malformed recipe fails before the program runs
     with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:
         folder = Path(tmp)

@@ -369,3 +369,22 @@ def test_inspect_reports_a_malformed_manifest_in_one_line(
     assert cli.main(["inspect", str(wheel)]) == 6
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and err.startswith("aotpack: error: ")
+
+
+@pytest.mark.parametrize("name", ["__init__", "_kit", "kit_", "9kit", "Kit", "class", "json"])
+def test_a_package_name_is_refused_alike_by_new_and_record_before_anything_runs(tmp_path: Path, name: str) -> None:
+    import sys
+
+    from aotpack import new, record
+    from aotpack.errors import UsageError
+
+    problem = recipe.package_problem(name)
+    assert problem is not None and repr(name) in problem
+    with pytest.raises(new.ScaffoldError) as scaffolded:
+        new.scaffold(name, tmp_path / "new")
+    assert str(scaffolded.value) == problem and not (tmp_path / "new").exists()
+    ran = tmp_path / "ran"
+    with pytest.raises(UsageError) as recorded:
+        record.record([sys.executable, "-c", f"open({str(ran)!r}, 'w')"], tmp_path / "r.yaml", name)
+    assert str(recorded.value) == f"--package {name}: {problem}"
+    assert not ran.exists() and not (tmp_path / "r.yaml").exists()
