@@ -38,6 +38,12 @@ def c_bytes(data: bytes, width: int = 96) -> str:
     return "\n  ".join(lines) if lines else '""'
 
 
+def designated(fields: dict[str, str]) -> str:
+    """A C initializer naming every field (``{.name = value, ...}``): a value lands in the field it names,
+    whatever the struct's order, and a field the struct lacks does not compile."""
+    return "{" + ", ".join(f".{name} = {value}" for name, value in fields.items()) + "}"
+
+
 def int_constexprs(kernel: Kernel) -> tuple[str, ...]:
     """The constexprs the grid and bound expressions may read: those whose every value is an integer
     or a boolean (as 0 and 1)."""
@@ -67,11 +73,14 @@ def _param(arg: Arg, kernel: Kernel) -> str:
         kind, dtype = str(facts.dtypes()[arg.dtype].arg), -1
     typevar = typevars.index(arg.dtype) if arg.typevar else -1
     keyed = (*arg.jit_states, *((NONE,) if arg.optional else ()))  # what the JIT keys it on, as a bit set
-    jit_states = " | ".join(f"1 << {_STATE[s]}" for s in keyed)
-    flags = [arg.hint or 0, int(arg.required), int(arg.launch_only), int(arg.has_default),
-             int(arg.contiguous), len(arg.block), int(arg.optional), jit_states,
-             _shape_use(arg, kernel) if arg.pointer else "AOT_SHAPE_NONE"]  # fmt: skip
-    return f"{{{c_string(arg.name)}, {kind}, {dtype}, {typevar}, {', '.join(map(str, flags))}}}"
+    return designated({
+        "name": c_string(arg.name), "kind": kind, "dtype": str(dtype), "typevar": str(typevar),
+        "hint": str(arg.hint or 0), "required": str(int(arg.required)), "launch_only": str(int(arg.launch_only)),
+        "has_default": str(int(arg.has_default)), "contiguous": str(int(arg.contiguous)),
+        "desc_rank": str(len(arg.block)), "optional": str(int(arg.optional)),
+        "jit_states": " | ".join(f"1 << {_STATE[s]}" for s in keyed),
+        "shape_use": _shape_use(arg, kernel) if arg.pointer else "AOT_SHAPE_NONE",
+    })  # fmt: skip
 
 
 def _folded(variant: Variant) -> int:
@@ -117,19 +126,24 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     lines += functions
     lines += _name_tables(k, consts, specs)
     n = k.name
-    fields = [
-        c_string(n), c_string(package), str(len(k.args)), f"{n}_params", str(len(k.types)), f"{n}_typevars",
-        str(len(k.bindings)), f"{n}_bindings", str(len(k.targets)), f"{n}_targets", str(len(k.configs)),
-        str(k.configs.index(k.default)), str(len(consts)), f"{n}_consts", str(len(k.key)),
-        str(int(k.bucket == "pow2")), str(len(rules)), f"{n}_rules", str(len(build.variants)), f"{n}_variants",
-        f"{n}_variant_of", f"{n}_defaults", f"{n}_extents", f"{n}_grid", f"{n}_key",
-        f"{n}_functions", *launch_fns, f"{n}_config_labels", str(int(k.autotune)), f"&{n}_memo",
-        str(len(k.bound)), f"{n}_bound_consts", f"{n}_bound_names", f"{n}_bound", str(len(specs)), f"{n}_specs",
-        f"{n}_spec_names", f"{n}_call_order", f"{n}_grid_exprs",
-        hex(sum(1 << i for i, a in enumerate(k.args) if a in classes.lettered(k))) + "u",
-    ]  # fmt: skip
+    fields = {
+        "name": c_string(n), "package": c_string(package), "nparams": str(len(k.args)), "params": f"{n}_params",
+        "ntypevars": str(len(k.types)), "typevar_names": f"{n}_typevars", "nbindings": str(len(k.bindings)),
+        "bindings": f"{n}_bindings", "ntargets": str(len(k.targets)), "targets": f"{n}_targets",
+        "nconfigs": str(len(k.configs)), "default_config": str(k.configs.index(k.default)),
+        "nconsts": str(len(consts)), "consts": f"{n}_consts", "nkey": str(len(k.key)),
+        "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rules)), "rules": f"{n}_rules",
+        "nvariants": str(len(build.variants)), "variants": f"{n}_variants", "variant_of": f"{n}_variant_of",
+        "defaults": f"{n}_defaults", "extents": f"{n}_extents", "grid": f"{n}_grid", "key": f"{n}_key",
+        "functions": f"{n}_functions", "block": launch_fns[0], "shared": launch_fns[1],
+        "config_labels": f"{n}_config_labels", "autotune": str(int(k.autotune)), "memo": f"&{n}_memo",
+        "nbound": str(len(k.bound)), "bound_consts": f"{n}_bound_consts", "bound_names": f"{n}_bound_names",
+        "bound": f"{n}_bound", "nspecs": str(len(specs)), "specs": f"{n}_specs", "spec_names": f"{n}_spec_names",
+        "call_order": f"{n}_call_order", "grid_exprs": f"{n}_grid_exprs",
+        "spec_letters": hex(sum(1 << i for i, a in enumerate(k.args) if a in classes.lettered(k))) + "u",
+    }  # fmt: skip
     lines.append(f"AOT_API const aot_kernel aot_kernel_{n} = {{")  # the extension reads it from the library
-    lines += [f"  {f}," for f in fields]
+    lines += [f"  .{name} = {value}," for name, value in fields.items()]
     lines.append("};")
     return "\n".join(lines) + "\n"
 
@@ -175,24 +189,29 @@ def _variant_tables(
     for i, (variant, art) in enumerate(build.variants):
         if art.needs.tma is not None:
             tma_names[variant.id] = f"{n}_tma_{i}"
-            items = [f"{{{{{', '.join(map(str, t.box))}}}, {len(t.box)}, {t.swizzle}, {t.elem_type}, {t.elem_size}}}"
+            items = [designated({"box": f"{{{', '.join(map(str, t.box))}}}", "rank": str(len(t.box)),
+                                 "swizzle": str(t.swizzle), "elem_type": str(t.elem_type),
+                                 "elem_size": str(t.elem_size)})
                      for t in art.needs.tma]  # fmt: skip
             lines.append(f"static const aot_tma {n}_tma_{i}[] = {{{', '.join(items)}}};")
     lines.append(f"static const aot_variant {n}_variants[] = {{")
     for variant, art in build.variants:
         needs = art.needs
-        image = images[variant.id]  # its block's name, and where in it
-        where = f"{k.bindings.index(variant.binding)}, {k.configs.index(variant.config)}, "
-        where += str(k.targets.index(variant.target))
-        lines.append(
-            f"  {{{c_string(variant.id)}, {where}, {specs.index(variant.spec)}, "
-            f"&{image[0]}, {image[1].offset}, {image[1].size}, UINT32_C({image[1].crc32}), "
-            f"{c_string(art.entry)}, {art.shared}, {art.static_shared}, {art.num_warps}, {art.extra_pointer_params}, "
-            f"UINT64_C({_folded(variant)}), "
-            f"{build.min_driver[variant.target].cuda}, "
-            f"{{{needs.scratch[0]}, {needs.scratch[1]}}}, {{{needs.profile_scratch[0]}, {needs.profile_scratch[1]}}}, "
-            f"{needs.num_ctas}, {int(needs.cooperative)}, {int(needs.pdl)}, {tma_names.get(variant.id, 'NULL')}}},"
-        )
+        block, where = images[variant.id]  # its block's name, and where in it
+        fields = {
+            "id": c_string(variant.id), "binding": str(k.bindings.index(variant.binding)),
+            "config": str(k.configs.index(variant.config)), "target": str(k.targets.index(variant.target)),
+            "spec": str(specs.index(variant.spec)), "block": f"&{block}", "offset": str(where.offset),
+            "raw_size": str(where.size), "crc32": f"UINT32_C({where.crc32})", "entry": c_string(art.entry),
+            "shared": str(art.shared), "static_shared": str(art.static_shared), "num_warps": str(art.num_warps),
+            "extra_ptrs": str(art.extra_pointer_params), "folded": f"UINT64_C({_folded(variant)})",
+            "min_driver": str(build.min_driver[variant.target].cuda),
+            "scratch": f"{{{needs.scratch[0]}, {needs.scratch[1]}}}",
+            "profile_scratch": f"{{{needs.profile_scratch[0]}, {needs.profile_scratch[1]}}}",
+            "num_ctas": str(needs.num_ctas), "cooperative": str(int(needs.cooperative)), "pdl": str(int(needs.pdl)),
+            "tma": tma_names.get(variant.id, "NULL"),
+        }  # fmt: skip
+        lines.append(f"  {designated(fields)},")
     lines.append("};")
     index_of = {(v.binding, v.config, v.target, v.spec): i for i, (v, _) in enumerate(build.variants)}
     slots = [", ".join(str(index_of.get((*point, spec), -1)) for spec in specs)

@@ -746,8 +746,12 @@ int aot_memo_put(const aot_kernel *k, const aot_tuned *entry) {
   int i = 0;
   while (i < m->n && !memo_same(&m->items[i], entry, k->nkey)) i++;
   if (i == m->cap) {
-    int cap = m->cap ? 2 * m->cap : 16;
-    aot_tuned *grown = realloc(m->items, (size_t)cap * sizeof *grown);
+    int cap;
+    size_t bytes;
+    aot_tuned *grown = NULL;
+    if (!__builtin_mul_overflow(m->cap ? m->cap : 8, 2, &cap) &&
+        !__builtin_mul_overflow((size_t)cap, sizeof *grown, &bytes))
+      grown = realloc(m->items, bytes);
     if (grown == NULL) rc = -1;
     else m->items = grown, m->cap = cap;
   }
@@ -794,10 +798,13 @@ static int timer_open(timer *t, const device_state *d, aot_error *err) {
   return 0;
 }
 
-static void timer_close(timer *t) {
-  if (t->start) cu.EventDestroy(t->start);
-  if (t->stop) cu.EventDestroy(t->stop);
-  if (t->flush) cu.MemFree(t->flush);
+/* Release what timer_open made; a failure is reported unless the call failed already. */
+static void timer_close(timer *t, aot_error *err) {
+  int rc[3] = {t->start ? cu.EventDestroy(t->start) : CUDA_SUCCESS, t->stop ? cu.EventDestroy(t->stop) : CUDA_SUCCESS,
+               t->flush ? cu.MemFree(t->flush) : CUDA_SUCCESS};
+  for (int i = 0; i < 3; i++)
+    if (rc[i] != CUDA_SUCCESS && err->status == AOT_OK)
+      cu_fail(err, rc[i], "autotune: releasing its events and L2-clearing buffer (cuEventDestroy, cuMemFree)");
 }
 
 static int timed_ms(const timer *t, aot_stream stream, float *ms, const aot_kernel *k, aot_call *call, int v,
@@ -875,8 +882,9 @@ static int autotune(const aot_kernel *k, aot_call *call, int ordinal, device_sta
       if (best_v < 0 || ms < best_ms) best_v = v, best_config = config, best_ms = ms;
     }
   }
-  timer_close(&t);
-  cu.CtxPopCurrent(&popped);
+  timer_close(&t, call->err);
+  if ((rc = cu.CtxPopCurrent(&popped)) != CUDA_SUCCESS && call->err->status == AOT_OK)
+    cu_fail(call->err, rc, "restoring the caller's context (cuCtxPopCurrent)");
   if (call->err->status != AOT_OK) return -1;
   c->point.config = best_config;
   if (best_v >= 0 && aot_memo_put(k, &c->point) != 0) return aot_fail(call->err, AOT_E_CUDA, "out of memory");
@@ -1195,9 +1203,10 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
              var->min_driver % 1000 / 10);
     return NULL;
   }
-  if ((int)(var->shared + var->static_shared) > d->max_shared_optin) {
-    aot_fail(err, AOT_E_CUDA, "%s needs %u bytes of shared memory; %s allows %d per block", var->id,
-             var->shared + var->static_shared, d->name, d->max_shared_optin);
+  int64_t shared = (int64_t)var->shared + var->static_shared; /* two 32-bit sizes: no overflow in 64 bits */
+  if (shared > d->max_shared_optin) {
+    aot_fail(err, AOT_E_CUDA, "%s needs %" PRId64 " bytes of shared memory; %s allows %d per block", var->id, shared,
+             d->name, d->max_shared_optin);
     return NULL;
   }
   /* Opt in to more than 48 KB of dynamic shared memory: the fixed amount (Triton), or all the chip
@@ -1240,9 +1249,14 @@ static CUfunction function(const aot_kernel *k, int v, int ordinal, const device
       } else {
         atomic_store_explicit(slot, (void *)fn, memory_order_release);
       }
-      if (fn == NULL && module != NULL) cu.ModuleUnload(module); /* a failed load leaves nothing behind */
+      /* a failed load leaves nothing behind; an unload that fails too is not reported over the load's error,
+       * which is the one to fix (at worst the module stays loaded) */
+      if (fn == NULL && module != NULL) cu.ModuleUnload(module);
       free(image); /* the driver keeps its own copy of a loaded module */
-      cu.CtxPopCurrent(&popped);
+      if ((rc = cu.CtxPopCurrent(&popped)) != CUDA_SUCCESS && fn != NULL) {
+        cu_fail(err, rc, "restoring the caller's context (cuCtxPopCurrent)");
+        fn = NULL; /* the loaded function stays in its slot for the next call */
+      }
     }
   }
   pthread_mutex_unlock(&load_lock);
@@ -1254,9 +1268,13 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
   device_state *d = device(ordinal, call->err);
   if (d == NULL) return -1;
   choice c = {.untuned = 0, .miss = -2};
-  int v = choose(k, call, d, forced, &c), capturing = 0;
-  if (v >= 0 && c.untuned && cu.StreamIsCapturing(stream, &capturing) == CUDA_SUCCESS && !capturing)
-    v = autotune(k, call, ordinal, d, stream, &c), c.miss = -2;
+  int v = choose(k, call, d, forced, &c), capturing = 0, rc;
+  /* time the configs, unless the stream captures a graph (timing synchronizes the stream, which a capture forbids) */
+  if (v >= 0 && c.untuned) {
+    if ((rc = cu.StreamIsCapturing(stream, &capturing)) != CUDA_SUCCESS)
+      return cu_fail(call->err, rc, "asking whether the stream captures a graph (cuStreamIsCapturing)");
+    if (!capturing) v = autotune(k, call, ordinal, d, stream, &c), c.miss = -2;
+  }
   if (v < 0) return -1;
   if (forced < 0 && call->launch_config == 0) /* the dispatcher chose: was it the JIT's class? */
     count_miss(k, call, c.miss == -2 ? class_miss(k, call, v) : c.miss);
@@ -1316,23 +1334,25 @@ static int encode_tma(const aot_variant *var, const aot_tma *m, const aot_param 
   int rank = m->rank;
   uint64_t dims[5], strides[5];
   uint32_t box[5], element_strides[5] = {1, 1, 1, 1, 1};
-  uint64_t last_byte = 0;
+  int64_t last_byte = 0; /* the offset of the last element's first byte */
   if (t->ptr % 16 != 0)
     return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs a 16-byte aligned address, got 0x%" PRIx64,
                     prm->name, t->ptr);
   for (int d = 0; d < rank; d++) {
-    int64_t size = t->shape[d], stride = t->strides[d];
-    if (size < 1 || size > INT32_MAX)
+    int64_t size = t->shape[d], stride = t->strides[d], stride_bytes, reach;
+    if (size < 1)
       return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs sizes from 1 to 2^31-1, got %" PRId64
                       " in dimension %d", prm->name, size, d);
-    if (d < rank - 1 && (stride * m->elem_size) % 16 != 0)
+    if (__builtin_mul_overflow(stride, (int64_t)m->elem_size, &stride_bytes) ||
+        __builtin_mul_overflow(size - 1, stride_bytes, &reach) || __builtin_add_overflow(last_byte, reach, &last_byte))
+      return aot_fail(err, AOT_E_VALUE, "argument %s: its shape and strides span more than 64-bit sizes in bytes "
+                      "(stride %" PRId64 " of dimension %d, %d-byte elements)", prm->name, stride, d, m->elem_size);
+    if (d < rank - 1 && stride_bytes % 16 != 0)
       return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs strides of a multiple of 16 bytes; "
-                      "stride %" PRId64 " of dimension %d is %" PRId64 " bytes", prm->name, stride, d,
-                      stride * m->elem_size);
+                      "stride %" PRId64 " of dimension %d is %" PRId64 " bytes", prm->name, stride, d, stride_bytes);
     dims[rank - 1 - d] = (uint64_t)size;
-    if (d < rank - 1) strides[rank - 2 - d] = (uint64_t)(stride * m->elem_size);
+    if (d < rank - 1) strides[rank - 2 - d] = (uint64_t)stride_bytes;
     box[rank - 1 - d] = m->box[d];
-    last_byte += (uint64_t)(size - 1) * (uint64_t)stride * m->elem_size;
   }
   int rc = cu.TensorMapEncodeTiled(map, m->elem_type, (unsigned)rank, (void *)(uintptr_t)t->ptr, dims, strides, box,
                                    element_strides, 0, m->swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, 0);
@@ -1343,7 +1363,7 @@ static int encode_tma(const aot_variant *var, const aot_tma *m, const aot_param 
   }
   /* Drivers up to CUDA 13.1 set a flag in descriptors of tensors smaller than 128 KiB that makes
    * loads go wrong; CUTLASS and Triton clear it (bit 21 of the second word) the same way. */
-  if (driver_version <= 13010 && last_byte + (uint64_t)m->elem_size <= 128 * 1024) {
+  if (driver_version <= 13010 && last_byte <= 128 * 1024 - m->elem_size) {
     uint64_t word;
     memcpy(&word, map->bytes + 8, sizeof word);
     word &= ~(UINT64_C(1) << 21);
@@ -1352,7 +1372,13 @@ static int encode_tma(const aot_variant *var, const aot_tma *m, const aot_param 
   return 0;
 }
 
-static size_t round_up(size_t x, size_t align) { return align > 1 ? (x + align - 1) / align * align : x; }
+/* x rounded up to a multiple of align (0 or 1: x itself) into *out; nonzero when that passes size_t. */
+static int round_up(size_t x, size_t align, size_t *out) {
+  if (align <= 1) return *out = x, 0;
+  if (__builtin_add_overflow(x, align - 1, out)) return 1;
+  *out = *out / align * align;
+  return 0;
+}
 
 /* The kernel's parameter values, copied into one aligned buffer, and the driver's pointer list. */
 enum { MAX_PARAMS = 4 * AOT_MAX_ARGS + 3 };
@@ -1364,8 +1390,8 @@ typedef struct {
 } param_pack;
 
 static int push(param_pack *p, const void *value, size_t size, size_t align, aot_error *err) {
-  size_t at = round_up(p->used, align);
-  if (at + size > sizeof p->bytes || p->n + 1 >= MAX_PARAMS)
+  size_t at;
+  if (round_up(p->used, align, &at) || at + size > sizeof p->bytes || p->n + 1 >= MAX_PARAMS) /* at, size < 9 KB */
     return aot_fail(err, AOT_E_VALUE, "the kernel's parameters exceed what aotpack can pass (%d values, %zu bytes)",
                     MAX_PARAMS, sizeof p->bytes);
   memset(p->bytes + p->used, 0, at - p->used); /* no stray bytes in padding */
@@ -1401,6 +1427,10 @@ static int push_descriptor(param_pack *p, const aot_variant *var, const aot_tma 
   if (t->strides[rank - 1] != 1)
     return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs its last dimension contiguous "
                     "(stride 1), got stride %" PRId64 "; call .contiguous() on it", prm->name, t->strides[rank - 1]);
+  for (int d = 0; d < rank; d++) /* the kernel reads the sizes as i32 */
+    if (t->shape[d] > INT32_MAX)
+      return aot_fail(err, AOT_E_VALUE, "argument %s: a tensor descriptor needs sizes up to 2^31-1, got %" PRId64
+                      " in dimension %d", prm->name, t->shape[d], d);
   if (m != NULL) {
     cu_tensor_map map;
     if (encode_tma(var, m, prm, t, &map, err) != 0 || push(p, &map, sizeof map, 64, err) != 0) return -1;
@@ -1443,16 +1473,17 @@ static int pack_args(const aot_kernel *k, const aot_call *call, const aot_varian
   return rc;
 }
 
-static int launch_ex(const aot_variant *var, CUfunction fn, const int64_t grid[3], const int64_t block[3],
+/* Launch on `blocks` (a cluster of num_ctas blocks along x counts num_ctas there). */
+static int launch_ex(const aot_variant *var, CUfunction fn, const int64_t blocks[3], const int64_t block[3],
                      int64_t shared, aot_stream stream, void **params, aot_error *err) {
   if (var->num_ctas == 1 && !var->cooperative && !var->pdl)
-    return cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], (unsigned)block[0],
+    return cu.LaunchKernel(fn, (unsigned)blocks[0], (unsigned)blocks[1], (unsigned)blocks[2], (unsigned)block[0],
                            (unsigned)block[1], (unsigned)block[2], (unsigned)shared, stream, params, NULL);
   if (cu.LaunchKernelEx == NULL) return missing_entry(err, "cuLaunchKernelEx", var);
   cu_launch_attribute attrs[4];
   memset(attrs, 0, sizeof attrs);
   unsigned n = 0;
-  if (var->num_ctas > 1) { /* a cluster of num_ctas blocks along x; the grid counts clusters */
+  if (var->num_ctas > 1) { /* a cluster of num_ctas blocks along x */
     attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attrs[n].value.cluster.x = var->num_ctas, attrs[n].value.cluster.y = 1, attrs[n++].value.cluster.z = 1;
     attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
@@ -1461,81 +1492,123 @@ static int launch_ex(const aot_variant *var, CUfunction fn, const int64_t grid[3
   if (var->cooperative) attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, attrs[n++].value.flag = 1;
   if (var->pdl) attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, attrs[n++].value.flag = 1;
   cu_launch_config config = {
-      {(unsigned)(grid[0] * var->num_ctas), (unsigned)grid[1], (unsigned)grid[2]},
+      {(unsigned)blocks[0], (unsigned)blocks[1], (unsigned)blocks[2]},
       {(unsigned)block[0], (unsigned)block[1], (unsigned)block[2]},
       (unsigned)shared, stream, attrs, n};
   return cu.LaunchKernelEx(&config, fn, params, NULL);
+}
+
+/* A launch's global scratch, global then the profiler's: bytes per program times programs (each block of
+ * a cluster is one), each part at its alignment, plus room to align the base. Nonzero when a size passes
+ * size_t (a grid no memory could serve). */
+typedef struct {
+  size_t profile_at, bytes, align, alloc;
+} scratch_plan;
+
+static int plan_scratch(const aot_variant *var, const int64_t blocks[3], scratch_plan *s) {
+  size_t programs, global, profile;
+  s->align = var->scratch[1] > var->profile_scratch[1] ? var->scratch[1] : var->profile_scratch[1];
+  return __builtin_mul_overflow((size_t)blocks[0], (size_t)blocks[1], &programs) ||
+         __builtin_mul_overflow(programs, (size_t)blocks[2], &programs) ||
+         __builtin_mul_overflow(programs, (size_t)var->scratch[0], &global) ||
+         round_up(global, var->profile_scratch[1], &s->profile_at) ||
+         __builtin_mul_overflow(programs, (size_t)var->profile_scratch[0], &profile) ||
+         __builtin_add_overflow(s->profile_at, profile, &s->bytes) ||
+         __builtin_add_overflow(s->bytes, s->align, &s->alloc);
+}
+
+/* Check a launch's sizes against CUDA's limits: the grid (blocks, counting each block of a cluster, into
+ * `blocks`), the block's threads and the dynamic shared memory. 1: Triton's syntax with an empty grid
+ * (nothing to launch), 0, or -1 and err. Every product is checked: one past int64 is past a limit. */
+static int check_launch(const aot_kernel *k, aot_call *call, const aot_variant *var, const device_state *d,
+                        const int64_t grid[3], const int64_t block[3], int64_t shared, int64_t blocks[3]) {
+  static const int64_t limit[3] = {INT32_MAX, 65535, 65535};
+  const char *syntax = call->launch_config > 0 ? "[grid](...)" : "()";
+  for (int i = 0; i < 3; i++) {
+    if (grid[i] == 0 && call->launch_config > 0) return 1;
+    if (grid[i] <= 0 && call->launch_config > 0)
+      return aot_fail(call->err, AOT_E_VALUE, "%s[grid](...): grid dimension %d is %" PRId64, k->name, i, grid[i]);
+    if (grid[i] <= 0)
+      return aot_fail(call->err, AOT_E_VALUE, "%s(): grid dimension %d, %s, is %" PRId64 " for this call: nothing "
+                      "would run; check the arguments (an empty input?)", k->name, i, k->grid_exprs[i], grid[i]);
+    int cluster = i == 0 ? var->num_ctas : 1;
+    if (__builtin_mul_overflow(grid[i], (int64_t)cluster, &blocks[i]) || blocks[i] > limit[i]) {
+      char clusters[48] = "";
+      if (cluster > 1) snprintf(clusters, sizeof clusters, " clusters of %d blocks", cluster);
+      return aot_fail(call->err, AOT_E_VALUE, "%s%s: grid dimension %d is %" PRId64 "%s, above the CUDA limit of %"
+                      PRId64 " blocks; check the arguments", k->name, syntax, i, grid[i], clusters, limit[i]);
+    }
+  }
+  int64_t threads;
+  if (block[0] < 1 || block[1] < 1 || block[2] < 1 || __builtin_mul_overflow(block[0], block[1], &threads) ||
+      __builtin_mul_overflow(threads, block[2], &threads) || threads > 1024)
+    return aot_fail(call->err, AOT_E_VALUE, "%s(): block %" PRId64 "x%" PRId64 "x%" PRId64 " is not 1 to 1024 "
+                    "threads; check the arguments", k->name, block[0], block[1], block[2]);
+  if (shared < 0 || shared > (int64_t)d->max_shared_optin - var->static_shared) /* small: no overflow */
+    return aot_fail(call->err, AOT_E_VALUE, "%s(): %" PRId64 " bytes of dynamic shared memory (beside %u static) is "
+                    "over the %d bytes %s allows per block", k->name, shared, var->static_shared, d->max_shared_optin,
+                    d->name);
+  return 0;
 }
 
 static int launch_variant(const aot_kernel *k, aot_call *call, int v, int ordinal, device_state *d, aot_stream stream) {
   aot_error *err = call->err;
   const aot_variant *var = &k->variants[v];
   const int64_t *consts = config_consts(k, var->config);
-  int64_t grid[3], block[3] = {32 * (int64_t)var->num_warps, 1, 1}, shared = var->shared;
+  int64_t grid[3], blocks[3], block[3] = {32 * (int64_t)var->num_warps, 1, 1}, shared = var->shared;
   if (call->launch_config > 0) memcpy(grid, call->grid, sizeof grid); /* Triton's launch syntax: the caller's */
   else k->grid(call, consts, grid);
   if (k->block != NULL) k->block(call, consts, block);
   if (k->shared != NULL) k->shared(call, consts, &shared);
   if (err->status != AOT_OK) return -1;
-  static const int64_t limit[3] = {INT32_MAX, 65535, 65535};
-  for (int i = 0; i < 3; i++) {
-    if (grid[i] == 0 && call->launch_config > 0) return 0; /* Triton's syntax: an empty grid launches nothing */
-    if (grid[i] <= 0 && call->launch_config > 0)
-      return aot_fail(err, AOT_E_VALUE, "%s[grid](...): grid dimension %d is %" PRId64, k->name, i, grid[i]);
-    if (grid[i] <= 0)
-      return aot_fail(err, AOT_E_VALUE, "%s(): grid dimension %d, %s, is %" PRId64 " for this call: nothing would "
-                      "run; check the arguments (an empty input?)", k->name, i, k->grid_exprs[i], grid[i]);
-    if (grid[i] * (i == 0 ? var->num_ctas : 1) > limit[i])
-      return aot_fail(err, AOT_E_VALUE, "%s(): grid dimension %d is %" PRId64 ", above the CUDA limit %" PRId64,
-                      k->name, i, grid[i], limit[i]);
-  }
-  if (block[0] < 1 || block[1] < 1 || block[2] < 1 || block[0] * block[1] * block[2] > 1024)
-    return aot_fail(err, AOT_E_VALUE, "%s(): block %" PRId64 "x%" PRId64 "x%" PRId64 " is not 1 to 1024 threads",
-                    k->name, block[0], block[1], block[2]);
-  if (shared < 0 || shared + var->static_shared > (int64_t)d->max_shared_optin)
-    return aot_fail(err, AOT_E_VALUE, "%s(): %" PRId64 " bytes of dynamic shared memory (beside %u static) is over "
-                    "the %d bytes %s allows per block", k->name, shared, var->static_shared, d->max_shared_optin,
-                    d->name);
+  int checked = check_launch(k, call, var, d, grid, block, shared, blocks);
+  if (checked != 0) return checked > 0 ? 0 : -1; /* Triton's syntax: an empty grid launches nothing */
+  scratch_plan scratch_at = {0, 0, 0, 0};
+  if ((var->scratch[0] || var->profile_scratch[0]) && plan_scratch(var, blocks, &scratch_at) != 0)
+    return aot_fail(err, AOT_E_VALUE, "%s(): %s needs %u + %u bytes of scratch memory per block, for %" PRId64 "x%"
+                    PRId64 "x%" PRId64 " blocks: more than 64-bit sizes hold; check the arguments (the grid)", k->name,
+                    var->id, var->scratch[0], var->profile_scratch[0], blocks[0], blocks[1], blocks[2]);
   CUfunction fn = function(k, v, ordinal, d, err);
   param_pack pack;
   if (fn == NULL || pack_args(k, call, var, &pack, err) != 0) return -1;
 
   CUcontext current = NULL, popped;
   int rc = cu.CtxGetCurrent(&current);
-  int pushed = rc == CUDA_SUCCESS && current != d->context;
+  if (rc != CUDA_SUCCESS) return cu_fail(err, rc, "reading the calling thread's context (cuCtxGetCurrent)");
+  int pushed = current != d->context;
   if (pushed && (rc = cu.CtxPushCurrent(d->context)) != CUDA_SUCCESS)
     return cu_fail(err, rc, "making the device's context current");
-  /* scratch: bytes per program times programs (each block of a cluster is one), global then profile */
-  size_t programs = (size_t)grid[0] * (size_t)grid[1] * (size_t)grid[2] * var->num_ctas;
-  size_t global_bytes = programs * var->scratch[0], profile_at = round_up(global_bytes, var->profile_scratch[1]);
-  size_t total = profile_at + programs * var->profile_scratch[0];
   CUdeviceptr base = 0, scratch = 0, profile = 0;
   int status = 0;
-  if (total > 0) {
-    size_t align = var->scratch[1] > var->profile_scratch[1] ? var->scratch[1] : var->profile_scratch[1];
+  if (scratch_at.bytes > 0) {
     void *pool = scratch_pool(d, ordinal, var, err);
     if (pool == NULL) {
       status = -1;
-    } else if ((rc = cu.MemAllocFromPoolAsync(&base, total + align, pool, stream)) != CUDA_SUCCESS) {
+    } else if ((rc = cu.MemAllocFromPoolAsync(&base, scratch_at.alloc, pool, stream)) != CUDA_SUCCESS) {
       char what[128];
-      snprintf(what, sizeof what, "allocating %zu bytes of scratch memory for %s", total + align, var->id);
+      snprintf(what, sizeof what, "allocating %zu bytes of scratch memory for %s", scratch_at.alloc, var->id);
       status = cu_fail(err, rc, what);
     } else {
-      CUdeviceptr aligned = round_up(base, align);
+      size_t aligned;
+      (void)round_up(base, scratch_at.align, &aligned); /* inside the allocation (align bytes past base): no wrap */
       scratch = var->scratch[0] ? aligned : 0;
-      profile = var->profile_scratch[0] ? aligned + profile_at : 0;
+      profile = var->profile_scratch[0] ? aligned + scratch_at.profile_at : 0;
     }
   }
   /* Triton's trailing scratch pointers: global, then profile (null when the variant needs none) */
   CUdeviceptr extra[2] = {scratch, profile};
   for (int e = 0; e < var->extra_ptrs && status == 0; e++) status = push(&pack, &extra[e], 8, 8, err);
   pack.params[pack.n] = NULL; /* the driver reads the kernel's count; tools that walk the list need the end */
-  if (status == 0 && (rc = launch_ex(var, fn, grid, block, shared, stream, pack.params, err)) != CUDA_SUCCESS) {
+  if (status == 0 && (rc = launch_ex(var, fn, blocks, block, shared, stream, pack.params, err)) != CUDA_SUCCESS) {
     char what[512];
     snprintf(what, sizeof what, "launching %s on device %d", var->id, ordinal);
     status = err->status != AOT_OK ? -1 : cu_fail(err, rc, what);
   }
-  if (base != 0) cu.MemFreeAsync(base, stream); /* after the kernel, in stream order */
-  if (pushed) cu.CtxPopCurrent(&popped);
+  /* freed after the kernel, in stream order; a failure after a launch (a fault of the kernel, typically) is
+   * reported, as is one restoring the caller's context, unless an earlier error is */
+  if (base != 0 && (rc = cu.MemFreeAsync(base, stream)) != CUDA_SUCCESS && status == 0)
+    status = cu_fail(err, rc, "freeing scratch memory after the launch (cuMemFreeAsync)");
+  if (pushed && (rc = cu.CtxPopCurrent(&popped)) != CUDA_SUCCESS && status == 0)
+    status = cu_fail(err, rc, "restoring the caller's context (cuCtxPopCurrent)");
   return status;
 }

@@ -1,7 +1,8 @@
 """The shipped runtime and the generated C under AddressSanitizer and UndefinedBehaviorSanitizer:
 sanitize_main.c drives the small recipe's C API on the fake driver (leaks checked) with good calls,
 bad calls (dtypes, sizes, alignment, raw pointers, empty and negative grids, shapes past int64, too
-many dimensions) and eight threads launching at once; and the CPython binding, rebuilt with the
+many dimensions), launches whose grid, block, shared memory, scratch or descriptor sizes pass 64 bits,
+and eight threads launching at once; and the CPython binding, rebuilt with the
 sanitizers in place of the wheel's extension, takes every kind of bad Python call. Any finding fails
 the run (-fno-sanitize-recover). Skipped where no C compiler with the sanitizer runtimes is installed."""
 
@@ -66,8 +67,41 @@ def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized
     assert lines["span past int64"] == "argument x_ptr: its shape and strides span more than 64-bit sizes"
     assert lines["nine dimensions"] == "argument x_ptr has 9 dimensions; at most 8 are supported"
     assert lines["threads"] == "done"
-    launches = [line for line in (tmp_path / "cuda.log").read_text().splitlines() if line.startswith("launch")]
-    assert len(launches) == 3 + 8 * 200  # good, misaligned, raw pointers, and the threads
+    # sizes past 64 bits are refused as bad values (a ValueError from Python), naming what to check
+    assert lines["clusters"] == "launched"
+    assert lines["clusters past int64"] == (
+        "bad value: add(): grid dimension 0 is 4611686018427387904 clusters of 2 blocks, above the CUDA limit of "
+        "2147483647 blocks; check the arguments"
+    )
+    assert lines["block past int64"] == (
+        "bad value: add(): block 2097152x2097152x4194304 is not 1 to 1024 threads; check the arguments"
+    )
+    assert lines["shared past int64"].startswith(
+        "bad value: add(): 9223372036854775807 bytes of dynamic shared memory (beside 1024 static) is over the"
+    )
+    assert lines["scratch"] == "launched"
+    for case in ("scratch past 64 bits", "scratch sum past 64 bits"):
+        assert lines[case].startswith("bad value: add(): add/") and lines[case].endswith(
+            "bytes of scratch memory per block, for 2147483647x65535x65535 blocks: more than 64-bit sizes hold; "
+            "check the arguments (the grid)"
+        ), lines[case]
+    assert lines["descriptor stride past int64"] == (
+        "bad value: argument x_ptr: its shape and strides span more than 64-bit sizes in bytes (stride "
+        "4611686018427387904 of dimension 0, 4-byte elements)"
+    )
+    assert lines["descriptor span past int64"] == (
+        "bad value: argument x_ptr: its shape and strides span more than 64-bit sizes in bytes (stride "
+        "2199023255552 of dimension 0, 4-byte elements)"
+    )
+    assert lines["descriptor size past i32"] == (
+        "bad value: argument x_ptr: a tensor descriptor needs sizes up to 2^31-1, got 2147483648 in dimension 1"
+    )
+    log = (tmp_path / "cuda.log").read_text().splitlines()
+    launches = [line for line in log if line.startswith("launch")]
+    assert len(launches) == 3 + 2 + 8 * 200  # good, misaligned, raw pointers, clusters, scratch, and the threads
+    assert any(line.startswith("launchex add_kernel grid=32,1,1 block=128 ") for line in launches)  # 16 clusters of 2
+    # the one launch with scratch: 4 programs of 256 bytes, and 128 to align them; none for the refused ones
+    assert [line.split(" pool=")[0] for line in log if line.startswith("alloc")] == ["alloc 1152"]
 
 
 def test_threads_launching_at_once_race_on_nothing_under_tsan(sanitized, fake_driver, tmp_path):

@@ -4,6 +4,7 @@ import ast
 import dataclasses
 import json
 import math
+import re
 import subprocess
 import sys
 import zlib
@@ -52,15 +53,16 @@ def fake_build(folder: Path, prune: str = "") -> codegen.BuildInput:
 
 def test_kernel_tables(kernel_dir):
     text = codegen_c.kernels_c(fake_build(kernel_dir))
-    # name, kind, dtype, type variable, hint, required, launch_only, has_default, contiguous, descriptor rank,
-    # optional, what the JIT keys it on (a bit set of states), how much of its shape the binding reads
+    # jit_states: what the JIT keys it on (a bit set of states); shape_use: how much of its shape the binding reads
     assert (
-        'static const aot_param add_params[] = {\n  {"x_ptr", AOT_ARG_PTR, -1, 0, 16, 0, 0, 0, 0, 0, 0, '
-        "1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY, AOT_SHAPE_SPAN},"
+        'static const aot_param add_params[] = {\n  {.name = "x_ptr", .kind = AOT_ARG_PTR, .dtype = -1, .typevar = 0, '
+        ".hint = 16, .required = 0, .launch_only = 0, .has_default = 0, .contiguous = 0, .desc_rank = 0, "
+        ".optional = 0, .jit_states = 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY, .shape_use = AOT_SHAPE_SPAN},"
     ) in text
     assert (
-        '  {"n_elements", AOT_ARG_I32, -1, -1, 16, 0, 0, 1, 0, 0, 0, '
-        "1 << AOT_SPEC_ONE | 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY, AOT_SHAPE_NONE},\n};"
+        '  {.name = "n_elements", .kind = AOT_ARG_I32, .dtype = -1, .typevar = -1, .hint = 16, .required = 0, '
+        ".launch_only = 0, .has_default = 1, .contiguous = 0, .desc_rank = 0, .optional = 0, "
+        ".jit_states = 1 << AOT_SPEC_ONE | 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY, .shape_use = AOT_SHAPE_NONE},\n};"
     ) in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
     assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
@@ -90,10 +92,16 @@ def test_kernel_tables(kernel_dir):
     rows = [(v, art) for v, art in build.kernels[0].variants if v.target == "sm_80"]
     first, second = rows[0][1].image, rows[1][1].image
     assert (
-        f'"add/T=fp32,BLOCK=256,w4,s3/sm_80/DDDD", 0, 0, 0, 0, &block_0, 0, 37, UINT32_C({zlib.crc32(first)}), '
-        '"add_kernel", 1024, 0, 4, 2, UINT64_C(0), 12020, {0, 1}, {0, 1}, 1, 0, 0, NULL}' in text
+        '{.id = "add/T=fp32,BLOCK=256,w4,s3/sm_80/DDDD", .binding = 0, .config = 0, .target = 0, .spec = 0, '
+        f".block = &block_0, .offset = 0, .raw_size = 37, .crc32 = UINT32_C({zlib.crc32(first)}), "
+        '.entry = "add_kernel", .shared = 1024, .static_shared = 0, .num_warps = 4, .extra_ptrs = 2, '
+        ".folded = UINT64_C(0), .min_driver = 12020, .scratch = {0, 1}, .profile_scratch = {0, 1}, .num_ctas = 1, "
+        ".cooperative = 0, .pdl = 0, .tma = NULL}" in text
     )
-    assert f'"{rows[1][0].id}", ' in text and f"&block_0, 37, {len(second)}, UINT32_C({zlib.crc32(second)})" in text
+    assert f'.id = "{rows[1][0].id}", ' in text
+    assert (
+        f".block = &block_0, .offset = 37, .raw_size = {len(second)}, .crc32 = UINT32_C({zlib.crc32(second)})" in text
+    )
     # the shipped block is LZ4: a token with 15+ literals, then the first image's bytes
     head = text.split("static const unsigned char block_0_data[] =\n  ")[1][:40]
     assert head.startswith('"\\xf') and "\\x61\\x64\\x64\\x2f" in head  # "add/"
@@ -107,8 +115,14 @@ def test_launch_needs_are_tabled_per_variant(kernel_dir):
     first, art = build.kernels[0].variants[0]
     kernels = (dataclasses.replace(build.kernels[0], variants=((first, dataclasses.replace(art, needs=needs)),)),)
     text = codegen_c.kernels_c(dataclasses.replace(build, kernels=kernels))
-    assert "static const aot_tma add_tma_0[] = {{{128, 64}, 2, 3, 6, 2}};" in text
-    assert "12020, {512, 128}, {64, 8}, 2, 1, 1, add_tma_0}," in text
+    assert (
+        "static const aot_tma add_tma_0[] = "
+        "{{.box = {128, 64}, .rank = 2, .swizzle = 3, .elem_type = 6, .elem_size = 2}};"
+    ) in text
+    assert (
+        ".scratch = {512, 128}, .profile_scratch = {64, 8}, .num_ctas = 2, .cooperative = 1, .pdl = 1, "
+        ".tma = add_tma_0}," in text
+    )
 
 
 def test_pruned_variants_leave_holes_the_dispatcher_skips(kernel_dir):
@@ -218,8 +232,55 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
     assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 3, 1, {4096}},\n};" in text
     # the kernel's row count is the expanded one
-    fields = text.split("AOT_API const aot_kernel aot_kernel_add = {\n")[1].splitlines()
-    assert fields[16].strip() == "2," and fields[17].strip() == "add_rules,"
+    assert "  .nrules = 2,\n  .rules = add_rules,\n" in text
+
+
+def _struct_fields(struct: str) -> list[str]:
+    """The fields of a struct of the runtime's header, in order."""
+    header = (Path(codegen_c.__file__).parents[1] / "runtime" / "aot_runtime.h").read_text()
+    match = re.search(r"\{([^{}]*)\}\s*" + struct + ";", re.sub(r"/\*.*?\*/", "", header, flags=re.S))
+    assert match is not None, struct
+    names = []
+    for declaration in filter(None, (d.strip() for d in match[1].split(";"))):
+        pointer_to_function = re.search(r"\(\s*\*\s*(\w+)\s*\)\s*\(", declaration)
+        declarators = [pointer_to_function[1]] if pointer_to_function else declaration.split(",")
+        names += [re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*$", d)[0] for d in declarators]
+    return names
+
+
+def _initializer_names(initializer: str) -> list[str]:
+    """The fields an initializer names at its top level, in order."""
+    names, depth, quoted = [], 0, False
+    for i, char in enumerate(initializer):
+        if char == '"' and initializer[i - 1] != "\\":
+            quoted = not quoted
+        elif not quoted and char in "{}":
+            depth += 1 if char == "{" else -1
+        elif not quoted and depth == 1 and char == "." and re.match(r"[{,]\s*$", initializer[:i].rstrip()[-1:]):
+            names.append(re.match(r"\.(\w+) = ", initializer[i:])[1])  # type: ignore[index]
+    return names
+
+
+def test_the_tables_are_designated_initializers_naming_every_field(kernel_dir):
+    """A kernel's, variant's, parameter's and TMA layout's initializers name each field of the runtime's struct,
+    in the struct's order: a value swapped in the generator cannot land in the wrong field unnoticed."""
+    build = fake_build(kernel_dir)
+    needs = LaunchNeeds(tma=(TmaLayout(box=(128, 64), swizzle=3, elem_type=6, elem_size=2),))
+    first, art = build.kernels[0].variants[0]
+    kernels = (dataclasses.replace(build.kernels[0], variants=((first, dataclasses.replace(art, needs=needs)),)),)
+    text = codegen_c.kernels_c(dataclasses.replace(build, kernels=kernels))
+    kernel = text.split("AOT_API const aot_kernel aot_kernel_add = ")[1].split(";\n")[0]
+    rows = {
+        "aot_kernel": [kernel.replace("\n", " ")],
+        "aot_variant": text.split("static const aot_variant add_variants[] = {\n")[1].split("\n};")[0].splitlines(),
+        "aot_param": text.split("static const aot_param add_params[] = {\n")[1].split("\n};")[0].splitlines(),
+        "aot_tma": [text.split("static const aot_tma add_tma_0[] = {")[1].split("};")[0]],
+    }
+    for struct, initializers in rows.items():
+        fields = _struct_fields(struct)
+        assert len(fields) > 4 and initializers, struct
+        for initializer in initializers:
+            assert _initializer_names(initializer.strip().rstrip(",")) == fields, (struct, initializer)
 
 
 HOSTILE = [
