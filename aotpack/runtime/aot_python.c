@@ -2,6 +2,7 @@
  * dtypes and current-stream getter are looked up once and used as a fast path. */
 #include "aot_python.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -294,6 +295,14 @@ static int dl_dtype(const dl_tensor *dl) {
   return -1;
 }
 
+/* A DLTensor's address: its data pointer plus its byte offset, both the producer's, checked. */
+static int dl_address(const dl_tensor *dl, uint64_t *ptr, const char *arg, aot_error *err) {
+  if (__builtin_add_overflow((uint64_t)(uintptr_t)dl->data, dl->byte_offset, ptr))
+    return aot_fail(err, AOT_E_VALUE, "argument %s: its DLPack data pointer 0x%" PRIx64 " plus byte offset %" PRIu64
+                    " is past 64-bit addresses", arg, (uint64_t)(uintptr_t)dl->data, dl->byte_offset);
+  return 0;
+}
+
 /* A DLTensor's shape and strides (at most AOT_MAX_DIMS dimensions; no strides: compact row-major). */
 static void dl_shape(const dl_tensor *dl, aot_tensor *t) {
   int64_t expect = 1;
@@ -308,9 +317,10 @@ static void dl_shape(const dl_tensor *dl, aot_tensor *t) {
 /* A torch tensor read through DLPack's C exchange API: pointer, device, dtype, and as much of its shape
  * as the kernel reads (aot_shape_use), in one call, as the method path would read them. Returns its
  * device, or NOT_DESCRIBED where that path should read it instead and word what is wrong (off CUDA, a
- * dtype no kernel takes, more dimensions than the runtime holds, an export torch refuses). */
+ * dtype no kernel takes, more dimensions than the runtime holds, an export torch refuses); -1 and err for
+ * an address past 64 bits. */
 enum { NOT_DESCRIBED = -3 };
-static int exchange_arg(PyObject *obj, aot_tensor *t, int use) {
+static int exchange_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, aot_error *err) {
   dl_tensor dl;
   if (torch_exchange->dltensor_from_py_object(obj, &dl) != 0) {
     PyErr_Clear();
@@ -325,7 +335,7 @@ static int exchange_arg(PyObject *obj, aot_tensor *t, int use) {
     if (use != AOT_SHAPE_SPAN || !dl_contiguous(&dl, &numel) || numel < 0) return NOT_DESCRIBED;
     t->ndim = 1, t->shape[0] = numel, t->strides[0] = 1;
   }
-  t->ptr = (uint64_t)(uintptr_t)dl.data + dl.byte_offset;
+  if (dl_address(&dl, &t->ptr, arg, err) < 0) return -1;
   t->dtype = dtype;
   return dl.device.id;
 }
@@ -386,9 +396,8 @@ static int dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *
     if (dtype < 0) {
       aot_fail(err, AOT_E_TYPE, "argument %s has DLPack dtype (code %d, %d bits), which no kernel here takes", arg,
                dl->dtype.code, dl->dtype.bits);
-    } else {
+    } else if (dl_address(dl, &t->ptr, arg, err) == 0) {
       t->dtype = dtype;
-      t->ptr = (uint64_t)(uintptr_t)dl->data + dl->byte_offset;
       dl_shape(dl, t);
       device = dl->device.id;
     }
@@ -407,7 +416,7 @@ static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *
     /* the exchange reads the tensor underneath: only for types that override none of the reads */
     PyObject *type = (PyObject *)Py_TYPE(obj);
     int device = torch_exchange && (type == torch_tensor || type == torch_parameter)
-                     ? exchange_arg(obj, t, prm->shape_use)
+                     ? exchange_arg(obj, t, prm->shape_use, arg, err)
                      : NOT_DESCRIBED;
     return device != NOT_DESCRIBED ? device : torch_arg(obj, t, prm->shape_use, arg, err);
   }

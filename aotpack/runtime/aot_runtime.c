@@ -111,6 +111,7 @@ static struct {
                               const uint32_t *, const uint32_t *, int, int, int, int);
   int (*MemPoolCreate)(void **, const cu_mem_pool_props *);
   int (*MemPoolSetAttribute)(void *, int, void *);
+  int (*MemPoolDestroy)(void *);
   int (*MemAllocFromPoolAsync)(CUdeviceptr *, size_t, void *, aot_stream);
   int (*MemFreeAsync)(CUdeviceptr, aot_stream);
 } cu;
@@ -192,6 +193,7 @@ static void load_driver(void) {
   *(void **)&cu.TensorMapEncodeTiled = dlsym(lib, "cuTensorMapEncodeTiled");
   *(void **)&cu.MemPoolCreate = dlsym(lib, "cuMemPoolCreate");
   *(void **)&cu.MemPoolSetAttribute = dlsym(lib, "cuMemPoolSetAttribute");
+  *(void **)&cu.MemPoolDestroy = dlsym(lib, "cuMemPoolDestroy");
   *(void **)&cu.MemAllocFromPoolAsync = dlsym(lib, "cuMemAllocFromPoolAsync");
   *(void **)&cu.MemFreeAsync = dlsym(lib, "cuMemFreeAsync");
   int rc = cu.Init(0);
@@ -1296,8 +1298,8 @@ static int missing_entry(aot_error *err, const char *symbol, const aot_variant *
 static void *scratch_pool(device_state *d, int ordinal, const aot_variant *var, aot_error *err) {
   void *pool = atomic_load_explicit(&d->scratch_pool, memory_order_acquire);
   if (pool != NULL) return pool;
-  if (cu.MemPoolCreate == NULL || cu.MemPoolSetAttribute == NULL || cu.MemAllocFromPoolAsync == NULL ||
-      cu.MemFreeAsync == NULL) {
+  if (cu.MemPoolCreate == NULL || cu.MemPoolSetAttribute == NULL || cu.MemPoolDestroy == NULL ||
+      cu.MemAllocFromPoolAsync == NULL || cu.MemFreeAsync == NULL) {
     missing_entry(err, "the stream-ordered allocator (cuMemPoolCreate)", var);
     return NULL;
   }
@@ -1311,7 +1313,11 @@ static void *scratch_pool(device_state *d, int ordinal, const aot_variant *var, 
     props.location_id = ordinal;
     uint64_t keep_all = UINT64_MAX;
     int rc = cu.MemPoolCreate(&pool, &props);
-    if (rc == CUDA_SUCCESS) rc = cu.MemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
+    if (rc == CUDA_SUCCESS) {
+      rc = cu.MemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
+      /* not kept: an empty pool, never used; the error worth reporting is the attribute's, not the destroy's */
+      if (rc != CUDA_SUCCESS) (void)cu.MemPoolDestroy(pool);
+    }
     if (rc != CUDA_SUCCESS) {
       char what[192];
       snprintf(what, sizeof what, "creating a scratch memory pool on device %d (%s)", ordinal, d->name);

@@ -2,7 +2,7 @@
  * launch path can be tested on machines without a GPU. It records loads and launches in the file
  * named by $FAKE_CUDA_LOG. Settings: FAKE_CUDA_CC (compute capability, e.g. 90), FAKE_CUDA_DRIVER
  * (e.g. 13000), FAKE_CUDA_DEVICES (count), FAKE_CUDA_CAPTURING (streams report graph capture),
- * FAKE_CUDA_NO_FUNCTION (cuModuleGetFunction fails).
+ * FAKE_CUDA_NO_FUNCTION (cuModuleGetFunction fails), FAKE_CUDA_POOL_ATTR_FAILS (cuMemPoolSetAttribute fails).
  * Device pointers are any address >= 0x10000. Events read a fake clock that each launch advances
  * by its block count plus 16 times its threads per block (so fewer, smaller blocks look faster). */
 #include <pthread.h>
@@ -170,8 +170,9 @@ int cuMemPoolCreate(void **pool, const int *props) {
 }
 int cuMemPoolSetAttribute(void *pool, int attr, void *value) {
   record("pool %p attr %d=%llx", pool, attr, *(unsigned long long *)value);
-  return 0;
+  return env_int("FAKE_CUDA_POOL_ATTR_FAILS", 0) ? 1 : 0; /* CUDA_ERROR_INVALID_VALUE */
 }
+int cuMemPoolDestroy(void *pool) { record("pool %p destroyed", pool); return 0; }
 int cuMemAllocFromPoolAsync(unsigned long long *ptr, size_t size, void *pool, void *stream) {
   pthread_mutex_lock(&lock);
   *ptr = next_alloc;

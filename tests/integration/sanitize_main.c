@@ -1,7 +1,7 @@
 /* Drives the shipped runtime and the generated C of the tests' small recipe through the package's C
  * API, built under AddressSanitizer and UndefinedBehaviorSanitizer (test_sanitize.py): good calls,
- * every kind of bad call, launches whose sizes pass 64 bits, and eight threads launching at once, on the
- * fake driver. One line per call. */
+ * every kind of bad call, launches whose sizes pass 64 bits, a scratch pool the driver refuses to set up, and
+ * eight threads launching at once, on the fake driver. One line per call. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -125,6 +125,9 @@ int main(void) {
   launch_sized("shared past int64", s);
   s = plain;
   s.grid[0] = 4, s.scratch[0] = 256, s.scratch[1] = 128;
+  setenv("FAKE_CUDA_POOL_ATTR_FAILS", "1", 1); /* the scratch pool is made, then refused its release threshold */
+  launch_sized("scratch pool refused", s);
+  unsetenv("FAKE_CUDA_POOL_ATTR_FAILS");
   launch_sized("scratch", s);
   s.grid[0] = INT32_MAX, s.grid[1] = 65535, s.grid[2] = 65535, s.scratch[0] = 1u << 31; /* ~2^94 bytes */
   launch_sized("scratch past 64 bits", s);

@@ -2,8 +2,9 @@
 sanitize_main.c drives the small recipe's C API on the fake driver (leaks checked) with good calls,
 bad calls (dtypes, sizes, alignment, raw pointers, empty and negative grids, shapes past int64, too
 many dimensions), launches whose grid, block, shared memory, scratch or descriptor sizes pass 64 bits,
-and eight threads launching at once; and the CPython binding, rebuilt with the
-sanitizers in place of the wheel's extension, takes every kind of bad Python call. Any finding fails
+a scratch pool the driver refuses to set up (destroyed, not leaked), and eight threads launching at once;
+and the CPython binding, rebuilt with the sanitizers in place of the wheel's extension, takes every kind
+of bad Python call (a DLPack pointer and byte offset past 64 bits among them). Any finding fails
 the run (-fno-sanitize-recover). Skipped where no C compiler with the sanitizer runtimes is installed."""
 
 import os
@@ -79,6 +80,10 @@ def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized
     assert lines["shared past int64"].startswith(
         "bad value: add(): 9223372036854775807 bytes of dynamic shared memory (beside 1024 static) is over the"
     )
+    assert lines["scratch pool refused"] == (
+        "other error: creating a scratch memory pool on device 0 (Fake GPU 0) failed: CUDA_ERROR_INVALID_VALUE (1): "
+        "fake driver error"
+    )
     assert lines["scratch"] == "launched"
     for case in ("scratch past 64 bits", "scratch sum past 64 bits"):
         assert lines[case].startswith("bad value: add(): add/") and lines[case].endswith(
@@ -102,6 +107,11 @@ def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized
     assert any(line.startswith("launchex add_kernel grid=32,1,1 block=128 ") for line in launches)  # 16 clusters of 2
     # the one launch with scratch: 4 programs of 256 bytes, and 128 to align them; none for the refused ones
     assert [line.split(" pool=")[0] for line in log if line.startswith("alloc")] == ["alloc 1152"]
+    # the pool whose release threshold the driver refused is destroyed; the next launch makes another
+    assert [line for line in log if line.startswith("pool")] == [
+        "pool 0x5010 type=1 location=1,0", "pool 0x5010 attr 4=ffffffffffffffff", "pool 0x5010 destroyed",
+        "pool 0x5020 type=1 location=1,0", "pool 0x5020 attr 4=ffffffffffffffff",
+    ]  # fmt: skip
 
 
 def test_threads_launching_at_once_race_on_nothing_under_tsan(sanitized, fake_driver, tmp_path):
@@ -144,6 +154,8 @@ def test_the_c_api_reads_no_uninitialized_memory_under_valgrind(sanitized, tmp_p
 
 
 BAD_CALLS = """
+import ctypes
+
 import small_kernels as k
 
 class Array:
@@ -155,6 +167,21 @@ class Weird:
     def __dlpack__(self):
         return "not a capsule"
 
+class DLTensor(ctypes.Structure):  # dlpack.h's, one fp32 dimension on CUDA device 0
+    _fields_ = [("data", ctypes.c_uint64), ("device", ctypes.c_int32 * 2), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+class Offset:  # a DLPack producer whose data pointer and byte offset are the test's
+    def __init__(self, data, byte_offset):
+        self.shape = (ctypes.c_int64 * 1)(4096)
+        self.tensor = DLTensor(data, (2, 0), 1, 2, 32, 1, self.shape, None, byte_offset)
+
+    def __dlpack__(self):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.tensor), b"dltensor", None)
+
 A = 0x100000000
 x = Array(A, 4096)
 calls = [
@@ -165,14 +192,15 @@ calls = [
     lambda: k.add(x, Array(A, 4, data=("x", False)), x), lambda: k.add(x, Array(A, 4, shape="abc"), x),
     lambda: k.add(x, -1, x), lambda: k.add(x, x, x, stream=object()), lambda: k.add(x, x, x, variant=7),
     lambda: k.add(x, x, x, variant="a" * 5000), lambda: k.add.select(n_elements=1 << 70, T="fp32"),
-    lambda: k.add(x, x, x, n_elements=0), lambda: k.autotune(True, per="key") or k.add(x, x, x),
+    lambda: k.add(x, x, x, n_elements=0), lambda: k.add(x, Offset(A, 256), x),
+    lambda: k.add(x, Offset(0xFFFFFFFFFFFFF000, 0x2000), x), lambda: k.autotune(True, per="key") or k.add(x, x, x),
 ]
 for call in calls:
     try:
         call()
         print("ok")
     except Exception as exc:
-        print(type(exc).__name__)
+        print(f"{type(exc).__name__}: {exc}")
 """
 
 
@@ -195,7 +223,34 @@ def test_the_python_binding_is_clean_under_asan_and_ubsan(sanitized, fake_driver
     run = subprocess.run([sys.executable, "-c", textwrap.dedent(BAD_CALLS)], capture_output=True, text=True,
                          env=env, timeout=300)  # fmt: skip
     assert run.returncode == 0 and "runtime error" not in run.stderr and "Sanitizer" not in run.stderr, run.stderr
-    out = run.stdout.split()
+    out = run.stdout.splitlines()
     assert "libasan" in subprocess.run(["ldd", str(extension)], capture_output=True, text=True).stdout
     T, V = "TypeError", "ValueError"
-    assert out == ["ok", T, T, T, T, V, T, V, V, T, T, T, V, T, T, V, T, V, "ok"]
+    assert [line.split(":")[0] for line in out] == [
+        "ok",
+        T,
+        T,
+        T,
+        T,
+        V,
+        T,
+        V,
+        V,
+        T,
+        T,
+        T,
+        V,
+        T,
+        T,
+        V,
+        T,
+        V,
+        "ok",
+        V,
+        "ok",
+    ]
+    # a DLPack address past 64 bits is refused before anything reads it, not wrapped to a small one
+    assert out[-2] == (
+        "ValueError: argument y_ptr: its DLPack data pointer 0xfffffffffffff000 plus byte offset 8192 is past 64-bit "
+        "addresses"
+    )

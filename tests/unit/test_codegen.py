@@ -2,11 +2,13 @@
 
 import ast
 import dataclasses
+import itertools
 import json
 import math
 import re
 import subprocess
 import sys
+import sysconfig
 import zlib
 from pathlib import Path
 
@@ -65,9 +67,15 @@ def test_kernel_tables(kernel_dir):
         ".jit_states = 1 << AOT_SPEC_ONE | 1 << AOT_SPEC_DIV16 | 1 << AOT_SPEC_ANY, .shape_use = AOT_SHAPE_NONE},\n};"
     ) in text
     assert "static const int8_t add_bindings[] = {13, 11};" in text  # fp32, fp16 codes from dtypes.json
-    assert 'static const aot_target add_targets[] = {\n  {"sm_80", 80, 0, 0},\n  {"sm_90a", 90, 1, 0},\n};' in text
+    assert (
+        'static const aot_target add_targets[] = {\n  {.id = "sm_80", .capability = 80, .specific = 0, .ptx = 0},\n'
+        '  {.id = "sm_90a", .capability = 90, .specific = 1, .ptx = 0},\n};'
+    ) in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
-    assert "static const aot_rule add_rules[] = {\n  {-1, -1, -1, 1, {4096}},\n};" in text
+    assert (
+        "static const aot_rule add_rules[] = {\n  {.target = -1, .binding = -1, .spec = -1, .config = 1, "
+        ".key = {4096}},\n};"
+    ) in text
     # [binding][config][target] -> per class, most specialized first: the typical classes (n_elements a multiple
     # of 16 or not) and the floor for every config; each argument given up alone for the configs the dispatcher
     # picks (the row's BLOCK=256,w8 and the default BLOCK=1024,w4: configs 1 and 2)
@@ -105,7 +113,7 @@ def test_kernel_tables(kernel_dir):
     # the shipped block is LZ4: a token with 15+ literals, then the first image's bytes
     head = text.split("static const unsigned char block_0_data[] =\n  ")[1][:40]
     assert head.startswith('"\\xf') and "\\x61\\x64\\x64\\x2f" in head  # "add/"
-    assert "static const aot_block block_0 = {block_0_data, " in text and "block_1 = " in text
+    assert "static const aot_block block_0 = {.data = block_0_data, .size = " in text and "block_1 = " in text
 
 
 def test_launch_needs_are_tabled_per_variant(kernel_dir):
@@ -230,57 +238,120 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     kernels = codegen.group(rec, [(v, artifact(v)) for v in variants])
     where = compress.Placement(block=0, offset=0, size=1, crc32=0)
     text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
-    assert "static const aot_rule add_rules[] = {\n  {-1, -1, 0, 1, {4096}},\n  {-1, -1, 3, 1, {4096}},\n};" in text
+    assert (
+        "static const aot_rule add_rules[] = {\n"
+        "  {.target = -1, .binding = -1, .spec = 0, .config = 1, .key = {4096}},\n"
+        "  {.target = -1, .binding = -1, .spec = 3, .config = 1, .key = {4096}},\n};"
+    ) in text
     # the kernel's row count is the expanded one
     assert "  .nrules = 2,\n  .rules = add_rules,\n" in text
 
 
-def _struct_fields(struct: str) -> list[str]:
-    """The fields of a struct of the runtime's header, in order."""
-    header = (Path(codegen_c.__file__).parents[1] / "runtime" / "aot_runtime.h").read_text()
-    match = re.search(r"\{([^{}]*)\}\s*" + struct + ";", re.sub(r"/\*.*?\*/", "", header, flags=re.S))
-    assert match is not None, struct
+def _fields(body: str) -> list[str]:
+    """The field names of a struct's body, in order."""
     names = []
-    for declaration in filter(None, (d.strip() for d in match[1].split(";"))):
+    for declaration in filter(None, (d.strip() for d in body.split(";"))):
         pointer_to_function = re.search(r"\(\s*\*\s*(\w+)\s*\)\s*\(", declaration)
         declarators = [pointer_to_function[1]] if pointer_to_function else declaration.split(",")
         names += [re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*$", d)[0] for d in declarators]
     return names
 
 
-def _initializer_names(initializer: str) -> list[str]:
-    """The fields an initializer names at its top level, in order."""
-    names, depth, quoted = [], 0, False
+def _uncommented(c_text: str) -> str:
+    return re.sub(r"/\*.*?\*/", "", c_text, flags=re.S)
+
+
+def _structs() -> dict[str, list[str]]:
+    """Every struct the generated C can initialize, by the name its declarations use, with its fields in order:
+    the runtime header's, and the method and module definitions of Python's headers (module.c fills them)."""
+    header = _uncommented((Path(codegen_c.__file__).parents[1] / "runtime" / "aot_runtime.h").read_text())
+    found = {m[2]: _fields(m[1]) for m in re.finditer(r"typedef struct\s*\w*\s*\{([^{}]*)\}\s*(\w+);", header)}
+    python = Path(sysconfig.get_paths()["include"])
+    for name in ("methodobject.h", "moduleobject.h"):
+        if (python / name).is_file():
+            text = _uncommented((python / name).read_text())
+            found |= {m[1]: _fields(m[2]) for m in re.finditer(r"^struct (\w+) \{([^{}]*)\};", text, flags=re.M)}
+    return found
+
+
+def _braced(text: str, start: int) -> str:
+    """The brace-enclosed initializer that opens at text[start], quoted strings skipped."""
+    depth, quoted = 0, False
+    for i in range(start, len(text)):
+        if text[i] == '"' and text[i - 1] != "\\":
+            quoted = not quoted
+        elif not quoted and text[i] in "{}":
+            depth += 1 if text[i] == "{" else -1
+            if depth == 0:
+                return text[start : i + 1]
+    raise AssertionError(f"unbalanced braces at {text[start : start + 80]!r}")
+
+
+def _top_level(initializer: str) -> list[tuple[int, str]]:
+    """The characters of a braced initializer at its top level (inside its own braces, outside nested ones and
+    quotes), with their positions."""
+    out, depth, quoted = [], 0, False
     for i, char in enumerate(initializer):
         if char == '"' and initializer[i - 1] != "\\":
             quoted = not quoted
         elif not quoted and char in "{}":
             depth += 1 if char == "{" else -1
-        elif not quoted and depth == 1 and char == "." and re.match(r"[{,]\s*$", initializer[:i].rstrip()[-1:]):
+        elif not quoted and depth == 1:
+            out.append((i, char))
+    return out
+
+
+def _elements(initializer: str) -> list[str]:
+    """The items of an array's braced initializer."""
+    cuts = [0] + [i for i, char in _top_level(initializer) if char == ","] + [len(initializer) - 1]
+    items = (initializer[a + 1 : b].strip() for a, b in itertools.pairwise(cuts))
+    return [item for item in items if item]
+
+
+def _initializer_names(initializer: str) -> list[str]:
+    """The fields a struct's braced initializer names at its top level, in order."""
+    names = []
+    for i, char in _top_level(initializer):
+        if char == "." and initializer[:i].rstrip()[-1:] in ("{", ","):
             names.append(re.match(r"\.(\w+) = ", initializer[i:])[1])  # type: ignore[index]
     return names
 
 
-def test_the_tables_are_designated_initializers_naming_every_field(kernel_dir):
-    """A kernel's, variant's, parameter's and TMA layout's initializers name each field of the runtime's struct,
-    in the struct's order: a value swapped in the generator cannot land in the wrong field unnoticed."""
+# a declaration with a braced initializer, not of a pointer: (type, name, array brackets)
+_DECLARATION = re.compile(
+    r"^[ \t]*(?:(?:static|const|AOT_API|struct)\s+)*(\w+)\s+(\w+)\s*(\[[^\]]*\])?\s*=\s*(?=\{)", re.M
+)
+
+
+def test_every_struct_initializer_is_designated_naming_every_field(kernel_dir):
+    """Every struct the generated C initializes (kernels, variants, parameters, TMA layouts, dispatch rows,
+    targets, image blocks, errors, the module's methods and definition) names each field of its struct, in the
+    struct's order: a value swapped in the generator cannot land in the wrong field unnoticed. The structs and
+    their fields are read from the headers, and a struct initializer is told by its shape: a single value in
+    braces, or an array of braced items."""
     build = fake_build(kernel_dir)
     needs = LaunchNeeds(tma=(TmaLayout(box=(128, 64), swizzle=3, elem_type=6, elem_size=2),))
     first, art = build.kernels[0].variants[0]
     kernels = (dataclasses.replace(build.kernels[0], variants=((first, dataclasses.replace(art, needs=needs)),)),)
-    text = codegen_c.kernels_c(dataclasses.replace(build, kernels=kernels))
-    kernel = text.split("AOT_API const aot_kernel aot_kernel_add = ")[1].split(";\n")[0]
-    rows = {
-        "aot_kernel": [kernel.replace("\n", " ")],
-        "aot_variant": text.split("static const aot_variant add_variants[] = {\n")[1].split("\n};")[0].splitlines(),
-        "aot_param": text.split("static const aot_param add_params[] = {\n")[1].split("\n};")[0].splitlines(),
-        "aot_tma": [text.split("static const aot_tma add_tma_0[] = {")[1].split("};")[0]],
-    }
-    for struct, initializers in rows.items():
-        fields = _struct_fields(struct)
-        assert len(fields) > 4 and initializers, struct
-        for initializer in initializers:
-            assert _initializer_names(initializer.strip().rstrip(",")) == fields, (struct, initializer)
+    build = dataclasses.replace(build, kernels=kernels)
+    docs = {"add": codegen_py.docstring(build.kernels[0])}
+    structs = _structs()
+    checked = set()
+    for text in (codegen_c.kernels_c(build), codegen_c.module_c(build, docs), codegen_c.capi_c(build)):
+        for match in _DECLARATION.finditer(text):
+            struct, name, array = match.groups()
+            initializer = _braced(text, match.end())
+            items = _elements(initializer) if array is not None else [initializer]
+            if array is not None and not items[0].startswith("{"):
+                continue  # an array of numbers
+            assert struct in structs, (struct, name)
+            checked.add(struct)
+            for item in items:
+                assert _initializer_names(item) == structs[struct], (struct, name, item)
+        # whatever the scan missed: a struct of the headers declared with a value
+        declared = {s for s in structs if re.search(rf"\b{s}\s+\w+\s*(\[[^\]]*\])?\s*=", text)}
+        assert declared <= checked, declared - checked
+    assert {"aot_kernel", "aot_variant", "aot_rule", "aot_block", "aot_error", "PyMethodDef"} <= checked, checked
 
 
 HOSTILE = [
