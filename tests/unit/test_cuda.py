@@ -188,12 +188,12 @@ def test_generated_launch_functions(folder):
     kernels = codegen.group(rec, outcomes)
     assert {t: f.set_by for t, f in kernels[0].min_driver.items()} == dict.fromkeys(rec.kernels[0].targets, "nvcc 13.0")
     text = codegen_c.kernels_c(codegen.BuildInput(recipe=rec, kernels=kernels, versions=()))
-    assert '  {"compute_90", 90, 0, 1},' in text
+    assert '  {.id = "compute_90", .capability = 90, .specific = 0, .ptx = 1},' in text
     assert "  block[0] = c[0];\n  block[1] = INT64_C(1);" in text
     assert "  *bytes = aot_mul(x, c[0], INT64_C(4));" in text
     assert (
-        "  scale_functions,\n  scale_block,\n  scale_shared,\n  scale_config_labels,\n  0,\n  &scale_memo,\n  0,\n"
-        in text
+        "  .functions = scale_functions,\n  .block = scale_block,\n  .shared = scale_shared,\n"
+        "  .config_labels = scale_config_labels,\n  .autotune = 0,\n  .memo = &scale_memo,\n  .nbound = 0,\n" in text
     )
     assert text.rstrip().endswith(
         "const aot_kernel *const aot_all_kernels[] = {&aot_kernel_scale};\nconst int aot_num_kernels = 1;"
@@ -268,5 +268,5 @@ def test_a_tensor_is_read_as_far_as_the_kernel_measures_it(folder, args, block, 
     text = edit('x: {type: "*T:16", extent: n}\n      s: fp32', args).replace("block: [THREADS]", f"block: {block}")
     (k,) = load(folder, text.replace('shared: "THREADS * 4"', f"shared: {shared}")).kernels
     rows = {a.name: codegen_c._param(a, k) for a in k.args}
-    assert [rows[n].rsplit(", ", 1)[1] for n in ("x", "y")] == [f"AOT_SHAPE_{e}}}" for e in expected]
+    assert [rows[n].rsplit(", ", 1)[1] for n in ("x", "y")] == [f".shape_use = AOT_SHAPE_{e}}}" for e in expected]
     assert rows["n"].endswith("AOT_SHAPE_NONE}")
