@@ -38,8 +38,8 @@ from typing import Any
 from . import pipeline, recipe, wheel
 from .cache import default_dir as cache_dir
 from .compilers.triton import releases, toolchain
-from .errors import UsageError
-from .facts import cuda_version
+from .errors import RecipeError, UsageError
+from .yamlnodes import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,15 +47,24 @@ else:  # Python 3.10
     import tomli as tomllib
 
 SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool, "triton": str}
+MAX_JOBS = 1024  # parallel compiles: more than any machine has cores, far fewer than would exhaust it
 EXTRA_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt")  # into the sdist, when present
 
 
 def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """[tool.aotpack] of ./pyproject.toml, then the config settings (text, as front ends pass them)."""
     try:
-        tool = tomllib.loads(Path("pyproject.toml").read_text()).get("tool", {}).get("aotpack", {})
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        project = tomllib.loads(read_text(Path("pyproject.toml"), "project file"))
+    except RecipeError as exc:  # not found, not a file, too large, not UTF-8 (located)
+        raise UsageError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"pyproject.toml: {exc}") from None
+    except RecursionError:
+        raise UsageError("pyproject.toml: nested too deeply to read; write its arrays and tables flatter") from None
+    tool = project.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError("pyproject.toml: tool must be a table ([tool.aotpack], not tool = ...)")
+    tool = tool.get("aotpack", {})
     if not isinstance(tool, dict):
         raise UsageError("pyproject.toml: [tool.aotpack] must be a table")
     out: dict[str, Any] = {}
@@ -65,7 +74,7 @@ def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
             if kind is None:
                 known = ", ".join(SETTINGS)
                 raise UsageError(f"pyproject.toml: {source} {key!r} is not an aotpack setting (known: {known})")
-            out[key] = _typed(key, value, kind, source)
+            out[key] = _checked(key, _typed(key, value, kind, source), source)
     if "recipe" not in out:
         raise UsageError('pyproject.toml: [tool.aotpack] needs recipe = "<the recipe file>"')
     return out
@@ -76,11 +85,24 @@ def _typed(key: str, value: Any, kind: type, source: str) -> Any:
         return value
     if isinstance(value, str) and kind is bool and value.lower() in ("true", "false", "1", "0"):
         return value.lower() in ("true", "1")
-    if isinstance(value, str) and kind is int and value.isdigit() and int(value) > 0:
-        return int(value)
+    if isinstance(value, str) and kind is int and value.isascii() and value.isdigit() and len(value) <= 1000:
+        return int(value)  # ASCII digits only (int() would refuse "²"), few enough for int()
     if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     raise UsageError(f"pyproject.toml: {source} {key} = {value!r}: expected {kind.__name__}")
+
+
+def _checked(key: str, value: Any, source: str) -> Any:
+    """The value of a typed setting, refused where the CLI's option would refuse it."""
+    where = f"pyproject.toml: {source} {key} = {value!r}"
+    if key == "jobs" and not 1 <= value <= MAX_JOBS:
+        raise UsageError(f"{where}: give a number of parallel compiles from 1 to {MAX_JOBS}")
+    if key == "cuda":
+        try:
+            recipe.cuda_floor(value)
+        except ValueError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return value
 
 
 def _installed(path: Path) -> bool:
@@ -111,10 +133,7 @@ def build_wheel(
     wheel_directory: str, config_settings: Mapping[str, Any] | None = None, metadata_directory: str | None = None
 ) -> str:
     s = _settings(config_settings)
-    try:
-        floor = cuda_version(s["cuda"]) if "cuda" in s else None
-    except ValueError as exc:
-        raise UsageError(f"pyproject.toml: cuda: {exc}") from None
+    floor = recipe.cuda_floor(s["cuda"]) if "cuda" in s else None  # checked by _settings
     if "triton" in s and toolchain.check_active() is None:  # without isolation, another Triton may be installed
         kept = toolchain.needed(_triton(s), cache_dir(), None)
         if kept is not None:

@@ -1,0 +1,102 @@
+"""The PEP 517 backend's settings: a hostile pyproject.toml or -C setting is aotpack's own error, naming
+what to write instead, and no wheel or sdist is written."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from aotpack import build_meta
+from aotpack.errors import UsageError
+
+
+def _refused(tmp_path, monkeypatch, pyproject: bytes, message: str, config=None) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(pyproject)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    for hook in (build_meta.build_wheel, build_meta.build_sdist):
+        with pytest.raises(UsageError, match=f"^{re.escape(message)}$"):
+            hook(str(out), config)
+    assert not out.exists()
+
+
+RECIPE = b'[tool.aotpack]\nrecipe = "r.yaml"\n'
+
+
+def test_a_pyproject_that_is_not_utf8_is_located(tmp_path, monkeypatch):
+    body = RECIPE + b"# caf\xe9\n"
+    _refused(tmp_path, monkeypatch, body, "pyproject.toml:3:6: the project file is not UTF-8 text (byte 0xe9)")
+
+
+def test_a_missing_pyproject(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=r"^project file pyproject.toml not found$"):
+        build_meta.build_wheel(str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_deeply_nested_pyproject(tmp_path, monkeypatch):
+    body = RECIPE + b"deep = " + b"[" * 5000 + b"]" * 5000 + b"\n"
+    message = "pyproject.toml: nested too deeply to read; write its arrays and tables flatter"
+    _refused(tmp_path, monkeypatch, body, message)
+
+
+def test_tool_that_is_not_a_table(tmp_path, monkeypatch):
+    message = "pyproject.toml: tool must be a table ([tool.aotpack], not tool = ...)"
+    _refused(tmp_path, monkeypatch, b'tool = "x"\n', message)
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 10**18, 1025])
+def test_jobs_out_of_range_in_pyproject(tmp_path, monkeypatch, jobs):
+    message = f"pyproject.toml: [tool.aotpack] jobs = {jobs}: give a number of parallel compiles from 1 to 1024"
+    _refused(tmp_path, monkeypatch, RECIPE + f"jobs = {jobs}\n".encode(), message)
+
+
+@pytest.mark.parametrize("jobs", ["0", "1025", str(10**18)])
+def test_jobs_out_of_range_as_config_setting(tmp_path, monkeypatch, jobs):
+    message = f"pyproject.toml: config setting jobs = {int(jobs)}: give a number of parallel compiles from 1 to 1024"
+    _refused(tmp_path, monkeypatch, RECIPE, message, {"jobs": jobs})
+
+
+@pytest.mark.parametrize("jobs", ["-1", "\u00b2", "1.5", "9" * 1001])
+def test_jobs_that_is_not_a_number_as_config_setting(tmp_path, monkeypatch, jobs):
+    _refused(
+        tmp_path, monkeypatch, RECIPE, f"pyproject.toml: config setting jobs = {jobs!r}: expected int", {"jobs": jobs}
+    )
+
+
+def test_jobs_in_range_is_kept(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_bytes(RECIPE + b"jobs = 1024\n")
+    monkeypatch.chdir(tmp_path)
+    assert build_meta._settings({})["jobs"] == 1024
+    assert build_meta._settings({"jobs": "1"})["jobs"] == 1
+
+
+def test_cuda_below_12_in_pyproject(tmp_path, monkeypatch):
+    message = (
+        "pyproject.toml: [tool.aotpack] cuda = '11.8': CUDA 11.8 is older than aotpack builds for; give 12.0 or newer"
+    )
+    _refused(tmp_path, monkeypatch, RECIPE + b'cuda = "11.8"\n', message)
+
+
+def test_cuda_below_12_as_config_setting(tmp_path, monkeypatch):
+    message = (
+        "pyproject.toml: config setting cuda = '11.8': CUDA 11.8 is older than aotpack builds for; give 12.0 or newer"
+    )
+    _refused(tmp_path, monkeypatch, RECIPE, message, {"cuda": "11.8"})
+
+
+def test_cuda_that_is_not_a_release(tmp_path, monkeypatch):
+    message = (
+        "pyproject.toml: config setting cuda = 'twelve': 'twelve' is not a CUDA version (such as 12.2): "
+        "the oldest CUDA driver the wheel must load on"
+    )
+    _refused(tmp_path, monkeypatch, RECIPE, message, {"cuda": "twelve"})
+
+
+def test_cuda_from_12_is_kept(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_bytes(RECIPE + b'cuda = "12.0"\n')
+    monkeypatch.chdir(tmp_path)
+    assert build_meta._settings({})["cuda"] == "12.0"
+    assert build_meta._settings({"cuda": "12.8"})["cuda"] == "12.8"
