@@ -336,7 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args) or 0
     except AotpackError as exc:
-        print(f"aotpack: error: {exc}", file=sys.stderr)
+        # a message may quote what a file held (a lone surrogate, say): printed escaped, whatever stderr's encoding
+        print(f"aotpack: error: {exc}".encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("aotpack: interrupted", file=sys.stderr)

@@ -17,6 +17,7 @@ MAX_YAML_DEPTH = 32  # how deeply a recipe may nest (the deepest real recipe nee
 # values a recipe holds, each alias counted once per use: an alias of aliases of aliases ("billion laughs")
 # multiplies them; real recipes hold a few thousand
 MAX_YAML_VALUES = 200_000
+MAX_NAME = 100  # a package's name: it is in file names (of at most 255 bytes) with a version and tags
 
 
 def header() -> str:

@@ -126,11 +126,13 @@ def _recipe(root: Node, path: Path) -> Recipe:
         summary = _text(top["summary"], one_line=True)
     table_paths: list[Path] = []
     for item in top["tables"].sequence(allow_scalar=True) if "tables" in top else ():
-        table_path = (path.parent / item.string()).resolve()
+        table_path = _path(item, path.parent)
         try:
             kernels = tables.apply(tables.read(table_path), kernels, package)
         except tables.TableError as exc:
             raise item.fail(str(exc)) from None
+        except RecipeError as exc:  # the file itself: where the recipe names it, and in it where there is a place
+            raise exc if exc.where is not None else item.fail(str(exc)) from None
         table_paths.append(table_path)
     return Recipe(
         path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
@@ -145,6 +147,8 @@ _GENCODE = re.compile(r"^arch=compute_(?P<arch>\d+a?),code=(?P<code>(?:sm|comput
 
 def package_problem(name: str) -> str | None:
     """Why ``name`` cannot name a kernel package (its module and its distribution), or None."""
+    if len(name) > limits.MAX_NAME:
+        return f"the package name has {len(name)} characters; at most {limits.MAX_NAME} (aotpack's limits.MAX_NAME)"
     if not _PACKAGE.match(name):
         return (f"{name!r} is not a valid package name (lower case letters, digits and _, starting with a letter, "
                 "ending with a letter or digit)")  # fmt: skip
@@ -620,7 +624,8 @@ def _launched_kernel(
         signature=tuple(p.name for p in info.params),
         defaults=tuple((p.name, p.default) for p in info.params
                        if p.has_default and (p.default is None or isinstance(p.default, (int, float, bool, str)))),
-        picks=tuple(_pick(row, root) for row in k["autotuned"].sequence()) if "autotuned" in k else (), where=where,
+        picks=_picks(k["autotuned"], root, tuple(p.name for p in info.params)) if "autotuned" in k else (),
+        where=where,
         identity=aot_kernels.identity(introspect.unwrap(_sources.load(source))),
     )  # fmt: skip
 
@@ -643,10 +648,25 @@ def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...]
     return points
 
 
-def _pick(row: Node, root: Path) -> Pick:
+def _picks(node: Node, root: Path, params: tuple[str, ...]) -> tuple[Pick, ...]:
+    """``autotuned:``: the autotuner's pick per key, each key once."""
+    picks: dict[tuple[Any, ...], Pick] = {}
+    for row in node.sequence():
+        pick = _pick(row, root, params)
+        if pick.key in picks:
+            raise row.fail("this key is already picked above (one config per autotuner key)")
+        picks[pick.key] = pick
+    return tuple(picks.values())
+
+
+def _pick(row: Node, root: Path, params: tuple[str, ...]) -> Pick:
     fields = row.mapping(_PICK_KEYS, required=_PICK_KEYS)
     key = tuple(_recorded_const(v, root) for v in fields["key"].sequence())
     config = fields["config"].mapping(())
+    for name, _, where in fields["config"].items():
+        if name not in _CONFIG_LAUNCH and name not in params:
+            raise RecipeError(f"{fields['config'].path}: {name!r} is neither an argument of the kernel nor a "
+                              f"launch option{suggest(name, [*params, *_CONFIG_LAUNCH])}", where)  # fmt: skip
     kwargs = tuple((n, _recorded_const(v, root)) for n, v in config.items() if n not in _CONFIG_LAUNCH)
     warps = config["num_warps"].integer(minimum=1) if "num_warps" in config else 4
     stages = config["num_stages"].integer(minimum=1) if "num_stages" in config else 3
@@ -703,8 +723,8 @@ def _version(node: Node) -> str:
     raw = node.raw()
     try:
         return str(packaging.version.Version(str(raw)))
-    except packaging.version.InvalidVersion:
-        raise node.fail(f"{raw!r} is not a valid version (such as 1.0.2)") from None
+    except (packaging.version.InvalidVersion, ValueError):  # ValueError: a number past Python's digit limit
+        raise node.fail(f"{str(raw)[:40]!r} is not a valid version (such as 1.0.2)") from None
 
 
 def wanted_triton(path: Path) -> str | None:
@@ -726,13 +746,21 @@ def triton_release(node: Node) -> str:
 
 def _cuda_floor(node: Node) -> int:
     """A CUDA release as written (YAML would read 12.10 as the float 12.1), at least 12.0."""
-    raw = node.raw()
     try:
-        version = facts.cuda_version(str(raw))
+        return cuda_floor(str(node.raw()))
     except ValueError as exc:
-        raise node.fail(f"{exc}: the oldest CUDA driver the wheel must load on") from None
+        raise node.fail(str(exc)) from None
+
+
+def cuda_floor(text: str) -> int:
+    """The oldest CUDA driver a wheel must load on (``cuda:`` of a recipe, ``cuda`` of pyproject.toml),
+    in the driver API's encoding; ValueError, with the message to report, when not a release from 12.0."""
+    try:
+        version = facts.cuda_version(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}: the oldest CUDA driver the wheel must load on") from None
     if version < 12000:
-        raise node.fail(f"CUDA {raw} is older than aotpack builds for; give 12.0 or newer")
+        raise ValueError(f"CUDA {text} is older than aotpack builds for; give 12.0 or newer")
     return version
 
 
@@ -748,11 +776,10 @@ def _license(node: Node) -> str:
 def _text(node: Node, one_line: bool) -> str:
     """Free text (a summary, a doc): any printable characters; a doc may span lines. It only ever
     reaches generated files as escaped data (a Python repr, a C string literal, a METADATA field)."""
-    text = node.string()
-    bad = control_character(text, allowed="" if one_line else "\n\t")
+    text = node.string()  # printable but for lines and tabs (Node.scalar)
+    bad = control_character(text, allowed="") if one_line else None
     if bad is not None:
-        what = "a single line of printable text" if one_line else "printable text (lines and tabs allowed)"
-        raise node.fail(f"expected {what}; it holds the control character {text[bad]!r}")
+        raise node.fail(f"expected a single line of printable text; it holds the control character {text[bad]!r}")
     return text
 
 
@@ -865,15 +892,27 @@ def _plain(value: Any) -> ConstValue:
     raise RecipeError(f"an autotune config value {value!r} is not a number, boolean or string")
 
 
+def _path(node: Node, root: Path, text: str | None = None) -> Path:
+    """The file or folder a recipe names (relative to the recipe's folder), resolved; a name no file system can
+    hold (a NUL, too long, a symbolic link loop) is the recipe's error."""
+    try:
+        return (root / (node.string() if text is None else text)).resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: Path.resolve's symlink loop
+        raise node.fail(f"cannot use the path {node.string()[:80]!r}: {exc}") from None
+
+
 def _source(node: Node, root: Path) -> Source:
     text = node.string()
     where, sep, function = text.rpartition(":")
     if not sep or not _IDENT.match(function) or not where:
         raise node.fail(f"expected 'path/to/file.py:function' or 'package.module:function', got {text!r}")
     if where.endswith(".py") or "/" in where:
-        file = (root / where).resolve()
+        file = _path(node, root, where)
         if not file.is_file():
             raise node.fail(f"kernel source {where!r} not found (looked for {file})")
+        if file.stat().st_size > limits.MAX_SOURCE_BYTES:  # importing reads it whole
+            raise node.fail(f"kernel source {where!r} is larger than {limits.MAX_SOURCE_BYTES >> 20} MiB (aotpack's "
+                            "limits.MAX_SOURCE_BYTES): is it the right file?")  # fmt: skip
         return Source(path=file, module=None, function=function)
     if not all(_IDENT.match(part) for part in where.split(".")):
         raise node.fail(f"{where!r} is neither a .py file nor a module path")
@@ -1054,6 +1093,8 @@ def _arg_exprs(node: Node, args: list[Arg], check: Callable[[expr.Expr], None]) 
         fields = value.mapping(_ARG_KEYS)
         default, float_default = _scalar_default(fields["default"], arg, check) if "default" in fields else (None, None)
         extent = _expression(fields["extent"], check) if "extent" in fields else None
+        if extent is not None and (_constant(extent, fields["extent"]) or 0) < 0:
+            raise fields["extent"].fail(f"an extent counts elements: {expr.unparse(extent)} is negative")
         if default is not None:
             defaulted = {a.name for a in args if a.name != arg.name and a.name in nodes and _has_default(nodes[a.name])}
             for n in expr.names(default):
@@ -1242,7 +1283,7 @@ def _tune(node: Node, root: Path, key_length: int) -> TuneSpec:
 
 
 def _cuda_source(node: Node, root: Path) -> Source:
-    file = (root / node.string()).resolve()
+    file = _path(node, root)
     if not file.exists():
         raise node.fail(f"CUDA source {node.string()!r} not found (looked for {file})")
     try:  # the build reads it as text (its entry points); read it now, with the source's own location
@@ -1298,7 +1339,7 @@ def _nvcc_inputs(k: dict[str, Node], root: Path) -> tuple[list[Path], list[str]]
     """``include_dirs`` (folders relative to the recipe) and ``nvcc_flags`` (none that aotpack sets)."""
     includes = []
     for item in k["include_dirs"].sequence(allow_scalar=True) if "include_dirs" in k else ():
-        folder = (root / item.string()).resolve()
+        folder = _path(item, root)
         if not folder.is_dir():
             raise item.fail(f"include directory {item.string()!r} not found (looked for {folder})")
         includes.append(folder)

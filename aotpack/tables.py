@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,13 @@ class Table:
     kernels: tuple[tuple[str, tuple[Row, ...]], ...] = field(default=())
 
 
+def _check_text(value: str, at: str) -> None:
+    """Text a table holds goes into the manifest and messages: printable, at most a line."""
+    bad = yamlnodes.control_character(value, allowed="")
+    if bad is not None or len(value) > 200:
+        raise TableError(f"{at}: expected a line of printable text, got {value[:40]!r}")
+
+
 def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
     at = f"{where}: kernels.{kernel}[{index}]"
     if not isinstance(raw, dict) or not {"key", "config"} <= set(raw):
@@ -67,8 +75,8 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
     if not isinstance(raw["config"], str):
         raise TableError(f"{at}.config: expected a config label such as 'BLOCK=1024,w4,s3'")
     spec = raw.get("specialization")
-    if spec is not None and (not isinstance(spec, str) or not spec):
-        raise TableError(f"{at}.specialization: expected a class name such as 'hinted' or 'DD_1', got {spec!r}")
+    if spec is not None and (not isinstance(spec, str) or not re.fullmatch(r"[A-Za-z0-9_]{1,64}", spec)):
+        raise TableError(f"{at}.specialization: expected a class name such as 'hinted' or 'DD_1', got {spec!r:.80}")
     timings = raw.get("median_us", {})
     if not isinstance(timings, dict) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
@@ -78,6 +86,8 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
     rejected = raw.get("rejected", {})
     if not isinstance(rejected, dict) or not all(isinstance(v, str) for v in rejected.values()):
         raise TableError(f"{at}.rejected: expected a mapping of config labels to reasons, got {rejected!r:.80}")
+    for text in (raw["config"], *types, *types.values(), *timings, *rejected, *rejected.values()):
+        _check_text(text, at)
     return Row(
         key=tuple(key), types=tuple(sorted(types.items())), config=raw["config"], specialization=spec,
         median_us=tuple(sorted((str(k), float(v)) for k, v in timings.items())),
@@ -100,6 +110,7 @@ def read(path: Path) -> Table:
     for name in ("package", "arch", "device", "driver_cuda", "date"):
         if not isinstance(raw.get(name), str):
             raise TableError(f"{path}: missing '{name}'")
+        _check_text(raw[name], f"{path}: {name}")
     kernels = raw.get("kernels", {})
     if not isinstance(kernels, dict) or not all(isinstance(rows, list) for rows in kernels.values()):
         raise TableError(f"{path}: 'kernels' must map kernel names to lists of rows")
@@ -169,5 +180,8 @@ def _rule(kernel: Kernel, arch: str, at: str, row: Row) -> Rule:
         raise TableError(f"{at}: the key has {len(row.key)} values, the recipe's {len(kernel.key)}")
     if set(dict(row.types)) != {v for v, _ in kernel.types}:
         raise TableError(f"{at}: types {dict(row.types)} do not name the kernel's type variables")
+    for var, dtypes in kernel.types:
+        if dict(row.types)[var] not in dtypes:
+            raise TableError(f"{at}: {dict(row.types)[var]!r} is not one of {var}'s dtypes ({', '.join(dtypes)})")
     return Rule(key=row.key, config=labels[row.config], arch=arch, types=row.types,
                 specialization=row.specialization, where=kernel.where)  # fmt: skip

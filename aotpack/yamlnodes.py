@@ -56,9 +56,15 @@ class Node:
         if not isinstance(self.node, yaml.ScalarNode):
             raise self.fail(f"expected a single value, got a {kind(self.node)}")
         try:
-            return self._loader.construct_object(self.node)
+            value = self._loader.construct_object(self.node)
         except (yaml.YAMLError, ValueError) as exc:  # !!int abc, an integer past Python's digit limit
             raise self.fail(f"cannot read the value {self.node.value[:40]!r}: {exc}") from None
+        # an escape in quotes ("\0", "\e", "\ud800") makes what the file may not hold; values reach generated
+        # code, command lines and messages
+        bad = control_character(value, allowed="\n\t") if isinstance(value, str) else None
+        if bad is not None:
+            raise self.fail(f"control character {value[bad]!r} in {value[:40]!r}: write text without it")
+        return value
 
     def as_written(self) -> str:
         """For a plain scalar YAML reads as something other than its text (``on``: true, ``1e3``: 1000.0,
