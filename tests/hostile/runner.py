@@ -1,0 +1,466 @@
+"""Run hostile cases and classify each.
+
+Every case gets a fresh folder (its project, and ``out/``, the only place it may write), a private HOME and cache,
+stdin at EOF, and runs ``aotpack plan`` (or the PEP 517 settings reader) either in a forked child of this process
+(``fork``: aotpack and Triton already imported, so a case costs milliseconds; a crash or a hang still only takes the
+child) or in a fresh interpreter (``subprocess``: exactly what a user runs). Classes:
+
+- GOOD: an ``aotpack: error:`` with an aotpack exit code that locates the problem (``file:line:col``, or the file
+  where the input has no lines); or exit 0 for a case the generator marks valid (or open).
+- VAGUE: an aotpack error that does not locate it.
+- TRACEBACK: a Python traceback, or an exit that is not aotpack's.
+- HANG: over the case's budget (1 s for a small input), or killed at the runner's timeout.
+- CRASH: killed by a signal.
+- WRONG-ACCEPT: exit 0 for a case invalid by construction.
+- WRONG-REJECT: an error for a case the generator marks valid (the generator's claim, or the loader, is wrong).
+- WRITES: something outside the case's ``out/`` changed (sentinels outside the case, or the case's own files).
+- SKIPPED: the case cannot hold here (chmod 000 does not stop root), said so in the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .generator import Case
+
+CLASSES = ("GOOD", "VAGUE", "TRACEBACK", "HANG", "CRASH", "WRONG-ACCEPT", "WRONG-REJECT", "WRITES", "SKIPPED")
+FAILING = ("TRACEBACK", "HANG", "CRASH", "WRONG-ACCEPT", "WRITES")
+AOTPACK_EXIT_CODES = {1, 2, 3, 4, 5, 6, 7}
+TIMEOUT = 10.0  # seconds before a child is killed; budgets (1 s) are what classify a HANG
+MEMORY = 3 << 30  # address space a fork child may add before MemoryError
+_NAMES_A_FILE = re.compile(r"(\S+\.(yaml|yml|json|toml|py|cu)\b|/dev/\w+|\b(recipe|tuning table) \S+)")
+_LOCATED = re.compile(r"aotpack: error: (?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+): ")
+
+PEP517_DRIVER = """
+import json, sys
+from pathlib import Path
+from aotpack import build_meta, errors, pipeline
+from aotpack.compilers.triton import toolchain
+
+def stub_build(recipe_path, out_dir, **options):
+    rec = build_meta.recipe.load(recipe_path)
+    pipeline.BuildOptions(out_dir=Path(out_dir), **options)
+    class Result: wheel = Path(out_dir) / f"{rec.package}-stub.whl"
+    return Result()
+
+def main(settings):
+    build_meta.pipeline.build = stub_build  # the hooks' own checks, then no compile
+    build_meta.toolchain.needed = lambda *a, **k: None  # no Triton install from an index
+    try:
+        build_meta.get_requires_for_build_wheel(settings)
+        build_meta.build_sdist("out", settings)
+        build_meta.build_wheel("out", settings)
+    except errors.AotpackError as exc:
+        print(f"aotpack: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+"""
+
+
+@dataclass
+class Result:
+    case: Case
+    cls: str
+    rc: int | None
+    elapsed: float
+    output: str
+    note: str = ""
+    located: str = ""  # file:line:col the error names
+    on_line: bool | None = None  # whether it names the changed line
+
+    def record(self) -> dict[str, Any]:
+        last = next((ln for ln in reversed(self.output.splitlines()) if ln.strip()), "")
+        out = {**self.case.describe(), "class": self.cls, "rc": self.rc, "elapsed": round(self.elapsed, 3),
+               "last_line": last[:400], "note": self.note, "located": self.located, "on_line": self.on_line}  # fmt: skip
+        if self.cls in FAILING or self.cls in ("VAGUE", "WRONG-REJECT"):
+            out["output"] = self.output[-4000:]
+        return out
+
+
+@dataclass
+class Workspace:
+    """The run's folder: ``outside/`` (sentinels and link targets beyond every case), ``home/``, ``cases/``."""
+
+    root: Path
+    outside: Path = field(init=False)
+    home: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outside, self.home = self.root / "outside", self.root / "home"
+        for folder in (self.outside, self.home / ".cache", self.root / "cases", self.root / "logs"):
+            folder.mkdir(parents=True, exist_ok=True)
+        from .generator import BASES, base_files
+
+        files = {k: v for k, v in base_files(BASES["triton"])[0].items() if isinstance(v, bytes)}
+        (self.outside / "copy").write_bytes(files["kernels/add.py"])
+        (self.outside / "include").mkdir(exist_ok=True)
+        (self.outside / "recipe.yaml").write_bytes(files["recipe.yaml"])
+        (self.outside / "kernels").mkdir(exist_ok=True)
+        (self.outside / "kernels" / "add.py").write_bytes(files["kernels/add.py"])
+        (self.outside / "kernels" / "tuning.py").write_bytes(files["kernels/tuning.py"])
+        for rel, data in {**base_files(BASES["table"])[0], **base_files(BASES["cuda"])[0]}.items():
+            target = self.outside / "pointed" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, bytes):
+                target.write_bytes(data)
+            else:
+                target.mkdir(exist_ok=True)
+        (self.outside / "SENTINEL").write_text("must stay as it is\n")
+        (self.home / "SENTINEL").write_text("must stay as it is\n")
+        (self.root / "SENTINEL").write_text("must stay as it is\n")
+        self.sentinels = self.snapshot_outside()
+
+    def snapshot_outside(self) -> dict[str, tuple[Any, ...]]:
+        snap = _snapshot(self.outside, "outside/")
+        snap.update(_snapshot(self.home, "home/"))
+        snap.update({p.name: _stat(p) for p in self.root.iterdir() if p.name not in ("cases", "logs")})
+        return snap
+
+
+def _stat(p: Path) -> tuple[Any, ...]:
+    st = p.lstat()
+    digest = hashlib.sha256(p.read_bytes()).hexdigest() if stat.S_ISREG(st.st_mode) and st.st_size < 1 << 20 else ""
+    return (stat.S_IFMT(st.st_mode), st.st_mode & 0o7777, st.st_size, st.st_mtime_ns, digest)
+
+
+def _snapshot(folder: Path, prefix: str = "", skip: str | None = None) -> dict[str, tuple[Any, ...]]:
+    out: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, folder)
+        if skip is not None and rel_dir.split(os.sep)[0] == skip:
+            dirnames[:] = []
+            continue
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if skip is not None and rel.split(os.sep)[0] == skip:
+                continue
+            try:
+                out[prefix + rel] = _stat(p) if not p.is_fifo() and os.access(p, os.R_OK) else (p.lstat().st_mode,)
+            except OSError:
+                out[prefix + rel] = ("?",)
+    return out
+
+
+def materialize(case: Case, folder: Path, ws: Workspace) -> None:
+    folder.mkdir(parents=True)
+    (folder / "out" / "tmp").mkdir(parents=True)
+    for rel, data in sorted(case.files().items(), key=lambda kv: kv[0]):
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        elif data.kind == "dir":
+            path.mkdir(exist_ok=True)
+        elif data.kind == "fifo":
+            os.mkfifo(path)
+        elif data.kind == "symlink":
+            target = data.target.replace("@outside", str(ws.outside))
+            os.symlink(path.name if target == "." else target, path)
+        elif data.kind == "unreadable":
+            path.write_bytes(data.data)
+            path.chmod(0)
+        elif data.kind == "sparse":
+            with path.open("wb") as f:
+                f.truncate(data.size)
+
+
+def _cleanup(folder: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            if not p.is_symlink():
+                try:
+                    p.chmod(0o700)
+                except OSError:
+                    pass
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _env(ws: Workspace, folder: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AOTPACK_", "TRITON_", "XDG_"))}
+    env.update(HOME=str(ws.home), XDG_CACHE_HOME=str(ws.home / ".cache"), TMPDIR=str(folder / "out" / "tmp"),
+               PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))  # fmt: skip
+    return env
+
+
+# ---------------------------------------------------------------- running one case
+
+
+def _child(case: Case, folder: Path, ws: Workspace, log: Path) -> None:
+    """In the forked child: become the command, then leave with its exit code (never return)."""
+    rc = 1
+    try:
+        os.chdir(folder)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        # a test runner may have put its own objects in sys.stdout/sys.stderr: write to the fds themselves
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
+        os.environ.clear()
+        os.environ.update(_env(ws, folder))
+        tempfile.tempdir = None
+        sys.dont_write_bytecode = True
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + MEMORY, hard))
+        rc = _command(case)
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(rc if isinstance(rc, int) else 1)
+
+
+def _vm_size() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _command(case: Case) -> int:
+    if case.command == "plan":
+        from aotpack import cli
+
+        return cli.main(["plan", case.target])
+    scope: dict[str, Any] = {}
+    exec(PEP517_DRIVER, scope)
+    return int(scope["main"](case.config_settings))
+
+
+def _preload() -> None:
+    """What every fork child would import anyway, imported once in the parent."""
+    import aotpack.build_meta
+    import aotpack.cli
+    import aotpack.recipe  # noqa: F401
+
+    try:
+        import triton
+        import triton.language  # noqa: F401
+    except ImportError:
+        pass
+
+
+@dataclass
+class _Running:
+    case: Case
+    folder: Path
+    log: Path
+    started: float
+    before: dict[str, tuple[Any, ...]]
+    pid: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    killed: bool = False
+
+
+def _start(case: Case, folder: Path, ws: Workspace, mode: str) -> _Running:
+    materialize(case, folder, ws)
+    log = ws.root / "logs" / f"{folder.name}.log"
+    before = _snapshot(folder, skip="out")
+    if mode == "fork":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _child(case, folder, ws, log)
+        return _Running(case, folder, log, started, before, pid=pid)
+    if case.command == "plan":
+        argv = [sys.executable, "-m", "aotpack", "plan", case.target]
+    else:
+        argv = [sys.executable, "-c", PEP517_DRIVER + "\nsys.exit(main(json.loads(sys.argv[1])))",
+                json.dumps(case.config_settings)]  # fmt: skip
+    with log.open("wb") as out:
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=folder, env=_env(ws, folder), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    return _Running(case, folder, log, started, before, proc=proc)
+
+
+def _poll(run: _Running) -> int | None:
+    """The raw wait status (fork) or returncode (subprocess) once it ended, else None."""
+    if run.proc is not None:
+        return run.proc.poll()
+    pid, status = os.waitpid(run.pid, os.WNOHANG)
+    return None if pid == 0 else status
+
+
+def _kill(run: _Running) -> None:
+    run.killed = True
+    try:
+        if run.proc is not None:
+            os.killpg(run.proc.pid, signal.SIGKILL)
+        else:
+            os.kill(run.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_cases(cases: list[Case], ws: Workspace, mode: str = "fork", jobs: int = 2, timeout: float = TIMEOUT,
+              startup: float = 0.0, progress: bool = False) -> list[Result]:  # fmt: skip
+    """Run every case, ``jobs`` at a time; ``startup`` is added to budgets (a fresh interpreter's start)."""
+    if mode == "fork":
+        _preload()
+    root = os.geteuid() == 0
+    results: list[Result] = []
+    pending = list(enumerate(cases))
+    running: list[_Running] = []
+    done = 0
+    while pending or running:
+        while pending and len(running) < jobs:
+            n, case = pending.pop(0)
+            if case.needs == "non-root" and root:
+                results.append(Result(case, "SKIPPED", None, 0.0, "", "runs as root: mode 000 does not stop reads"))
+                continue
+            running.append(_start(case, ws.root / "cases" / f"c{n:05d}", ws, mode))
+        time.sleep(0.002)
+        for run in list(running):
+            status = _poll(run)
+            elapsed = time.monotonic() - run.started
+            if status is None:
+                if elapsed > timeout:
+                    _kill(run)
+                continue
+            running.remove(run)
+            results.append(_finish(run, status, elapsed, ws, mode, startup))
+            done += 1
+            if progress and done % 500 == 0:
+                print(f"{done}/{len(cases)}", file=sys.stderr, flush=True)
+    order = {c.id: i for i, c in enumerate(cases)}
+    return sorted(results, key=lambda r: order[r.case.id])
+
+
+def _finish(run: _Running, status: int, elapsed: float, ws: Workspace, mode: str, startup: float) -> Result:
+    output = run.log.read_bytes().decode("utf-8", "replace") if run.log.exists() else ""
+    if mode == "fork":
+        rc = os.waitstatus_to_exitcode(status)
+    else:
+        rc = status
+    after = _snapshot(run.folder, skip="out")
+    changed = sorted(k for k in set(run.before) | set(after) if run.before.get(k) != after.get(k))
+    outside = ws.snapshot_outside()
+    touched = sorted(k for k in set(ws.sentinels) | set(outside) if ws.sentinels.get(k) != outside.get(k))
+    result = classify(run.case, rc, elapsed, output, run.killed, run.case.budget + startup, run.folder)
+    if changed or touched:
+        result.cls, result.note = "WRITES", f"changed: {(changed + touched)[:10]}"
+        ws.sentinels = outside
+    _cleanup(run.folder)
+    run.log.unlink(missing_ok=True)
+    return result
+
+
+def classify(case: Case, rc: int | None, elapsed: float, output: str, killed: bool, budget: float,
+             folder: Path) -> Result:  # fmt: skip
+    if killed:
+        return Result(case, "HANG", rc, elapsed, output, f"killed after {elapsed:.1f} s")
+    if rc is not None and rc < 0:
+        return Result(case, "CRASH", rc, elapsed, output, f"signal {signal.Signals(-rc).name}")
+    if "Traceback (most recent call last)" in output:
+        return Result(case, "TRACEBACK", rc, elapsed, output)
+    if elapsed > budget:
+        return Result(case, "HANG", rc, elapsed, output, f"{elapsed:.2f} s, over its {budget:.1f} s budget")
+    if rc == 0:
+        if case.expect == "invalid":
+            return Result(case, "WRONG-ACCEPT", rc, elapsed, output)
+        return Result(case, "GOOD", rc, elapsed, output, "accepted" + (f": {case.reason}" if case.reason else ""))
+    if rc not in AOTPACK_EXIT_CODES or "aotpack: error:" not in output:
+        return Result(case, "TRACEBACK", rc, elapsed, output, "an exit that is not aotpack's")
+    if case.expect == "valid":
+        return Result(case, "WRONG-REJECT", rc, elapsed, output)
+    m = _LOCATED.search(output)
+    if m:
+        line = int(m["line"])
+        on_line = None if case.line is None else line == case.line
+        return Result(case, "GOOD", rc, elapsed, output, located=f"{m['file']}:{line}:{m['col']}", on_line=on_line)
+    message = output[output.index("aotpack: error:") :]
+    names_file = case.locate == "file" and bool(_NAMES_A_FILE.search(message) or str(folder) in message)
+    if names_file:
+        return Result(case, "GOOD", rc, elapsed, output, located="file")
+    return Result(case, "VAGUE", rc, elapsed, output)
+
+
+# ---------------------------------------------------------------- reports
+
+
+def signature(r: dict[str, Any]) -> str:
+    """A failing case's likely root cause: the exception and the innermost aotpack frame, or the key."""
+    if r["class"] == "TRACEBACK":
+        frames = re.findall(r'File "([^"]*aotpack/[^"]+)", line \d+, in (\w+)', r.get("output", ""))
+        where = f"{Path(frames[-1][0]).name}:{frames[-1][1]}" if frames else "?"
+        exc = r["last_line"].split(":")[0]
+        return f"TRACEBACK {exc} at {where}"
+    if r["class"] == "HANG":
+        return f"HANG {r['key']} / {r['mutation'].split(':')[0]}"
+    if r["class"] in ("WRONG-ACCEPT", "WRONG-REJECT"):
+        return f"{r['class']} {r['key']} / {r['mutation']}"
+    return f"{r['class']} {r['key']} / {r['mutation']}"
+
+
+def report(results: list[Result], out: Path | None) -> str:
+    records = [r.record() for r in results]
+    counts = Counter(r["class"] for r in records)
+    lines = [f"{len(records)} cases: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in CLASSES)]
+    by: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in records:
+        by[f"surface {r['surface']}"][r["class"]] += 1
+        by[f"mutation {r['mutation'].split(':')[0]}"][r["class"]] += 1
+        by[f"key {r['surface']}:{r['key']}"][r["class"]] += 1
+    lines.append("")
+    for group, c in sorted(by.items()):
+        lines.append(f"{group:40s} " + " ".join(f"{k}={v}" for k, v in sorted(c.items())))
+    on = [r["on_line"] for r in records if r["on_line"] is not None]
+    if on:
+        lines.append(f"\nlocated errors naming the changed line: {sum(on)} of {len(on)}")
+    causes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r["class"] in (*FAILING, "VAGUE", "WRONG-REJECT"):
+            causes[signature(r)].append(r)
+    lines.append(f"\n{len(causes)} distinct causes among failing and vague cases:")
+    for sig, rs in sorted(causes.items(), key=lambda kv: (kv[0].split()[0], -len(kv[1]))):
+        lines.append(f"\n[{len(rs)}] {sig}\n    e.g. {rs[0]['id']}  ({rs[0]['note'] or rs[0]['reason']})\n"
+                     f"    -> {rs[0]['last_line'][:300]}")  # fmt: skip
+    text = "\n".join(lines) + "\n"
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps({"counts": counts, "cases": records}, indent=1))
+        (out / "report.txt").write_text(text)
+    return text
+
+
+def startup_time(ws: Workspace) -> float:
+    """A fresh interpreter's cost to plan the valid base (added to budgets in subprocess mode)."""
+    from .generator import BASES, Case, base_files
+
+    files, _ = base_files(BASES["triton"])
+    case = Case(id="startup", surface="-", base="triton", key="-", mutation="-", make_files=lambda: files,
+                expect="valid", budget=60)  # fmt: skip
+    (res,) = run_cases([case], ws, mode="subprocess", jobs=1)
+    return res.elapsed
