@@ -168,6 +168,21 @@ def test_nvcc_failure_is_pruned_with_its_output_and_a_define_hint(tmp_path):
     assert not (tmp_path / "dist").exists()
 
 
+def test_a_recipe_that_gives_a_kernel_another_number_of_arguments_does_not_build(tmp_path):
+    """The launch passes the recipe's arguments and nothing else: an entry taking another number would read
+    past them, so nvcc checks the count (a static_assert in the wrapper) and the variant is pruned, saying so."""
+    (tmp_path / "scale.cu").write_text(SOURCE)
+    recipe_text = RECIPE.replace("gencode: [sm_80, sm_90a, compute_90]", "gencode: [sm_90a]")
+    lines = recipe_text.splitlines(keepends=True)
+    dropped = next(i for i, line in enumerate(lines) if line.strip().startswith("s:"))  # the scale factor
+    (tmp_path / "r.yaml").write_text("".join(lines[:dropped] + lines[dropped + 1 :]))
+    with pytest.raises(CompileError, match="no variant compiled") as info:
+        build(tmp_path / "r.yaml", tmp_path / "dist", jobs=2)
+    assert "aotpack: the recipe gives kernel scale 2 arguments (those not launch_only); its entry takes another " \
+           "number" in str(info.value)  # fmt: skip
+    assert not (tmp_path / "dist").exists()
+
+
 def test_the_demo_cuda_kernel_builds_with_no_cuda_toolkit_on_the_machine(tmp_path):
     """A fresh machine: no CUDA_HOME, no toolkit on PATH; nvcc and its headers come from PyPI (the cuda
     extra), and `--only` builds just the demo's CUDA kernel."""
