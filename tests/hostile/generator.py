@@ -222,6 +222,12 @@ RULES: list[tuple[str, str, Expect, str]] = [
     ("*", "yaml:anchor", "valid", "an anchor on a value changes nothing"),
     ("*", "yaml:flow-to-quoted", "valid", "a quoted scalar is the same string"),
     ("*", "yaml:tag-str", "either", "!!str is a plain tag: valid where a string is expected"),
+    # optional keys whose absence another key of the base depends on: refused there, rightly
+    ("kernels.*.num_stages", "delete:optional", "either", "the base's default names a stage count the grid then lacks"),
+    ("kernels.*.variants[*].types", "delete:optional", "either", "a kernel with type variables names them per row"),
+    ("table.kernels.*[*].types", "delete:optional", "either", "a kernel with type variables names them per row"),
+    ("table.kernels.*[*].types", "empty", "either", "a kernel with type variables names them per row"),
+    ("kernels.*.grid", "dup:entry", "either", "a grid of three dimensions has no room for a fourth"),
     ("*", "delete:optional", "valid", "an optional key left out"),
     ("package", "type:str", "valid", "'zz' is a package name"),
     ("kernels.*.key", "type:map", "either", "a named constant key"),
@@ -358,7 +364,7 @@ RULES: list[tuple[str, str, Expect, str]] = [
     ("kernels.*.variants", "many:items", "invalid", "the same variant listed many times"),
     # names the user chooses: another identifier is another name, and the recipe stays consistent only
     # where nothing else refers to it
-    ("kernels", "name:other", "valid", "another kernel name"),
+    ("kernels", "name:other", "either", "another kernel name: a tuning table may hold rows for the old one"),
     ("kernels", "name:reserved", "valid", "'stream' is reserved for arguments, not kernels"),
     ("kernels.*.args", "name:underscore", "either", "a private-looking argument name"),
     ("kernels.*.args", "name:dunder", "either", "a dunder argument name"),

@@ -9,7 +9,8 @@ child) or in a fresh interpreter (``subprocess``: exactly what a user runs). Cla
   where the input has no lines); or exit 0 for a case the generator marks valid (or open).
 - VAGUE: an aotpack error that does not locate it.
 - TRACEBACK: a Python traceback, or an exit that is not aotpack's.
-- HANG: over the case's budget (1 s for a small input), or killed at the runner's timeout.
+- HANG: over the case's budget (1 s for a small input; CPU seconds in fork mode, wall seconds in subprocess
+  mode), or killed at the runner's timeout (wall seconds).
 - CRASH: killed by a signal.
 - WRONG-ACCEPT: exit 0 for a case invalid by construction.
 - WRONG-REJECT: an error for a case the generator marks valid (the generator's claim, or the loader, is wrong).
@@ -305,12 +306,13 @@ def _start(case: Case, folder: Path, ws: Workspace, mode: str) -> _Running:
     return _Running(case, folder, log, started, before, proc=proc)
 
 
-def _poll(run: _Running) -> int | None:
-    """The raw wait status (fork) or returncode (subprocess) once it ended, else None."""
+def _poll(run: _Running) -> tuple[int | None, float | None]:
+    """The raw wait status (fork) or returncode (subprocess) once it ended, else None; and, in fork mode, the
+    CPU seconds the child used (what a budget measures: a loaded machine's waiting does not count)."""
     if run.proc is not None:
-        return run.proc.poll()
-    pid, status = os.waitpid(run.pid, os.WNOHANG)
-    return None if pid == 0 else status
+        return run.proc.poll(), None
+    pid, status, usage = os.wait4(run.pid, os.WNOHANG)
+    return (None, None) if pid == 0 else (status, usage.ru_utime + usage.ru_stime)
 
 
 def _kill(run: _Running) -> None:
@@ -343,14 +345,14 @@ def run_cases(cases: list[Case], ws: Workspace, mode: str = "fork", jobs: int = 
             running.append(_start(case, ws.root / "cases" / f"c{n:05d}", ws, mode))
         time.sleep(0.002)
         for run in list(running):
-            status = _poll(run)
+            status, cpu = _poll(run)
             elapsed = time.monotonic() - run.started
             if status is None:
                 if elapsed > timeout:
                     _kill(run)
                 continue
             running.remove(run)
-            results.append(_finish(run, status, elapsed, ws, mode, startup))
+            results.append(_finish(run, status, elapsed if cpu is None or run.killed else cpu, ws, mode, startup))
             done += 1
             if progress and done % 500 == 0:
                 print(f"{done}/{len(cases)}", file=sys.stderr, flush=True)
