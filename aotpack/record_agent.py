@@ -34,23 +34,9 @@ from collections.abc import Callable
 from typing import Any
 
 try:  # in aotpack's own process
-    from aotpack.runtime.aot_kernels import (
-        describe,
-        name_function_constexprs,
-        payload,
-        picks,
-        source_names,
-        source_text,
-    )
+    from aotpack.runtime import aot_kernels as runtime
 except ImportError:  # in a recorded program: aotpack record puts the runtime's file beside this one
-    from _aotpack_kernels import (  # type: ignore[import-not-found,no-redef]
-        describe,
-        name_function_constexprs,
-        payload,
-        picks,
-        source_names,
-        source_text,
-    )
+    import _aotpack_kernels as runtime  # type: ignore[import-not-found,no-redef]
 
 ENV_DIR = "AOTPACK_RECORD_DIR"
 ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
@@ -84,7 +70,7 @@ class Agent:
     def on_compile(self, *, key: Any, repr: str, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
                    already_compiled: bool) -> Any:  # fmt: skip
         try:
-            event = payload(key, fn, compile)
+            event = runtime.payload(key, fn, compile)
             with self._lock:
                 event["number"] = self.compiled
                 self.compiled += 1
@@ -101,9 +87,9 @@ class Agent:
 
     def _with_sources(self, event: dict[str, Any]) -> dict[str, Any]:
         """The event, with the text of every written-out source it names and no earlier event carried."""
-        names = [n for n in source_names(event) if n not in self._sent]
+        names = [n for n in runtime.source_names(event) if n not in self._sent]
         self._sent.update(names)
-        return {**event, "sources": {n: source_text(n) for n in names}} if names else event
+        return {**event, "sources": {n: runtime.source_text(n) for n in names}} if names else event
 
     def on_launch(self, metadata: Any) -> None:
         try:
@@ -137,7 +123,7 @@ class Agent:
 
     def adapt(self, jit_module: Any) -> None:
         """What this Triton release needs so that the hook sees every compilation (name_function_constexprs)."""
-        self._unname = name_function_constexprs(jit_module)
+        self._unname = runtime.name_function_constexprs(jit_module)
 
     def uninstall(self) -> None:
         from triton import knobs
@@ -152,9 +138,9 @@ class Agent:
         if self._launches:
             self.sink({"event": "launches", "counts": {str(k): v for k, v in sorted(self._launches.items())}})
         for jit in list(self._functions.values()):
-            chosen = picks(jit)
+            chosen = runtime.picks(jit)
             if chosen:
-                self.sink(self._with_sources({"event": "picks", "function": describe(jit), "picks": chosen}))
+                self.sink(self._with_sources({"event": "picks", "function": runtime.describe(jit), "picks": chosen}))
 
 
 # ---------------------------------------------------------------- starting in a recorded process
