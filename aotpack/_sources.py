@@ -18,10 +18,16 @@ from .model import Source
 def load(source: Source) -> Any:
     """The object ``source`` names (None when the module lacks it). A file's folder goes on
     sys.path first, so that it can import its helper modules. Warnings the module raises while it
-    is imported (a kernel library noticing there is no GPU here) are shown, never turned into errors."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        return _load(source)
+    is imported (a kernel library noticing there is no GPU here) are shown, never turned into errors.
+    No bytecode is written: reading a recipe (``aotpack plan``) leaves the user's folders as they were."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            return _load(source)
+    finally:
+        sys.dont_write_bytecode = saved
 
 
 def _load(source: Source) -> Any:

@@ -14,7 +14,6 @@ supported release (tests/releases.py)."""
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
@@ -49,23 +48,6 @@ def corpus(tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the corpus packages warn at import
         return [*plan.plan_variants(recipe.load(variations.CORPUS)), *plan.plan_variants(recipe.load(path))]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _ptxas_settings_put_back():
-    """The compiles here run in this process, where aotpack's compiler points Triton's ptxas variables at the
-    ptxas it picked (compilers/triton `_use_ptxas`); later tests' subprocesses (pip wheel) would take them for
-    the user's choice: put back what was there."""
-    saved = {name: os.environ.get(name) for name in triton_backend.USER_PTXAS}
-    set_here = dict(triton_backend._set_here)
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    triton_backend._set_here.clear()
-    triton_backend._set_here.update(set_here)
 
 
 @pytest.fixture(scope="module")

@@ -115,3 +115,22 @@ def test_every_planned_id_reads_back(kernel_dir):
     rec = load(kernel_dir)
     for v in plan.plan_variants(rec):
         assert plan.VariantId.parse(v.id) == v.ident
+
+
+def test_planning_writes_nothing_beside_the_kernels(tmp_path):
+    """`aotpack plan` imports the recipe's kernel files (and the helpers they import) to read their signatures: in
+    a fresh interpreter that would write bytecode (__pycache__) into the user's folders; it writes none."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    shutil.copytree(root / "examples", tmp_path / "examples")
+    shutil.copytree(root / "recipes", tmp_path / "recipes")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-m", "aotpack", "plan", "recipes/demo.yaml"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

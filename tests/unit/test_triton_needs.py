@@ -1,9 +1,12 @@
 """What a Triton variant needs at launch, read off its metadata, and how a compile's failures and
 leftovers are handled (no Triton needed)."""
 
+import os
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from aotpack.compilers import LaunchNeeds, TmaLayout
 from aotpack.compilers.triton import _contained, _needs, _reason
@@ -50,19 +53,23 @@ def test_needs_the_runtime_cannot_meet_are_reasons():
     )
 
 
-def test_the_ptxas_a_compile_picked_is_not_taken_for_the_users_choice(monkeypatch):
-    """A process that compiled (and so set Triton's ptxas variables itself) and then plans another
-    build, as a Dask worker does, still gets every candidate; a value the user sets still wins."""
+def test_a_compile_s_ptxas_is_set_for_the_compile_only(monkeypatch):
+    """Triton's ptxas variables point at aotpack's pick inside one compile and are put back after it (also after a
+    failed one): the process that built (pip's backend, a Dask worker planning the next build) sees the user's
+    settings, and its candidates, again; a value the user sets still wins."""
     from aotpack.compilers import triton as backend
 
-    for name in backend.USER_PTXAS:  # set, then removed: monkeypatch puts back what was there, _use_ptxas's too
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
-    monkeypatch.setattr(backend, "_set_here", {})
+    for name in backend.USER_PTXAS:
+        monkeypatch.delenv(name, raising=False)
     before = backend.ptxas_candidates()
-    backend._use_ptxas(before[0].path)
+    with backend._using_ptxas(before[0].path):
+        assert [os.environ[n] for n in backend.USER_PTXAS] == [before[0].path] * 2
+    assert not any(n in os.environ for n in backend.USER_PTXAS)
     assert backend.ptxas_candidates() == before
     monkeypatch.setenv(backend.USER_PTXAS[0], before[-1].path)
+    with pytest.raises(RuntimeError), backend._using_ptxas(before[0].path):
+        raise RuntimeError("a compile that failed")
+    assert os.environ[backend.USER_PTXAS[0]] == before[-1].path and backend.USER_PTXAS[1] not in os.environ
     assert [p.path for p in backend.ptxas_candidates()] == [before[-1].path]
 
 

@@ -85,7 +85,7 @@ PYPI_PTXAS = ("nvidia-cuda-nvcc-cu12", "nvidia.cuda_nvcc")  # CUDA 12's ptxas fr
 def ptxas_candidates() -> tuple[Ptxas, ...]:
     """The ptxas binaries a build may use: the ones the user names (then only those), else the CUDA 12
     ptxas of the nvidia-cuda-nvcc-cu12 package when installed, and Triton's own two."""
-    named = [(os.environ[v], f"${v}") for v in USER_PTXAS if os.environ.get(v) not in ("", None, _set_here.get(v))]
+    named = [(os.environ[v], f"${v}") for v in USER_PTXAS if os.environ.get(v)]
     if named:
         return tuple(Ptxas(path, _ptxas_release(path), origin) for path, origin in named)
     found = []
@@ -265,9 +265,8 @@ class TritonCompiler:
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
         chain = self._ptxas(variant.target)
         for ptxas in chain:
-            _use_ptxas(ptxas.path)
             try:
-                with warnings.catch_warnings(), _contained(private):
+                with warnings.catch_warnings(), _contained(private), _using_ptxas(ptxas.path):
                     warnings.simplefilter("ignore")
                     compiled = triton.compile(src, target=target, options=options)
                 break
@@ -308,17 +307,30 @@ class TritonCompiler:
         )
 
 
-_set_here: dict[str, str] = {}  # what _use_ptxas put in the environment: not the user's choice (ptxas_candidates)
+@contextlib.contextmanager
+def _using_ptxas(path: str) -> Iterator[None]:
+    """Both of Triton's ptxas settings (it runs "ptxas-blackwell" from sm_90 on) pointed at this one for one
+    compile, then put back: the process that builds (pip's backend, a test, a Dask worker) keeps the user's
+    settings, and a later compile in it (Triton's JIT, say) is not handed aotpack's pick. Triton memoizes the
+    ptxas version per process: cleared whenever the ptxas it would run changes (``ptxas --version``, ~4 ms)."""
+    saved = {v: os.environ.get(v) for v in USER_PTXAS}
+    changed = any(value != path for value in saved.values())
+    if changed:
+        os.environ.update(dict.fromkeys(USER_PTXAS, path))
+        _forget_ptxas_version()
+    try:
+        yield
+    finally:
+        if changed:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            _forget_ptxas_version()
 
 
-def _use_ptxas(path: str) -> None:
-    """Point both of Triton's ptxas settings (it runs "ptxas-blackwell" from sm_90 on) at this one; its
-    per-arch memo of the ptxas version is cleared when the binary changes within a worker. A process
-    that compiles and then plans another build (a Dask worker, a test) still sees the user's settings."""
-    if all(os.environ.get(v) == path for v in USER_PTXAS):
-        return
-    os.environ.update(dict.fromkeys(USER_PTXAS, path))
-    _set_here.update(dict.fromkeys(USER_PTXAS, path))
+def _forget_ptxas_version() -> None:
     from triton.backends.nvidia import compiler
 
     for memo in ("get_ptxas_version", "get_features"):
