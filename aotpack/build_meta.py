@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import pipeline, recipe, wheel
-from .cache import default_dir as cache_dir
+from . import cache, model, pipeline, recipe, wheel
+from ._temp import atomic_file
 from .compilers.triton import releases, toolchain
 from .errors import RecipeError, UsageError
 from .yamlnodes import read_text
@@ -134,15 +134,44 @@ def build_wheel(
 ) -> str:
     s = _settings(config_settings)
     floor = recipe.cuda_floor(s["cuda"]) if "cuda" in s else None  # checked by _settings
+    rec = _project_recipe(s["recipe"])
     if "triton" in s and toolchain.check_active() is None:  # without isolation, another Triton may be installed
-        kept = toolchain.needed(_triton(s), cache_dir(), None)
+        kept = toolchain.needed(_triton(s), cache.default_dir(), None)
         if kept is not None:
             return _in_toolchain(kept, s, wheel_directory)
-    result = pipeline.build(
-        s["recipe"], wheel_directory, jobs=s.get("jobs"), strict=s.get("strict", False),
+    options = pipeline.BuildOptions(
+        out_dir=Path(wheel_directory), jobs=s.get("jobs"), strict=s.get("strict", False),
         use_cache=s.get("cache", True), line_info=s.get("line-info", False), cuda_floor=floor,
     )  # fmt: skip
-    return result.wheel.name
+    return pipeline.run(rec, options).wheel.name
+
+
+def _project_recipe(setting: str) -> model.Recipe:
+    """The recipe ``recipe =`` names, loaded, with every file it names by path inside the project (the current
+    folder), links followed: a wheel and an sdist are built from the project's own files, never from one elsewhere
+    that a setting, the recipe or a link points at. Kernels named by module are found as in any build (an installed
+    package, the project's own), and never checked here."""
+    root = Path.cwd().resolve()
+    _inside(root, Path(setting), "pyproject.toml: [tool.aotpack] recipe =")
+    rec = recipe.load(setting)
+    named = [(t, "tables:") for t in rec.tables]
+    for k in rec.kernels:
+        if k.source.path is not None:  # its file, and the helpers and headers beside it the build reads
+            named += [(f, f"kernel {k.name}:") for f in cache.source_files(k)]
+        named += [(d, f"kernel {k.name}: include") for d in (k.cuda.include_dirs if k.cuda else ())]
+        tuned = (k.tune.inputs, k.tune.reference) if k.tune else ()
+        named += [(t.path, f"kernel {k.name}: tune:") for t in tuned if t is not None and t.path is not None]
+    for path, what in named:
+        _inside(root, path, f"{rec.path}: {what}")
+    return rec
+
+
+def _inside(root: Path, path: Path, what: str) -> None:
+    found = path.resolve()
+    if not found.is_relative_to(root):
+        link = f" (a link to {found})" if found != path.absolute() else ""
+        raise UsageError(f"{what} {path}{link} lies outside the project ({root}): a wheel and an sdist are built from "
+                         "the project's own files; move or copy it into the project")  # fmt: skip
 
 
 def _in_toolchain(kept: toolchain.Toolchain, s: dict[str, Any], wheel_directory: str) -> str:
@@ -165,9 +194,14 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None 
     """``<name>-<version>.tar.gz``: the recipe and every file of the project it reads (the recipe's
     provenance), plus pyproject.toml, README and LICENSE; reproducible (sorted, fixed times and owners)."""
     s = _settings(config_settings)
-    rec = recipe.load(s["recipe"])
+    rec = _project_recipe(s["recipe"])
     root = Path.cwd().resolve()
-    files = {root / name for name in EXTRA_FILES if (root / name).is_file()}
+    files = set()
+    for name in EXTRA_FILES:
+        if os.path.lexists(name):
+            _inside(root, Path(name), "the project's")
+            if (root / name).is_file():
+                files.add(root / name)  # packed under its own name, whatever it links to inside
     base = rec.path.resolve().parent
     for relative, _ in pipeline.provenance(rec):
         path = (base / relative).resolve()
@@ -188,7 +222,6 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None 
             info = tarfile.TarInfo(member)
             info.size, info.mtime, info.mode = len(data), stamp, 0o644
             tar.addfile(info, io.BytesIO(data))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(gzip.compress(buffer.getvalue(), compresslevel=9, mtime=stamp))
-    os.chmod(out, 0o644)
+    with atomic_file(out) as f:
+        f.write(gzip.compress(buffer.getvalue(), compresslevel=9, mtime=stamp))
     return out.name

@@ -54,14 +54,12 @@ from pathlib import Path
 from aotpack import build_meta, errors, pipeline
 from aotpack.compilers.triton import toolchain
 
-def stub_build(recipe_path, out_dir, **options):
-    rec = build_meta.recipe.load(recipe_path)
-    pipeline.BuildOptions(out_dir=Path(out_dir), **options)
-    class Result: wheel = Path(out_dir) / f"{rec.package}-stub.whl"
+def stub_run(rec, options, progress=None):
+    class Result: wheel = Path(options.out_dir) / f"{rec.package}-stub.whl"
     return Result()
 
 def main(settings):
-    build_meta.pipeline.build = stub_build  # the hooks' own checks, then no compile
+    build_meta.pipeline.run = stub_run  # the hooks' own checks, then no compile
     build_meta.toolchain.needed = lambda *a, **k: None  # no Triton install from an index
     try:
         build_meta.get_requires_for_build_wheel(settings)

@@ -1,0 +1,99 @@
+"""The PEP 517 hooks read and pack only the project's own files: a recipe, a kernel file, a table or a README named
+by path (or by a link) outside the project is refused the same way by build_wheel and build_sdist, before anything
+is read or written; links inside the project are followed."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from aotpack import build_meta
+from aotpack.errors import UsageError
+
+from ..shared import ROOT, SMALL
+
+PYPROJECT = '[project]\nname = "small"\nversion = "0.1.0"\n\n[tool.aotpack]\nrecipe = "{recipe}"\n'
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project inside ``tmp_path/project``, a folder beside it (``elsewhere``) with a sentinel, and no compile:
+    build_wheel stops where it would start compiling."""
+    root, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (root / "kernels").mkdir(parents=True)
+    elsewhere.mkdir()
+    (root / "kernels" / "add.py").write_text((ROOT / "examples" / "add.py").read_text())
+    (root / "recipe.yaml").write_text(SMALL)
+    (root / "pyproject.toml").write_text(PYPROJECT.format(recipe="recipe.yaml"))
+    (elsewhere / "SECRET").write_text("not the project's\n")
+    (elsewhere / "recipe.yaml").write_text(SMALL.replace("kernels/add.py", f"{root}/kernels/add.py"))
+    built: list[Path] = []
+
+    def stub(rec, options, progress=None):
+        built.append(rec.path)
+        return SimpleNamespace(wheel=options.out_dir / "small-stub.whl")
+
+    monkeypatch.setattr(build_meta.pipeline, "run", stub)
+    monkeypatch.chdir(root)
+    return SimpleNamespace(root=root, elsewhere=elsewhere, built=built, out=tmp_path / "out")
+
+
+def _refused(p, message: str) -> None:
+    for hook in (build_meta.build_wheel, build_meta.build_sdist):
+        with pytest.raises(UsageError, match=message):
+            hook(str(p.out))
+    assert not p.out.exists() and not p.built
+    assert (p.elsewhere / "SECRET").read_text() == "not the project's\n"
+
+
+def test_the_project_as_it_is_builds_and_packs_its_files(project):
+    assert build_meta.build_wheel(str(project.out)) == "small-stub.whl"
+    name = build_meta.build_sdist(str(project.out))
+    with tarfile.open(project.out / name) as tar:
+        members = sorted(tar.getnames())
+    assert members == ["small_kernels-0.2.0/PKG-INFO", "small_kernels-0.2.0/kernels/add.py",
+                       "small_kernels-0.2.0/pyproject.toml", "small_kernels-0.2.0/recipe.yaml"]  # fmt: skip
+
+
+@pytest.mark.parametrize("recipe", ["../elsewhere/recipe.yaml", "{elsewhere}/recipe.yaml", "link.yaml"])
+def test_a_recipe_outside_the_project_is_refused(project, recipe):
+    os.symlink(project.elsewhere / "recipe.yaml", project.root / "link.yaml")
+    (project.root / "pyproject.toml").write_text(PYPROJECT.format(recipe=recipe.format(elsewhere=project.elsewhere)))
+    _refused(project, r"^pyproject.toml: \[tool.aotpack\] recipe = .* lies outside the project \(.*project\)")
+
+
+@pytest.mark.parametrize("name", ["README.md", "LICENSE", "pyproject.toml"])
+def test_a_packed_file_linking_outside_is_refused(project, name):
+    text = (project.root / name).read_text() if name == "pyproject.toml" else ""
+    (project.elsewhere / name).write_text(text or "secret\n")
+    (project.root / name).unlink(missing_ok=True)
+    os.symlink(project.elsewhere / name, project.root / name)
+    with pytest.raises(UsageError, match=rf"^the project's {name} \(a link to .*elsewhere/{name}\) lies outside"):
+        build_meta.build_sdist(str(project.out))
+    assert not project.out.exists()
+
+
+def test_a_link_inside_the_project_is_followed_and_packed_under_its_name(project):
+    (project.root / "docs").mkdir()
+    (project.root / "docs" / "README.md").write_text("# small\n")
+    os.symlink("docs/README.md", project.root / "README.md")
+    name = build_meta.build_sdist(str(project.out))
+    with tarfile.open(project.out / name) as tar:
+        readme = tar.extractfile("small_kernels-0.2.0/README.md")
+        assert readme is not None and readme.read() == b"# small\n"
+
+
+def test_a_kernel_file_outside_the_project_is_refused(project):
+    (project.elsewhere / "add.py").write_text((ROOT / "examples" / "add.py").read_text())
+    (project.root / "kernels" / "add.py").unlink()
+    os.symlink(project.elsewhere / "add.py", project.root / "kernels" / "add.py")
+    _refused(project, r"recipe.yaml: kernel add: .*elsewhere/add.py.* lies outside the project")
+
+
+def test_a_helper_beside_the_kernel_linking_outside_is_refused(project):
+    os.symlink(project.elsewhere / "SECRET", project.root / "kernels" / "helper.py")
+    _refused(project, r"kernel add: .*kernels/helper.py \(a link to .*elsewhere/SECRET\) lies outside")
