@@ -73,3 +73,9 @@ def atomic_file(path: Path, base: str = TEMP, mode: int = 0o644) -> Iterator[Bin
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write_file(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    """``atomic_file`` for data in hand (text is written as UTF-8)."""
+    with atomic_file(path, mode=mode) as f:
+        f.write(data.encode() if isinstance(data, str) else data)

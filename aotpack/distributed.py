@@ -142,10 +142,8 @@ def materialize(files: tuple[tuple[str, bytes], ...], digest: str) -> Path:
     _drop_unused(folder.parent)
     staging = Path(tempfile.mkdtemp(prefix=_temp.temp_prefix(STAGING), dir=folder.parent))
     for name, data in files:
-        path = staging / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    (staging / ".complete").touch()
+        _temp.write_file(staging / name, data)
+    _temp.write_file(staging / done.name, b"")
     try:
         os.replace(staging, folder)
     except OSError:  # another process of this worker wrote it first

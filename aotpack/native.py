@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from . import _tools
+from . import _temp, _tools
 from .errors import ToolNotFound
 
 RUNTIME_FILES = ("aot_runtime.h", "aot_runtime.c", "aot_python.h", "aot_python.c")
@@ -101,7 +101,7 @@ def copy_runtime(folder: Path) -> tuple[Path, ...]:
     files = []
     for name in RUNTIME_FILES:
         target = folder / name
-        target.write_text(runtime_text(name))
+        _temp.write_file(target, runtime_text(name))
         files.append(target)
     return tuple(f for f in files if f.suffix == ".c")
 
@@ -142,7 +142,7 @@ def compile_libraries(build_dir: Path, generated: dict[str, str], package: str) 
     extension's path, then the library's."""
     copy_runtime(build_dir)
     for name, text in sorted({**generated, VERSION_SCRIPT: version_script(package)}.items()):
-        (build_dir / name).write_text(text)
+        _temp.write_file(build_dir / name, text)
     plans = plan_libraries(package, python_include(build_dir))
     for plan in plans:
         _tools.run(

@@ -238,7 +238,7 @@ class NvccCompiler:
         ptx = facts.target(variant.target).ptx
         with tempfile.TemporaryDirectory(prefix=_temp.temp_prefix(SCRATCH_TEMP)) as tmp:
             wrapper = Path(tmp) / "variant.cu"
-            wrapper.write_text(wrapper_source(variant))
+            _temp.write_file(wrapper, wrapper_source(variant))
             defines = tuple(
                 (n, str(v).lower() if isinstance(v, bool) else str(v)) for n, v in variant.config.constexprs
             )
