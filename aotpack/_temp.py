@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from .errors import OutputError
+
 
 def temp_prefix(base: str) -> str:
     """A temporary name's prefix that says which process owns it (see ``sweep``)."""
@@ -61,18 +63,28 @@ def atomic_file(path: Path, base: str = TEMP, mode: int = 0o644) -> Iterator[Bin
     """A binary file that becomes ``path`` (with ``mode``) only when the ``with`` block ends without
     an error: written under a temporary name in the same folder, then renamed over ``path``, so
     that a reader sees the old file or the new one, never a part. What killed writers left in the
-    folder is swept first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep(path.parent, base)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(base))
+    folder is swept first. A write that fails (a full disk, a folder that is not one or cannot be
+    written) leaves ``path`` as it was and is an OutputError naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sweep(path.parent, base)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(base))
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+            raise _unwritable(path, exc) from None
         raise
+
+
+def _unwritable(path: Path, exc: OSError) -> OutputError:
+    return OutputError(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def write_file(path: Path, data: bytes | str, mode: int = 0o644) -> None:

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import cache, model, pipeline, recipe, wheel
+from . import cache, model, pipeline, recipe, values, wheel
 from ._temp import atomic_file
 from .compilers.triton import releases, toolchain
 from .errors import RecipeError, UsageError
@@ -47,7 +47,6 @@ else:  # Python 3.10
     import tomli as tomllib
 
 SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool, "triton": str}
-MAX_JOBS = 1024  # parallel compiles: more than any machine has cores, far fewer than would exhaust it
 EXTRA_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt")  # into the sdist, when present
 
 
@@ -68,8 +67,8 @@ def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(tool, dict):
         raise UsageError("pyproject.toml: [tool.aotpack] must be a table")
     out: dict[str, Any] = {}
-    for source, values in (("[tool.aotpack]", tool), ("config setting", dict(config_settings or {}))):
-        for key, value in values.items():
+    for source, given in (("[tool.aotpack]", tool), ("config setting", dict(config_settings or {}))):
+        for key, value in given.items():
             kind = SETTINGS.get(key)
             if kind is None:
                 known = ", ".join(SETTINGS)
@@ -81,22 +80,25 @@ def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _typed(key: str, value: Any, kind: type, source: str) -> Any:
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+    """A setting as its kind: TOML's own value, or a config setting's text read as the command line reads it
+    (values.py: ``jobs`` as ``-j``)."""
+    try:
+        if kind is int:
+            return values.jobs(value)  # the one number among the settings
+        if kind is bool:
+            return values.boolean(value, "a boolean")
+    except ValueError as exc:
+        raise UsageError(f"pyproject.toml: {source} {key}: {exc}") from None
+    if isinstance(value, str):
         return value
-    if isinstance(value, str) and kind is bool and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
-    if isinstance(value, str) and kind is int and value.isascii() and value.isdigit() and len(value) <= 1000:
-        return int(value)  # ASCII digits only (int() would refuse "²"), few enough for int()
-    if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise UsageError(f"pyproject.toml: {source} {key} = {value!r}: expected {kind.__name__}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # cuda = 12.2 in TOML is a number
+    raise UsageError(f"pyproject.toml: {source} {key} = {value!r}: expected a string")
 
 
 def _checked(key: str, value: Any, source: str) -> Any:
     """The value of a typed setting, refused where the CLI's option would refuse it."""
     where = f"pyproject.toml: {source} {key} = {value!r}"
-    if key == "jobs" and not 1 <= value <= MAX_JOBS:
-        raise UsageError(f"{where}: give a number of parallel compiles from 1 to {MAX_JOBS}")
     if key == "cuda":
         try:
             recipe.cuda_floor(value)
@@ -200,8 +202,9 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None 
     for name in EXTRA_FILES:
         if os.path.lexists(name):
             _inside(root, Path(name), "the project's")
-            if (root / name).is_file():
-                files.add(root / name)  # packed under its own name, whatever it links to inside
+            if not (root / name).is_file():  # a folder, a FIFO (never opened: it would wait for a writer)
+                raise UsageError(f"the project's {name} is not a file; make it one, or remove it")
+            files.add(root / name)  # packed under its own name, whatever it links to inside
     base = rec.path.resolve().parent
     for relative, _ in pipeline.provenance(rec):
         path = (base / relative).resolve()
@@ -213,7 +216,11 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None 
     spec = wheel.WheelSpec(distribution=rec.package, version=rec.version, tag="", summary=rec.summary,
                            requires_python=">=3.9", generator="", files=(), license=rec.license)  # fmt: skip
     entries = [(f"{name}/PKG-INFO", wheel.core_metadata(spec).encode())]
-    entries += [(f"{name}/{p.relative_to(root).as_posix()}", p.read_bytes()) for p in files]
+    for p in sorted(files):
+        try:
+            entries.append((f"{name}/{p.relative_to(root).as_posix()}", p.read_bytes()))
+        except OSError as exc:
+            raise UsageError(f"cannot read {p} for the sdist: {exc.strerror}; make it readable") from None
     stamp = wheel.source_date_epoch()
     out = Path(sdist_directory) / f"{name}.tar.gz"
     buffer = io.BytesIO()

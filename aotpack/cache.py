@@ -18,9 +18,11 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import pickle
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,12 +30,15 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from . import values
 from ._temp import atomic_file
 from .compilers import Outcome
 from .compilers.triton import toolchain
 from .errors import UsageError
 from .model import Kernel
 from .plan import Variant
+
+log = logging.getLogger(__name__)
 
 SOURCE_SUFFIXES = {"triton": {".py"}, "cuda": {".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"}}
 
@@ -134,34 +139,24 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
 CACHE_TEMP = ".tmp-"  # an entry being written into the cache
 SIZE_SETTING, DEFAULT_SIZE = "AOTPACK_CACHE_SIZE", "10G"  # the cache's bound, and its default
 SIZE_STAMP, RECOUNT_SECONDS = "size.json", 86400  # the last count of its bytes; counted again after a day
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def parse_size(text: str) -> int:
-    """Bytes from a size such as 500M, 10G or 1048576 (binary units); ValueError otherwise."""
-    number, unit = text.strip().upper().removesuffix("B"), ""
-    if number[-1:] and number[-1] in _UNITS:
-        number, unit = number[:-1], number[-1]
-    try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 2**63 / _UNITS[unit]:
-        raise ValueError(f"expected a size such as 500M or 10G, got {text!r}")
-    return int(value * _UNITS[unit])
+    """The cache's bound in bytes, from ``aotpack cache --trim`` or $AOTPACK_CACHE_SIZE; ValueError otherwise."""
+    return values.size(text, "a cache size")
 
 
 def size_setting() -> str:
-    """The bound as the user wrote it: $AOTPACK_CACHE_SIZE, else 10G."""
+    """The bound as the user wrote it: $AOTPACK_CACHE_SIZE, else (unset or empty) 10G."""
     return os.environ.get(SIZE_SETTING) or DEFAULT_SIZE
 
 
 def size_limit() -> int:
-    """The most the cache may hold after a build, in bytes."""
+    """The most the cache may hold after a build, in bytes: every command that reads the bound reads it here."""
     try:
         return parse_size(size_setting())
     except ValueError as exc:
-        raise UsageError(f"{SIZE_SETTING}: {exc}") from None
+        raise UsageError(f"${SIZE_SETTING}: {exc}; set it so, or unset it for {DEFAULT_SIZE}") from None
 
 
 @dataclass(frozen=True)
@@ -172,6 +167,19 @@ class Entry:
     path: Path
     bytes: int
     used: float  # when last written or hit (the mtime of its file, or of the wheel's build.json)
+    link: bool = False  # a link found in the cache: never followed, of no bytes; its removal removes the link
+
+
+@dataclass(frozen=True)
+class Trimmed:
+    """What a trim removed, and what it could not (each "path: why": a read-only folder, say), which stays."""
+
+    dropped: tuple[Entry, ...]
+    failed: tuple[str, ...]
+
+    @property
+    def freed(self) -> int:
+        return sum(e.bytes for e in self.dropped)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -181,8 +189,11 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 @dataclass
 class Cache:
-    root: Path
+    root: Path  # resolved once: the folder may be a link the user made; nothing inside it is followed
     written: int = 0  # bytes this process stored (the size check after a build adds them)
+
+    def __post_init__(self) -> None:
+        self.root = _root(self.root)
 
     def _variant_path(self, key: str) -> Path:
         return self.root / "variants" / key[:2] / f"{key}.pickle"
@@ -232,71 +243,138 @@ class Cache:
 
     def entries(self) -> list[Entry]:
         """Every variant file, wheel folder and Triton toolchain, least recently used first (one stat per file:
-        this runs after every build that wrote to the cache)."""
-        found = []
-        for shard in _listing(self.root / "variants"):
-            for f in _listing(shard.path):
+        this runs after every build that wrote to the cache). No link is followed: one in the place of a folder
+        or file of the cache (variants/, a shard, a wheel's folder, a toolchain's stamp...) is an entry of no
+        bytes whose removal removes the link, so nothing outside the cache is counted or removed."""
+        found: list[Entry] = []
+        top = {e.name: e.path for e in _inside(self.root, found)}
+        for shard in _inside(top.get("variants"), found):
+            for f in _inside(shard.path, found):
                 with contextlib.suppress(OSError):  # removed by a build running beside this one
-                    if f.name.endswith(".pickle"):
-                        stat = f.stat()
-                        found.append(Entry(Path(f.path), stat.st_size, stat.st_mtime))
+                    if f.name.endswith(".pickle") and f.is_file(follow_symlinks=False):
+                        st = f.stat(follow_symlinks=False)
+                        found.append(Entry(Path(f.path), st.st_size, st.st_mtime))
         for tool, size in toolchain.kept(self.root):  # a Triton release kept for --triton: its stamp says its size
             with contextlib.suppress(OSError):
-                found.append(Entry(tool.path, size, (tool.path / toolchain.STAMP).stat().st_mtime))
-        for folder in _listing(self.root / "wheels"):
+                found.append(Entry(tool.path, size, os.lstat(tool.path / toolchain.STAMP).st_mtime))
+        for folder in _inside(top.get(toolchain.FOLDER), found):  # a link in a stamp's place is one too
             with contextlib.suppress(OSError):
-                files = {f.name: f.stat() for f in _listing(folder.path)}
+                st = os.lstat(Path(folder.path) / toolchain.STAMP)
+                if stat.S_ISLNK(st.st_mode):
+                    found.append(Entry(Path(folder.path) / toolchain.STAMP, 0, st.st_mtime, link=True))
+        for folder in _inside(top.get("wheels"), found):
+            with contextlib.suppress(OSError):
+                files = {f.name: f.stat(follow_symlinks=False) for f in _listing(folder.path)}
                 # without its build.json a wheel is being written (or was, by a killed build): its newest file
                 latest = max((st.st_mtime for st in files.values()), default=folder.stat().st_mtime)
                 used = files["build.json"].st_mtime if "build.json" in files else latest
-                found.append(Entry(Path(folder.path), sum(st.st_size for st in files.values()), used))
+                size = sum(st.st_size for st in files.values() if stat.S_ISREG(st.st_mode))
+                found.append(Entry(Path(folder.path), size, used))
         return sorted(found, key=lambda e: e.used)
 
-    def trim(self, limit: int, entries: list[Entry] | None = None) -> tuple[int, int]:
+    def trim(self, limit: int, entries: list[Entry] | None = None) -> Trimmed:
         """Drop the least recently used entries until the cache holds at most ``limit`` bytes (of
-        ``entries``, this cache's listing when the caller has one); returns (entries dropped, bytes
-        freed): the dropped are the listing's first. Records the size left (size.json)."""
+        ``entries``, this cache's listing when the caller has one), every entry at 0 (links too, of no bytes):
+        the listing's first, but for those that cannot be removed, which stay. Records the size left (size.json)."""
         entries = self.entries() if entries is None else entries
         total = sum(e.bytes for e in entries)
-        dropped = freed = 0
+        dropped: list[Entry] = []
+        failed: list[str] = []
+        freed = 0
         for entry in entries:
-            if total - freed <= limit:
+            if limit and total - freed <= limit:
                 break
-            if entry.path.is_dir():
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                entry.path.unlink(missing_ok=True)
-            dropped, freed = dropped + 1, freed + entry.bytes
+            try:
+                self._remove(entry.path)
+            except OSError as exc:
+                failed.append(f"{entry.path}: {exc.strerror or exc}")
+                continue
+            dropped.append(entry)
+            freed += entry.bytes
         self._count(total - freed, time.time())
-        return dropped, freed
+        return Trimmed(tuple(dropped), tuple(failed))
+
+    def _remove(self, path: Path) -> None:
+        """Remove an entry, following no link: each folder from the cache's root down to it must still be a
+        folder (a link put there since the listing is refused); a file or link is unlinked, a folder
+        removed by shutil.rmtree, which refuses a link in its place and follows none inside it. One
+        already gone (a build running beside this one removed it) is no error."""
+        parent = self.root
+        with contextlib.suppress(FileNotFoundError):
+            for part in path.relative_to(self.root).parts[:-1]:
+                parent = parent / part
+                if not stat.S_ISDIR(os.lstat(parent).st_mode):
+                    raise OSError(f"{parent} is no longer a folder: not followed")
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
 
     def keep_within(self, limit: int) -> tuple[int, int]:
         """After a build: trim to ``limit`` when the cache may be over it, as the last count plus
         what builds stored since says (the walk costs a stat per entry: ~0.5 s for 50k); a count older
         than a day is redone, for what others removed or copied in."""
         try:
-            last = json.loads((self.root / SIZE_STAMP).read_text())
+            last = values.read_record(self.root / SIZE_STAMP)
             counted, total = float(last["counted"]), int(last["bytes"]) + self.written
         except (OSError, ValueError, KeyError, TypeError):
             counted, total = 0.0, limit + 1
         if total > limit or time.time() - counted > RECOUNT_SECONDS:
-            return self.trim(limit)
+            trimmed = self.trim(limit)
+            for failure in trimmed.failed:
+                log.warning("the cache could not drop %s", failure)
+            return len(trimmed.dropped), trimmed.freed
         self._count(total, counted)
         return 0, 0
 
     def _count(self, total: int, counted: float) -> None:
         with contextlib.suppress(OSError):  # a read-only cache: counted again next time
-            _write_atomically(self.root / SIZE_STAMP, json.dumps({"bytes": total, "counted": counted}).encode())
+            if self.root.is_dir():  # a cache not made yet stays unmade (aotpack cache --clear of none)
+                _write_atomically(self.root / SIZE_STAMP, json.dumps({"bytes": total, "counted": counted}).encode())
         self.written = 0
 
 
-def _listing(folder: str | Path) -> list[os.DirEntry[str]]:
-    """A folder's entries, or none when it is missing (or goes while being read)."""
+def _root(folder: Path) -> Path:
+    """The cache's folder, its links resolved: a missing one is an empty cache; a file, device, FIFO or dangling
+    link in its place is refused."""
+    try:
+        resolved = folder.resolve()
+        found = os.stat(resolved)
+    except FileNotFoundError:
+        if not os.path.lexists(folder):
+            return resolved
+        reason = f"is a link to {resolved}, which does not exist; make that folder, remove the link, or"
+    except (OSError, RuntimeError) as exc:  # a loop of links, a file in the path, a folder not readable
+        reason = f"cannot be used ({exc.strerror if isinstance(exc, OSError) else exc});"
+    else:
+        if stat.S_ISDIR(found.st_mode):
+            return resolved
+        reason = f"is {values.kind(found.st_mode)}, not a folder; remove it, or"
+    raise UsageError(f"the cache folder {folder} {reason} give another with --cache-dir")
+
+
+def _listing(folder: str | Path | None) -> list[os.DirEntry[str]]:
+    """A folder's entries, or none when it is missing (None, or gone while being read)."""
+    if folder is None:
+        return []
     try:
         with os.scandir(folder) as it:
             return list(it)
     except OSError:
         return []
+
+
+def _inside(folder: str | Path | None, found: list[Entry]) -> list[os.DirEntry[str]]:
+    """The folders and files in a folder of the cache (None: one it lacks), not followed; the links among them
+    go to ``found``, as entries of no bytes."""
+    rest = []
+    for entry in _listing(folder):
+        with contextlib.suppress(OSError):
+            if entry.is_symlink():
+                found.append(Entry(Path(entry.path), 0, entry.stat(follow_symlinks=False).st_mtime, link=True))
+            else:
+                rest.append(entry)
+    return rest
 
 
 def mark_used(path: Path) -> None:

@@ -13,9 +13,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
-from . import cache, facts, misses
+from . import cache, facts, misses, values
 from ._version import __version__
 from .compilers import Outcome, Pruned
 from .compilers.triton import toolchain
@@ -26,7 +26,7 @@ from .new import scaffold
 from .pipeline import BuildOptions, run
 from .plan import Variant, plan_summary, select
 from .recipe import load, wanted_triton
-from .record import Events, parse_widen, record, write
+from .record import Events, check_package, parse_widen, record, write
 from .tune import Options, tune
 
 
@@ -123,18 +123,18 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("recipe", type=Path)
     t.add_argument("-o", "--out-dir", type=Path, default=Path("tables"), help="where the table goes (default: tables)")
     t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
-    t.add_argument("--reps", type=int, default=30, help="timed runs per variant and key (median)")
-    t.add_argument("--warmup", type=int, default=5, help="untimed runs first")
+    t.add_argument("--reps", type=_reps, default=30, help="timed runs per variant and key (median)")
+    t.add_argument("--warmup", type=_warmup, default=5, help="untimed runs first")
     t.add_argument("--devices", default=None, metavar="all|0,1,...",
                    help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
     i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
-    i.add_argument("wheel", type=Path)
+    i.add_argument("wheel", type=_path)
     i.add_argument("--json", action="store_true", help="print the manifest itself (schema: README.md)")
     n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
     n.add_argument("name", help="the Python package name (lower case, digits, _)")
-    n.add_argument("--dir", type=Path, default=None, help="where to write it (default: ./NAME)")
+    n.add_argument("--dir", type=_path, default=None, help="where to write it (default: ./NAME)")
     r = sub.add_parser(
         "record",
         help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
@@ -152,7 +152,7 @@ def _parser() -> argparse.ArgumentParser:
                    "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
     c = sub.add_parser("cache", help="show the cache of compiled variants and wheels; trim or clear it")
-    c.add_argument("--cache-dir", type=Path, default=None, help="the cache (default: ~/.cache/aotpack)")
+    c.add_argument("--cache-dir", type=_path, default=None, help="the cache (default: ~/.cache/aotpack)")
     what = c.add_mutually_exclusive_group()
     what.add_argument("--trim", type=_size, default=None, metavar="SIZE",
                       help="drop the least recently used entries until it holds at most SIZE (500M, 10G)")  # fmt: skip
@@ -183,38 +183,51 @@ def _cuda(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of processes >= 1, got {text!r}")
-    return value
+T = TypeVar("T")
 
 
-def _size(text: str) -> int:
-    try:
-        return cache.parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _option(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An option's type from one of the readers of values.py: its message is what argparse says."""
+
+    def typed(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return typed
+
+
+_positive = _option(values.jobs)
+_size = _option(cache.parse_size)
+_reps = _option(lambda text: values.runs(text, 1))
+_warmup = _option(lambda text: values.runs(text, 0))
+_path = _option(values.path)
 
 
 def _cache_command(folder: Path | None, trim: int | None) -> str:
     """aotpack cache: what the cache holds, after trimming it to ``trim`` bytes when given."""
+    cache.size_limit()  # the bound a build keeps: refused here as a build refuses it
     store = cache.Cache(folder or cache.default_dir())
     entries, done = store.entries(), ""
     if trim is not None:  # one walk of the cache, not two
-        dropped, freed = store.trim(trim, entries)
-        entries, done = entries[dropped:], f"dropped {dropped} entries ({freed / 1e6:.1f} MB); "
-    kinds = Counter(e.path.parent.name for e in entries)
-    tools = sorted(e.path.name.removeprefix("triton-") for e in entries if e.path.parent.name == toolchain.FOLDER)
+        trimmed = store.trim(trim, entries)
+        done = f"dropped {len(trimmed.dropped)} entries ({trimmed.freed / 1e6:.1f} MB); "
+        if trimmed.failed:
+            raise UsageError(f"{done}{len(trimmed.failed)} could not be removed, such as {trimmed.failed[0]}: make "
+                             f"{store.root} writable, or remove them yourself")  # fmt: skip
+        dropped = set(trimmed.dropped)
+        entries = [e for e in entries if e not in dropped]
+    kinds = Counter("link" if e.link else e.path.parent.name for e in entries)
+    tools = sorted(e.path.name.removeprefix("triton-") for e in entries if not e.link and
+                   e.path.parent.name == toolchain.FOLDER)  # fmt: skip
     listed = f" ({', '.join(tools)})" if tools else ""
+    links = f", {kinds['link']} links (not followed; --clear removes the links)" if kinds["link"] else ""
     total = sum(e.bytes for e in entries)
     return (
-        f"{done}{store.root}: {len(entries) - kinds['wheels'] - len(tools)} compiled variants, {kinds['wheels']} "
-        f"wheels and {len(tools)} Triton toolchains{listed}, {total / 1e6:.1f} MB; a build keeps it to "
-        f"{cache.size_setting()} (${cache.SIZE_SETTING})"
+        f"{done}{store.root}: {len(entries) - kinds['wheels'] - len(tools) - kinds['link']} compiled variants, "
+        f"{kinds['wheels']} wheels and {len(tools)} Triton toolchains{listed}{links}, {total / 1e6:.1f} MB; a "
+        f"build keeps it to {cache.size_setting()} (${cache.SIZE_SETTING})"
     )
 
 
@@ -245,7 +258,16 @@ def _inspect(args: argparse.Namespace) -> None:
 
 
 def _record(args: argparse.Namespace) -> None:
-    _writable_folder(args.out.parent, "-o")
+    check_package(args.package)
+    out = args.out  # checked before the program runs: what it records would have nowhere to go
+    if out.is_dir():
+        raise UsageError(f"-o {out}: a folder; give the recipe file to write, e.g. -o {out / 'recipe.yaml'}")
+    if out.is_symlink() and not out.exists():
+        raise UsageError(f"-o {out}: a symlink to {os.readlink(out)}, which does not exist; give the recipe file "
+                         "itself, or remove the link")  # fmt: skip
+    if out.exists() and not out.is_file():
+        raise UsageError(f"-o {out}: not a regular file (a FIFO, socket or device); give the recipe file to write")
+    _writable_folder(out.parent, "-o")
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     reported = misses.read_reports(args.report)
     found = reported.misses
@@ -254,15 +276,21 @@ def _record(args: argparse.Namespace) -> None:
         for number, event in enumerate(reported.compilations):
             event.setdefault("number", number)
             events.add(event, "report")
-        write(args.out, events, args.package, widen=dict(args.widen))
-        print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
+        if write(args.out, events, args.package, widen=dict(args.widen)):
+            print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
+        else:
+            print(f"{args.out} unchanged: it holds the rows of all {len(events.compiled)} compilations reported")
     if program or not args.report:
         summary = record(program, args.out, args.package, dict(args.widen))
         compiled = summary.events.compilations()
+        counts = (f"{len(compiled)} compilations of {len({c.function.identity for c in compiled})} kernels, "
+                  f"{sum(c.launches for c in compiled)} launches")  # fmt: skip
         if summary.written:
-            print(f"wrote {args.out}: {len(compiled)} compilations of "
-                  f"{len({c.function.identity for c in compiled})} kernels, {sum(c.launches for c in compiled)} "
-                  "launches")  # fmt: skip
+            print(f"wrote {args.out}: {counts}")
+        elif compiled:
+            print(f"{args.out} unchanged: it holds the rows of all {counts}")
+        else:
+            print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
         for function, why in sorted(summary.events.skipped.items()):
             print(f"not recorded: {function}: {why}", file=sys.stderr)
         found += summary.misses
@@ -328,12 +356,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
-    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     try:
+        args = _parser().parse_args(argv)  # an option's reader may raise aotpack's own error (--widen)
+        args.argv = list(sys.argv[1:] if argv is None else argv)
+        verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
+        level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+        logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
         return COMMANDS[args.command](args) or 0
     except AotpackError as exc:
         # a message may quote what a file held (a lone surrogate, say): printed escaped, whatever stderr's encoding

@@ -87,3 +87,16 @@ class RecordError(AotpackError):
     """``aotpack record`` could not run or record the program."""
 
     exit_code = 7
+
+
+class OutputError(AotpackError, OSError):
+    """A file aotpack writes could not be written (a full disk, a read-only or vanished folder). Also an
+    OSError, so that a writer whose output is optional (the cache's size stamp) still skips it."""
+
+    exit_code = 1
+
+    def __init__(self, errno: int | None, reason: str, path: str) -> None:
+        super().__init__(errno, reason, path)  # OSError's own fields: errno, strerror (the reason), filename
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}; free space there, or write somewhere else"

@@ -12,7 +12,7 @@ def describe(manifest: Manifest, wheel_name: str) -> str:
     """``render``, or one error line when the manifest lacks what aotpack writes."""
     try:
         return render(manifest, wheel_name)
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as exc:
         raise WheelError(
             f"{wheel_name}: its manifest lacks what aotpack writes ({type(exc).__name__}: {exc}); "
             "was it built by another version? rebuild the wheel"

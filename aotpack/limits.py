@@ -19,6 +19,18 @@ MAX_YAML_DEPTH = 32  # how deeply a recipe may nest (the deepest real recipe nee
 MAX_YAML_VALUES = 200_000
 MAX_NAME = 100  # a package's name: it is in file names (of at most 255 bytes) with a version and tags
 
+# numbers given as text (values.py reads every one: options, [tool.aotpack] and -C settings, the environment)
+MAX_DIGITS = 20  # digits of a number (2**63 has 19): int() of thousands of digits is slow, and past 4300 refused
+MAX_SIZE = 1 << 60  # a size in bytes (--trim, $AOTPACK_CACHE_SIZE): 1048576T, more than any disk holds
+MAX_JOBS = 1024  # parallel compiles: more than any machine has cores, far fewer than would exhaust it
+MAX_TUNE_RUNS = 100_000  # timed (--reps, 30 by default) or untimed (--warmup, 5) runs per variant and key
+
+# what aotpack reads of a wheel it may not have built (aotpack inspect): a hostile one costs at most this much
+MAX_WHEEL_BYTES = 4 << 30  # a wheel (the largest CUDA library wheels are about 3G); only its manifest is read
+MAX_MANIFEST_BYTES = 64 << 20  # its manifest.json, unpacked (a few hundred bytes per variant)
+MAX_MANIFEST_DEPTH = 32  # how deeply the manifest nests (aotpack writes 8 levels, and 2 per tuple in a constexpr)
+MAX_RECORD_BYTES = 1 << 16  # a record the cache keeps for itself (size.json, a toolchain's stamp): a line of JSON
+
 
 def header() -> str:
     """aot_limits.h."""

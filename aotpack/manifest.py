@@ -10,13 +10,18 @@ A change of shape is a new ``SCHEMA`` (``aotpack-manifest/N``): the generated pa
 
 from __future__ import annotations
 
+import functools
 import json
+import lzma
 import zipfile
+import zlib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypedDict, cast
 
+from . import values
 from .errors import WheelError
+from .limits import MAX_DIGITS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_WHEEL_BYTES
 from .model import ConstValue, DtypeConst, FunctionConst, Kind
 
 SCHEMA = "aotpack-manifest/2"
@@ -161,17 +166,74 @@ def json_schema() -> dict[str, Any]:
 
 
 def read_wheel(wheel: Path) -> Manifest:
-    """The manifest of a built wheel; WheelError when it is not an aotpack wheel or is damaged."""
+    """The manifest of a built wheel; WheelError when it is not an aotpack wheel, is damaged, or is past a bound
+    of limits.py (a wheel aotpack did not build costs at most MAX_WHEEL_BYTES of disk reads and
+    MAX_MANIFEST_BYTES of memory)."""
+    data = _manifest_bytes(wheel)
     try:
-        with zipfile.ZipFile(wheel) as zf:
-            name = next((n for n in zf.namelist() if n.endswith("/manifest.json") and n.count("/") == 1), None)
-            if name is None:
-                raise WheelError(f"{wheel} has no manifest.json: it was not built by aotpack")
-            data = json.loads(zf.read(name))
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise WheelError(f"cannot read {wheel}: {exc}") from None
+        manifest = json.loads(data, parse_int=functools.partial(_number, wheel))
+        deep = _depth(manifest) > MAX_MANIFEST_DEPTH
+    except RecursionError:  # nested past what Python can read: past the bound too
+        deep = True
     except ValueError as exc:  # not JSON, not UTF-8
         raise WheelError(f"{wheel}: its manifest.json is not valid JSON ({exc}); rebuild the wheel") from None
-    if not isinstance(data, dict):
+    if deep:
+        raise WheelError(f"{wheel}: its manifest.json nests deeper than {MAX_MANIFEST_DEPTH} levels "
+                         "(limits.MAX_MANIFEST_DEPTH): aotpack did not write it; rebuild the wheel")  # fmt: skip
+    if not isinstance(manifest, dict):
         raise WheelError(f"{wheel}: its manifest.json is not an object; rebuild the wheel")
-    return cast(Manifest, data)
+    return cast(Manifest, manifest)
+
+
+def _manifest_bytes(wheel: Path) -> bytes:
+    """manifest.json's bytes, read from a regular file of at most MAX_WHEEL_BYTES, at most MAX_MANIFEST_BYTES of
+    them whatever its header says (a zip bomb is not unpacked past them)."""
+    try:
+        opened, found = values.open_regular(wheel)
+    except OSError as exc:
+        raise WheelError(f"cannot read {wheel}: {exc.strerror or exc}; give the path of a wheel") from None
+    with opened:
+        if found.st_size > MAX_WHEEL_BYTES:
+            raise WheelError(f"{wheel} has {found.st_size} bytes, more than a wheel aotpack reads "
+                             f"({MAX_WHEEL_BYTES}, limits.MAX_WHEEL_BYTES)")  # fmt: skip
+        try:
+            with zipfile.ZipFile(opened) as zf:
+                info = next((i for i in zf.infolist() if i.filename.endswith("/manifest.json")
+                             and i.filename.count("/") == 1), None)  # fmt: skip
+                if info is None:
+                    raise WheelError(f"{wheel} has no manifest.json: it was not built by aotpack")
+                data = b""
+                if info.file_size <= MAX_MANIFEST_BYTES:
+                    with zf.open(info) as member:
+                        data = member.read(MAX_MANIFEST_BYTES + 1)
+        except NotImplementedError as exc:  # a compression method zipfile lacks
+            raise WheelError(f"{wheel}: its manifest.json is packed in a way Python cannot unpack ({exc}); rebuild "
+                             "the wheel") from None  # fmt: skip
+        except RuntimeError:  # encrypted: zipfile asks for a password
+            raise WheelError(f"{wheel}: its manifest.json is encrypted, which a wheel never is; rebuild it") from None
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error, lzma.LZMAError) as exc:
+            raise WheelError(f"cannot read {wheel}: it is not a whole zip file ({exc}); rebuild the wheel") from None
+    if info.file_size > MAX_MANIFEST_BYTES or len(data) > MAX_MANIFEST_BYTES:
+        raise WheelError(f"{wheel}: its {info.filename} unpacks to more than {MAX_MANIFEST_BYTES} bytes "
+                         "(limits.MAX_MANIFEST_BYTES): aotpack did not write it; rebuild the wheel")  # fmt: skip
+    return data
+
+
+def _number(wheel: Path, text: str) -> int:
+    """A whole number of the manifest, of at most MAX_DIGITS digits (int() refuses past 4300, slowly)."""
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise WheelError(f"{wheel}: its manifest.json holds a number of {len(text.lstrip('-'))} digits, more than "
+                         f"{MAX_DIGITS} (limits.MAX_DIGITS): aotpack did not write it; rebuild the wheel")  # fmt: skip
+    return int(text)
+
+
+def _depth(value: object) -> int:
+    """How deeply a JSON value nests (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack += [(child, depth + 1) for child in children]
+    return deepest

@@ -84,7 +84,7 @@ def read_reports(paths: Iterable[Path]) -> Reported:
             raise RecordError(f"{file}: larger than a report can be ({MAX_REPORT_BYTES} bytes)")
         try:
             report = json.loads(file.read_bytes().decode())
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested past json's reach
             raise RecordError(f"{file}: not a JSON report ({exc})") from None
         found += from_stats(report, str(file))
         events = report.get("compilations") or []

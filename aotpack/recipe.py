@@ -10,6 +10,7 @@ dispatch), ``_launched_kernel`` a recorded ``launch: triton`` kernel. Tuning tab
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import itertools
@@ -149,7 +150,7 @@ def package_problem(name: str) -> str | None:
     """Why ``name`` cannot name a kernel package (its module and its distribution), or None."""
     if len(name) > limits.MAX_NAME:
         return f"the package name has {len(name)} characters; at most {limits.MAX_NAME} (aotpack's limits.MAX_NAME)"
-    if not _PACKAGE.match(name):
+    if not _PACKAGE.fullmatch(name):  # not match: its $ would take a name ending in a newline
         return (f"{name!r} is not a valid package name (lower case letters, digits and _, starting with a letter, "
                 "ending with a letter or digit)")  # fmt: skip
     if keyword.iskeyword(name):
@@ -257,6 +258,7 @@ def _kernel(
     if backend == "cuda":
         check = names.check(names.int_scalars | names.int_consts)
         cuda = _cuda_launch(k, root, check, {v for v, _ in types}, constexpr_names)
+        _check_cuda_arity(k["args"], cuda.entry, source, args)
     kernel = Kernel(
         name=name, backend=backend, source=source, doc=_text(k["doc"], one_line=False) if "doc" in k else "",
         args=args, types=tuple(types), constexpr_names=constexpr_names, configs=configs, default=default, grid=grid,
@@ -896,9 +898,13 @@ def _path(node: Node, root: Path, text: str | None = None) -> Path:
     """The file or folder a recipe names (relative to the recipe's folder), resolved; a name no file system can
     hold (a NUL, too long, a symbolic link loop) is the recipe's error."""
     try:
-        return (root / (node.string() if text is None else text)).resolve()
+        path = (root / (node.string() if text is None else text)).resolve()
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # missing: said by the caller
+            path.stat()  # a name too long for the file system, a folder this user cannot search: said here
+        return path
     except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: Path.resolve's symlink loop
-        raise node.fail(f"cannot use the path {node.string()[:80]!r}: {exc}") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise node.fail(f"cannot use the path {node.string()[:80]!r}: {why}") from None
 
 
 def _source(node: Node, root: Path) -> Source:
@@ -1333,6 +1339,43 @@ def _cuda_launch(
         entry=entry, include_dirs=tuple(includes), nvcc_flags=tuple(flags), block=(block[0], block[1], block[2]),
         shared=shared,
     )  # fmt: skip
+
+
+def _check_cuda_arity(node: Node, entry: str, source: Source, args: tuple[Arg, ...]) -> None:
+    """The recipe's arguments (those not launch_only) against the parameters of the entry's ``__global__``
+    declarations in the .cu file, where all of them take one number: a mismatch is the recipe's error, said here
+    rather than by nvcc at build time. An entry declared elsewhere (an include, a macro) or overloaded is left to
+    the build's check (the wrapper's static_assert)."""
+    assert source.path is not None
+    name = entry.partition("<")[0].strip().rpartition("::")[2]
+    text = yamlnodes.read_text(source.path, "CUDA source", "MAX_SOURCE_BYTES")  # read (and bounded) by _cuda_source
+    declared = re.finditer(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(", text)  # to the name; not past a body
+    counts = {_parameter_count(text, m.end()) for m in declared}
+    counts.discard(None)
+    given = sum(1 for a in args if not a.launch_only)
+    if len(counts) == 1 and given not in counts:
+        (takes,) = counts
+        raise node.fail(f"the recipe gives {given} arguments (those not launch_only), and {name} in "
+                        f"{source.path.name} takes {takes}: list its parameters in order, and mark arguments it does "
+                        "not take 'launch_only: true'")  # fmt: skip
+
+
+def _parameter_count(text: str, start: int) -> int | None:
+    """The number of parameters of the list that opens just before ``start`` (commas outside brackets), or None
+    where the list does not end within the file's next 64 KiB."""
+    depth, commas, seen = 0, 0, False
+    for ch in text[start : start + (64 << 10)]:
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            if depth == 0 and ch == ")":
+                return 0 if not seen else commas + 1
+            depth -= 1
+        elif ch == "," and depth == 0:
+            commas += 1
+        if not ch.isspace():
+            seen = True
+    return None
 
 
 def _nvcc_inputs(k: dict[str, Node], root: Path) -> tuple[list[Path], list[str]]:

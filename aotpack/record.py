@@ -15,14 +15,25 @@ The recipe (``recipe_text``) lists each kernel once, as ``launch: triton`` (Trit
 aot_kernels.Launcher) with exactly the variants seen: types, constexprs (of every kind the JIT takes: numbers,
 booleans, strings, None, dtypes, tuples, @triton.jit functions) and options, and the JIT's specialization class
 of every argument. A kernel a fresh process could not import by module path is written out beside the recipe
-(``kernels/<sha>.py``) and named by that file. Merging into an existing recipe keeps its other kernels and adds
-up launch counts; the order is deterministic (diff-friendly).
+(``kernels/<sha>.py``) and named by that file; the order is deterministic (diff-friendly).
+
+Merging into an existing recipe changes only what the recording adds: targets, kernels, rows and autotuner picks
+it lacks (and a recorded kernel's ``types``, ``args`` and ``options`` where a new row needs them, such as a new
+dtype). Everything else stays as written (comments, key order, quoting, keys record does not write, kernels
+written by hand): ruamel.yaml's round trip edits those nodes, and only the lines it changed replace the file's
+(``merged_text``). A row already there is kept as written, its launch count included: the count is what the
+recording that added the row saw, and re-recording what a recipe holds leaves the file byte-identical (it is
+not written at all).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import difflib
+import io
 import json
+import math
 import os
 import re
 import shutil
@@ -36,12 +47,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import Comment, CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import RoundTripConstructor
+from ruamel.yaml.error import YAMLError as RuamelError
+from ruamel.yaml.nodes import ScalarNode
+from ruamel.yaml.representer import RoundTripRepresenter
 
 from . import facts, recipe, record_agent, yamlnodes
 from . import misses as misses_
-from ._temp import atomic_file
+from ._temp import atomic_file, write_file
 from .compilers.triton import releases
-from .errors import RecordError, UsageError
+from .errors import Location, RecipeError, RecordError, UsageError
 from .runtime import aot_kernels
 
 RUNTIME_FILE = Path(aot_kernels.__file__)
@@ -175,13 +192,21 @@ class Events:
     _launches: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
     def add(self, event: dict[str, Any], process: str = "") -> None:
+        """One event of ``process`` (one the agent wrote, or a report's: read elsewhere, possibly damaged, so one
+        that does not hold what its kind says is skipped and said, never raised)."""
+        try:
+            self._add(event, process)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.skipped[f"an event of {process or 'the program'}"] = f"not one aotpack reads ({exc!r:.100})"
+
+    def _add(self, event: dict[str, Any], process: str) -> None:
         kind = event.get("event")
         self.sources.update(event.get("sources") or {})
         if kind == "compile":
             function = Function.of(event["function"])
             try:
                 c = compilation(event)
-            except (Unrecordable, ValueError, KeyError, TypeError) as exc:
+            except (Unrecordable, ValueError, KeyError, TypeError, AttributeError) as exc:
                 self.skipped[function.ref] = str(exc)
                 return
             self.compiled.setdefault(c.ident, c)
@@ -286,9 +311,8 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     "events"``; SIGINT and SIGTERM sent to aotpack go on to the program."""
     cmd = command(argv)
     agent_dir = folder / "agent"
-    agent_dir.mkdir(parents=True)
-    shutil.copyfile(record_agent.__file__, agent_dir / "sitecustomize.py")
-    shutil.copyfile(RUNTIME_FILE, agent_dir / "_aotpack_kernels.py")
+    write_file(agent_dir / "sitecustomize.py", Path(record_agent.__file__).read_bytes())
+    write_file(agent_dir / "_aotpack_kernels.py", RUNTIME_FILE.read_bytes())
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(agent_dir), env.get("PYTHONPATH")]))
     env[record_agent.ENV_DIR] = str(folder / "events")
@@ -317,7 +341,7 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
 @dataclass(frozen=True)
 class Summary:
     """What ``record`` did: the events, the class misses the program's aotpack packages reported, and whether
-    the recipe was written."""
+    the recipe was written (not where it held every row already)."""
 
     events: Events
     misses: list[misses_.Miss]
@@ -327,9 +351,7 @@ class Summary:
 def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Any]] | None = None) -> Summary:
     """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
     outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
-    problem = recipe.package_problem(package)
-    if problem is not None:  # the name of a new recipe's package: refused before the program runs
-        raise UsageError(f"--package {package}: {problem}")
+    check_package(package)
     existing_recipe(out)  # a malformed recipe fails before the program runs
     with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:
         folder = Path(tmp)
@@ -340,14 +362,30 @@ def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Any]]
     if events.refused:  # the program ran with a Triton aotpack is not tested with: nothing was recorded
         raise RecordError(f"{events.refused[0]}; {out} is left as it was")
     if not outcome.ok:
-        partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
-        if events.compiled:
-            write(partial, events, package, merge=False)
-        kept = f"; what it compiled ({len(events.compiled)} compilations) is in {partial}" if events.compiled else ""
-        raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was{kept}")
-    if events.compiled:
-        write(out, events, package, widen=widen)
-    return Summary(events=events, misses=reported, written=bool(events.compiled))
+        raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was"
+                          f"{_keep_partial(out, events, package)}")  # fmt: skip
+    try:
+        written = bool(events.compiled) and write(out, events, package, widen=widen)
+    except (RecordError, RecipeError) as exc:  # the recipe changed during the run, or cannot take these rows
+        raise type(exc)(f"{exc}{_keep_partial(out, events, package)}") from None
+    return Summary(events=events, misses=reported, written=written)
+
+
+def check_package(package: str) -> None:
+    """The name of a new recipe's package (``--package``): refused before anything runs or is written."""
+    problem = recipe.package_problem(package)
+    if problem is not None:
+        raise UsageError(f"--package {package!r}: {problem}")
+
+
+def _keep_partial(out: Path, events: Events, package: str) -> str:
+    """What a recording that cannot be merged captured, written beside ``out`` as ``<out>.partial.yaml``; the
+    words that say so (none when nothing was compiled)."""
+    if not events.compiled:
+        return ""
+    partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
+    write(partial, events, package, merge=False)
+    return f"; what it compiled ({len(events.compiled)} compilations) is in {partial}"
 
 
 def _status(status: int) -> str:
@@ -369,34 +407,46 @@ MAX_WIDEN = 4096  # values one --widen may give
 def parse_widen(text: str) -> tuple[str, list[int | float | bool | str]]:
     """``NAME=VALUES`` of ``--widen``: VALUES a comma-separated list (``1,2,4,8``), a range of integers
     (``1..64``), or of powers of two (``1..256:pow2``). UsageError says what is wrong."""
+    shown = text if len(text) <= 60 else f"{text[:60]}..."  # what messages quote of it
     name, sep, values = text.partition("=")
     if not sep or not name.isidentifier():
-        raise UsageError(f"--widen {text!r}: expected NAME=VALUES, e.g. bs=1,2,4,8 or bs=1..256:pow2")
+        raise UsageError(f"--widen {shown!r}: expected NAME=VALUES, e.g. bs=1,2,4,8 or bs=1..256:pow2")
     ranged = re.fullmatch(r"(-?[0-9]{1,18})\.\.(-?[0-9]{1,18})(:pow2)?", values)
     found: list[int | float | bool | str]
     if ranged:
         low, high, pow2 = int(ranged[1]), int(ranged[2]), bool(ranged[3])
         if pow2 and low <= 0:
-            raise UsageError(f"--widen {text!r}: a range of powers of two starts above 0")
+            raise UsageError(f"--widen {shown!r}: a range of powers of two starts above 0")
         found = [1 << e for e in range(low.bit_length() - 1, high.bit_length()) if low <= 1 << e <= high] if pow2 \
             else list(range(low, high + 1)) if high - low < MAX_WIDEN else []  # fmt: skip
     else:
-        found = [_widen_value(v, text) for v in values.split(",")]
+        found = [_widen_value(v, shown) for v in values.split(",")]
     if not found or len(found) > MAX_WIDEN:
-        raise UsageError(f"--widen {text!r}: give between 1 and {MAX_WIDEN} values")
-    return name, list(dict.fromkeys(found))
+        raise UsageError(f"--widen {shown!r}: give between 1 and {MAX_WIDEN} values")
+    return name, list({(type(v), v): v for v in found}.values())  # 1 and true are two values
 
 
 def _widen_value(text: str, whole: str) -> int | float | bool | str:
+    """One value of ``--widen``: a whole number of i64, a finite number, true/false, or a string of printable
+    characters (a constexpr Triton takes as text)."""
     text = text.strip()
-    if re.fullmatch(r"-?[0-9]{1,18}", text):
+    if re.fullmatch(r"-?[0-9]+", text):
+        if len(text.lstrip("-")) > 18:
+            raise UsageError(f"--widen {whole!r}: {text[:30]!r}... is past a 64-bit integer")
         return int(text)
     if text in ("true", "false"):
         return text == "true"
-    try:
-        return float(text) if re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text) else text
-    except ValueError:
-        raise UsageError(f"--widen {whole!r}: {text!r} is not a value") from None
+    if re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text):
+        try:
+            number = float(text)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise UsageError(f"--widen {whole!r}: {text[:30]!r} is not a finite number")
+        return number
+    if not text or not text.isprintable():
+        raise UsageError(f"--widen {whole!r}: {text!r} is not a value (a number, true, false or printable text)")
+    return text
 
 
 def widened(compiled: list[Compilation], widen: dict[str, list[Any]]) -> list[Compilation]:
@@ -419,55 +469,131 @@ def widened(compiled: list[Compilation], widen: dict[str, list[Any]]) -> list[Co
 
 
 def write(path: Path, events: Events, package: str, merge: bool = True,
-          widen: dict[str, list[Any]] | None = None) -> None:  # fmt: skip
+          widen: dict[str, list[Any]] | None = None) -> bool:  # fmt: skip
     """Write the recipe of a recording to ``path``, merged into what is there (``widen``: constexprs given sets
-    of values), with the sources it names written out beside it (``kernels/``; each file atomically)."""
+    of values), with the sources it names written out beside it (``kernels/``; each file atomically). False:
+    the recipe already held all of it, and was not written."""
     existing = existing_recipe(path) if merge else None
     compiled = events.compilations()
     for name in sorted({c.function.source for c in compiled if c.function.source} | _function_sources(compiled)):
-        if name in events.sources:
-            (path.parent / "kernels").mkdir(exist_ok=True)
-            with atomic_file(path.parent / "kernels" / name) as f:
+        source = path.parent / "kernels" / name
+        if name in events.sources and not (source.is_file() and source.read_bytes() == events.sources[name].encode()):
+            source.parent.mkdir(exist_ok=True)
+            with atomic_file(source) as f:
                 f.write(events.sources[name].encode())
-    text = recipe_text(compiled, events.picks, existing, package, widen or {}, dropped=events.skipped)
+    dropped, widen = events.skipped, widen or {}
+    if existing is None or existing.data is None:  # a new recipe (under the comments of an empty file)
+        lines = (existing.text if existing else "").splitlines(keepends=True)
+        kept = "".join(line for line in lines if line.lstrip().startswith("#"))
+        text: str | None = kept + recipe_text(compiled, events.picks, None, package, widen, dropped=dropped)
+    else:
+        text = merged_text(existing, path, recipe_data(compiled, events.picks, existing.data, package, widen, dropped))
+    if text is None:
+        return False
     with atomic_file(path) as f:
         f.write(text.encode())
+    return True
 
 
-def existing_recipe(path: Path) -> dict[str, Any] | None:
-    """The recipe a recording merges into (None where there is none yet), checked where merging reads it: a
-    malformed one is a located RecipeError before anything runs or is written."""
+@dataclass(frozen=True)
+class Existing:
+    """The recipe a recording merges into: its text, its data (None: it holds only comments), and how it
+    indents (mapping, sequence, the dash's offset), which the lines a merge adds take."""
+
+    text: str
+    data: dict[str, Any] | None
+    indents: tuple[int, int, int]
+
+
+def existing_recipe(path: Path) -> Existing | None:
+    """The recipe a recording merges into (None where there is none yet), checked by the loader and where merging
+    reads it: a malformed one is a located RecipeError before anything runs or is written, and before ruamel.yaml
+    reads it."""
     if not path.exists():
         return None
     text = yamlnodes.read_text(path, "recipe")
-    with contextlib.suppress(yaml.YAMLError):
-        if yaml.safe_load(text) is None:
-            return None  # empty, or only comments: nothing to merge into
-    for key, node, _ in yamlnodes.parse(text, path, "recipe").items():
-        if key == "targets":
-            node.sequence()
-        for _, kernel, _ in node.items() if key == "kernels" else ():
-            fields = {k: v for k, v, _ in kernel.items()} if kernel.is_mapping() else {}
-            if "launch" in fields:  # a recorded kernel (one written by hand is kept as it is)
-                _check_recorded(fields)
-    loaded = yaml.safe_load(text)
-    return loaded if isinstance(loaded, dict) else None
+    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+        return Existing(text=text, data=None, indents=_INDENTS)  # nothing to merge into
+    root = yamlnodes.parse(text, path, "recipe")
+    top = {key: node for key, node, _ in root.items()}
+    for target in top["targets"].sequence(allow_scalar=True) if "targets" in top else ():
+        target.string()
+    for kernel in top["kernels"].mapping(()).values() if "kernels" in top else ():
+        fields = kernel.mapping(()) if kernel.is_mapping() else {}
+        if "launch" in fields:  # a recorded kernel (one written by hand is kept as it is)
+            _check_recorded(fields)
+    recipe.parse(text, path)  # anything else the loader refuses is refused here, located, as `aotpack plan` says it
+    indents = _indents(root.node)
+    _load(_round_trip(indents), text, path)  # what the merge reads it with
+    return Existing(text=text, data=yaml.safe_load(text), indents=indents)
 
 
 def _check_recorded(fields: dict[str, yamlnodes.Node]) -> None:
-    mappings = [fields[name] for name in ("args", "options") if name in fields]
+    """What merging reads of a recorded kernel, with located errors where it cannot."""
+    args = fields["args"].mapping(()) if "args" in fields else {}
+    for kind in args.values():
+        kind.string()
+    for option in (fields["options"].mapping(()) if "options" in fields else {}).values():
+        option.scalar()
     for row in fields["variants"].sequence() if "variants" in fields else ():
         parts = row.mapping((), required=("config", "class"))
-        parts["class"].string()
-        mappings += [parts[name] for name in ("config", "types") if name in parts]
-        config = {k: v for k, v, _ in parts["config"].items()}
-        for counted in [config.get("num_warps"), config.get("num_stages"), parts.get("launches")]:
-            if counted is not None:
-                counted.integer(minimum=0)
-    for mapping in mappings:
-        list(mapping.items())
-    if "autotuned" in fields:
-        fields["autotuned"].sequence()
+        for name, value in parts["config"].mapping(()).items():
+            if name in ("num_warps", "num_stages"):
+                value.integer(minimum=0)
+            else:
+                _check_value(value)
+        for dtype in (parts["types"].mapping(()) if "types" in parts else {}).values():
+            dtype.string()
+        if "launches" in parts:
+            parts["launches"].integer(minimum=0)
+        letters = parts["class"].string()
+        if len(letters) != len(args):
+            raise parts["class"].fail(f"{letters!r} has {len(letters)} letters; expected one per argument of args "
+                                      f"({len(args)}: {', '.join(args) or 'none'})")  # fmt: skip
+    for pick in fields["autotuned"].sequence() if "autotuned" in fields else ():
+        _check_value(pick)
+
+
+def _check_value(node: yamlnodes.Node) -> None:
+    """A value as recipes write constexprs and picks: values, lists, and mappings keyed by names."""
+    if node.is_mapping():
+        for value in node.mapping(()).values():
+            _check_value(value)
+    elif node.is_sequence():
+        for item in node.sequence():
+            _check_value(item)
+    else:
+        node.scalar()
+
+
+_INDENTS = (2, 4, 2)  # how _dump indents: mappings by 2, a list's items by 4 with the dash at 2
+
+
+def _indents(root: yaml.Node) -> tuple[int, int, int]:
+    """How a file indents (mapping, sequence, dash offset, as ruamel.yaml counts them), from its first nested
+    block mapping and its first block list below the top level (rows; _dump writes the top level's lists
+    otherwise), else the top level's; as _dump does where it has none."""
+    mapping = -1
+    found: dict[bool, tuple[int, int]] = {}  # (sequence, offset) of the top level's list, and one below it (True)
+    stack, seen = [root], set()
+    while stack and (mapping < 0 or True not in found):
+        node = stack.pop()
+        if id(node) in seen or isinstance(node, yaml.ScalarNode):
+            continue
+        seen.add(id(node))
+        pairs = node.value if isinstance(node, yaml.MappingNode) else [(None, item) for item in node.value]
+        for key, value in pairs:
+            if key is not None and not isinstance(value, yaml.ScalarNode) and not value.flow_style and value.value:
+                column = key.start_mark.column
+                if isinstance(value, yaml.MappingNode) and mapping < 0:
+                    mapping = value.value[0][0].start_mark.column - column
+                elif isinstance(value, yaml.SequenceNode):
+                    offset = value.start_mark.column - column
+                    sequence = max(value.value[0].start_mark.column - column, offset + 2)
+                    found.setdefault(node is not root, (sequence, offset))
+            stack.append(value)
+    sequence, offset = found.get(True) or found.get(False) or _INDENTS[1:]
+    return mapping if mapping > 0 else _INDENTS[0], sequence, offset
 
 
 def _function_sources(compiled: list[Compilation]) -> set[str]:
@@ -494,12 +620,21 @@ def _function_sources(compiled: list[Compilation]) -> set[str]:
 def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any]]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
                 widen: dict[str, list[Any]] | None = None, dropped: dict[str, str] | None = None) -> str:  # fmt: skip
-    """The recipe (YAML text) of these compilations, merged into ``existing`` (a loaded recipe); what the recipe
-    cannot say goes into ``dropped`` (what -> why)."""
+    """The recipe (YAML text, as a new file has it) of these compilations, merged into ``existing`` (a loaded
+    recipe); what the recipe cannot say goes into ``dropped`` (what -> why)."""
+    return _dump(recipe_data(compiled, picks, existing, package, widen, dropped))
+
+
+def recipe_data(compiled: list[Compilation], picks: dict[str, list[dict[str, Any]]],
+                existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
+                widen: dict[str, list[Any]] | None = None,
+                dropped: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
+    kernel the recording has too stay as they are (their launch counts included)."""
     base = existing or {}
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
     by_source = {str(v.get("triton")): n for n, v in kernels.items() if isinstance(v, dict) and v.get("launch")}
-    targets = set(base.get("targets") or ())
+    targets = set(_listed(base.get("targets")))
     groups: dict[str, list[Compilation]] = {}
     tuned: dict[str, list[dict[str, Any]]] = {}
     for c in compiled:
@@ -511,24 +646,31 @@ def recipe_text(compiled: list[Compilation], picks: dict[str, list[dict[str, Any
     for source, group in sorted(groups.items()):
         name = by_source.get(source) or _kernel_name(source.rpartition(":")[2], set(kernels))
         old = kernels.get(name) if isinstance(kernels.get(name), dict) else None
-        merged: dict[tuple[Any, ...], Compilation] = {}
-        for c in [*(_compilations(old) if old else ()), *group]:  # one row twice (or per arch): add up launches
-            same = merged.get(c.variant)
-            merged[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
-        rows = widened(list(merged.values()), widen or {})
+        kept = {c.variant: c for c in _compilations(old)} if old is not None else {}
+        fresh: dict[tuple[Any, ...], Compilation] = {}
+        for c in group:  # one row twice (per arch): launches added up
+            same = fresh.get(c.variant)
+            fresh[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
+        recorded, now = [str(n) for n in (old or {}).get("args") or ()], [n for n, _ in group[0].types]
+        if kept and recorded != now:
+            raise RecordError(
+                f"kernel {name} of the recipe was recorded with the arguments ({', '.join(recorded)}); "
+                f"{source} now takes ({', '.join(now)}): delete kernel {name} from the "
+                "recipe (or record into another recipe) and record again"
+            )
+        rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen or {})
         widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
         rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
         picked = [p for p in (old or {}).get("autotuned") or () if p not in tuned[source]] + tuned[source]
         kernels[name] = _kernel(source, rows, picked, {} if dropped is None else dropped)
         by_source[source] = name
-    out = {
+    return {
         "package": base.get("package", package),
         "version": str(base.get("version", "0.1.0")),
         "summary": base.get("summary", "Kernels recorded from a running workload by aotpack record"),
         "targets": sorted(targets),
         "kernels": {n: kernels[n] for n in sorted(kernels)},
     }
-    return _dump(out)
 
 
 def _covers(wide: Compilation, c: Compilation) -> bool:
@@ -654,16 +796,283 @@ def _dump(recipe: dict[str, Any]) -> str:
              "# aligned, 1 = equal to 1, N = None, _ = nothing). Build it with: aotpack build <this file>",
              yaml.safe_dump(head, sort_keys=False, width=1 << 16).rstrip(), "kernels:"]  # fmt: skip
     for name, kernel in recipe["kernels"].items():
-        lines.append(f"  {_flow(name)}:")
-        for key, value in kernel.items():
-            if key in ("variants", "autotuned") and isinstance(value, list):
-                lines.append(f"    {key}:")
-                lines += [f"      - {_flow(row)}" for row in value]
-            else:
-                lines.append(f"    {key}: {_flow(value)}")
+        lines += _kernel_lines(name, kernel)
     return "\n".join(lines) + "\n"
+
+
+def _kernel_lines(name: str, kernel: dict[str, Any]) -> list[str]:
+    lines = [f"  {_flow(name)}:"]
+    for key, value in kernel.items():
+        if key in ("variants", "autotuned") and isinstance(value, list):
+            lines.append(f"    {key}:")
+            lines += [f"      - {_flow(row)}" for row in value]
+        else:
+            lines.append(f"    {key}: {_flow(value)}")
+    return lines
 
 
 def _flow(value: Any) -> str:
     text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1 << 16).strip()
     return text[:-4].rstrip() if text.endswith("\n...") else text.removesuffix("...").rstrip()
+
+
+# ---------------------------------------------------------------- merging into a recipe as it is written
+
+
+_TOP_ORDER = ("package", "version", "summary", "targets", "kernels")  # where _dump writes them
+_KERNEL_ORDER = ("triton", "launch", "types", "args", "options", "variants", "autotuned")
+
+
+def merged_text(existing: Existing, path: Path, wanted: dict[str, Any]) -> str | None:
+    """``existing``'s text with what ``wanted`` (recipe_data of it and a recording) adds: the targets, kernels,
+    rows and autotuner picks it lacks, and a recorded kernel's types, args and options where new rows change
+    them. The rest stays as written: ruamel.yaml's round trip changes only those nodes, and only the lines it
+    changed replace the file's (``_splice``). None: the recipe holds it all already."""
+    assert existing.data is not None
+    rt = _round_trip(existing.indents)
+    doc = _load(rt, existing.text, path)
+    before = _render(rt, doc)
+    if _said(before) != json.dumps(existing.data, default=str):  # what merging takes of ruamel.yaml's lines
+        raise RecordError(f"{path}: ruamel.yaml, which merges a recording into it, would write some of it as "
+                          "saying something else; record into another recipe (-o) and merge the two by "
+                          "hand")  # fmt: skip
+    new = _Verbatim(existing.text)
+    if not _merge(new, doc, existing.data, wanted):
+        return None
+    after = new.fill(_render(rt, doc))
+    try:
+        intended = _said(after)
+    except yaml.YAMLError as exc:  # aotpack's own edit broke it: a bug, said as such
+        raise RecordError(f"merging into {path} would make it unreadable ({exc}); it is left unchanged") from None
+    text = _splice(existing.text, before, after)
+    with contextlib.suppress(yaml.YAMLError):
+        if _said(text) == intended:
+            return text
+    return after  # the file's lines and ruamel.yaml's do not fit together: its rendering whole
+
+
+def _said(text: str) -> str:
+    """What a YAML text says, as aotpack reads it (PyYAML), comparable (NaN equal to NaN)."""
+    return json.dumps(yaml.safe_load(text), default=str)
+
+
+class _Number(str):
+    """A number as the file writes it: ruamel.yaml writes numbers it reads anew (a float can lose its last
+    digit, ``010`` is 10 to it and 8 to PyYAML), this as written."""
+
+    tag: str | None = None
+
+
+class _Constructor(RoundTripConstructor):
+    def number(self, node: ScalarNode) -> _Number:
+        out = _Number(node.value)
+        out.tag = node.tag
+        return out
+
+
+class _Representer(RoundTripRepresenter):
+    def number(self, data: _Number) -> ScalarNode:
+        return self.represent_scalar(data.tag, str(data))
+
+
+for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+    _Constructor.add_constructor(_tag, _Constructor.number)
+_Representer.add_representer(_Number, _Representer.number)
+
+
+def _round_trip(indents: tuple[int, int, int]) -> YAML:
+    rt = YAML(typ="rt")
+    rt.Constructor, rt.Representer = _Constructor, _Representer
+    rt.preserve_quotes = True
+    rt.width = 1 << 16  # no line wrapping: a row is a line
+    mapping, sequence, offset = indents
+    rt.indent(mapping=mapping, sequence=sequence, offset=offset)
+    return rt
+
+
+def _load(rt: YAML, text: str, path: Path) -> Any:
+    """The round-trip document of a recipe yamlnodes has read (so within its bounds, aliases counted)."""
+    try:
+        return rt.load(text)
+    except RuamelError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = Location(str(path), mark.line + 1, mark.column + 1) if mark else None
+        problem = getattr(exc, "problem", None) or exc
+        raise RecipeError(f"ruamel.yaml, which aotpack record merges with, cannot read this: {problem}; correct "
+                          "it here", where) from None  # fmt: skip
+
+
+def _render(rt: YAML, doc: Any) -> str:
+    out = io.StringIO()
+    rt.dump(doc, out)
+    return out.getvalue()
+
+
+def _merge(new: _Verbatim, doc: CommentedMap, data: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Change the round-trip document ``doc`` (loaded as ``data``) into what ``wanted`` says where it adds to
+    it; whether anything changed."""
+    changed = False  # package, version, summary and every other key it does not add to stay as written
+    targets = [t for t in wanted["targets"] if t not in _listed(data.get("targets"))]
+    if targets and (doc.get("targets") is None or isinstance(doc.get("targets"), str)):  # none yet, or one alone
+        _put(doc, "targets", new(wanted["targets"]), _TOP_ORDER)
+    elif targets:
+        seq, _ = _own(doc, "targets", False)
+        keys = [str(t) for t in seq]
+        for target in targets:
+            _insert(seq, keys, target, target)
+    old = data.get("kernels") or {}
+    if doc.get("kernels") is None:
+        _put(doc, "kernels", CommentedMap(), _TOP_ORDER)
+    kernels, shared = _own(doc, "kernels", False)
+    keys = [str(k) for k in kernels]
+    for name, kernel in wanted["kernels"].items():
+        if name not in old:
+            _insert(kernels, keys, name, (name, new.kernel(kernel)))
+            changed = True
+        elif isinstance(old[name], dict) and old[name].get("launch"):  # recorded; one written by hand is as it is
+            changed |= _merge_kernel(new, kernels, name, old[name], kernel, shared)
+    return changed or bool(targets)
+
+
+def _merge_kernel(new: _Verbatim, kernels: CommentedMap, name: str, old: dict[str, Any], want: dict[str, Any],
+                  shared: bool) -> bool:  # fmt: skip
+    """Give a recorded kernel the rows and picks ``want`` adds (its types, args and options with them); a row
+    already there stays as written, launch count included, unless new rows rename its type variables."""
+    rows = old.get("variants") or []
+    have = [_ident(old, row) for row in rows]
+    wanted = {_ident(want, row): row for row in want["variants"]}
+    added = [row for ident, row in wanted.items() if ident not in have]
+    gone = [i for i, ident in enumerate(have) if ident not in wanted]  # what a widened row now covers
+    picked = [_pick_key(p) for p in old.get("autotuned") or ()]
+    picks = [p for p in want.get("autotuned") or () if _pick_key(p) not in picked]
+    if not (added or gone or picks):
+        return False
+    node, shared = _own(kernels, name, shared)
+    for key in ("types", "args", "options"):
+        if key in want and want[key] != old.get(key):
+            _put(node, key, new(want[key]), _KERNEL_ORDER)
+        elif key not in want and key in node:
+            del node[key]
+    if added or gone:
+        if node.get("variants") is None:
+            _put(node, "variants", CommentedSeq(), _KERNEL_ORDER)
+        seq, _ = _own(node, "variants", shared)
+        keys = [_row_key(row) for row in rows]
+        for i, ident in enumerate(have):
+            if ident in wanted and wanted[ident].get("types") != rows[i].get("types"):
+                seq[i], keys[i] = new(wanted[ident]), _row_key(wanted[ident])
+        for i in reversed(gone):
+            del seq[i], keys[i]
+        for row in added:
+            _insert(seq, keys, _row_key(row), new(row))
+    if picks:
+        if node.get("autotuned") is None:
+            _put(node, "autotuned", CommentedSeq(), _KERNEL_ORDER)
+        seq, _ = _own(node, "autotuned", shared)
+        for pick in picks:
+            _insert(seq, picked, _pick_key(pick), new(pick))
+    return True
+
+
+def _ident(kernel: dict[str, Any], row: dict[str, Any]) -> tuple[Any, ...]:
+    """What a row of a recorded kernel compiles, whatever its type variables are named."""
+    return _compilations({"args": kernel.get("args"), "variants": [row]})[0].variant[:-1]
+
+
+def _pick_key(pick: Any) -> str:
+    return json.dumps(pick, sort_keys=True, default=str)
+
+
+def _insert(into: CommentedSeq | CommentedMap, keys: list[str], key: str, item: Any) -> None:
+    """Into a list or mapping in the order _dump writes (``keys``: its entries' keys): before the first entry
+    whose key sorts after ``key`` (``item``: a mapping's (key, value))."""
+    at = next((i for i, k in enumerate(keys) if k > key), len(keys))
+    if isinstance(into, CommentedMap):
+        into.insert(at, *item)
+    else:
+        into.insert(at, item)
+    keys.insert(at, key)
+
+
+def _listed(value: Any) -> list[Any]:
+    """A list the recipe may write as its one value (``targets: sm_90a``)."""
+    return [value] if isinstance(value, str) else list(value or ())
+
+
+def _put(mapping: CommentedMap, key: str, value: Any, order: tuple[str, ...]) -> None:
+    """``mapping[key] = value``; a new key goes before the first key ``order`` puts after it."""
+    if key in mapping:
+        mapping[key] = value
+        return
+    later = [i for i, k in enumerate(mapping) if k in order and order.index(k) > order.index(key)]
+    mapping.insert(later[0] if later else len(mapping), key, value)
+
+
+def _own(parent: CommentedMap, key: str, shared: bool) -> tuple[Any, bool]:
+    """``parent[key]``, to change: where an anchor shares it (its own, or a parent's), a copy that takes its
+    place, so that the change does not reach the aliases; and whether it was shared."""
+    node = parent[key]
+    if not shared and node.anchor.value is None:
+        return node, False
+    mine = type(node)(node)
+    node.copy_attributes(mine, memo={})
+    mine.yaml_set_anchor(None)
+    setattr(node, Comment.attrib, Comment())  # its comments stay where they are written
+    parent[key] = mine
+    return mine, True
+
+
+class _Verbatim:
+    """What a merge adds, written as _dump writes it (flow style; PyYAML's quoting and numbers, which aotpack
+    reads with): in the round-trip document a placeholder stands for each value, and ``fill`` writes the
+    values in after ruamel.yaml has laid it out (it would write them as YAML 1.2 does, a float can lose its
+    last digit)."""
+
+    def __init__(self, text: str) -> None:
+        self.prefix = "aotpack_merged_"
+        while self.prefix in text:
+            self.prefix += "_"
+        self.values: list[str] = []
+
+    def __call__(self, value: Any) -> str:
+        self.values.append(_flow(value))
+        return f"{self.prefix}{len(self.values) - 1}x"
+
+    def kernel(self, kernel: dict[str, Any]) -> CommentedMap:
+        """A kernel laid out as _dump does: a line per key, and per variant and autotuner pick."""
+        listed = ("variants", "autotuned")
+        return CommentedMap((key, CommentedSeq(map(self, value)) if key in listed and isinstance(value, list)
+                             else self(value)) for key, value in kernel.items())  # fmt: skip
+
+    def fill(self, rendered: str) -> str:
+        return re.sub(re.escape(self.prefix) + r"(\d+)x", lambda m: self.values[int(m[1])], rendered)
+
+
+def _splice(text: str, before: str, after: str) -> str:
+    """A three-way merge of lines: the file (``text``) and ruamel.yaml's rendering of the merged document
+    (``after``), over its rendering of the document as loaded (``before``). A stretch the merge changed takes
+    ``after``'s lines, every other keeps the file's: ruamel.yaml writes some of what it leaves alone otherwise
+    than the file (a flow list over several lines, ``null``, another indentation), and only where such a line
+    touches a change does the stretch take ruamel.yaml's lines."""
+    base = before.splitlines(keepends=True)
+    versions = [(text if text.endswith("\n") else text + "\n").splitlines(keepends=True), after.splitlines(True)]
+    changes = [collections.deque(op[1:] for op in difflib.SequenceMatcher(None, base, lines, autojunk=False)
+                                 .get_opcodes() if op[0] != "equal") for lines in versions]  # fmt: skip
+    shift = [0, 0]  # how far each version's lines run ahead of ``base``'s
+    out: list[str] = []
+    copied = 0  # ``base``'s lines up to here are in ``out``
+    while changes[0] or changes[1]:
+        low = high = min(side[0][0] for side in changes if side)
+        taken: list[list[tuple[int, int, int, int]]] = [[], []]
+        while any(side and side[0][0] <= high for side in changes):  # changes that overlap or touch: one stretch
+            for side, chunk in zip(changes, taken, strict=True):
+                while side and side[0][0] <= high:
+                    chunk.append(side.popleft())
+                    high = max(high, chunk[-1][1])
+        out += versions[0][copied + shift[0] : low + shift[0]]
+        grown = [sum((j2 - j1) - (i2 - i1) for i1, i2, j1, j2 in chunk) for chunk in taken]
+        which = 1 if taken[1] else 0
+        out += versions[which][low + shift[which] : high + shift[which] + grown[which]]
+        shift = [shift[0] + grown[0], shift[1] + grown[1]]
+        copied = high
+    return "".join(out + versions[0][copied + shift[0] :])

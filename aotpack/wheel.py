@@ -11,9 +11,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import values
 from ._temp import atomic_file
+from .errors import UsageError
 
 ZIP_EPOCH = 315532800  # 1980-01-01, the earliest time a zip file can hold
+LATEST = 2**32 - 1  # 2106-02-07, the latest time gzip's header (the sdist's) can hold
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,8 +41,15 @@ class WheelSpec:
 
 
 def source_date_epoch() -> int:
+    """The time stamped on every member of a wheel or sdist: $SOURCE_DATE_EPOCH (seconds since 1970), no earlier
+    than a zip can hold, and no later than gzip's header can (2106); unset or empty, 1980-01-01."""
     value = os.environ.get("SOURCE_DATE_EPOCH")
-    return max(ZIP_EPOCH, int(value)) if value and value.isdigit() else ZIP_EPOCH
+    if not value:
+        return ZIP_EPOCH
+    try:
+        return max(ZIP_EPOCH, values.count(value, "a time in seconds since 1970", 0, LATEST))
+    except ValueError as exc:
+        raise UsageError(f"$SOURCE_DATE_EPOCH: {exc}; set it so, or unset it") from None
 
 
 def core_metadata(spec: WheelSpec) -> str:

@@ -72,7 +72,9 @@ def test_the_backend_refuses_settings_it_does_not_know(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match=r'needs recipe = "<the recipe file>"'):
         build_meta.build_sdist(str(tmp_path / "out"))
     (tmp_path / "pyproject.toml").write_text('[tool.aotpack]\nrecipe = "r.yaml"\n')
-    with pytest.raises(UsageError, match=r"config setting jobs = 'many': expected int"):
+    with pytest.raises(
+        UsageError, match=r"config setting jobs: expected a number of parallel compiles: .*; got 'many'"
+    ):
         build_meta.build_wheel(str(tmp_path / "out"), {"jobs": "many"})
 
 

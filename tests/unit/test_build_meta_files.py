@@ -37,7 +37,7 @@ def project(tmp_path, monkeypatch):
         built.append(rec.path)
         return SimpleNamespace(wheel=options.out_dir / "small-stub.whl")
 
-    monkeypatch.setattr(build_meta.pipeline, "run", stub)
+    monkeypatch.setattr("aotpack.pipeline.run", stub)
     monkeypatch.chdir(root)
     return SimpleNamespace(root=root, elsewhere=elsewhere, built=built, out=tmp_path / "out")
 
@@ -97,3 +97,15 @@ def test_a_kernel_file_outside_the_project_is_refused(project):
 def test_a_helper_beside_the_kernel_linking_outside_is_refused(project):
     os.symlink(project.elsewhere / "SECRET", project.root / "kernels" / "helper.py")
     _refused(project, r"kernel add: .*kernels/helper.py \(a link to .*elsewhere/SECRET\) lies outside")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_packed_file_that_is_not_a_file_is_refused(project, kind):
+    """A FIFO is never opened (reading it would wait for a writer), a folder is not packed silently."""
+    if kind == "fifo":
+        os.mkfifo(project.root / "README.md")
+    else:
+        (project.root / "README.md").mkdir()
+    with pytest.raises(UsageError, match=r"^the project's README.md is not a file; make it one, or remove it$"):
+        build_meta.build_sdist(str(project.out))
+    assert not project.out.exists()

@@ -4,11 +4,17 @@ what to write instead, and no wheel or sdist is written."""
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
 from aotpack import build_meta
 from aotpack.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 
 def _refused(tmp_path, monkeypatch, pyproject: bytes, message: str, config=None) -> None:
@@ -47,23 +53,35 @@ def test_tool_that_is_not_a_table(tmp_path, monkeypatch):
     _refused(tmp_path, monkeypatch, b'tool = "x"\n', message)
 
 
-@pytest.mark.parametrize("jobs", [0, -1, 10**18, 1025])
+JOBS = "expected a number of parallel compiles: a whole number from 1 to 1024 in ASCII digits; got "
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", str(10**18), "1025", "1.5", "true", '"4 "'])
 def test_jobs_out_of_range_in_pyproject(tmp_path, monkeypatch, jobs):
-    message = f"pyproject.toml: [tool.aotpack] jobs = {jobs}: give a number of parallel compiles from 1 to 1024"
+    shown = repr(tomllib.loads(f"jobs = {jobs}")["jobs"])
+    message = f"pyproject.toml: [tool.aotpack] jobs: {JOBS}{shown}"
     _refused(tmp_path, monkeypatch, RECIPE + f"jobs = {jobs}\n".encode(), message)
 
 
-@pytest.mark.parametrize("jobs", ["0", "1025", str(10**18)])
-def test_jobs_out_of_range_as_config_setting(tmp_path, monkeypatch, jobs):
-    message = f"pyproject.toml: config setting jobs = {int(jobs)}: give a number of parallel compiles from 1 to 1024"
-    _refused(tmp_path, monkeypatch, RECIPE, message, {"jobs": jobs})
+@pytest.mark.parametrize("jobs", ["0", "1025", str(10**18), "-1", "\u00b2", "1.5", "9" * 1001])
+def test_jobs_refused_as_config_setting(tmp_path, monkeypatch, jobs):
+    _refused(tmp_path, monkeypatch, RECIPE, f"pyproject.toml: config setting jobs: {JOBS}{jobs!r}", {"jobs": jobs})
 
 
-@pytest.mark.parametrize("jobs", ["-1", "\u00b2", "1.5", "9" * 1001])
-def test_jobs_that_is_not_a_number_as_config_setting(tmp_path, monkeypatch, jobs):
-    _refused(
-        tmp_path, monkeypatch, RECIPE, f"pyproject.toml: config setting jobs = {jobs!r}: expected int", {"jobs": jobs}
-    )
+@pytest.mark.parametrize(("setting", "given"), [('strict = "yes"', "'yes'"), ("strict = 1", "1"), ("cache = 0", "0")])
+def test_a_switch_that_is_not_true_or_false(tmp_path, monkeypatch, setting, given):
+    key = setting.split()[0]
+    message = f"pyproject.toml: [tool.aotpack] {key}: expected a boolean: true or false (or 1 or 0, in any case); got "
+    _refused(tmp_path, monkeypatch, RECIPE + setting.encode() + b"\n", message + given)
+
+
+def test_switches_as_toml_or_text(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_bytes(RECIPE + b'strict = true\ncache = "0"\n')
+    monkeypatch.chdir(tmp_path)
+    assert [build_meta._settings({})[k] for k in ("strict", "cache")] == [True, False]
+    assert build_meta._settings({"strict": "FALSE", "line-info": "1"}) | {"recipe": "r.yaml"} == {
+        "recipe": "r.yaml", "strict": False, "cache": False, "line-info": True,
+    }  # fmt: skip
 
 
 def test_jobs_in_range_is_kept(tmp_path, monkeypatch):

@@ -4,13 +4,15 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from aotpack import cache, cli, pipeline, plan, recipe
+from aotpack import _temp, cache, cli, pipeline, plan, recipe
 from aotpack.compilers import Pruned
 from aotpack.compilers.triton import toolchain
 from aotpack.errors import CompileError, RecipeError, UsageError
@@ -112,17 +114,20 @@ def test_variants_depend_on_the_compile_stages_and_wheels_on_everything():
 
 
 def test_sizes_are_read_as_people_write_them(monkeypatch):
+    """(Every form refused, and the same refusal by each command: tests/unit/test_values.py.)"""
     assert [cache.parse_size(t) for t in ("500M", "10G", "1.5k", "2GB", "4096", "0")] == [
         500 * 2**20, 10 * 2**30, 1536, 2 * 2**30, 4096, 0,
     ]  # fmt: skip
     for bad in ("", "ten", "-1G", "10Q", "1e30T", "nan"):
-        with pytest.raises(ValueError, match="expected a size such as 500M or 10G"):
+        with pytest.raises(ValueError, match=r"^expected a cache size: bytes in ASCII digits"):
             cache.parse_size(bad)
     monkeypatch.setenv("AOTPACK_CACHE_SIZE", "lots")
-    with pytest.raises(UsageError, match="AOTPACK_CACHE_SIZE: expected a size such as 500M or 10G, got 'lots'"):
+    with pytest.raises(UsageError, match=r"^\$AOTPACK_CACHE_SIZE: expected a cache size: .*; got 'lots'; set it so, or "
+                       "unset it for 10G$"):  # fmt: skip
         cache.size_limit()
-    monkeypatch.delenv("AOTPACK_CACHE_SIZE")
-    assert cache.size_limit() == 10 * 2**30
+    for unset in ("", None):
+        monkeypatch.setenv("AOTPACK_CACHE_SIZE", "") if unset == "" else monkeypatch.delenv("AOTPACK_CACHE_SIZE")
+        assert cache.size_limit() == 10 * 2**30
 
 
 def filled(root: Path, count: int) -> cache.Cache:
@@ -139,8 +144,8 @@ def test_trimming_drops_the_least_recently_used_first_and_a_hit_counts_as_use(tm
     store = filled(tmp_path, 6)
     size = store.entries()[0].bytes
     assert store.load(f"{0:02x}" * 32) is not None  # the oldest, used now
-    dropped, freed = store.trim(3 * size)
-    assert (dropped, freed) == (3, 3 * size)
+    trimmed = store.trim(3 * size)
+    assert (len(trimmed.dropped), trimmed.freed, trimmed.failed) == (3, 3 * size, ())
     kept = sorted(e.path.name[:2] for e in store.entries())
     assert kept == ["00", "04", "05"]
     assert json.loads((tmp_path / "size.json").read_text())["bytes"] == 3 * size
@@ -148,7 +153,7 @@ def test_trimming_drops_the_least_recently_used_first_and_a_hit_counts_as_use(tm
     wheel.write_bytes(b"wheel" * 100)
     store.store_wheel("ff" * 32, wheel, {"variants": 1})
     assert [e.path.name for e in store.entries() if e.path.is_dir()] == ["ff" * 32]  # a folder, one unit
-    assert store.trim(0)[0] == 4 and store.entries() == []
+    assert len(store.trim(0).dropped) == 4 and store.entries() == []
 
 
 def test_a_build_walks_the_cache_only_when_it_may_be_over_its_bound(tmp_path, monkeypatch):
@@ -194,7 +199,7 @@ def test_the_cache_command_shows_trims_and_clears(tmp_path, capsys):
     assert cache.Cache(tmp_path).entries() == []
     with pytest.raises(SystemExit):
         cli.main(["cache", "--cache-dir", str(tmp_path), "--trim", "lots"])
-    assert "expected a size such as 500M or 10G, got 'lots'" in capsys.readouterr().err
+    assert "argument --trim: expected a cache size: bytes in ASCII digits" in capsys.readouterr().err
 
 
 FAILING_NVCC = """\
@@ -297,3 +302,222 @@ def test_a_build_sweeps_what_killed_builds_and_their_compile_workers_left(kernel
     assert (unrelated / "sentinel").exists() and (other / "sentinel").exists()
     assert link.is_symlink() and (elsewhere / "sentinel").read_text() == "keep"
     assert sorted(p.name for p in temp.iterdir()) == sorted(p.name for p in [*live, unrelated, other, link])
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes | str, int]]:
+    """Every file, link and folder under ``folder`` (links not followed): its bytes, link target or kind, and mtime."""
+    found: dict[str, tuple[bytes | str, int]] = {}
+    for path in sorted(folder.rglob("*")):
+        st = path.lstat()
+        kind = os.readlink(path) if path.is_symlink() else "folder" if path.is_dir() else path.read_bytes()
+        found[str(path.relative_to(folder))] = (kind, st.st_mtime_ns)
+    return found
+
+
+def _outside(tmp_path: Path) -> Path:
+    """What links in the cache point at: cache-shaped folders and files that are not the cache's."""
+    outside = tmp_path / "outside"
+    for rel in ("shard/" + "cd" * 32 + ".pickle", "variants/ef/" + "ef" * 32 + ".pickle", "wheel/w.whl",
+                "wheel/build.json", "wheels/k/w.whl", "tool/.aotpack-toolchain.json", "tool/triton/__init__.py",
+                "toolchains/triton-3.7.0/.aotpack-toolchain.json", "big.whl", "stamp.json", "size.json"):  # fmt: skip
+        (outside / rel).parent.mkdir(parents=True, exist_ok=True)
+        (outside / rel).write_bytes(b"not the cache's " * 1000)
+    for stamp in ("tool/.aotpack-toolchain.json", "stamp.json", "toolchains/triton-3.7.0/.aotpack-toolchain.json"):
+        (outside / stamp).write_text(json.dumps({"version": "3.8.1", "bytes": 10**9}))
+    os.utime(outside / "wheel" / "build.json", (1, 1))
+    return outside
+
+
+def _linked_cache(root: Path, outside: Path) -> dict[str, Path]:
+    """A cache holding a link in each place a folder or file of it can be; the real entries beside them."""
+    filled(root, 2)
+    links = {
+        "variants/ab/" + "ab" * 32 + ".pickle": outside / "big.whl",  # a variant's file
+        "variants/cd": outside / "shard",  # a shard
+        "wheels/k1": outside / "wheel",  # a wheel's folder
+        "toolchains/triton-3.8.1": outside / "tool",  # a toolchain
+        "toolchains/triton-3.9.0/.aotpack-toolchain.json": outside / "stamp.json",  # a toolchain's stamp
+        "size.json": outside / "size.json",
+        "dangling": outside / "no-such-file",
+    }
+    (root / "toolchains" / "triton-3.9.0" / "triton").mkdir(parents=True)
+    real_wheel = root / "wheels" / "k2"
+    real_wheel.mkdir(parents=True)
+    (real_wheel / "build.json").write_text('{"wheel": "w.whl"}')
+    links["wheels/k2/w.whl"] = outside / "big.whl"  # a link inside a real wheel folder: removed with the folder
+    for rel, target in links.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).symlink_to(target)
+    return links
+
+
+@pytest.mark.parametrize("command", [["--clear"], ["--trim", "0"], ["--trim", "1K"], []])
+def test_cache_maintenance_removes_links_never_what_they_point_at(tmp_path, command, capsys):
+    """`aotpack cache` lists a link in the cache as an entry of no bytes, and --clear or --trim removes the link
+    itself: the files and folders it points at keep their bytes and times (and are never counted)."""
+    outside = _outside(tmp_path)
+    before = _snapshot(outside)
+    root = tmp_path / "cache"
+    links = _linked_cache(root, outside)
+    listing = cache.Cache(root).entries()
+    assert sorted(str(e.path.relative_to(root)) for e in listing if e.link) == sorted(set(links) - {"wheels/k2/w.whl"})
+    assert all(e.bytes == 0 for e in listing if e.link)
+    assert sum(e.bytes for e in listing) < 5000, "nothing outside is counted"
+    assert toolchain.kept(root) == [], "a toolchain or stamp that is a link is none"
+    assert cli.main(["cache", "--cache-dir", str(root), *command]) == 0
+    out = capsys.readouterr().out
+    if not command:
+        assert out.startswith(f"{root}: 2 compiled variants, 1 wheels and 0 Triton toolchains, 7 links (not followed;")
+    elif command[-1] == "1K":  # the oldest go until at most 1K is left: the entries of no bytes may stay
+        assert sum(e.bytes for e in cache.Cache(root).entries()) <= 1024
+    else:
+        assert not any(os.path.lexists(root / rel) for rel in links if rel != "size.json"), out
+        assert not (root / "wheels" / "k2").exists()
+        assert not (root / "size.json").is_symlink(), "the count left is written in the link's place"
+    assert _snapshot(outside) == before
+
+
+@pytest.mark.parametrize("command", [["--clear"], ["--trim", "0"], []])
+def test_the_cache_s_own_folders_as_links_are_removed_as_links(tmp_path, command, capsys):
+    """variants/, wheels/ and toolchains/ each a link to a folder shaped like them: three entries of no bytes."""
+    outside = _outside(tmp_path)
+    before = _snapshot(outside)
+    root = tmp_path / "cache"
+    root.mkdir()
+    for name in ("variants", "wheels", "toolchains"):
+        (root / name).symlink_to(outside / name)
+    assert [(e.path.name, e.bytes, e.link) for e in sorted(cache.Cache(root).entries(), key=lambda e: e.path)] == [
+        ("toolchains", 0, True), ("variants", 0, True), ("wheels", 0, True),
+    ]  # fmt: skip
+    assert toolchain.kept(root) == []
+    assert cli.main(["cache", "--cache-dir", str(root), *command]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dropped 3 entries (0.0 MB); " if command else f"{root}: 0 compiled variants, 0 wheels and 0 "
+                          "Triton toolchains, 3 links (not followed; --clear removes the links), 0.0 MB")  # fmt: skip
+    assert sorted(p.name for p in root.iterdir()) == (
+        ["size.json"] if command else ["toolchains", "variants", "wheels"]
+    )
+    assert _snapshot(outside) == before
+
+
+def test_the_cache_folder_itself_may_be_a_link(tmp_path, capsys):
+    real = tmp_path / "real"
+    filled(real, 3)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert cache.Cache(link).root == real
+    assert cli.main(["cache", "--cache-dir", str(link), "--clear"]) == 0
+    assert capsys.readouterr().out.startswith(f"dropped 3 entries (0.0 MB); {real}: 0 compiled variants")
+    assert link.is_symlink() and real.is_dir() and not list((real / "variants").rglob("*.pickle"))
+
+
+def test_a_folder_swapped_for_a_link_after_the_listing_is_not_followed(tmp_path):
+    """Between the listing and the removal a shard or wheel folder becomes a link to a folder holding the same
+    names: the removal goes through no link (a variant's file in a linked shard stays, and is said; a wheel
+    folder that became a link is the link, removed)."""
+    store = filled(tmp_path / "cache", 2)
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(b"wheel")
+    store.store_wheel("ff" * 32, wheel, {"variants": 1})
+    listing = store.entries()
+    outside = tmp_path / "outside"
+    for entry in listing:
+        parent = entry.path.parent if entry.path.is_file() else entry.path
+        shutil.move(parent, outside / parent.name)  # the same names, elsewhere
+        parent.symlink_to(outside / parent.name)
+    before = _snapshot(outside)
+    trimmed = store.trim(0, listing)
+    assert [e.path.parent.name for e in trimmed.dropped] == ["wheels"] and len(trimmed.failed) == 2
+    assert all(f.endswith("is no longer a folder: not followed") for f in trimmed.failed)
+    assert _snapshot(outside) == before and not (tmp_path / "cache" / "wheels" / ("ff" * 32)).is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["file", "dev-null", "fifo", "dangling", "under-a-file", "loop"])
+def test_a_cache_folder_that_is_not_one_is_refused(tmp_path, kind, capsys):
+    where = tmp_path / "cache"
+    message = {
+        "file": f"the cache folder {where} is a file, not a folder; remove it, or give another with --cache-dir",
+        "fifo": f"the cache folder {where} is a FIFO, not a folder; remove it, or give another with --cache-dir",
+        "dev-null": "the cache folder /dev/null is a device, not a folder; remove it, or give another with --cache-dir",
+        "dangling": f"the cache folder {where} is a link to {tmp_path / 'nothing'}, which does not exist; make that "
+        "folder, remove the link, or give another with --cache-dir",
+        "under-a-file": f"the cache folder {where}/sub cannot be used (Not a directory); give another with --cache-dir",
+        "loop": f"the cache folder {where} cannot be used (",  # Python's words for a loop of links vary
+    }[kind]
+    if kind == "file" or kind == "under-a-file":
+        where.write_text("mine")
+    elif kind == "fifo":
+        os.mkfifo(where)
+    elif kind == "dangling":
+        where.symlink_to(tmp_path / "nothing")
+    elif kind == "loop":
+        where.symlink_to(where)
+    folder = {"dev-null": "/dev/null", "under-a-file": f"{where}/sub"}.get(kind, str(where))
+    for extra in ([], ["--clear"], ["--trim", "0"]):
+        assert cli.main(["cache", "--cache-dir", folder, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err == f"aotpack: error: {message}\n" or (
+            kind == "loop" and err.startswith(f"aotpack: error: {message}")
+        )
+    assert kind not in ("file", "under-a-file") or where.read_text() == "mine"
+
+
+def test_a_missing_cache_folder_is_an_empty_cache(tmp_path, capsys):
+    assert cli.main(["cache", "--cache-dir", str(tmp_path / "none"), "--clear"]) == 0
+    assert capsys.readouterr().out.startswith(f"dropped 0 entries (0.0 MB); {tmp_path / 'none'}: 0 compiled variants")
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.fixture
+def open_tmp():
+    """A folder every user can pass through (pytest's own is its owner's only), for commands run as nobody."""
+    folder = Path(tempfile.mkdtemp())
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def as_nobody(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``aotpack argv`` run as the user nobody, who may read but not change what root made (we run as root);
+    skipped where setpriv cannot switch users."""
+    script = f"import sys; from aotpack import cli; sys.exit(cli.main({argv!r}))"
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script],
+                          capture_output=True, text=True, check=False, cwd="/")  # fmt: skip
+    if done.stderr.startswith("setpriv"):
+        pytest.skip(f"cannot run as nobody: {done.stderr}")
+    return done
+
+
+def test_a_cache_that_cannot_be_cleared_says_so(open_tmp):
+    """Run as another user: the cache is not theirs to change; nothing is claimed dropped."""
+    filled(open_tmp / "cache", 2)
+    done = as_nobody(["cache", "--cache-dir", str(open_tmp / "cache"), "--clear"])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        f"aotpack: error: dropped 0 entries (0.0 MB); 2 could not be removed, such as {open_tmp}/cache/variants/"
+    )
+    assert done.stderr.endswith(
+        f".pickle: Permission denied: make {open_tmp}/cache writable, or remove them yourself\n"
+    )
+    assert len(cache.Cache(open_tmp / "cache").entries()) == 2
+    listed = as_nobody(["cache", "--cache-dir", str(open_tmp / "cache")])
+    assert listed.returncode == 0 and listed.stdout.startswith(f"{open_tmp}/cache: 2 compiled variants")
+
+
+def test_a_toolchain_stamp_is_written_whole(tmp_path, monkeypatch):
+    """The stamp says a toolchain is finished: written by atomic_file, so a killed install leaves none."""
+    written: list[Path] = []
+    real = _temp.atomic_file
+
+    def watched(path, *args, **kwargs):
+        written.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(toolchain, "atomic_file", watched)
+    house = tmp_path / "wheels"
+    from ..shared import stand_in_wheel
+
+    stand_in_wheel(house, "triton", "3.8.2")
+    got = toolchain.ensure(toolchain.Request.parse("3.8"), tmp_path / "cache", house)
+    assert [p.name for p in written] == [toolchain.STAMP] and (got.path / toolchain.STAMP).is_file()
+    assert not list(got.path.glob(".aotpack-tmp-*"))

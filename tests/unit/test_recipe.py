@@ -270,7 +270,9 @@ def test_the_cli_wants_at_least_one_compile_process(jobs: str, capsys: pytest.Ca
     with pytest.raises(SystemExit) as info:
         cli.main(["build", "r.yaml", "-j", jobs])
     assert info.value.code == 2
-    assert f"expected a whole number of processes >= 1, got {jobs!r}" in capsys.readouterr().err
+    assert f"expected a number of parallel compiles: a whole number from 1 to 1024 in ASCII digits; got {jobs!r}" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
@@ -385,5 +387,31 @@ def test_a_package_name_is_refused_alike_by_new_and_record_before_anything_runs(
     ran = tmp_path / "ran"
     with pytest.raises(UsageError) as recorded:
         record.record([sys.executable, "-c", f"open({str(ran)!r}, 'w')"], tmp_path / "r.yaml", name)
-    assert str(recorded.value) == f"--package {name}: {problem}"
+    assert str(recorded.value) == f"--package {name!r}: {problem}"
     assert not ran.exists() and not (tmp_path / "r.yaml").exists()
+
+
+@pytest.mark.parametrize("change", ["drop", "add"])
+def test_a_cuda_entry_given_another_number_of_arguments_is_refused_at_plan(tmp_path: Path, change: str) -> None:
+    """The entry's __global__ declaration in the .cu file says how many arguments it takes (its
+    __launch_bounds__(...) and templates notwithstanding): a recipe giving another number is a located error
+    before any build, at the recipe's args."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    demo = yaml.safe_load((root / "recipes" / "demo.yaml").read_text())
+    kernel = demo["kernels"]["rmsnorm"]
+    demo["kernels"] = {"rmsnorm": {**kernel, "cuda": str(root / "examples" / "rmsnorm.cu")}}
+    demo["kernels"]["rmsnorm"].pop("tune", None)
+    demo.pop("tables", None)
+    text = yaml.safe_dump(demo, sort_keys=False)
+    assert parse(text, tmp_path).kernels[0].name == "rmsnorm"  # as it is: accepted
+    args = dict(demo["kernels"]["rmsnorm"]["args"])
+    if change == "drop":
+        args.pop(next(n for n, a in args.items() if not (isinstance(a, dict) and a.get("launch_only"))))
+    else:
+        args["extra"] = "i32"
+    demo["kernels"]["rmsnorm"]["args"] = args
+    with pytest.raises(RecipeError, match=r"r.yaml:\d+:\d+: kernels.rmsnorm.args: the recipe gives \d+ arguments \(those not launch_only\), "
+                                          r"and rmsnorm in rmsnorm.cu takes 5"):  # fmt: skip
+        parse(yaml.safe_dump(demo, sort_keys=False), tmp_path)

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from ... import _tools
+from ... import _tools, values
+from ..._temp import atomic_file
 from ...errors import ToolNotFound, UsageError
 from . import releases
 
@@ -76,12 +78,18 @@ def root(cache_dir: Path) -> Path:
 
 
 def kept(cache_dir: Path) -> list[tuple[Toolchain, int]]:
-    """The finished toolchains in the cache, with their sizes (as their stamps say)."""
+    """The finished toolchains in the cache, with their sizes (as their stamps say). A link in the place of the
+    toolchains' folder, of a toolchain or of its stamp is none: a build would run what lies outside the cache
+    (``aotpack cache --clear`` removes such a link)."""
     found = []
     with contextlib.suppress(OSError):
-        for folder in sorted(root(cache_dir).iterdir()):
+        if not stat.S_ISDIR(os.lstat(root(cache_dir)).st_mode):
+            return []
+        with os.scandir(root(cache_dir)) as it:
+            folders = sorted(Path(e.path) for e in it if e.is_dir(follow_symlinks=False))
+        for folder in folders:
             try:
-                stamp = json.loads((folder / STAMP).read_text())
+                stamp = values.read_record(folder / STAMP)
                 found.append((Toolchain(str(stamp["version"]), folder), int(stamp["bytes"])))
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # being installed, or left by a killed install
@@ -102,6 +110,9 @@ def ensure(request: Request, cache_dir: Path, wheelhouse: Path | None = None) ->
 def _install(request: Request, cache_dir: Path, wheelhouse: Path | None) -> Toolchain:
     where = root(cache_dir)
     where.mkdir(parents=True, exist_ok=True)
+    if not stat.S_ISDIR(os.lstat(where).st_mode):
+        raise UsageError(f"{where} is a link, not a folder of the cache: remove it (aotpack cache --clear removes "
+                         "the link, not what it points to)")  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix=".installing-", dir=where))
     try:
         command = [sys.executable, "-m", "pip", "install", "--target", str(work), "--no-deps", "--only-binary",
@@ -115,14 +126,16 @@ def _install(request: Request, cache_dir: Path, wheelhouse: Path | None) -> Tool
         if len(found) != 1 or not request.matches(found[0]):
             raise UsageError(f"pip installed {found or 'no Triton'} for {request.requirement}")
         version = found[0]
-        size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file() and not f.is_symlink())
-        (work / STAMP).write_text(json.dumps({"version": version, "bytes": size}))
+        size = sum(os.lstat(os.path.join(folder, name)).st_size for folder, _, names in os.walk(work) for name in names)
+        with atomic_file(work / STAMP) as stamp:
+            stamp.write(json.dumps({"version": version, "bytes": size}).encode())
         final = where / f"triton-{version}"
         try:
             work.rename(final)
-        except OSError:  # another build installed the same release meanwhile: keep theirs
-            if not (final / STAMP).is_file():
-                raise
+        except OSError as exc:  # another build installed the same release meanwhile: keep theirs
+            if not any(t.path == final for t, _ in kept(cache_dir)):
+                raise UsageError(f"cannot keep Triton {version} at {final} ({exc.strerror}): remove what is there "
+                                 "(aotpack cache --clear)") from None  # fmt: skip
         return Toolchain(version, final)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,190 @@
+"""``aotpack inspect`` of a path that is no wheel, or of a wheel aotpack did not build: one WheelError (exit 6)
+naming the path and, past a bound, the bound (limits.py); promptly, and without reading more than the bound."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import struct
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from aotpack import cli, inspect, limits, manifest
+from aotpack.errors import WheelError
+
+WHEEL = "x-1.0-cp39-abi3-linux_x86_64.whl"
+
+
+@pytest.fixture(autouse=True)
+def promptly():
+    """A read that blocks (a FIFO opened for reading) fails the test instead of hanging it."""
+
+    def late(signum, frame):
+        raise TimeoutError("aotpack inspect did not return within 20 s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _inspect(path: Path | str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert cli.main(["inspect", str(path)]) == 6
+    err = capsys.readouterr().err
+    assert err.startswith("aotpack: error: ") and err.count("\n") == 1, err
+    return err[len("aotpack: error: ") : -1]
+
+
+def _wheel(folder: Path, data: bytes, method: int = zipfile.ZIP_DEFLATED) -> Path:
+    wheel = folder / WHEEL
+    with zipfile.ZipFile(wheel, "w", method) as zf:
+        zf.writestr("x/__init__.py", b"")
+        zf.writestr("x/manifest.json", data)
+    return wheel
+
+
+def _patch_central(wheel: Path, offset: int, fmt: str, value: int) -> None:
+    """Rewrite a field of manifest.json's central directory record (the one zipfile trusts)."""
+    data = bytearray(wheel.read_bytes())
+    at = data.rindex(b"PK\x01\x02")  # the last record: manifest.json's
+    struct.pack_into(fmt, data, at + offset, value)
+    wheel.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom", "folder", "dangling", "missing", "empty"])
+def test_a_path_that_is_not_a_wheel_returns_at_once_naming_it(tmp_path, kind, capsys):
+    path = {"/dev/zero": Path("/dev/zero"), "/dev/urandom": Path("/dev/urandom")}.get(kind, tmp_path / WHEEL)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "nothing")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    why = {"fifo": "a FIFO, not a regular file", "/dev/zero": "a device, not a regular file",
+           "/dev/urandom": "a device, not a regular file", "folder": "a folder, not a regular file",
+           "dangling": "No such file or directory", "missing": "No such file or directory",
+           "empty": "it is not a whole zip file (File is not a zip file); rebuild the wheel"}[kind]  # fmt: skip
+    hint = "" if kind == "empty" else "; give the path of a wheel"
+    assert _inspect(path, capsys) == f"cannot read {path}: {why}{hint}"
+
+
+def test_a_wheel_past_its_bound_is_not_opened(tmp_path, capsys):
+    wheel = tmp_path / WHEEL
+    with wheel.open("wb") as f:  # sparse: no disk used
+        f.truncate(limits.MAX_WHEEL_BYTES + 1)
+    assert _inspect(wheel, capsys) == (
+        f"{wheel} has {limits.MAX_WHEEL_BYTES + 1} bytes, more than a wheel aotpack reads ({limits.MAX_WHEEL_BYTES}, "
+        "limits.MAX_WHEEL_BYTES)"
+    )
+
+
+def test_a_manifest_past_its_bound_is_not_unpacked(tmp_path, capsys):
+    """An honest header past the bound is refused before reading; a header that lies (a zip bomb saying it holds
+    100 bytes) is read only as far as it says, and its CRC then fails."""
+    wheel = tmp_path / WHEEL
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf, zf.open("x/manifest.json", "w") as member:
+        for _ in range(limits.MAX_MANIFEST_BYTES // (1 << 20) + 1):
+            member.write(b" " * (1 << 20))
+    assert wheel.stat().st_size < 1 << 20, "a small zip bomb"
+    assert _inspect(wheel, capsys) == (
+        f"{wheel}: its x/manifest.json unpacks to more than {limits.MAX_MANIFEST_BYTES} bytes "
+        "(limits.MAX_MANIFEST_BYTES): aotpack did not write it; rebuild the wheel"
+    )
+    _patch_central(wheel, 24, "<I", 100)  # the uncompressed size
+    assert _inspect(wheel, capsys) == (
+        f"cannot read {wheel}: it is not a whole zip file (Bad CRC-32 for file 'x/manifest.json'); rebuild the wheel"
+    )
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ((8, "<H", 0x1), "its manifest.json is encrypted, which a wheel never is; rebuild it"),
+        ((10, "<H", 99), "its manifest.json is packed in a way Python cannot unpack (That compression method is not "
+         "supported); rebuild the wheel"),
+        ((16, "<I", 0xDEADBEEF), "it is not a whole zip file (Bad CRC-32 for file 'x/manifest.json'); rebuild the wheel"),
+    ],
+)  # fmt: skip
+def test_a_damaged_member_is_a_wheel_error(tmp_path, damage, why, capsys):
+    wheel = _wheel(tmp_path, b'{"package": "x"}')
+    _patch_central(wheel, *damage)
+    shown = _inspect(wheel, capsys)
+    assert shown in (f"{wheel}: {why}", f"cannot read {wheel}: {why}")
+
+
+def test_random_damage_is_always_a_wheel_error(tmp_path, written_manifest):
+    """Every byte of a real manifest's zip flipped in turn (a sample): read, or a WheelError; nothing else."""
+    wheel = _wheel(tmp_path, json.dumps(written_manifest).encode())
+    good = wheel.read_bytes()
+    rng = random.Random(7)
+    for _ in range(400):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        wheel.write_bytes(bytes(data))
+        try:
+            inspect.describe(manifest.read_wheel(wheel), WHEEL)
+        except WheelError:
+            pass
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nests deeper than 32 levels (limits.MAX_MANIFEST_DEPTH)"),
+        (b"[" * 33 + b"]" * 33, "nests deeper than 32 levels (limits.MAX_MANIFEST_DEPTH)"),
+        (b'{"a": ' * 40 + b"1" + b"}" * 40, "nests deeper than 32 levels (limits.MAX_MANIFEST_DEPTH)"),
+        (b'{"n": 1' + b"0" * 5000 + b"}", "holds a number of 5001 digits, more than 20 (limits.MAX_DIGITS)"),
+        (b'{"n": -' + b"9" * 21 + b"}", "holds a number of 21 digits, more than 20 (limits.MAX_DIGITS)"),
+        (b"\xff\xfe{", "is not valid JSON"),
+        (b"null", "is not an object"),
+    ],
+)
+def test_a_manifest_aotpack_did_not_write_is_refused_saying_why(tmp_path, data, why, capsys):
+    wheel = _wheel(tmp_path, data)
+    assert _inspect(wheel, capsys).startswith(f"{wheel}: its manifest.json {why}")
+
+
+def test_a_manifest_at_its_bounds_is_read(tmp_path):
+    nested = {"schema": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]], "n": -(10**19)}
+    assert manifest.read_wheel(_wheel(tmp_path, json.dumps(nested).encode())) == nested
+
+
+SHAPES = [[], {}, 1, "x", None, [[]], {"a": {}}, [1, "x"], {"": None}, 1.5, True, [{"a": []}], -(10**19)]
+
+
+def _reshaped(base: object, rng: random.Random) -> object:
+    """``base`` with one value somewhere replaced by another shape."""
+    if isinstance(base, dict) and base and rng.random() < 0.8:
+        key = rng.choice(sorted(base))
+        return {**base, key: _reshaped(base[key], rng)}
+    if isinstance(base, list) and base and rng.random() < 0.8:
+        at = rng.randrange(len(base))
+        return [*base[:at], _reshaped(base[at], rng), *base[at + 1 :]]
+    return rng.choice(SHAPES)
+
+
+@pytest.fixture
+def written_manifest(kernel_dir):
+    from aotpack.codegen import python as codegen_py
+
+    from .test_codegen import fake_build
+
+    return codegen_py.manifest(fake_build(kernel_dir, prune="sm_80"), "0.1.0")
+
+
+def test_describe_says_one_line_for_any_shape(written_manifest):
+    """A manifest of any shape (a value anywhere replaced by another kind) renders, or is one WheelError."""
+    rng = random.Random(11)
+    for _ in range(2000):
+        try:
+            inspect.describe(_reshaped(written_manifest, rng), WHEEL)  # type: ignore[arg-type]
+        except WheelError as exc:
+            assert "\n" not in str(exc).split(" (", 1)[0]
