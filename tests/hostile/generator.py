@@ -35,9 +35,10 @@ Expect = Literal["invalid", "valid", "either"]
 @dataclass(frozen=True)
 class Special:
     """A file that is not plain bytes: ``dir``, ``fifo``, ``symlink`` (to ``target``: ``@outside/...`` is the run's
-    folder outside every case), ``unreadable`` (mode 000 over ``data``), ``sparse`` (``size`` bytes of NUL)."""
+    folder outside every case), ``unreadable`` (mode 000 over ``data``), ``sparse`` (``size`` bytes of NUL),
+    ``readonly`` (a folder of mode 555: unwritable for a "non-root" case)."""
 
-    kind: Literal["dir", "fifo", "symlink", "unreadable", "sparse"]
+    kind: Literal["dir", "fifo", "symlink", "unreadable", "sparse", "readonly"]
     target: str = ""
     data: bytes = b""
     size: int = 0
@@ -53,13 +54,27 @@ class Case:
     make_files: Callable[[], dict[str, bytes | Special]] = field(repr=False, compare=False)
     expect: Expect = "invalid"
     reason: str = ""  # why a case is valid (or open)
-    command: str = "plan"  # plan | pep517
+    command: str = "plan"  # plan | pep517 | cli (``argv``)
     target: str = "recipe.yaml"  # the recipe the command reads
     config_settings: dict[str, Any] = field(default_factory=dict)
     line: int | None = None  # the recipe line the change sits on, where it has one
-    locate: Literal["line", "file"] = "line"  # what a good error names
+    # what a good error names: the changed line; a file (or the case's folder); ``names`` (an option, a
+    # variable); any aotpack error (a recorded program's status)
+    locate: Literal["line", "file", "value", "any"] = "line"
     budget: float = 1.0  # seconds: more is a HANG
-    needs: str = ""  # "non-root": skipped (and said so) where it cannot hold
+    needs: str = ""  # "non-root": run with privileges dropped (the runner is root), or skipped where it cannot
+    # cli: the command line (``{case}``: the case's folder, ``{outside}``: the run's folder outside every case)
+    argv: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # variables set (placeholders as argv; "" value: unset)
+    may_write: tuple[str, ...] = ()  # paths in the case's folder the command may change (besides out/)
+    names: tuple[str, ...] = ()  # locate="value": what a good message names (any of them)
+    inject: str = ""  # "full-disk": every write through aotpack's atomic helper fails with ENOSPC
+    program: str = ""  # a recorded program's file: its own CPU time is added to the budget
+
+    @property
+    def program_text(self) -> bytes:
+        data = self.files().get(self.program, b"") if self.program else b""
+        return data if isinstance(data, bytes) else b""
 
     def files(self) -> dict[str, bytes | Special]:
         """The case's project: relative path -> content (made on demand: the corpus is large)."""
@@ -228,8 +243,14 @@ RULES: list[tuple[str, str, Expect, str]] = [
     ("table.kernels.*[*].types", "delete:optional", "either", "a kernel with type variables names them per row"),
     ("table.kernels.*[*].types", "empty", "either", "a kernel with type variables names them per row"),
     ("kernels.*.grid", "dup:entry", "either", "a grid of three dimensions has no room for a fourth"),
+    ("kernels.*.num_warps", "delete:optional", "either", "the base's dispatch names a warp count the grid then lacks"),
+    ("kernels.*.default.num_warps", "delete:optional", "either", "the rest of the default may match two configs"),
+    ("kernels.*.dispatch[*].config.num_warps", "delete:optional", "either", "the rest may match two configs"),
+    ("table.kernels.*[*]", "empty", "invalid", "a row with no key and config"),
+    ("table.kernels.*[*].key", "empty", "invalid", "a key of no values"),
+    ("table.kernels.*[*].types.*", "delete:optional", "invalid", "the row names no type for the kernel's variable"),
     ("*", "delete:optional", "valid", "an optional key left out"),
-    ("package", "type:str", "valid", "'zz' is a package name"),
+    ("package", "type:str", "either", "'zz' is a package name (a tuning table may be for another)"),
     ("kernels.*.key", "type:map", "either", "a named constant key"),
     ("kernels.*.key*", "negative", "either", "a constant key"),
     ("kernels.*.tune.keys", "many:items", "either", "a key tuned many times"),
@@ -304,7 +325,7 @@ RULES: list[tuple[str, str, Expect, str]] = [
     ("kernels.*.autotuned[*].key[*]", "huge:int", "either", "a recorded key value"),
     ("kernels.*.autotuned[*].key[*]", "negative", "either", "a recorded key value"),
     ("kernels.*.autotuned[*].config.BLOCK", "*", "either", "a recorded constexpr may be any plain value"),
-    ("kernels.*.num_stages", "type:int", "valid", "num_stages: 7 is num_stages: [7]"),
+    ("kernels.*.num_stages", "type:int", "either", "num_stages: 7 is num_stages: [7] (the default may name another)"),
     ("kernels.*.num_stages", "huge:int", "either", "a stage count: Triton judges it at build"),
     ("kernels.*.num_stages[*]", "type:int", "valid", "7 stages"),
     ("kernels.*.num_stages[*]", "huge:int", "either", "a stage count: Triton judges it at build"),
@@ -365,7 +386,12 @@ RULES: list[tuple[str, str, Expect, str]] = [
     # names the user chooses: another identifier is another name, and the recipe stays consistent only
     # where nothing else refers to it
     ("kernels", "name:other", "either", "another kernel name: a tuning table may hold rows for the old one"),
-    ("kernels", "name:reserved", "valid", "'stream' is reserved for arguments, not kernels"),
+    (
+        "kernels",
+        "name:reserved",
+        "either",
+        "'stream' is reserved for arguments, not kernels (a table may name the old)",
+    ),
     ("kernels.*.args", "name:underscore", "either", "a private-looking argument name"),
     ("kernels.*.args", "name:dunder", "either", "a dunder argument name"),
     ("kernels", "name:huge", "either", "a 5000-character kernel name"),
@@ -1092,6 +1118,15 @@ SURFACES: dict[str, Callable[[], Iterator[Case]]] = {
     "recipe": recipe_surface, "document": document_surface, "files": files_surface, "table": table_surface,
     "settings": settings_surface,
 }  # fmt: skip
+
+
+def _commands() -> None:
+    from . import commands  # the other commands' surfaces (issue 36), which build on this module's bases
+
+    SURFACES.update(commands.SURFACES)
+
+
+_commands()
 
 
 def generate(surfaces: tuple[str, ...] = tuple(SURFACES)) -> list[Case]:

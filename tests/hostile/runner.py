@@ -34,11 +34,12 @@ import tempfile
 import time
 import traceback
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .generator import Case
+from . import commands
+from .generator import Case, Special
 
 CLASSES = ("GOOD", "VAGUE", "TRACEBACK", "HANG", "CRASH", "WRONG-ACCEPT", "WRONG-REJECT", "WRITES", "SKIPPED")
 FAILING = ("TRACEBACK", "HANG", "CRASH", "WRONG-ACCEPT", "WRITES")
@@ -46,6 +47,8 @@ AOTPACK_EXIT_CODES = {1, 2, 3, 4, 5, 6, 7}
 TIMEOUT = 10.0  # seconds before a child is killed; budgets (1 s) are what classify a HANG
 MEMORY = 3 << 30  # address space a fork child may add before MemoryError
 _NAMES_A_FILE = re.compile(r"(\S+\.(yaml|yml|json|toml|py|cu)\b|/dev/\w+|\b(recipe|tuning table) \S+)")
+_AOTPACK_FRAME = re.compile(r'File "[^"]*/aotpack/[^"]*", line')
+_OPTION_ERROR = re.compile(r"^aotpack(?: \w+)?: error: ", re.M)
 _LOCATED = re.compile(r"aotpack: error: (?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+): ")
 
 PEP517_DRIVER = """
@@ -123,6 +126,10 @@ class Workspace:
         (self.outside / "SENTINEL").write_text("must stay as it is\n")
         (self.home / "SENTINEL").write_text("must stay as it is\n")
         (self.root / "SENTINEL").write_text("must stay as it is\n")
+        for folder in (self.root, self.root / "cases"):  # a "non-root" case's user reaches its own folder
+            folder.chmod(0o755)
+        OUTSIDE[0] = self.outside
+        commands.outside_victims(self.outside)
         self.sentinels = self.snapshot_outside()
 
     def snapshot_outside(self) -> dict[str, tuple[Any, ...]]:
@@ -175,9 +182,19 @@ def materialize(case: Case, folder: Path, ws: Workspace) -> None:
         elif data.kind == "unreadable":
             path.write_bytes(data.data)
             path.chmod(0)
+        elif data.kind == "readonly":
+            path.mkdir(exist_ok=True)
         elif data.kind == "sparse":
             with path.open("wb") as f:
                 f.truncate(data.size)
+
+
+def _seal(case: Case, folder: Path) -> None:
+    """Make the case's ``readonly`` folders (and the folders in them) mode 555, once their files are in."""
+    for rel, data in case.files().items():
+        if isinstance(data, Special) and data.kind == "readonly":
+            for dirpath, _, _ in os.walk(folder / rel):
+                os.chmod(dirpath, 0o555)
 
 
 def _cleanup(folder: Path) -> None:
@@ -192,11 +209,69 @@ def _cleanup(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _env(ws: Workspace, folder: Path) -> dict[str, str]:
+OUTSIDE: list[Path] = [Path("/nonexistent")]  # the run's outside folder (set by Workspace), for _fill
+NOBODY = 65534  # who a "non-root" case runs as
+
+
+def _fill(text: str, folder: Path, outside: Path) -> str:
+    return text.replace("{case}", str(folder)).replace("{outside}", str(outside))
+
+
+def _env(ws: Workspace, folder: Path, case: Case | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AOTPACK_", "TRITON_", "XDG_"))}
     env.update(HOME=str(ws.home), XDG_CACHE_HOME=str(ws.home / ".cache"), TMPDIR=str(folder / "out" / "tmp"),
                PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))  # fmt: skip
+    for name, value in case.env if case is not None else ():
+        if value == "":
+            env.pop(name, None)
+        else:
+            env[name] = _fill(value, folder, ws.outside)
     return env
+
+
+class _FullDisk:
+    """A file on a full disk: every write fails with ENOSPC (injected into aotpack's atomic writer)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+
+    def write(self, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    def __enter__(self) -> _FullDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
+
+
+class _OsOnAFullDisk:
+    """``os`` as aotpack's atomic writer sees it on a full disk: the files it opens fail every write."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    @staticmethod
+    def fdopen(*args: Any, **kwargs: Any) -> _FullDisk:
+        return _FullDisk(os.fdopen(*args, **kwargs))
+
+
+def _inject(case: Case) -> None:
+    if case.inject == "full-disk":
+        from aotpack import _temp
+
+        setattr(_temp, "os", _OsOnAFullDisk())  # noqa: B010  (a module attribute mypy does not see as one)
+
+
+def _drop_privileges(case: Case, folder: Path) -> None:
+    """Run as nobody: the case's folder becomes theirs (what it makes unreadable stays so: mode 000), except its
+    ``readonly`` folders and what is in them, which stay root's."""
+    kept = [folder / rel for rel, data in case.files().items() if isinstance(data, Special) and data.kind == "readonly"]
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in [*dirnames, *filenames, ""]:
+            path = Path(dirpath, name) if name else Path(dirpath)
+            if not any(path == k or path.is_relative_to(k) for k in kept):
+                os.lchown(path, NOBODY, NOBODY)
 
 
 # ---------------------------------------------------------------- running one case
@@ -216,11 +291,16 @@ def _child(case: Case, folder: Path, ws: Workspace, log: Path) -> None:
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
         os.environ.clear()
-        os.environ.update(_env(ws, folder))
+        os.environ.update(_env(ws, folder, case))
         tempfile.tempdir = None
         sys.dont_write_bytecode = True
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + MEMORY, hard))
+        _inject(case)
+        if case.needs == "non-root" and os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
         rc = _command(case)
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else 1
@@ -250,16 +330,29 @@ def _command(case: Case) -> int:
         from aotpack import cli
 
         return cli.main(["plan", case.target])
+    if case.command == "cli":
+        from aotpack import cli
+
+        return cli.main([_fill(a, Path.cwd(), OUTSIDE[0]) for a in case.argv])
     scope: dict[str, Any] = {}
     exec(PEP517_DRIVER, scope)
     return int(scope["main"](case.config_settings))
 
 
 def _preload() -> None:
-    """What every fork child would import anyway, imported once in the parent."""
-    import aotpack.build_meta
-    import aotpack.cli
-    import aotpack.recipe  # noqa: F401
+    """What every fork child would import anyway, imported once in the parent: every aotpack module (a "non-root"
+    case's child runs as a user who may not read this Python's files) and the standard library's lazy parts."""
+    import importlib
+    import importlib.readers  # importlib.resources.files
+    import pkgutil
+
+    import aotpack
+
+    for module in pkgutil.walk_packages(aotpack.__path__, "aotpack."):
+        if not module.name.startswith(
+            ("aotpack.runtime", "aotpack.templates", "aotpack.record_agent", "aotpack.__main__")
+        ):
+            importlib.import_module(module.name)
 
     try:
         import triton
@@ -282,6 +375,9 @@ class _Running:
 
 def _start(case: Case, folder: Path, ws: Workspace, mode: str) -> _Running:
     materialize(case, folder, ws)
+    _seal(case, folder)
+    if case.needs == "non-root" and os.geteuid() == 0:
+        _drop_privileges(case, folder)
     log = ws.root / "logs" / f"{folder.name}.log"
     before = _snapshot(folder, skip="out")
     if mode == "fork":
@@ -294,13 +390,17 @@ def _start(case: Case, folder: Path, ws: Workspace, mode: str) -> _Running:
         return _Running(case, folder, log, started, before, pid=pid)
     if case.command == "plan":
         argv = [sys.executable, "-m", "aotpack", "plan", case.target]
+    elif case.command == "cli":
+        argv = [sys.executable, "-m", "aotpack", *(_fill(a, folder, ws.outside) for a in case.argv)]
     else:
         argv = [sys.executable, "-c", PEP517_DRIVER + "\nsys.exit(main(json.loads(sys.argv[1])))",
                 json.dumps(case.config_settings)]  # fmt: skip
     with log.open("wb") as out:
         started = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=folder, env=_env(ws, folder), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        drop = case.needs == "non-root" and os.geteuid() == 0
+        proc = subprocess.Popen(argv, cwd=folder, env=_env(ws, folder, case), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, user=NOBODY if drop else None,
+                                group=NOBODY if drop else None, extra_groups=[] if drop else None)  # fmt: skip
     return _Running(case, folder, log, started, before, proc=proc)
 
 
@@ -329,16 +429,17 @@ def run_cases(cases: list[Case], ws: Workspace, mode: str = "fork", jobs: int = 
     """Run every case, ``jobs`` at a time; ``startup`` is added to budgets (a fresh interpreter's start)."""
     if mode == "fork":
         _preload()
-    root = os.geteuid() == 0
     results: list[Result] = []
+    own = _programs_own_time(cases, ws)
+    cases = [replace(c, budget=c.budget + own[c.program_text]) if c.program else c for c in cases]
     pending = list(enumerate(cases))
     running: list[_Running] = []
     done = 0
     while pending or running:
         while pending and len(running) < jobs:
             n, case = pending.pop(0)
-            if case.needs == "non-root" and root:
-                results.append(Result(case, "SKIPPED", None, 0.0, "", "runs as root: mode 000 does not stop reads"))
+            if case.inject and mode != "fork":
+                results.append(Result(case, "SKIPPED", None, 0.0, "", f"{case.inject} is injected in fork mode only"))
                 continue
             running.append(_start(case, ws.root / "cases" / f"c{n:05d}", ws, mode))
         time.sleep(0.002)
@@ -358,6 +459,21 @@ def run_cases(cases: list[Case], ws: Workspace, mode: str = "fork", jobs: int = 
     return sorted(results, key=lambda r: order[r.case.id])
 
 
+def _programs_own_time(cases: list[Case], ws: Workspace) -> dict[bytes, float]:
+    """What each recorded program costs alone (CPU seconds of a plain run, no recording): its cases' budgets are
+    that plus their own."""
+    own: dict[bytes, float] = {}
+    for case in cases:
+        if case.program and case.program_text not in own:
+            with tempfile.TemporaryDirectory(dir=ws.root) as tmp:
+                Path(tmp, "prog.py").write_bytes(case.program_text)
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run([sys.executable, "prog.py"], cwd=tmp, env=_env(ws, Path(tmp)), capture_output=True)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own[case.program_text] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return own
+
+
 def _finish(run: _Running, status: int, elapsed: float, ws: Workspace, mode: str, startup: float) -> Result:
     output = run.log.read_bytes().decode("utf-8", "replace") if run.log.exists() else ""
     if mode == "fork":
@@ -365,7 +481,12 @@ def _finish(run: _Running, status: int, elapsed: float, ws: Workspace, mode: str
     else:
         rc = status
     after = _snapshot(run.folder, skip="out")
-    changed = sorted(k for k in set(run.before) | set(after) if run.before.get(k) != after.get(k))
+    changed = sorted(
+        k
+        for k in set(run.before) | set(after)
+        if run.before.get(k) != after.get(k)
+        and not any(k == p or k.startswith(p.rstrip("/") + "/") for p in run.case.may_write)
+    )
     outside = ws.snapshot_outside()
     touched = sorted(k for k in set(ws.sentinels) | set(outside) if ws.sentinels.get(k) != outside.get(k))
     result = classify(run.case, rc, elapsed, output, run.killed, run.case.budget + startup, run.folder)
@@ -383,15 +504,16 @@ def classify(case: Case, rc: int | None, elapsed: float, output: str, killed: bo
         return Result(case, "HANG", rc, elapsed, output, f"killed after {elapsed:.1f} s")
     if rc is not None and rc < 0:
         return Result(case, "CRASH", rc, elapsed, output, f"signal {signal.Signals(-rc).name}")
-    if "Traceback (most recent call last)" in output:
-        return Result(case, "TRACEBACK", rc, elapsed, output)
+    if "Traceback (most recent call last)" in output and (not case.program or _AOTPACK_FRAME.search(output)):
+        return Result(case, "TRACEBACK", rc, elapsed, output)  # (a recorded program's own traceback is its output)
     if elapsed > budget:
         return Result(case, "HANG", rc, elapsed, output, f"{elapsed:.2f} s, over its {budget:.1f} s budget")
     if rc == 0:
         if case.expect == "invalid":
             return Result(case, "WRONG-ACCEPT", rc, elapsed, output)
         return Result(case, "GOOD", rc, elapsed, output, "accepted" + (f": {case.reason}" if case.reason else ""))
-    if rc not in AOTPACK_EXIT_CODES or "aotpack: error:" not in output:
+    option = _OPTION_ERROR.search(output)  # argparse's own: "aotpack cache: error: argument --trim: ..."
+    if rc not in AOTPACK_EXIT_CODES or ("aotpack: error:" not in output and not option):
         return Result(case, "TRACEBACK", rc, elapsed, output, "an exit that is not aotpack's")
     if case.expect == "valid":
         return Result(case, "WRONG-REJECT", rc, elapsed, output)
@@ -400,8 +522,15 @@ def classify(case: Case, rc: int | None, elapsed: float, output: str, killed: bo
         line = int(m["line"])
         on_line = None if case.line is None else line == case.line
         return Result(case, "GOOD", rc, elapsed, output, located=f"{m['file']}:{line}:{m['col']}", on_line=on_line)
-    message = output[output.index("aotpack: error:") :]
-    names_file = case.locate == "file" and bool(_NAMES_A_FILE.search(message) or str(folder) in message)
+    message = output[output.index("aotpack: error:") :] if option is None else output[option.start() :]
+    if case.locate == "any" or any(n in message for n in case.names):
+        return Result(case, "GOOD", rc, elapsed, output, located="value" if case.locate == "value" else "")
+    paths = [a for a in case.argv[1:] if a and not a.startswith("-")] if case.command == "cli" else []
+    names_file = case.locate == "file" and bool(
+        _NAMES_A_FILE.search(message)
+        or str(folder) in message
+        or any(_fill(a, folder, OUTSIDE[0]) in message for a in paths)
+    )
     if names_file:
         return Result(case, "GOOD", rc, elapsed, output, located="file")
     return Result(case, "VAGUE", rc, elapsed, output)
