@@ -661,7 +661,12 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[dict[str, Any
         rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen or {})
         widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
         rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
-        picked = [p for p in (old or {}).get("autotuned") or () if p not in tuned[source]] + tuned[source]
+        picked = list((old or {}).get("autotuned") or ())  # a key picked already keeps its pick, as a row does
+        seen = {_tuned_key(p) for p in picked}
+        for pick in tuned[source]:  # (an autotuner times anew each run, and may pick another config for a key)
+            if _tuned_key(pick) not in seen:
+                seen.add(_tuned_key(pick))
+                picked.append(pick)
         kernels[name] = _kernel(source, rows, picked, {} if dropped is None else dropped)
         by_source[source] = name
     return {
@@ -977,6 +982,11 @@ def _merge_kernel(new: _Verbatim, kernels: CommentedMap, name: str, old: dict[st
 def _ident(kernel: dict[str, Any], row: dict[str, Any]) -> tuple[Any, ...]:
     """What a row of a recorded kernel compiles, whatever its type variables are named."""
     return _compilations({"args": kernel.get("args"), "variants": [row]})[0].variant[:-1]
+
+
+def _tuned_key(pick: Any) -> str:
+    """The autotuner key a pick is for (one pick per key)."""
+    return json.dumps(pick.get("key") if isinstance(pick, dict) else pick, sort_keys=True, default=str)
 
 
 def _pick_key(pick: Any) -> str:

@@ -14,7 +14,7 @@
 #     workload, an empty Triton cache, activate(fallback="error"); OUT gets its log and times.
 #
 # Needs python3 with torch (CUDA), triton, and the workloads' packages (transformers, liger-kernel, helion,
-# fla-core); aotpack itself runs from this checkout (PyYAML and packaging suffice to record).
+# fla-core); aotpack itself runs from this checkout (PyYAML, ruamel.yaml and packaging suffice to record).
 set -uo pipefail
 mode=$1 out=$2
 shift 2

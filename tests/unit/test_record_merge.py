@@ -530,3 +530,25 @@ def test_a_single_target_written_alone_takes_another(tmp_path):
     assert record.write(path, events(event(block=512, arch=80)), "recorded_kernels")
     assert yaml.safe_load(path.read_text())["targets"] == ["sm_80", "sm_90a"]
     assert loads(path)
+
+
+def _picks(*picks: tuple[list[int], int]) -> dict[str, Any]:
+    """The autotuner's picks of add_kernel in one process: (key, BLOCK) each."""
+    function = event()["function"]
+    return {"event": "picks", "function": function, "picks": [
+        {"key": key, "config": {"BLOCK": block, "num_warps": 4, "num_stages": 3}} for key, block in picks]}  # fmt: skip
+
+
+def test_a_key_the_autotuner_picked_again_keeps_the_recipe_s_pick(tmp_path):
+    """An autotuner times anew in every run and may pick another config for a key the recipe has a pick for: the
+    recipe's pick stands (one per key, or the recipe would not load), a new key's pick is added, and a run that
+    picks nothing new leaves the file as it was (a GPU recording of fla-core's kernels did this)."""
+    path = recipe_dir(tmp_path, BASE)
+    assert record.write(path, events(event(), _picks(([4096], 1024))), "recorded_kernels")
+    first = path.read_bytes()
+    assert not record.write(path, events(event(), _picks(([4096], 2048))), "recorded_kernels")
+    assert path.read_bytes() == first
+    assert record.write(path, events(event(), _picks(([4096], 2048), ([8192], 2048))), "recorded_kernels")
+    picked = yaml.safe_load(path.read_text())["kernels"]["add_kernel"]["autotuned"]
+    assert sorted((p["key"], p["config"]["BLOCK"]) for p in picked) == [([4096], 1024), ([8192], 2048)]
+    assert loads(path)
