@@ -9,12 +9,13 @@ applies, one change per case. Surfaces today:
 - ``files``: every file a recipe points at (kernel .py, .cu, table, include folder, tuning hooks, the recipe
   itself) made missing, binary, a folder, a FIFO, unreadable, huge, or a symlink out of the project;
 - ``table``: the tuning table's JSON (``recipes/tables/*.json``: ``aotpack/tables.py``);
-- ``settings``: ``[tool.aotpack]`` in pyproject.toml and PEP 517 ``-C`` config settings.
+- ``settings``: ``[tool.aotpack]`` in pyproject.toml and PEP 517 ``-C`` config settings;
+- ``cache``, ``inspect``, ``new``, ``record``, ``project`` (the PEP 517 hooks' files) and ``env`` (the variables
+  aotpack reads): the other commands, in ``commands.py``.
 
 A case says what the runner must see: ``invalid`` (a located aotpack error), ``valid`` (exit 0; an equivalent
 spelling, with the reason), or ``either`` (the language leaves it open, with the reason: only a traceback,
-hang or crash fails it). Issue 36 adds surfaces (every CLI command, the PEP 517 hooks): a surface is a
-function yielding ``Case``; register it in ``SURFACES``.
+hang or crash fails it). A surface is a function yielding ``Case``; register it in ``SURFACES``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Run hostile cases and classify each.
 
-Every case gets a fresh folder (its project, and ``out/``, the only place it may write), a private HOME and cache,
-stdin at EOF, and runs ``aotpack plan`` (or the PEP 517 settings reader) either in a forked child of this process
+Every case gets a fresh folder (its project, and ``out/``, the only place it may write besides what the case names
+in ``may_write``), a private HOME and cache, stdin at EOF, and runs ``aotpack plan``, the PEP 517 hooks (compiling
+stubbed out) or another command line (``cli``: cache, inspect, new, record) either in a forked child of this process
 (``fork``: aotpack and Triton already imported, so a case costs milliseconds; a crash or a hang still only takes the
 child) or in a fresh interpreter (``subprocess``: exactly what a user runs). Classes:
 
@@ -15,7 +16,10 @@ child) or in a fresh interpreter (``subprocess``: exactly what a user runs). Cla
 - WRONG-ACCEPT: exit 0 for a case invalid by construction.
 - WRONG-REJECT: an error for a case the generator marks valid (the generator's claim, or the loader, is wrong).
 - WRITES: something outside the case's ``out/`` changed (sentinels outside the case, or the case's own files).
-- SKIPPED: the case cannot hold here (chmod 000 does not stop root), said so in the report.
+- SKIPPED: the case cannot hold here (a full disk is injected in fork mode only), said so in the report.
+
+A "non-root" case (an unreadable file, an unwritable folder) runs as nobody when the runner is root, its folder
+theirs but for its ``readonly`` folders.
 """
 
 from __future__ import annotations
