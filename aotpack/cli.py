@@ -88,25 +88,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aotpack {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile a recipe into a repaired manylinux wheel")
-    b.add_argument("recipe", type=Path)
-    b.add_argument("-o", "--out-dir", type=Path, default=Path("dist"), help="where the wheel goes (default: dist)")
+    b.add_argument("recipe", type=_path)
+    b.add_argument("-o", "--out-dir", type=_path, default=Path("dist"), help="where the wheel goes (default: dist)")
     b.add_argument("-j", "--jobs", type=_positive, default=None, help="parallel compile processes (default: all cores)")
     b.add_argument("--strict", action="store_true", help="fail when any variant fails to compile")
     b.add_argument("--only", action="append", default=[], metavar="GLOB", help="build only variant ids matching")
-    b.add_argument("--keep-build-dir", type=Path, default=None, help="keep generated C and objects here")
+    b.add_argument("--keep-build-dir", type=_path, default=None, help="keep generated C and objects here")
     b.add_argument("--nvcc", default=None, help="the nvcc for CUDA kernels (default: $CUDA_HOME, PATH, pip)")
     b.add_argument("--cuda", type=_cuda, default=None, metavar="X.Y",
                    help="the oldest CUDA driver the wheel must load on (default: the recipe's cuda:, else the "
                         "oldest the toolchains found can build each target for)")  # fmt: skip
     b.add_argument(
-        "--cache-dir", type=Path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
+        "--cache-dir", type=_path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
     )
     b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
     b.add_argument("--triton", default=None, metavar="X.Y[.Z]",
                    help="build with this Triton release (default: the recipe's triton:, else the installed one); "
                         "another than the installed one is kept in the cache and used there, this environment "
                         "untouched")  # fmt: skip
-    b.add_argument("--wheelhouse", type=Path, default=None, metavar="DIR",
+    b.add_argument("--wheelhouse", type=_path, default=None, metavar="DIR",
                    help=f"install --triton's release only from this folder of wheels (default: "
                         f"${toolchain.WHEELHOUSE}, else pip's index)")  # fmt: skip
     b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
@@ -120,8 +120,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="keep line info in Triton's cubins, for profilers; it holds the sources' absolute paths, "
                         "so the wheel is then tied to this checkout")  # fmt: skip
     t = sub.add_parser("tune", help="on a GPU host: time every variant of the installed package, write tables")
-    t.add_argument("recipe", type=Path)
-    t.add_argument("-o", "--out-dir", type=Path, default=Path("tables"), help="where the table goes (default: tables)")
+    t.add_argument("recipe", type=_path)
+    t.add_argument("-o", "--out-dir", type=_path, default=Path("tables"), help="where the table goes (default: tables)")
     t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
     t.add_argument("--reps", type=_reps, default=30, help="timed runs per variant and key (median)")
     t.add_argument("--warmup", type=_warmup, default=5, help="untimed runs first")
@@ -142,12 +142,12 @@ def _parser() -> argparse.ArgumentParser:
         usage="aotpack record -o RECIPE [--package NAME] [--widen NAME=VALUES] [--report PATH] "
         "[-- python program.py [args...]]",
     )
-    r.add_argument("-o", "--out", type=Path, required=True, help="the recipe to write (merged into if it exists)")
+    r.add_argument("-o", "--out", type=_path, required=True, help="the recipe to write (merged into if it exists)")
     r.add_argument("--package", default="recorded_kernels", help="package name of a new recipe")
     r.add_argument("--widen", type=parse_widen, action="append", default=[], metavar="NAME=VALUES",
                    help="build every recorded variant with constexpr NAME also at these values (1,2,4,8; 1..64; "
                    "1..256:pow2): the set a deployment needs (repeatable)")  # fmt: skip
-    r.add_argument("--report", type=Path, action="append", default=[], metavar="PATH",
+    r.add_argument("--report", type=_path, action="append", default=[], metavar="PATH",
                    help="class misses reported elsewhere (a file, or an AOTPACK_REPORT folder) to add to the "
                    "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="drop the least recently used entries until it holds at most SIZE (500M, 10G)")  # fmt: skip
     what.add_argument("--clear", action="store_true", help="remove every entry")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
-    p.add_argument("recipe", type=Path)
+    p.add_argument("recipe", type=_path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
     return parser
 
