@@ -35,3 +35,23 @@ def stand_in_wheel(folder: Path, name: str, version: str, requires: tuple[str, .
         for name_in_zip, data in files.items():
             z.writestr(name_in_zip, data)
     return path
+
+
+def put_in_the_way(path: Path, kind: str, target: Path | None = None) -> None:
+    """What a test puts where aotpack expects a folder or file of its own: ``file`` (holding "mine"), ``fifo``,
+    ``dangling`` (a link to ``target``, missing), ``link`` (to ``target``), ``loop`` (a link to itself),
+    ``not-empty`` (a folder holding mine.txt); other kinds put nothing there."""
+    import os
+
+    if kind == "file":
+        path.write_text("mine")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind in ("dangling", "link"):
+        assert target is not None
+        path.symlink_to(target)
+    elif kind == "loop":
+        path.symlink_to(path)
+    elif kind == "not-empty":
+        path.mkdir()
+        (path / "mine.txt").write_text("mine")

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .generator import BASES, Case, Expect, Special, base_files, fixed, recipe_surface
+from .generator import BASES, Case, Expect, Special, _json_set, _json_walk, base_files, fixed, recipe_surface
 
 # ---------------------------------------------------------------- values of each kind
 
@@ -169,26 +169,6 @@ def _patched(data: bytes, find: bytes, new: bytes, count: int = 1) -> bytes:
     return data.replace(find, new, count)
 
 
-def _walk(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield (*path, k), v
-            yield from _walk(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield (*path, i), v
-            yield from _walk(v, (*path, i))
-
-
-def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
-    doc = json.loads(json.dumps(doc))
-    target = doc
-    for part in path[:-1]:
-        target = target[part]
-    target[path[-1]] = value
-    return doc
-
-
 def inspect_surface() -> Iterator[Case]:
     good = _manifest(MANIFEST)
     for flag in ((), ("--json",)):
@@ -232,12 +212,12 @@ def inspect_surface() -> Iterator[Case]:
         crc[central + 16] ^= 0xFF
         yield case("member", "bad-crc", {WHEEL: bytes(crc)})
         yield case("member", "truncated", {WHEEL: good[: len(good) // 2]})
-        for path, value in _walk(MANIFEST):
+        for path, value in _json_walk(MANIFEST):
             dotted = ".".join(str(p) for p in path)
             for tag, new in (("type:int", 7), ("type:str", "zz"), ("type:list", ["zz"]), ("type:null", None),
                              ("type:map", {"zz": 1}), ("huge:string", "z" * 100_000)):  # fmt: skip
                 if json.dumps(new) != json.dumps(value):
-                    yield case(f"manifest.{dotted}", tag, {WHEEL: _manifest(_set(MANIFEST, path, new))}, "either",
+                    yield case(f"manifest.{dotted}", tag, {WHEEL: _manifest(_json_set(MANIFEST, path, new))}, "either",
                                reason="a manifest of another shape: rendered, or refused as not aotpack's")  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from aotpack.compilers import Pruned
 from aotpack.compilers.triton import toolchain
 from aotpack.errors import CompileError, RecipeError, UsageError
 
-from ..shared import GOOD
+from ..shared import GOOD, put_in_the_way
 
 
 def variants(folder: Path, text: str = GOOD) -> tuple[plan.Variant, ...]:
@@ -444,14 +444,7 @@ def test_a_cache_folder_that_is_not_one_is_refused(tmp_path, kind, capsys):
         "under-a-file": f"the cache folder {where}/sub cannot be used (Not a directory); give another with --cache-dir",
         "loop": f"the cache folder {where} cannot be used (",  # Python's words for a loop of links vary
     }[kind]
-    if kind == "file" or kind == "under-a-file":
-        where.write_text("mine")
-    elif kind == "fifo":
-        os.mkfifo(where)
-    elif kind == "dangling":
-        where.symlink_to(tmp_path / "nothing")
-    elif kind == "loop":
-        where.symlink_to(where)
+    put_in_the_way(where, "file" if kind == "under-a-file" else kind, tmp_path / "nothing")
     folder = {"dev-null": "/dev/null", "under-a-file": f"{where}/sub"}.get(kind, str(where))
     for extra in ([], ["--clear"], ["--trim", "0"]):
         assert cli.main(["cache", "--cache-dir", folder, *extra]) == 2

@@ -11,6 +11,7 @@ import pytest
 
 from aotpack import _temp, cli, new
 
+from ..shared import put_in_the_way
 from . import test_cache
 from .test_cache import as_nobody
 
@@ -61,20 +62,11 @@ def test_a_destination_that_is_not_a_new_folder_is_refused(tmp_path, kind, capsy
         "under-a-file": f"cannot use {dest}/sub (Not a directory); give a new folder with --dir",
     }[kind]
     target = {"dev-null": Path("/dev/null"), "under-a-file": dest / "sub"}.get(kind, dest)
-    if kind in ("file", "under-a-file"):
-        dest.write_text("mine")
-    elif kind == "fifo":
-        os.mkfifo(dest)
-    elif kind == "dangling":
-        dest.symlink_to(tmp_path / "nothing")
-    elif kind == "link-outside":
-        dest.symlink_to(outside)
-    elif kind == "link-to-empty":
+    if kind == "link-to-empty":
         (tmp_path / "empty").mkdir()
-        dest.symlink_to(tmp_path / "empty")
-    elif kind == "not-empty":
-        dest.mkdir()
-        (dest / "mine.txt").write_text("mine")
+    links = {"dangling": tmp_path / "nothing", "link-outside": outside, "link-to-empty": tmp_path / "empty"}
+    put_in_the_way(dest, {"under-a-file": "file", "link-outside": "link", "link-to-empty": "link"}.get(kind, kind),
+                   links.get(kind))  # fmt: skip
     assert _scaffold(["kit", "--dir", str(target)], capsys) == (2, f"aotpack: error: {message}\n")
     assert sorted(p.name for p in outside.iterdir()) == ["sentinel"] and (outside / "sentinel").stat().st_mtime == 1
     assert not (tmp_path / "nothing").exists() and not any((tmp_path / "empty").glob("*"))
