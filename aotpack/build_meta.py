@@ -169,7 +169,10 @@ def _project_recipe(setting: str) -> model.Recipe:
 
 
 def _inside(root: Path, path: Path, what: str) -> None:
-    found = path.resolve()
+    try:
+        found = path.resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL, a name too long, a loop of links
+        raise UsageError(f"{what} {str(path)[:80]!r}: cannot use the path ({exc})") from None
     if not found.is_relative_to(root):
         link = f" (a link to {found})" if found != path.absolute() else ""
         raise UsageError(f"{what} {path}{link} lies outside the project ({root}): a wheel and an sdist are built from "

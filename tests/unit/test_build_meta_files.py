@@ -109,3 +109,9 @@ def test_a_packed_file_that_is_not_a_file_is_refused(project, kind):
     with pytest.raises(UsageError, match=r"^the project's README.md is not a file; make it one, or remove it$"):
         build_meta.build_sdist(str(project.out))
     assert not project.out.exists()
+
+
+def test_a_recipe_setting_no_file_system_can_hold_is_refused(project):
+    with pytest.raises(UsageError, match=r"^pyproject.toml: \[tool.aotpack\] recipe = 'a\\x00b': cannot use the path"):
+        build_meta.build_wheel(str(project.out), {"recipe": "a\x00b"})
+    assert not project.out.exists()
