@@ -20,10 +20,11 @@ import io
 import json
 import zipfile
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .generator import BASES, Case, Expect, Special, _json_set, _json_walk, base_files, fixed, recipe_surface
+from .generator import BASES, Case, Expect, Special, _json_set, _json_walk, base_files, recipe_surface
 
 # ---------------------------------------------------------------- values of each kind
 
@@ -281,6 +282,10 @@ def report(events: list[dict[str, Any]]) -> bytes:
                        "compilations": events}).encode()  # fmt: skip
 
 
+def _with_report(case: Case) -> dict[str, bytes | Special]:
+    return {**case.files(), "rep.json": report([EVENT])}
+
+
 def record_surface() -> Iterator[Case]:
     recorded, _ = base_files(BASES["recorded"])
     kernel = {k: v for k, v in recorded.items() if k != "recipe.yaml"}
@@ -325,7 +330,7 @@ def record_surface() -> Iterator[Case]:
         if c.base != "recorded":
             continue
         yield Case(id=f"record/merge/{c.id}", surface="record", base="recorded", key=c.key,
-                   mutation=c.mutation, make_files=fixed({**c.files(), "rep.json": report([EVENT])}), expect=c.expect, reason=c.reason,
+                   mutation=c.mutation, make_files=partial(_with_report, c), expect=c.expect, reason=c.reason,
                    command="cli", argv=("record", "-o", "recipe.yaml", "--report", "rep.json"), target="",
                    line=c.line, locate=c.locate, budget=2 * c.budget, may_write=("recipe.yaml",)
                    if c.expect != "invalid" else ())  # fmt: skip
