@@ -464,6 +464,8 @@ def run_cases(cases: list[Case], ws: Workspace, mode: str = "fork", jobs: int = 
             done += 1
             if progress and done % 500 == 0:
                 print(f"{done}/{len(cases)}", file=sys.stderr, flush=True)
+    if mode == "fork":
+        gc.unfreeze()  # this process's own objects are freed at exit again (nanobind reports leaks otherwise)
     order = {c.id: i for i, c in enumerate(cases)}
     return sorted(results, key=lambda r: order[r.case.id])
 
