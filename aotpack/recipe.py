@@ -97,15 +97,16 @@ TypeVars = list[tuple[str, tuple[str, ...]]]  # type variables and their dtypes
 def load(path: str | Path) -> Recipe:
     """Read and validate a recipe file."""
     path = Path(path)
-    return _recipe(yamlnodes.read(path, "recipe"), path)
+    return from_nodes(yamlnodes.read(path, "recipe"), path)
 
 
 def parse(text: str, path: Path) -> Recipe:
     """Validate recipe text (``path`` names it in errors; its folder anchors relative paths)."""
-    return _recipe(yamlnodes.parse(text, path, "recipe"), path)
+    return from_nodes(yamlnodes.parse(text, path, "recipe"), path)
 
 
-def _recipe(root: Node, path: Path) -> Recipe:
+def from_nodes(root: Node, path: Path) -> Recipe:
+    """Validate a recipe already read into nodes (``yamlnodes.parse``: a reader that checks more of it first)."""
     top = root.mapping(_TOP_KEYS, required=("package", "version", "kernels"))
     package = top["package"].string()
     problem = package_problem(package)

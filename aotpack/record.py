@@ -497,12 +497,14 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
 
 @dataclass(frozen=True)
 class Existing:
-    """The recipe a recording merges into: its text, its data (None: it holds only comments), and how it
-    indents (mapping, sequence, the dash's offset), which the lines a merge adds take."""
+    """The recipe a recording merges into: its text, its data (None: it holds only comments), how it indents
+    (mapping, sequence, the dash's offset), which the lines a merge adds take, and its round-trip document
+    (ruamel.yaml's; ``merged_text`` edits it)."""
 
     text: str
     data: dict[str, Any] | None
     indents: tuple[int, int, int]
+    doc: Any = None
 
 
 def existing_recipe(path: Path) -> Existing | None:
@@ -522,10 +524,10 @@ def existing_recipe(path: Path) -> Existing | None:
         fields = kernel.mapping(()) if kernel.is_mapping() else {}
         if "launch" in fields:  # a recorded kernel (one written by hand is kept as it is)
             _check_recorded(fields)
-    recipe.parse(text, path)  # anything else the loader refuses is refused here, located, as `aotpack plan` says it
+    recipe.from_nodes(root, path)  # anything else the loader refuses is refused here, located, as `plan` says it
     indents = _indents(root.node)
-    _load(_round_trip(indents), text, path)  # what the merge reads it with
-    return Existing(text=text, data=yaml.safe_load(text), indents=indents)
+    doc = _load(_round_trip(indents), text, path)  # what the merge reads it with
+    return Existing(text=text, data=yaml.safe_load(text), indents=indents, doc=doc)
 
 
 def _check_recorded(fields: dict[str, yamlnodes.Node]) -> None:
@@ -833,9 +835,8 @@ def merged_text(existing: Existing, path: Path, wanted: dict[str, Any]) -> str |
     rows and autotuner picks it lacks, and a recorded kernel's types, args and options where new rows change
     them. The rest stays as written: ruamel.yaml's round trip changes only those nodes, and only the lines it
     changed replace the file's (``_splice``). None: the recipe holds it all already."""
-    assert existing.data is not None
-    rt = _round_trip(existing.indents)
-    doc = _load(rt, existing.text, path)
+    assert existing.data is not None and existing.doc is not None
+    rt, doc = _round_trip(existing.indents), existing.doc
     before = _render(rt, doc)
     if _said(before) != json.dumps(existing.data, default=str):  # what merging takes of ruamel.yaml's lines
         raise RecordError(f"{path}: ruamel.yaml, which merges a recording into it, would write some of it as "
