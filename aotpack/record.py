@@ -236,7 +236,7 @@ def read_events(folder: Path) -> Events:
         for line in path.read_text(errors="replace").splitlines():
             try:
                 event = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # as misses.read_reports reads the program's reports
                 continue
             if isinstance(event, dict):
                 events.add(event, path.stem)

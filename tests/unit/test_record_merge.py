@@ -552,3 +552,9 @@ def test_a_key_the_autotuner_picked_again_keeps_the_recipe_s_pick(tmp_path):
     picked = yaml.safe_load(path.read_text())["kernels"]["add_kernel"]["autotuned"]
     assert sorted((p["key"], p["config"]["BLOCK"]) for p in picked) == [([4096], 1024), ([8192], 2048)]
     assert loads(path)
+
+
+def test_an_event_line_nested_past_json_s_reach_is_skipped(tmp_path):
+    """The program's processes write the event lines; one nested too deeply to read is skipped, as a short one is."""
+    (tmp_path / "1.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n" + json.dumps(event()) + "\n")
+    assert len(record.read_events(tmp_path).compiled) == 1
