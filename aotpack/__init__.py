@@ -9,9 +9,9 @@ command line.
 from ._version import __version__
 from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError
 from .model import Recipe
-from .pipeline import BuildResult, build
-from .plan import Variant, plan_variants
-from .recipe import load
+from .pipeline.build import BuildResult, build
+from .plan.variants import Variant, plan_variants
+from .recipe.read import load
 
 __all__ = [
     "AotpackError",

@@ -35,11 +35,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import cache, model, pipeline, recipe, values, wheel
+from . import model, values
 from ._temp import atomic_file
-from .compilers.triton import releases, toolchain
+from .backends.triton import releases, toolchain
 from .errors import RecipeError, UsageError
-from .yamlnodes import read_text
+from .pipeline import build as pipeline
+from .pipeline import cache, wheel
+from .recipe import read as recipe
+from .recipe.yamlnodes import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib

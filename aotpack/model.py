@@ -96,7 +96,7 @@ class Arg:
     float_default: float | None = None
     optional: bool = False  # a call may pass None (built as the JIT's None specialization)
     # What Triton's JIT can key this argument on ("D": 16-divisible or aligned, "1": equal to 1,
-    # "": nothing); read from the kernel's Triton release for Triton kernels (see compilers/triton/)
+    # "": nothing); read from the kernel's Triton release for Triton kernels (see backends/triton/)
     jit_states: tuple[str, ...] = ("",)
     where: Location
 
@@ -267,7 +267,7 @@ class Recipe:
     tables: tuple[Path, ...] = ()
     license: str | None = None  # an SPDX license expression, normalized
     cuda_floor: int | None = None  # the oldest CUDA driver the wheel must load on (1000*major + 10*minor)
-    triton: str | None = None  # the Triton release to build with (X.Y or X.Y.Z; compilers/triton/toolchain.py)
+    triton: str | None = None  # the Triton release to build with (X.Y or X.Y.Z; backends/triton/toolchain.py)
 
 
 def const_text(value: ConstValue) -> str:

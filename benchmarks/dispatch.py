@@ -28,7 +28,8 @@ from matmul import matmul_kernel  # noqa: E402
 from softmax import softmax_kernel  # noqa: E402
 from timing import interleaved_ms  # noqa: E402
 
-from aotpack import model, recipe  # noqa: E402
+from aotpack import model  # noqa: E402
+from aotpack.recipe import read as recipe  # noqa: E402
 
 REPS, WARMUP = 30, 5
 MATMUL_SHAPES = [

@@ -65,7 +65,8 @@ def calls() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     import torch
     import triton.language as tl
 
-    from aotpack import _sources, model
+    from aotpack import model
+    from aotpack.recipe import sources as _sources
 
     kernels = Path(__file__).resolve().parent / "fixtures" / "kernels" / "every_kind.py"
     twice = _sources.load(model.Source(path=kernels, module=None, function="twice"))
@@ -85,7 +86,10 @@ def calls() -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 def captured(capability: int, cache: str) -> list[dict[str, Any]]:
     """What the record agent writes for each compilation of ``calls()`` under the installed Triton."""
-    from aotpack import _sources, introspect, model, record_agent
+    from aotpack import model
+    from aotpack.backends.triton import introspect
+    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.recipe import sources as _sources
 
     kernels = Path(__file__).resolve().parent / "fixtures" / "kernels" / "every_kind.py"
     fn = introspect.unwrap(_sources.load(model.Source(path=kernels, module=None, function="every_kind")))

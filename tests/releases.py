@@ -1,12 +1,12 @@
 """The Triton-release tier (`make test` runs it after the suite; CI with it): every release aotpack is tested with
-(compilers/triton/releases.py), from one environment.
+(backends/triton/releases.py), from one environment.
 
     python -m tests.releases [--wheelhouse DIR] [--cache-dir DIR] [--only X.Y ...]
 
 1. Each release's wheel for this Python is fetched into the wheelhouse (pip download; kept between runs, default
    build/triton-wheels; an air-gapped host fills it beforehand).
 2. For each release other than the installed one (the suite ran with that), its toolchain is made by aotpack's
-   own `--triton` machinery (compilers/triton/toolchain.py, from the wheelhouse) and SUBSET runs with it first on
+   own `--triton` machinery (backends/triton/toolchain.py, from the wheelhouse) and SUBSET runs with it first on
    the path: the unit tier, the cubins against that release's own JIT (test_jit_identity.py), its hook payloads
    (test_releases.py), record and activate on the fake driver, and wheels built end to end.
 3. tests/integration/test_releases.py runs here once more with the other releases named: `aotpack build --triton
@@ -37,7 +37,7 @@ def fetch(version: str, wheelhouse: Path) -> None:
 
 
 def main() -> int:
-    from aotpack.compilers.triton import releases, toolchain
+    from aotpack.backends.triton import releases, toolchain
 
     parser = argparse.ArgumentParser(prog="python -m tests.releases")
     parser.add_argument("--wheelhouse", type=Path, default=ROOT / "build" / "triton-wheels")

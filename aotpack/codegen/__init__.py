@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import facts
-from ..compilers import Artifact, DriverFloor, Outcome, Pruned
+from ..backends import Artifact, DriverFloor, Outcome, Pruned
 from ..model import Kernel, Recipe
-from ..plan import Variant
+from ..plan.variants import Variant
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,13 +8,14 @@ import math
 from collections.abc import Callable
 from typing import cast
 
-from .. import classes, compress, expr, facts, limits
-from ..classes import Spec
+from .. import expr, facts, limits
+from ..backends.triton.introspect import ANY, DIV16, NONE, ONE
 from ..errors import RecipeError
-from ..introspect import ANY, DIV16, NONE, ONE
 from ..model import Arg, Kernel, Rule
-from ..plan import Variant
-from . import BuildInput, KernelBuild
+from ..plan import classes
+from ..plan.classes import Spec
+from ..plan.variants import Variant
+from . import BuildInput, KernelBuild, compress
 
 _STATE = {ANY: "AOT_SPEC_ANY", DIV16: "AOT_SPEC_DIV16", ONE: "AOT_SPEC_ONE", NONE: "AOT_SPEC_NONE"}
 

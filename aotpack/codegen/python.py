@@ -6,11 +6,13 @@ import hashlib
 import os
 from pathlib import Path
 
-from .. import classes, expr, facts, mutation
+from .. import expr, facts
 from .. import manifest as manifest_types
-from ..compilers import Artifact
+from ..backends import Artifact
+from ..backends.triton import mutation
 from ..manifest import Manifest
 from ..model import PACKAGE_NAMES, Arg, Kernel
+from ..plan import classes
 from . import BuildInput, KernelBuild
 
 

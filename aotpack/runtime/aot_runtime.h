@@ -139,7 +139,7 @@ typedef struct {
   uint8_t ptx;      /* PTX the driver compiles at load: runs on this capability and newer */
 } aot_target;
 
-/* Consecutive images of one kernel and target, compressed together (aotpack/compress.py). */
+/* Consecutive images of one kernel and target, compressed together (aotpack/codegen/compress.py). */
 typedef struct {
   const unsigned char *data; /* an LZ4 block */
   uint32_t size, raw_size;
@@ -219,7 +219,7 @@ typedef struct aot_kernel {
   const char *const *spec_names;
   const int8_t *call_order;     /* positional argument i fills parameter call_order[i] */
   const char *const *grid_exprs; /* the recipe's grid, as text (for errors) */
-  uint64_t spec_letters;        /* bit i: a class name has a letter for parameter i (aotpack/classes.py) */
+  uint64_t spec_letters;        /* bit i: a class name has a letter for parameter i (aotpack/plan/classes.py) */
 } aot_kernel;
 
 /* What follows is the runtime's interface: exported from lib<package>.so, where it lives once, for the

@@ -48,7 +48,7 @@ class Pair:
 
 
 def jit_function(source: str) -> Any:
-    from aotpack import introspect
+    from aotpack.backends.triton import introspect
 
     module, name = source.split(":")
     with warnings.catch_warnings():  # kernel libraries warn about optional dependencies at import

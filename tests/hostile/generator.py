@@ -8,7 +8,7 @@ applies, one change per case. Surfaces today:
 - ``document``: whole-file changes of the recipe (multi-document, BOM, CRLF, directives, tags, merge keys);
 - ``files``: every file a recipe points at (kernel .py, .cu, table, include folder, tuning hooks, the recipe
   itself) made missing, binary, a folder, a FIFO, unreadable, huge, or a symlink out of the project;
-- ``table``: the tuning table's JSON (``recipes/tables/*.json``: ``aotpack/tables.py``);
+- ``table``: the tuning table's JSON (``recipes/tables/*.json``: ``aotpack/recipe/tables.py``);
 - ``settings``: ``[tool.aotpack]`` in pyproject.toml and PEP 517 ``-C`` config settings;
 - ``cache``, ``inspect``, ``new``, ``record``, ``project`` (the PEP 517 hooks' files) and ``env`` (the variables
   aotpack reads): the other commands, in ``commands.py``.
@@ -1061,8 +1061,8 @@ def loader_keys() -> dict[str, tuple[str, ...]]:
     import re
     import tempfile
 
-    from aotpack import recipe
     from aotpack.errors import RecipeError
+    from aotpack.recipe import read as recipe
 
     out: dict[str, tuple[str, ...]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -59,8 +59,9 @@ _LOCATED = re.compile(r"aotpack: error: (?P<file>[^\n]+?):(?P<line>\d+):(?P<col>
 PEP517_DRIVER = """
 import json, sys
 from pathlib import Path
-from aotpack import build_meta, errors, pipeline
-from aotpack.compilers.triton import toolchain
+from aotpack import build_meta, errors
+from aotpack.backends.triton import toolchain
+from aotpack.pipeline import build as pipeline
 
 def stub_run(rec, options, progress=None):
     class Result: wheel = Path(options.out_dir) / f"{rec.package}-stub.whl"
@@ -332,11 +333,11 @@ def _vm_size() -> int:
 
 def _command(case: Case) -> int:
     if case.command == "plan":
-        from aotpack import cli
+        from aotpack.commands import cli
 
         return cli.main(["plan", case.target])
     if case.command == "cli":
-        from aotpack import cli
+        from aotpack.commands import cli
 
         return cli.main([_fill(a, Path.cwd(), OUTSIDE[0]) for a in case.argv])
     scope: dict[str, Any] = {}
@@ -355,7 +356,7 @@ def _preload() -> None:
 
     for module in pkgutil.walk_packages(aotpack.__path__, "aotpack."):
         if not module.name.startswith(
-            ("aotpack.runtime", "aotpack.templates", "aotpack.record_agent", "aotpack.__main__")
+            ("aotpack.runtime", "aotpack.templates", "aotpack.backends.triton.record.agent", "aotpack.__main__")
         ):
             importlib.import_module(module.name)
 

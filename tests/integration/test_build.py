@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import build, cli
+from aotpack import build
+from aotpack.commands import cli
 from aotpack.errors import CompileError, RecipeError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -261,10 +262,10 @@ def test_mutation_is_read_off_the_code_and_checked_against_the_recipe(small_reci
 
 
 def test_a_variant_the_runtime_cannot_launch_fails_the_build(small_recipe, tmp_path, monkeypatch):
-    """A compiled variant that needs what the runtime cannot provide (compilers/triton/ `_needs`
+    """A compiled variant that needs what the runtime cannot provide (backends/triton/ `_needs`
     returns the reason) stops the build, naming the variant and the need, and writes nothing."""
-    from aotpack import pipeline
-    from aotpack.compilers import Pruned
+    from aotpack.backends import Pruned
+    from aotpack.pipeline import build as pipeline
 
     def compile_all(variants, compilers, **_):
         return [(v, Pruned(variant_id=v.id, reason="descriptor argument 1 needs an im2col tensor map, which "

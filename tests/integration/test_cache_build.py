@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aotpack import build
-from aotpack.compilers.cuda import find_nvcc
+from aotpack.backends.cuda.compiler import find_nvcc
 from aotpack.errors import CompileError, ToolNotFound
 
 ROOT = Path(__file__).resolve().parents[2]

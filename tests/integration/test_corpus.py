@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import _sources, build, classes, introspect, model, plan, recipe
-from aotpack.introspect import NONE
+from aotpack import build, model
+from aotpack.backends.triton import introspect
+from aotpack.backends.triton.introspect import NONE
+from aotpack.plan import classes
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
+from aotpack.recipe import sources as _sources
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 

@@ -18,7 +18,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from aotpack import build
-from aotpack.compilers.cuda import find_nvcc
+from aotpack.backends.cuda.compiler import find_nvcc
 from aotpack.errors import CompileError, RecipeError, ToolNotFound
 
 from .helpers import install_wheel, run_on_fake_driver

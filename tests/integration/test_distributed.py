@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import build, distributed, plan, recipe, tune
-from aotpack.compilers import targets_of
+from aotpack import build
+from aotpack.backends import targets_of
+from aotpack.commands import tune
 from aotpack.errors import UsageError
+from aotpack.pipeline import distributed
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 dask = pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +78,7 @@ def test_kernel_sources_travel_with_the_task(small_recipe, tmp_path):
     shutil.rmtree(folder)
     (tmp_path / "task.pickle").write_bytes(pickle.dumps(task))
     worker = (  # a process of its own, as a worker is (compiling sets process-wide Triton settings)
-        "import pickle, sys; from aotpack import distributed; "
+        "import pickle, sys; from aotpack.pipeline import distributed; "
         "o = distributed.run(pickle.loads(open(sys.argv[1], 'rb').read())); "
         "print(type(o).__name__, o.variant_id, o.image[:4] == b'\\x7fELF')"
     )

@@ -15,7 +15,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from aotpack import build, plan, recipe, record
+from aotpack import build
+from aotpack.backends.triton.record import recording as record
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 

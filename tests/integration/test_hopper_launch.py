@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aotpack import build
-from aotpack.compilers.triton import ptxas_candidates, ptxas_for
+from aotpack.backends.triton.compiler import ptxas_candidates, ptxas_for
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from aotpack import plan, recipe
-from aotpack.compilers import triton as triton_backend
+from aotpack.backends.triton import compiler as triton_backend
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 from .. import jit_stub
 from ..corpus import cases, variations
@@ -67,7 +68,7 @@ def test_the_cubin_for_a_call_s_class_is_the_jit_s(corpus, compiler, tmp_path_fa
     """For every target the recipe lists, and for every equivalent recipe of the kernel: the variant built for the
     call's class, with the first config, is the JIT's compilation of the call with that config."""
     from aotpack import facts
-    from aotpack.compilers.base import Artifact
+    from aotpack.backends.base import Artifact
 
     monkeypatch.setattr(cases, "DEVICE", "cpu")
     call = cases.CASES[kernel][0](torch, shape, getattr(torch, dtype), layout)

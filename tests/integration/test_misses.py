@@ -6,7 +6,9 @@ byte kept), and the rebuilt wheel runs that class."""
 import json
 import textwrap
 
-from aotpack import build, cli, recipe
+from aotpack import build
+from aotpack.commands import cli
+from aotpack.recipe import read as recipe
 
 from .helpers import install_wheel, run_on_fake_driver
 

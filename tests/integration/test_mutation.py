@@ -53,7 +53,7 @@ def test_written_arguments(tmp_path, name, signature, written):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from aotpack.mutation import written_arguments
+    from aotpack.backends.triton.mutation import written_arguments
 
     (tmp_path / "mutation_kernels.py").write_text(KERNELS)
     sys.path.insert(0, str(tmp_path))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import cli
+from aotpack.commands import cli
 
 from .helpers import install_wheel
 

@@ -11,8 +11,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from aotpack import build, model, plan, recipe, record
+from aotpack import build, model
+from aotpack.backends.triton.record import recording as record
 from aotpack.errors import RecipeError
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
@@ -20,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_kernel():
-    from aotpack import _sources
+    from aotpack.recipe import sources as _sources
 
     return _sources.load(model.Source(path=ROOT / "examples" / "add.py", module=None, function="add_kernel"))
 

@@ -1,4 +1,4 @@
-"""Every Triton release aotpack is tested with (compilers/triton/releases.py), without a GPU:
+"""Every Triton release aotpack is tested with (backends/triton/releases.py), without a GPU:
 
 - what each release's own jit_cache_hook receives (captured by tests/jit_stub.py under that release, through
   aotpack's record agent: tests/fixtures/hooks/triton-X.Y.Z.json, never written by hand) records into a recipe
@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import plan, recipe, record
-from aotpack.compilers.triton import releases
+from aotpack.backends.triton import releases
+from aotpack.backends.triton.record import recording as record
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 from .. import jit_stub
 from ..shared import ROOT, stand_in_wheel
@@ -120,7 +122,7 @@ def test_a_build_with_another_release_than_the_installed_one(release, tmp_path):
 def test_a_kernel_project_naming_another_release_builds_with_it_without_build_isolation(tmp_path):
     """`pip wheel --no-build-isolation` of a project whose [tool.aotpack] names another release than the installed
     one: the backend keeps that release in aotpack's cache (here a fresh one, from the wheelhouse) and builds."""
-    from aotpack import cli
+    from aotpack.commands import cli
 
     release, project = OTHERS[0], tmp_path / "kit"
     assert cli.main(["new", "release_kit", "--dir", str(project)]) == 0

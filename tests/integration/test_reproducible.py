@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack.compilers.cuda import NvccCompiler
+from aotpack.backends.cuda.compiler import NvccCompiler
 from aotpack.errors import ToolNotFound
 
 from ..shared import ROOT, SMALL

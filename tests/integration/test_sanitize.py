@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import build, native
+from aotpack import build
+from aotpack.pipeline import native
 
 from .helpers import install_wheel
 

@@ -10,7 +10,8 @@ import warnings
 import pytest
 import yaml
 
-from aotpack import classes, recipe
+from aotpack.plan import classes
+from aotpack.recipe import read as recipe
 
 from ..corpus import cases, variations
 

@@ -37,7 +37,7 @@ def project(tmp_path, monkeypatch):
         built.append(rec.path)
         return SimpleNamespace(wheel=options.out_dir / "small-stub.whl")
 
-    monkeypatch.setattr("aotpack.pipeline.run", stub)
+    monkeypatch.setattr("aotpack.pipeline.build.run", stub)
     monkeypatch.chdir(root)
     return SimpleNamespace(root=root, elsewhere=elsewhere, built=built, out=tmp_path / "out")
 

@@ -12,10 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import _temp, cache, cli, pipeline, plan, recipe
-from aotpack.compilers import Pruned
-from aotpack.compilers.triton import toolchain
+from aotpack import _temp
+from aotpack.backends import Pruned
+from aotpack.backends.triton import toolchain
+from aotpack.commands import cli
 from aotpack.errors import CompileError, RecipeError, UsageError
+from aotpack.pipeline import build as pipeline
+from aotpack.pipeline import cache
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 from ..shared import GOOD, put_in_the_way
 
@@ -104,12 +109,14 @@ def test_a_killed_writer_leaves_nothing_the_next_write_keeps(tmp_path):
 
 
 def test_variants_depend_on_the_compile_stages_and_wheels_on_everything():
-    root = Path(cache.__file__).parent
+    root = Path(cache.__file__).parent.parent
     everything = {p.relative_to(root).as_posix() for p in cache.own_files(compile_stage=False)}
     compiling = {p.relative_to(root).as_posix() for p in cache.own_files(compile_stage=True)}
-    assert {"runtime/aot_runtime.c", "codegen/c.py", "native.py"} <= everything
-    assert {"compilers/triton/__init__.py", "plan.py", "recipe.py"} <= compiling
-    assert not any(p.startswith(("runtime/", "codegen/")) or p in {"native.py", "wheel.py"} for p in compiling)
+    assert {"runtime/aot_runtime.c", "codegen/c.py", "pipeline/native.py"} <= everything
+    assert {"backends/triton/compiler.py", "plan/variants.py", "recipe/read.py"} <= compiling
+    assert not any(
+        p.startswith(("runtime/", "codegen/")) or p in {"pipeline/native.py", "pipeline/wheel.py"} for p in compiling
+    )
     assert cache.aotpack_digest(compile_stage=True) != cache.aotpack_digest()
 
 
@@ -473,7 +480,7 @@ def open_tmp():
 def as_nobody(argv: list[str]) -> subprocess.CompletedProcess[str]:
     """``aotpack argv`` run as the user nobody, who may read but not change what root made (we run as root);
     skipped where setpriv cannot switch users."""
-    script = f"import sys; from aotpack import cli; sys.exit(cli.main({argv!r}))"
+    script = f"import sys; from aotpack.commands import cli; sys.exit(cli.main({argv!r}))"
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script],
                           capture_output=True, text=True, check=False, cwd="/")  # fmt: skip
     if done.stderr.startswith("setpriv"):

@@ -1,4 +1,4 @@
-"""Which specialization classes a kernel gets (aotpack/classes.py), read off recipes without Triton's JIT:
+"""Which specialization classes a kernel gets (aotpack/plan/classes.py), read off recipes without Triton's JIT:
 the shapes typical calls have, the classes of those calls whatever way the recipe writes them, one argument
 given up alone, floors, the recipe's own classes and their names."""
 
@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import classes, expr, recipe, typical
+from aotpack import expr
+from aotpack.backends.triton.introspect import ANY, DIV16, ONE
 from aotpack.errors import RecipeError
-from aotpack.introspect import ANY, DIV16, ONE
+from aotpack.plan import classes, typical
+from aotpack.recipe import read as recipe
 
 # liger-kernel's RMSNorm forward, as a user writes its recipe; $Y, $RSTD, ... are replaced per case. The
 # kernel is a stand-in with the same parameters (the recipe loader reads its signature).

@@ -14,10 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import classes, codegen, compress, native, plan, recipe
+from aotpack import codegen
+from aotpack.backends import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
 from aotpack.codegen import c as codegen_c
+from aotpack.codegen import compress
 from aotpack.codegen import python as codegen_py
-from aotpack.compilers import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
+from aotpack.pipeline import native
+from aotpack.plan import classes
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

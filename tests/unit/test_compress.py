@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from aotpack import compress
+from aotpack.codegen import compress
 
 
 def cubin_like(seed: int, size: int) -> bytes:

@@ -4,10 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import model, plan, recipe
+from aotpack import model
+from aotpack.backends import DriverFloor
+from aotpack.backends.cuda import compiler as cuda
 from aotpack.codegen import c as codegen_c
-from aotpack.compilers import DriverFloor, cuda
 from aotpack.errors import RecipeError
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 CUDA = """\
 package: kit
@@ -183,7 +186,7 @@ def test_nvcc_arch_support():
 
 def test_generated_launch_functions(folder):
     from aotpack import codegen
-    from aotpack.compilers import Artifact
+    from aotpack.backends import Artifact
 
     rec = load(folder)
     variants = plan.plan_variants(rec)
@@ -204,7 +207,7 @@ def test_generated_launch_functions(folder):
 
 
 def test_the_oldest_ptxas_that_builds_a_target_is_chosen_within_the_floor():
-    from aotpack.compilers.triton import Ptxas, ptxas_for
+    from aotpack.backends.triton.compiler import Ptxas, ptxas_for
     from aotpack.errors import ToolNotFound
 
     pypi = Ptxas("/a/ptxas", 12020, "nvidia-cuda-nvcc-cu12 12.2.140")
@@ -223,7 +226,7 @@ def test_the_oldest_ptxas_that_builds_a_target_is_chosen_within_the_floor():
 
 def test_a_targets_floor_is_the_newest_toolchain_that_built_it():
     from aotpack import codegen
-    from aotpack.compilers import Artifact
+    from aotpack.backends import Artifact
 
     def built(floor):
         return Artifact(variant_id="k/c/sm_90a/safe", image=b"x", entry="k", shared=0, static_shared=0, num_warps=4,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import cli, inspect, limits, manifest
+from aotpack import limits, manifest
+from aotpack.commands import cli, inspect
 from aotpack.errors import WheelError
 
 WHEEL = "x-1.0-cp39-abi3-linux_x86_64.whl"

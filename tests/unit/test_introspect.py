@@ -1,11 +1,13 @@
-"""Reading a kernel as Triton does (aotpack/introspect.py), on a fixture wrapped as libraries publish
+"""Reading a kernel as Triton does (aotpack/backends/triton/introspect.py), on a fixture wrapped as libraries publish
 kernels: the autotuner's configs and key, heuristics translated into the expression language (and
 the one that cannot be), do_not_specialize, signature defaults."""
 
 from pathlib import Path
 
-from aotpack import _sources, expr, introspect
+from aotpack import expr
+from aotpack.backends.triton import introspect
 from aotpack.model import Source
+from aotpack.recipe import sources as _sources
 
 FIXTURE = Source(path=Path(__file__).resolve().parents[1] / "fixtures" / "kernels" / "wrapped.py", module=None,
                  function="scale_kernel")  # fmt: skip

@@ -1,12 +1,13 @@
-"""Class misses into a recipe (aotpack/misses.py): reports read and checked, and each kernel's ``classes:``
+"""Class misses into a recipe (aotpack/backends/triton/record/misses.py): reports read and checked, and each kernel's ``classes:``
 written where the recipe stands, every other byte as it was."""
 
 import json
 
 import pytest
 
-from aotpack import misses, recipe
+from aotpack.backends.triton.record import misses
 from aotpack.errors import RecipeError, RecordError
+from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

@@ -1,6 +1,6 @@
 """The TTIR walk on hand-written IR: names reused in sibling regions, yields, if/else."""
 
-from aotpack.mutation import recorded, written_arguments
+from aotpack.backends.triton.mutation import recorded, written_arguments
 
 HEADER = "tt.func public @k(%a: !tt.ptr<f32> loc(#l), %b: !tt.ptr<f32> loc(#l), %n: i32 loc(#l)) {"
 

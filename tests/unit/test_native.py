@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import native
 from aotpack.errors import ToolNotFound
+from aotpack.pipeline import native
 
 
 def layout(root: Path, multiarch: bool) -> Path:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import _temp, cli, new
+from aotpack import _temp
+from aotpack.commands import cli, new
 
 from ..shared import put_in_the_way
 from . import test_cache

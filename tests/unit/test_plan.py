@@ -4,8 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import classes, model, plan, recipe
+from aotpack import model
 from aotpack.errors import RecipeError
+from aotpack.plan import classes
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

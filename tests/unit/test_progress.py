@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from aotpack import cli
-from aotpack.compilers import Artifact, Pruned
+from aotpack.backends import Artifact, Pruned
+from aotpack.commands import cli
 
 
 class Terminal(io.StringIO):
@@ -28,8 +28,8 @@ OK = Artifact(variant_id="v", image=b"", entry="k", shared=0, static_shared=0, n
 @pytest.fixture
 def clock(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr("aotpack.cli.time.monotonic", lambda: now[0])
-    monkeypatch.setattr("aotpack.cli.shutil.get_terminal_size", lambda: os.terminal_size((80, 24)))
+    monkeypatch.setattr("aotpack.commands.cli.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("aotpack.commands.cli.shutil.get_terminal_size", lambda: os.terminal_size((80, 24)))
     return now
 
 

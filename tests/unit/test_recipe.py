@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import expr, model, recipe
+from aotpack import expr, model
 from aotpack.errors import RecipeError
+from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 
@@ -265,7 +266,7 @@ def test_versions_are_read_as_written_and_normalized(kernel_dir: Path) -> None:
 
 @pytest.mark.parametrize("jobs", ["0", "-3", "many"])
 def test_the_cli_wants_at_least_one_compile_process(jobs: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from aotpack import cli
+    from aotpack.commands import cli
 
     with pytest.raises(SystemExit) as info:
         cli.main(["build", "r.yaml", "-j", jobs])
@@ -287,7 +288,7 @@ def test_the_cli_wants_at_least_one_compile_process(jobs: str, capsys: pytest.Ca
 def test_the_cli_checks_its_folders_and_tools_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
 ) -> None:
-    from aotpack import cli
+    from aotpack.commands import cli
 
     file = tmp_path / "a-file"
     file.write_text("")
@@ -362,7 +363,7 @@ def test_inspect_reports_a_malformed_manifest_in_one_line(
 ) -> None:
     import zipfile
 
-    from aotpack import cli
+    from aotpack.commands import cli
 
     wheel = tmp_path / "x-1.0-cp39-abi3-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
@@ -376,7 +377,8 @@ def test_inspect_reports_a_malformed_manifest_in_one_line(
 def test_a_package_name_is_refused_alike_by_new_and_record_before_anything_runs(tmp_path: Path, name: str) -> None:
     import sys
 
-    from aotpack import new, record
+    from aotpack.backends.triton.record import recording as record
+    from aotpack.commands import new
     from aotpack.errors import UsageError
 
     problem = recipe.package_problem(name)

@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from aotpack import cli, limits, recipe, record
+from aotpack import limits
+from aotpack.backends.triton.record import recording as record
+from aotpack.commands import cli
 from aotpack.errors import RecipeError, RecordError
+from aotpack.recipe import read as recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = (ROOT / "examples" / "add.py").read_text()

@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from aotpack import distributed
+from aotpack.pipeline import distributed
 
 
 def test_a_worker_keeps_the_copies_in_use_and_drops_the_rest(tmp_path, monkeypatch):

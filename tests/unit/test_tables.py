@@ -6,8 +6,11 @@ from typing import Any
 
 import pytest
 
-from aotpack import model, plan, recipe, tables
+from aotpack import model
 from aotpack.errors import RecipeError
+from aotpack.plan import variants as plan
+from aotpack.recipe import read as recipe
+from aotpack.recipe import tables
 
 from ..shared import GOOD
 
@@ -136,7 +139,7 @@ def test_tables_that_do_not_fit_the_recipe(kernel_dir, changes, message):
 
 def test_pow2_buckets_keep_zero_and_one_apart(kernel_dir: Path) -> None:
     """Tuned rows are written under bucketed keys; 0 and 1 (often a flag) must not share a bucket."""
-    from aotpack import tune
+    from aotpack.commands import tune
 
     (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
     assert kernel.bucket == "pow2"

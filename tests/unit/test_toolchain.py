@@ -1,4 +1,4 @@
-"""Triton releases kept in aotpack's cache for `aotpack build --triton` (compilers/triton/toolchain.py): what a
+"""Triton releases kept in aotpack's cache for `aotpack build --triton` (backends/triton/toolchain.py): what a
 request may name, how one is installed (pip from a wheelhouse: a stand-in Triton wheel made here, so no network),
 found again without pip, listed and dropped with the cache, and when a build uses one."""
 
@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
-from aotpack import _tools, cache, cli
-from aotpack.compilers.triton import releases, toolchain
+from aotpack import _tools
+from aotpack.backends.triton import releases, toolchain
+from aotpack.commands import cli
 from aotpack.errors import ToolFailed, ToolNotFound, UsageError
+from aotpack.pipeline import cache
 
 from .. import shared
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from aotpack.compilers import LaunchNeeds, TmaLayout
-from aotpack.compilers.triton import _contained, _needs, _reason
+from aotpack.backends import LaunchNeeds, TmaLayout
+from aotpack.backends.triton.compiler import _contained, _needs, _reason
 
 
 def meta(**fields):
@@ -57,7 +57,7 @@ def test_a_compile_s_ptxas_is_set_for_the_compile_only(monkeypatch):
     """Triton's ptxas variables point at aotpack's pick inside one compile and are put back after it (also after a
     failed one): the process that built (pip's backend, a Dask worker planning the next build) sees the user's
     settings, and its candidates, again; a value the user sets still wins."""
-    from aotpack.compilers import triton as backend
+    from aotpack.backends.triton import compiler as backend
 
     for name in backend.USER_PTXAS:
         monkeypatch.delenv(name, raising=False)

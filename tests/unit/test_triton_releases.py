@@ -1,12 +1,12 @@
-"""The Triton releases aotpack is tested with (compilers/triton/releases.py): which one a Python gets, and an
+"""The Triton releases aotpack is tested with (backends/triton/releases.py): which one a Python gets, and an
 untested, missing or unreadable one refused when used, with what to do."""
 
 import importlib.metadata
 
 import pytest
 
-from aotpack.compilers import triton
-from aotpack.compilers.triton import releases, toolchain
+from aotpack.backends.triton import compiler as triton
+from aotpack.backends.triton import releases, toolchain
 from aotpack.errors import ToolNotFound
 
 
@@ -43,7 +43,7 @@ def test_no_triton_says_what_to_install(monkeypatch):
 
 def test_a_build_with_an_older_triton_says_so(monkeypatch, caplog):
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.6.0")
-    monkeypatch.setattr("aotpack.compilers.triton.sys.version_info", (3, 12, 1))
+    monkeypatch.setattr("aotpack.backends.triton.compiler.sys.version_info", (3, 12, 1))
     monkeypatch.setattr(triton, "ptxas_candidates", lambda: ())
     monkeypatch.setattr(triton, "ptxas_for", lambda target, candidates, floor: ())
     with caplog.at_level("WARNING", logger="aotpack"):
@@ -57,7 +57,7 @@ def test_a_build_with_an_older_triton_says_so(monkeypatch, caplog):
     assert "building with Triton" not in caplog.text
     monkeypatch.delenv(toolchain.ACTIVE)
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.8.0")
-    monkeypatch.setattr("aotpack.compilers.triton.sys.version_info", (3, 10, 4))
+    monkeypatch.setattr("aotpack.backends.triton.compiler.sys.version_info", (3, 10, 4))
     with caplog.at_level("WARNING", logger="aotpack"):
         triton.TritonCompiler.find(["sm_80"])
     assert "building with Triton" not in caplog.text

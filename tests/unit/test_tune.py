@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 
-from aotpack import recipe, tune
+from aotpack.commands import tune
+from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 
@@ -41,7 +42,7 @@ class _Torch:
 
 
 def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
-    from aotpack.tune import TuneError, visible_devices
+    from aotpack.commands.tune import TuneError, visible_devices
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert visible_devices(_Torch("H200", "H200"), "all") == [(0, "0"), (1, "1")]
@@ -58,7 +59,7 @@ def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
 def test_units_from_any_number_of_gpus_go_back_in_table_order():
     from types import SimpleNamespace
 
-    from aotpack.tune import TuneError, _per_kernel
+    from aotpack.commands.tune import TuneError, _per_kernel
 
     add: Any = SimpleNamespace(name="add")  # stand-ins for model.Kernel
     soft: Any = SimpleNamespace(name="softmax")
@@ -73,7 +74,7 @@ def test_units_are_taken_once_each_and_a_failure_stops_the_others():
     import multiprocessing
     import threading
 
-    from aotpack.tune import _take
+    from aotpack.commands.tune import _take
 
     counter = multiprocessing.get_context("spawn").Value("q", 0)
     work: list[Any] = list(range(50))

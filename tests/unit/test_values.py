@@ -8,8 +8,10 @@ import re
 
 import pytest
 
-from aotpack import build_meta, cache, cli, values
+from aotpack import build_meta, values
+from aotpack.commands import cli
 from aotpack.errors import UsageError
+from aotpack.pipeline import cache
 
 JOBS = "expected a number of parallel compiles: a whole number from 1 to 1024 in ASCII digits; got "
 SIZE = (

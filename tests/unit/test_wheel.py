@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from aotpack import repair, wheel
 from aotpack.errors import WheelError
+from aotpack.pipeline import repair, wheel
 
 
 def spec(**changes):
@@ -64,7 +64,9 @@ def test_license_expression_and_files_go_into_the_metadata(tmp_path):
     ],
 )
 def test_tag_policy(tmp_path, monkeypatch, name, ok):
-    monkeypatch.setattr("aotpack.repair._tools.run", lambda *a, **k: "is consistent with manylinux_2_17_x86_64")
+    monkeypatch.setattr(
+        "aotpack.pipeline.repair._tools.run", lambda *a, **k: "is consistent with manylinux_2_17_x86_64"
+    )
     path = tmp_path / name
     if ok:
         repair.check_tag(path)

@@ -22,11 +22,17 @@ OPENERS = {"open", "fdopen", "ZipFile", "TarFile"}
 # (file, call) that write elsewhere than a file of their own, each for its reason
 ALLOWED = {
     ("aotpack/_temp.py", "fdopen"): "the helper itself",
-    ("aotpack/cli.py", "open"): "stdout pointed at /dev/null after a broken pipe: no file is written",
-    ("aotpack/wheel.py", "ZipFile"): "the zip is written into atomic_file's handle",
+    ("aotpack/commands/cli.py", "open"): "stdout pointed at /dev/null after a broken pipe: no file is written",
+    ("aotpack/pipeline/wheel.py", "ZipFile"): "the zip is written into atomic_file's handle",
     ("aotpack/build_meta.py", "open"): "the sdist's tar is built in memory, then written by atomic_file",
-    ("aotpack/native.py", "symlink_to"): "a link inside the build's own scratch folder (Python's headers by arch)",
-    ("aotpack/record_agent.py", "open"): "runs in the recorded program: appends whole event lines; a process killed "
+    (
+        "aotpack/pipeline/native.py",
+        "symlink_to",
+    ): "a link inside the build's own scratch folder (Python's headers by arch)",
+    (
+        "aotpack/backends/triton/record/agent.py",
+        "open",
+    ): "runs in the recorded program: appends whole event lines; a process killed "
     "mid-line leaves its last line short, which record.read_events skips",
 }
 

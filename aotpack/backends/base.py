@@ -1,0 +1,92 @@
+"""What every compiler backend shares: the ``Compiler`` protocol and what a compile produces (an
+``Artifact`` with the facts the launcher needs, or a ``Pruned`` variant with the reason)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..model import Kernel
+from ..plan.variants import Variant
+
+
+@dataclass(frozen=True, kw_only=True)
+class TmaLayout:
+    """How the launcher encodes one host tensor descriptor (``cuTensorMapEncodeTiled``), as the
+    compiler chose it: the box (outermost dimension first; it may be smaller than the recipe's
+    block, which the kernel then loads in several boxes), swizzle and element type."""
+
+    box: tuple[int, ...]
+    swizzle: int  # CUtensorMapSwizzle
+    elem_type: int  # CUtensorMapDataType (the host enum)
+    elem_size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchNeeds:
+    """What a launch must provide beyond grid, block and parameters."""
+
+    scratch: tuple[int, int] = (0, 1)  # global scratch bytes per program and alignment
+    profile_scratch: tuple[int, int] = (0, 1)  # the same for the profiler's buffer
+    num_ctas: int = 1  # thread-block cluster size along x
+    cooperative: bool = False
+    pdl: bool = False  # programmatic dependent launch
+    tma: tuple[TmaLayout, ...] | None = None  # per tensor-descriptor argument; None: passed decomposed
+
+
+@dataclass(frozen=True)
+class DriverFloor:
+    """The oldest CUDA driver that loads a target's code (1000*major + 10*minor), and what set it."""
+
+    cuda: int
+    set_by: str  # the toolchain, such as "ptxas 12.2 (nvidia-cuda-nvcc-cu12 12.2.140)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact:
+    """A compiled variant: the cubin and what the launcher needs to know about it."""
+
+    variant_id: str
+    image: bytes
+    entry: str
+    shared: int  # dynamic shared memory a launch passes, when fixed at build time (Triton)
+    static_shared: int  # shared memory the code declares itself (CUDA __shared__ arrays)
+    num_warps: int  # 0 when the recipe gives the block shape (CUDA)
+    extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
+    needs: LaunchNeeds = LaunchNeeds()
+    metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
+    # the pointer arguments the code writes, read off Triton's TTIR (mutation.py); None: not known (CUDA)
+    writes: tuple[str, ...] | None = None
+    # the driver its code needs, set by the toolchain that built it: a CUDA X.Y toolchain's code is taken as
+    # needing an X.Y driver (minor-version compatibility is not relied on); None: the target's own floor
+    driver_floor: DriverFloor | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pruned:
+    """A variant that did not compile, with the reason. ``fatal``: it compiled, but needs what the
+    runtime cannot give it; the build fails rather than ship the rest without it. The reason names no
+    place in a recipe: it is cached, and serves every recipe that builds the same variant; a build
+    reports it with its own recipe's place (the kernel's ``where``)."""
+
+    variant_id: str
+    reason: str
+    fatal: bool = False
+
+
+Outcome = Artifact | Pruned
+
+
+class Compiler(Protocol):
+    def versions(self) -> Mapping[str, str]:
+        """Toolchain versions recorded in the manifest."""
+        ...
+
+    def check(self, kernels: Iterable[Kernel]) -> None:
+        """Check the recipe against the kernel sources before compiling; raise RecipeError."""
+        ...
+
+    def compile(self, variant: Variant) -> Outcome:
+        """Compile one variant (runs in a worker process)."""
+        ...

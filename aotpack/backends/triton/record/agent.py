@@ -1,0 +1,229 @@
+"""What ``aotpack record`` runs inside the recorded program: Triton's hooks, writing each compilation as it
+happens.
+
+``aotpack record`` starts the program as a child process whose ``PYTHONPATH`` leads with a folder holding this
+file as ``sitecustomize.py`` (the program's own ``sitecustomize``, if any, still runs after it) and
+``AOTPACK_RECORD_DIR`` naming where to write. Every Python process of the workload (workers it spawns too)
+installs the hooks as soon as it imports Triton, and appends one JSON line per event to ``<dir>/<pid>.jsonl``:
+``compile`` (the function, its signature, constants, attributes, options and target, as Triton's
+``jit_cache_hook`` gives them, each value encoded by ``encode``) as it happens, so that a program that crashes
+keeps what it compiled; ``launches`` and ``picks`` (what each ``@triton.autotune`` chose) at exit. aotpack,
+the parent, turns them into a recipe (``aotpack/backends/triton/record/recording.py``).
+
+A function that a fresh process could not import by its module path (defined in ``__main__``, generated into a
+temporary module, loaded from a file outside any installed package, made with ``exec``) is written out as
+source (``aot_kernels.describe``): the function and every ``@triton.jit`` function and constant it reads, by
+name, the way Triton's JIT reads them for its cache key; the first event that needs it carries its text.
+
+Self-contained: the standard library and the program's own Triton; never aotpack, which the program's Python
+may not have. A hook that fails writes a ``skipped`` line and lets the program go on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import importlib.abc
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+try:  # in aotpack's own process
+    from aotpack.runtime import aot_kernels as runtime
+except ImportError:  # in a recorded program: aotpack record puts the runtime's file beside this one
+    import _aotpack_kernels as runtime  # type: ignore[import-not-found,no-redef]
+
+ENV_DIR = "AOTPACK_RECORD_DIR"
+ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
+
+
+class Agent:
+    """Triton's hooks, chained after any already installed; each event goes to ``sink`` (by default a line of
+    ``<folder>/<pid>.jsonl``). A compile event carries a ``number`` (launch counts refer to it) and the text of
+    each written-out source the first time it is needed."""
+
+    def __init__(self, folder: str | None = None, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
+        if folder is not None:
+            os.makedirs(folder, exist_ok=True)
+            self.path = os.path.join(folder, f"{os.getpid()}.jsonl")
+        self.sink = sink or self._append
+        self.compiled = 0
+        self._sent: set[str] = set()  # sources whose text went out already
+        self._launches: dict[int, int] = {}  # compile number -> launches
+        self._handles: dict[Any, int | None] = {}
+        self._keys: dict[tuple[int, str], int] = {}
+        self._functions: dict[int, Any] = {}
+        self._previous: Any = None
+        self._unname: Any = None
+        self._lock = threading.Lock()
+
+    def _append(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event, sort_keys=True, default=repr) + "\n"
+        with self._lock, open(self.path, "a") as f:
+            f.write(line)
+
+    def on_compile(self, *, key: Any, repr: str, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
+                   already_compiled: bool) -> Any:  # fmt: skip
+        try:
+            event = runtime.payload(key, fn, compile)
+            with self._lock:
+                event["number"] = self.compiled
+                self.compiled += 1
+                self._keys[(id(fn.jit_function), str(key))] = event["number"]
+                self._functions[id(fn.jit_function)] = fn.jit_function
+            self.sink(self._with_sources(event))
+        except Exception as exc:  # a form this Triton hooks differently: say so, never break the run
+            function = f"{getattr(fn, 'module', '?')}:{getattr(fn, 'name', '?')}"
+            self.sink({"event": "skipped", "function": function, "why": f"{type(exc).__name__}: {exc}"})
+        if self._previous is None:
+            return None
+        return self._previous(key=key, repr=repr, fn=fn, compile=compile, is_manual_warmup=is_manual_warmup,
+                              already_compiled=already_compiled)  # fmt: skip
+
+    def _with_sources(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The event, with the text of every written-out source it names and no earlier event carried."""
+        names = [n for n in runtime.source_names(event) if n not in self._sent]
+        self._sent.update(names)
+        return {**event, "sources": {n: runtime.source_text(n) for n in names}} if names else event
+
+    def on_launch(self, metadata: Any) -> None:
+        try:
+            handle = metadata.get()["function"] if hasattr(metadata, "get") else None
+        except Exception:  # launch metadata a kernel computes itself may fail; counting is best effort
+            return
+        if handle is None:
+            return
+        if handle not in self._handles:
+            self._handles[handle] = self._number_of(handle)
+        number = self._handles[handle]
+        if number is not None:
+            self._launches[number] = self._launches.get(number, 0) + 1
+
+    def _number_of(self, handle: Any) -> int | None:
+        for jit_id, jit in self._functions.items():
+            for caches in getattr(jit, "device_caches", {}).values():
+                for key, kernel in caches[0].items():
+                    if getattr(kernel, "function", None) == handle:
+                        return self._keys.get((jit_id, str(key)))
+        return None
+
+    def install(self, knobs: Any = None) -> None:
+        if knobs is None:
+            knobs = importlib.import_module("triton.knobs")
+        self._previous = knobs.runtime.jit_cache_hook
+        knobs.runtime.jit_cache_hook = self.on_compile
+        knobs.runtime.launch_enter_hook.add(self.on_launch)
+        if "triton.runtime.jit" in sys.modules:  # else when it is imported (_WhenImported)
+            self.adapt(sys.modules["triton.runtime.jit"])
+
+    def adapt(self, jit_module: Any) -> None:
+        """What this Triton release needs so that the hook sees every compilation (name_function_constexprs)."""
+        self._unname = runtime.name_function_constexprs(jit_module)
+
+    def uninstall(self) -> None:
+        from triton import knobs
+
+        knobs.runtime.jit_cache_hook = self._previous
+        knobs.runtime.launch_enter_hook.remove(self.on_launch)
+        if self._unname is not None:
+            self._unname()
+
+    def finish(self) -> None:
+        """At exit (or when a recording stops): launch counts and what each autotuner picked."""
+        if self._launches:
+            self.sink({"event": "launches", "counts": {str(k): v for k, v in sorted(self._launches.items())}})
+        for jit in list(self._functions.values()):
+            chosen = runtime.picks(jit)
+            if chosen:
+                self.sink(self._with_sources({"event": "picks", "function": runtime.describe(jit), "picks": chosen}))
+
+
+# ---------------------------------------------------------------- starting in a recorded process
+
+
+class _WhenImported(importlib.abc.MetaPathFinder):
+    """Runs a callback on a module right after it is imported (the program imports Triton when it wants): the agent
+    starts with Triton's ``knobs``, and adapts to the release once ``triton.runtime.jit`` is there."""
+
+    def __init__(self, callbacks: dict[str, Callable[[Any], None]]) -> None:
+        self.callbacks = callbacks
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        callback = self.callbacks.pop(name, None)
+        if callback is None:
+            return None
+        sys.meta_path.remove(self)  # the module's own finder finds it; this one waits for the next name, if any
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.callbacks:
+                sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, then = spec.loader, callback
+
+        class _Loader(importlib.abc.Loader):
+            def create_module(self, spec: Any) -> Any:
+                return loader.create_module(spec)
+
+            def exec_module(self, module: Any) -> None:
+                loader.exec_module(module)
+                then(module)
+
+        spec.loader = _Loader()
+        return spec
+
+
+def start(folder: str, knobs: Any = None) -> Agent:
+    """Install the agent now (Triton imported) and write what it saw at exit; with a Triton release aotpack is
+    not tested with, say so and record nothing (its hooks may hand over other things)."""
+    agent = Agent(folder)
+    tested = [t for t in os.environ.get(ENV_TESTED, "").split(",") if t]
+    version = importlib.metadata.version("triton")
+    if tested and ".".join(version.split(".")[:2]) not in tested:
+        agent.sink({"event": "refused", "why": f"the program runs Triton {version}; aotpack records with Triton "
+                    f"{', '.join(t + '.x' for t in tested)}: run it where one of them is installed"})  # fmt: skip
+        return agent
+    agent.install(knobs)
+    atexit.register(agent.finish)
+    return agent
+
+
+def _when_triton_is_imported(folder: str) -> None:
+    agents: list[Agent] = []
+
+    def started(knobs: Any) -> None:
+        agents.append(start(folder, knobs))
+
+    def adapted(jit_module: Any) -> None:  # imported after knobs (Triton's own order); before: install() adapts
+        if agents:
+            agents[0].adapt(jit_module)
+
+    sys.meta_path.insert(0, _WhenImported({"triton.knobs": started, "triton.runtime.jit": adapted}))
+
+
+def _chain_sitecustomize() -> None:
+    """Run the sitecustomize this file stands before, if the environment has one."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if os.path.abspath(entry or ".") == here:
+            continue
+        candidate = os.path.join(entry or ".", "sitecustomize.py")
+        if os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_aotpack_chained_sitecustomize", candidate)
+            if spec is not None and spec.loader is not None:
+                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            return
+
+
+if __name__ == "sitecustomize" and os.environ.get(ENV_DIR):
+    if "triton.knobs" in sys.modules:
+        start(os.environ[ENV_DIR], sys.modules["triton.knobs"])
+    else:
+        _when_triton_is_imported(os.environ[ENV_DIR])
+    _chain_sitecustomize()

@@ -1,0 +1,381 @@
+"""The command line: ``aotpack build``, ``plan``, ``tune``, ``record``, ``inspect``, ``new``. The only place
+errors are caught."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO, TypeVar
+
+from .. import facts, values
+from .._version import __version__
+from ..backends import Outcome, Pruned
+from ..backends.triton import toolchain
+from ..backends.triton.record import misses
+from ..backends.triton.record.recording import Events, check_package, parse_widen, record, write
+from ..errors import AotpackError, UsageError
+from ..manifest import read_wheel
+from ..pipeline import cache
+from ..pipeline.build import BuildOptions, run
+from ..plan.variants import Variant, plan_summary, select
+from ..recipe.read import load, wanted_triton
+from .inspect import describe
+from .new import scaffold
+from .tune import Options, tune
+
+
+class Progress:
+    """Build progress on stderr: on a terminal one line, cut to its width and rewritten in place; in a
+    log, a plain line per tenth of the work. The ETA counts each backend's remaining variants at that
+    backend's own pace (the time between completions is charged to the backend that completed), since
+    nvcc variants take many times as long as Triton's."""
+
+    def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty, self.quiet = self.stream.isatty(), quiet
+        self.planned(())
+
+    def planned(self, variants: Sequence[Variant]) -> None:
+        self.left = Counter(v.kernel.backend for v in variants)
+        self.total, self.done, self.cached, self.failed = len(variants), 0, 0, 0
+        self.spent: dict[str, float] = dict.fromkeys(self.left, 0.0)  # seconds charged per backend
+        self.compiled: Counter[str] = Counter()
+        self.start = self.last = time.monotonic()
+
+    def eta(self) -> float:
+        overall = sum(self.spent.values()) / max(1, sum(self.compiled.values()))
+        pace = {b: self.spent[b] / self.compiled[b] if self.compiled[b] else overall for b in self.left}
+        return sum(n * pace[b] for b, n in self.left.items())
+
+    def __call__(self, variant: Variant, outcome: Outcome, cached: bool) -> None:
+        now = time.monotonic()
+        backend = variant.kernel.backend
+        self.done += 1
+        self.left[backend] -= 1
+        self.cached += cached
+        if not cached:
+            self.spent[backend] += now - self.last
+            self.compiled[backend] += 1
+        self.last = now
+        if isinstance(outcome, Pruned):
+            self.failed += 1
+            if not self.quiet:
+                self._print(f"pruned {outcome.variant_id}: {outcome.reason}", final=True)
+        if self.quiet:
+            return
+        line = (f"[{self.done}/{self.total}] {now - self.start:.0f}s, eta {self.eta():.0f}s, "
+                f"{self.cached} cached, {self.failed} pruned  {variant.id}")  # fmt: skip
+        if self.tty or self.done == self.total or self.done % max(1, self.total // 10) == 0:
+            self._print(line, final=self.done == self.total)
+
+    def _print(self, line: str, final: bool) -> None:
+        if not self.tty:
+            print(line, file=self.stream)
+            return
+        width = shutil.get_terminal_size().columns - 1
+        cut = line if len(line) <= width else line[: max(0, width - 1)] + "…"
+        print(f"\r\033[K{cut}", end="\n" if final else "", file=self.stream, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aotpack", description="Ahead-of-time GPU kernel bundles as wheels.")
+    parser.add_argument("--version", action="version", version=f"aotpack {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="compile a recipe into a repaired manylinux wheel")
+    b.add_argument("recipe", type=_path)
+    b.add_argument("-o", "--out-dir", type=_path, default=Path("dist"), help="where the wheel goes (default: dist)")
+    b.add_argument("-j", "--jobs", type=_positive, default=None, help="parallel compile processes (default: all cores)")
+    b.add_argument("--strict", action="store_true", help="fail when any variant fails to compile")
+    b.add_argument("--only", action="append", default=[], metavar="GLOB", help="build only variant ids matching")
+    b.add_argument("--keep-build-dir", type=_path, default=None, help="keep generated C and objects here")
+    b.add_argument("--nvcc", default=None, help="the nvcc for CUDA kernels (default: $CUDA_HOME, PATH, pip)")
+    b.add_argument("--cuda", type=_cuda, default=None, metavar="X.Y",
+                   help="the oldest CUDA driver the wheel must load on (default: the recipe's cuda:, else the "
+                        "oldest the toolchains found can build each target for)")  # fmt: skip
+    b.add_argument(
+        "--cache-dir", type=_path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
+    )
+    b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
+    b.add_argument("--triton", default=None, metavar="X.Y[.Z]",
+                   help="build with this Triton release (default: the recipe's triton:, else the installed one); "
+                        "another than the installed one is kept in the cache and used there, this environment "
+                        "untouched")  # fmt: skip
+    b.add_argument("--wheelhouse", type=_path, default=None, metavar="DIR",
+                   help=f"install --triton's release only from this folder of wheels (default: "
+                        f"${toolchain.WHEELHOUSE}, else pip's index)")  # fmt: skip
+    b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
+                   help="compile on this Dask cluster (pip install 'aotpack[dask]'; workers need aotpack and the "
+                        "same toolchain)")  # fmt: skip
+    b.add_argument("-q", "--quiet", action="store_true")
+    b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
+    b.add_argument("--winners-only", action="store_true",
+                   help="build only the configs the dispatch tables pick, and the defaults")  # fmt: skip
+    b.add_argument("--line-info", action="store_true",
+                   help="keep line info in Triton's cubins, for profilers; it holds the sources' absolute paths, "
+                        "so the wheel is then tied to this checkout")  # fmt: skip
+    t = sub.add_parser("tune", help="on a GPU host: time every variant of the installed package, write tables")
+    t.add_argument("recipe", type=_path)
+    t.add_argument("-o", "--out-dir", type=_path, default=Path("tables"), help="where the table goes (default: tables)")
+    t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
+    t.add_argument("--reps", type=_reps, default=30, help="timed runs per variant and key (median)")
+    t.add_argument("--warmup", type=_warmup, default=5, help="untimed runs first")
+    t.add_argument("--devices", default=None, metavar="all|0,1,...",
+                   help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
+    t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
+                   help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
+    i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
+    i.add_argument("wheel", type=_path)
+    i.add_argument("--json", action="store_true", help="print the manifest itself (schema: README.md)")
+    n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
+    n.add_argument("name", help="the Python package name (lower case, digits, _)")
+    n.add_argument("--dir", type=_path, default=None, help="where to write it (default: ./NAME)")
+    r = sub.add_parser(
+        "record",
+        help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
+        "of built packages missed)",
+        usage="aotpack record -o RECIPE [--package NAME] [--widen NAME=VALUES] [--report PATH] "
+        "[-- python program.py [args...]]",
+    )
+    r.add_argument("-o", "--out", type=_path, required=True, help="the recipe to write (merged into if it exists)")
+    r.add_argument("--package", default="recorded_kernels", help="package name of a new recipe")
+    r.add_argument("--widen", type=parse_widen, action="append", default=[], metavar="NAME=VALUES",
+                   help="build every recorded variant with constexpr NAME also at these values (1,2,4,8; 1..64; "
+                   "1..256:pow2): the set a deployment needs (repeatable)")  # fmt: skip
+    r.add_argument("--report", type=_path, action="append", default=[], metavar="PATH",
+                   help="class misses reported elsewhere (a file, or an AOTPACK_REPORT folder) to add to the "
+                   "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
+    r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
+    c = sub.add_parser("cache", help="show the cache of compiled variants and wheels; trim or clear it")
+    c.add_argument("--cache-dir", type=_path, default=None, help="the cache (default: ~/.cache/aotpack)")
+    what = c.add_mutually_exclusive_group()
+    what.add_argument("--trim", type=_size, default=None, metavar="SIZE",
+                      help="drop the least recently used entries until it holds at most SIZE (500M, 10G)")  # fmt: skip
+    what.add_argument("--clear", action="store_true", help="remove every entry")
+    p = sub.add_parser("plan", help="list the variant ids a recipe builds")
+    p.add_argument("recipe", type=_path)
+    p.add_argument("--only", action="append", default=[], metavar="GLOB")
+    return parser
+
+
+def _writable_folder(path: Path, what: str) -> None:
+    """Checked before any work, creating nothing: the folder is one this user can write in, or can
+    be made inside the nearest folder that exists."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "it is" if existing == path else f"{existing} is"
+        raise UsageError(f"{what} {path}: {where} a file, not a folder; give a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: {existing} is not writable; give a folder you can write")
+
+
+def _cuda(text: str) -> int:
+    try:
+        return facts.cuda_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+T = TypeVar("T")
+
+
+def _option(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An option's type from one of the readers of values.py: its message is what argparse says."""
+
+    def typed(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return typed
+
+
+_positive = _option(values.jobs)
+_size = _option(cache.parse_size)
+_reps = _option(lambda text: values.runs(text, 1))
+_warmup = _option(lambda text: values.runs(text, 0))
+_path = _option(values.path)
+
+
+def _cache_command(folder: Path | None, trim: int | None) -> str:
+    """aotpack cache: what the cache holds, after trimming it to ``trim`` bytes when given."""
+    cache.size_limit()  # the bound a build keeps: refused here as a build refuses it
+    store = cache.Cache(folder or cache.default_dir())
+    entries, done = store.entries(), ""
+    if trim is not None:  # one walk of the cache, not two
+        trimmed = store.trim(trim, entries)
+        done = f"dropped {len(trimmed.dropped)} entries ({trimmed.freed / 1e6:.1f} MB); "
+        if trimmed.failed:
+            raise UsageError(f"{done}{len(trimmed.failed)} could not be removed, such as {trimmed.failed[0]}: make "
+                             f"{store.root} writable, or remove them yourself")  # fmt: skip
+        dropped = set(trimmed.dropped)
+        entries = [e for e in entries if e not in dropped]
+    kinds = Counter("link" if e.link else e.path.parent.name for e in entries)
+    tools = sorted(e.path.name.removeprefix("triton-") for e in entries if not e.link and
+                   e.path.parent.name == toolchain.FOLDER)  # fmt: skip
+    listed = f" ({', '.join(tools)})" if tools else ""
+    links = f", {kinds['link']} links (not followed; --clear removes the links)" if kinds["link"] else ""
+    total = sum(e.bytes for e in entries)
+    return (
+        f"{done}{store.root}: {len(entries) - kinds['wheels'] - len(tools) - kinds['link']} compiled variants, "
+        f"{kinds['wheels']} wheels and {len(tools)} Triton toolchains{listed}{links}, {total / 1e6:.1f} MB; a "
+        f"build keeps it to {cache.size_setting()} (${cache.SIZE_SETTING})"
+    )
+
+
+def _plan(args: argparse.Namespace) -> None:
+    rec, variants = select(load(args.recipe), tuple(args.only))
+    for variant in variants:
+        print(variant.id)
+    for line in plan_summary(rec, variants):  # on stderr: the ids stay a clean list
+        print(line, file=sys.stderr)
+
+
+def _new(args: argparse.Namespace) -> None:
+    dest = args.dir or Path(args.name)
+    files = scaffold(args.name, dest)
+    print(
+        f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
+        f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"
+    )
+
+
+def _cache(args: argparse.Namespace) -> None:
+    print(_cache_command(args.cache_dir, 0 if args.clear else args.trim))
+
+
+def _inspect(args: argparse.Namespace) -> None:
+    manifest = read_wheel(args.wheel)
+    print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
+
+
+def _record(args: argparse.Namespace) -> None:
+    check_package(args.package)
+    out = args.out  # checked before the program runs: what it records would have nowhere to go
+    if out.is_dir():
+        raise UsageError(f"-o {out}: a folder; give the recipe file to write, e.g. -o {out / 'recipe.yaml'}")
+    if out.is_symlink() and not out.exists():
+        raise UsageError(f"-o {out}: a symlink to {os.readlink(out)}, which does not exist; give the recipe file "
+                         "itself, or remove the link")  # fmt: skip
+    if out.exists() and not out.is_file():
+        raise UsageError(f"-o {out}: not a regular file (a FIFO, socket or device); give the recipe file to write")
+    _writable_folder(out.parent, "-o")
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    reported = misses.read_reports(args.report)
+    found = reported.misses
+    if reported.compilations:  # what activated packages let Triton's JIT compile elsewhere
+        events = Events()
+        for number, event in enumerate(reported.compilations):
+            event.setdefault("number", number)
+            events.add(event, "report")
+        if write(args.out, events, args.package, widen=dict(args.widen)):
+            print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
+        else:
+            print(f"{args.out} unchanged: it holds the rows of all {len(events.compiled)} compilations reported")
+    if program or not args.report:
+        summary = record(program, args.out, args.package, dict(args.widen))
+        compiled = summary.events.compilations()
+        counts = (f"{len(compiled)} compilations of {len({c.function.identity for c in compiled})} kernels, "
+                  f"{sum(c.launches for c in compiled)} launches")  # fmt: skip
+        if summary.written:
+            print(f"wrote {args.out}: {counts}")
+        elif compiled:
+            print(f"{args.out} unchanged: it holds the rows of all {counts}")
+        else:
+            print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
+        for function, why in sorted(summary.events.skipped.items()):
+            print(f"not recorded: {function}: {why}", file=sys.stderr)
+        found += summary.misses
+    if found and args.out.is_file():
+        for line in misses.add_classes(args.out, found):
+            print(f"{args.out}: {line}")
+    elif found:
+        print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
+
+
+def _tune(args: argparse.Namespace) -> None:
+    _writable_folder(args.out_dir, "-o")
+    opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
+    print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)}")
+
+
+def _build(args: argparse.Namespace) -> int | None:
+    for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
+                         (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip
+        if folder is not None:
+            _writable_folder(folder, what)
+    if args.nvcc is not None and shutil.which(args.nvcc) is None:
+        raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
+    release = _release(args)
+    if release is not None:  # another Triton than this environment's: the build runs with it, in a child
+        print(f"building with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
+        return toolchain.run_build(release, args.argv)
+    started = time.monotonic()
+    options = BuildOptions(
+        out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
+        keep_build_dir=args.keep_build_dir, nvcc=args.nvcc, winners_only=args.winners_only,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, line_info=args.line_info, cuda_floor=args.cuda,
+        executor=args.executor,
+    )  # fmt: skip
+    result = run(load(args.recipe), options, Progress(args.quiet))
+    pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
+    cached = ", unchanged: from the cache" if result.cached else ""
+    size = result.wheel.stat().st_size / 1e6
+    print(f"built {result.wheel} ({size:.2f} MB, {result.variants} variants{pruned}{cached}, "
+          f"{time.monotonic() - started:.0f}s)")  # fmt: skip
+    return None
+
+
+def _release(args: argparse.Namespace) -> toolchain.Toolchain | None:
+    """The toolchain a build runs with, where --triton (or the recipe's triton:) names another release than the
+    one installed; None to build here."""
+    if toolchain.check_active() is not None:
+        return None  # the build's child: its release is first on the path
+    wanted, where = (args.triton, "--triton") if args.triton else (wanted_triton(args.recipe), "")
+    if wanted is None:
+        return None
+    try:
+        request = toolchain.Request.parse(wanted)
+    except ValueError as exc:
+        raise UsageError(f"{where} {wanted}: {exc}") from None  # the recipe's own value was checked with its line
+    return toolchain.needed(request, args.cache_dir or cache.default_dir(), args.wheelhouse)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
+    "build": _build, "tune": _tune, "inspect": _inspect, "new": _new, "record": _record, "cache": _cache,
+    "plan": _plan,
+}  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)  # an option's reader may raise aotpack's own error (--widen)
+        args.argv = list(sys.argv[1:] if argv is None else argv)
+        verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
+        level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+        logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+        return COMMANDS[args.command](args) or 0
+    except AotpackError as exc:
+        # a message may quote what a file held (a lone surrogate, say): printed escaped, whatever stderr's encoding
+        print(f"aotpack: error: {exc}".encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("aotpack: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`aotpack plan ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""``aotpack inspect WHEEL``: what a built wheel holds, read from its manifest (tables, or --json)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..errors import WheelError
+from ..manifest import Manifest
+
+
+def describe(manifest: Manifest, wheel_name: str) -> str:
+    """``render``, or one error line when the manifest lacks what aotpack writes."""
+    try:
+        return render(manifest, wheel_name)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as exc:
+        raise WheelError(
+            f"{wheel_name}: its manifest lacks what aotpack writes ({type(exc).__name__}: {exc}); "
+            "was it built by another version? rebuild the wheel"
+        ) from None
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def render(manifest: Manifest, wheel_name: str) -> str:
+    tags = wheel_name[: -len(".whl")].split("-")[2:] if wheel_name.endswith(".whl") else []
+    out = [
+        f"{manifest['package']} {manifest['version']}  (built by aotpack {manifest['aotpack']}; {'-'.join(tags)})",
+        "targets (and the NVIDIA driver their code needs): "
+        + ", ".join(f"{t} (CUDA {v}+)" for t, v in sorted(manifest["min_driver_cuda"].items())),
+        "",
+        _table([["toolchain", "version"], *([k, v] for k, v in sorted(manifest["toolchain"].items()))]),
+        "",
+    ]
+    rows = [["kernel", "source", "types", "key", "variants", "pruned", "dispatch rows", "per target"]]
+    for name, k in sorted(manifest["kernels"].items()):
+        per_target = Counter(v["target"] for v in k["variants"])
+        rows.append([
+            name, k["source"], " ".join(f"{t}={'|'.join(c)}" for t, c in k["types"].items()) or "-",
+            ", ".join(n for n, _ in k["key"]) + f" ({k['bucket']})" if k["key"] else "-",
+            str(len(k["variants"])), str(len(k["pruned"])), str(len(k["dispatch"])),
+            " ".join(f"{t}:{n}" for t, n in sorted(per_target.items())),
+        ])  # fmt: skip
+    out += [_table(rows), ""]
+    # what each class assumes, in Triton's JIT terms (D: 16-divisible or aligned, 1: equal to 1, N: None)
+    out += ["specialization classes (most specialized first):"]
+    for name, k in sorted(manifest["kernels"].items()):
+        for spec in k.get("specializations", []):
+            terms = " ".join(f"{arg}={state}" for arg, state in spec["assumes"].items()) or "nothing assumed"
+            out.append(f"  {name} {spec['name']}: {terms}")
+    out.append("")
+    pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
+    if pruned:
+        out += ["pruned variants:", *(f"  {p['id']}: {p['reason']}" for _, p in pruned), ""]
+    out += [_table([["source", "sha256"], *([p, d[:16]] for p, d in sorted(manifest["sources"].items()))])]
+    return "\n".join(out)

