@@ -11,6 +11,7 @@ from typing import Literal
 
 from . import expr, facts
 from .errors import Location
+from .plan.states import State
 
 Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
@@ -97,7 +98,7 @@ class Arg:
     optional: bool = False  # a call may pass None (built as the JIT's None specialization)
     # What Triton's JIT can key this argument on ("D": 16-divisible or aligned, "1": equal to 1,
     # "": nothing); read from the kernel's Triton release for Triton kernels (see backends/triton/)
-    jit_states: tuple[str, ...] = ("",)
+    jit_states: tuple[State, ...] = ("",)
     where: Location
 
     @property
@@ -152,7 +153,7 @@ class Point:
 
     binding: tuple[tuple[str, str], ...]
     config: Config
-    states: tuple[str, ...]
+    states: tuple[State, ...]
     launches: int  # how often the recording launched it
 
 

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import cast
 
 from .. import expr, facts, limits
-from ..backends.triton.introspect import ANY, DIV16, NONE, ONE
 from ..errors import RecipeError
 from ..model import Arg, Kernel, Rule
 from ..plan import classes
 from ..plan.classes import Spec
+from ..plan.states import ANY, DIV16, NONE, ONE
 from ..plan.variants import Variant
 from . import BuildInput, KernelBuild, compress
 

@@ -34,10 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..backends.triton.introspect import ANY, DIV16, NONE, ONE
 from ..errors import RecipeError
 from ..model import Arg, Kernel
 from . import typical
+from .states import ANY, DIV16, NONE, ONE
 
 MAX_CLASSES = 256  # `specialize: all` past this many classes is refused
 

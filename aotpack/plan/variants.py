@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass
 
 from .. import expr
-from ..backends.triton.introspect import NONE
 from ..errors import RecipeError
 from ..model import Arg, Config, Kernel, Recipe
 from .classes import Spec, specs
+from .states import NONE
 
 _TARGET = re.compile(r"^(sm|compute)_\d+a?$")
 

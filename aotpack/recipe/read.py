@@ -29,7 +29,6 @@ import packaging.version
 
 from .. import expr, facts, limits
 from ..backends.triton import introspect, toolchain
-from ..backends.triton.introspect import DIV16, NONE, ONE
 from ..errors import Location, RecipeError
 from ..model import (  # fmt: skip
     BUCKETS,
@@ -56,6 +55,7 @@ from ..model import (  # fmt: skip
     const_text,
 )
 from ..plan import classes
+from ..plan.states import ANY, DIV16, NONE, ONE, State
 from ..runtime import aot_kernels
 from . import sources as _sources
 from . import tables, yamlnodes
@@ -88,7 +88,7 @@ _POINT_KEYS = ("types", "config", "class", "launches")
 # what a `launch: triton` kernel takes: the caller gives the grid and the config, so no dispatch
 _LAUNCHED_KEYS = ("triton", "launch", "doc", "args", "types", "targets", "options", "variants", "autotuned")
 _PICK_KEYS = ("key", "config")
-_CLASS_LETTERS = {"D": DIV16, "1": ONE, "N": NONE, "_": ""}
+_CLASS_LETTERS: dict[str, State] = {"D": DIV16, "1": ONE, "N": NONE, "_": ""}
 _OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas", "launch_pdl", "launch_cooperative_grid")
 _BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
 _CONFIG_LAUNCH = ("num_warps", "num_stages")
@@ -710,7 +710,7 @@ def _point(
     if len(spelled) != len(runtime) or any(c not in _CLASS_LETTERS for c in spelled):
         raise fields["class"].fail(f"expected one letter per argument ({len(runtime)}: "
                                    f"{', '.join(a.name for a in runtime)}), each D, 1, N or _")  # fmt: skip
-    states = []
+    states: list[State] = []
     for arg, letter in zip(runtime, spelled, strict=True):
         state = _CLASS_LETTERS[letter]
         allowed = {"", NONE} if arg.pointer else set(arg.jit_states)
@@ -1020,7 +1020,8 @@ def _plain_arg(
     if not specialize and hint is not None:
         raise fields["specialize"].fail("'specialize: false' and a hint contradict each other")
     what = "pointer" if pointer else facts.dtypes()[dtype].value
-    states = {"pointer": (DIV16, ""), "int": (ONE, DIV16, "")}.get(what, ("",)) if specialize else ("",)
+    by_kind: dict[str, tuple[State, ...]] = {"pointer": (DIV16, ANY), "int": (ONE, DIV16, ANY)}
+    states = by_kind.get(what, (ANY,)) if specialize else (ANY,)
     return Arg(name=name, pointer=pointer, dtype=dtype, typevar=typevar, hint=hint, required=bool(m["required"]),
                contiguous=contiguous, launch_only=launch_only, optional=optional, jit_states=states,
                where=where)  # fmt: skip

@@ -14,9 +14,9 @@ import pytest
 
 from aotpack import build, model
 from aotpack.backends.triton import introspect
-from aotpack.backends.triton.introspect import NONE
 from aotpack.plan import classes
 from aotpack.plan import variants as plan
+from aotpack.plan.states import NONE
 from aotpack.recipe import read as recipe
 from aotpack.recipe import sources as _sources
 

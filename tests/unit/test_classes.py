@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from aotpack import expr
-from aotpack.backends.triton.introspect import ANY, DIV16, ONE
 from aotpack.errors import RecipeError
 from aotpack.plan import classes, typical
+from aotpack.plan.states import ANY, DIV16, ONE
 from aotpack.recipe import read as recipe
 
 # liger-kernel's RMSNorm forward, as a user writes its recipe; $Y, $RSTD, ... are replaced per case. The

@@ -35,11 +35,11 @@ from typing import Any
 from ... import _temp, _tools, facts
 from ...errors import ToolNotFound
 from ...model import ConstValue, DtypeConst, FunctionConst, Kernel, Source
+from ...plan.states import DIV16, NONE, ONE
 from ...plan.variants import Variant
 from ...recipe import sources as _sources
 from ..base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
 from . import introspect, releases, toolchain
-from .introspect import DIV16, NONE, ONE
 from .mutation import written_arguments
 
 log = logging.getLogger("aotpack")

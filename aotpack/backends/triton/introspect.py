@@ -19,9 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-# What Triton's JIT keys an argument on, in its own terms: nothing, divisible by 16 (or 16-byte aligned),
-# equal to 1 (folded into the code), None (folded too). Classes of variants are spelt with these.
-ANY, DIV16, ONE, NONE = "", "D", "1", "N"
+from ...plan.states import ANY, DIV16, ONE, State
 
 
 class IntrospectError(Exception):
@@ -35,8 +33,8 @@ class Param:
     default: Any = None  # the signature's default, when has_default
     has_default: bool = False
     # runtime params: what the JIT keys it on, per kind of argument the recipe gives it
-    pointer_states: tuple[str, ...] = (DIV16, ANY)
-    int_states: tuple[str, ...] = (ONE, DIV16, ANY)
+    pointer_states: tuple[State, ...] = (DIV16, ANY)
+    int_states: tuple[State, ...] = (ONE, DIV16, ANY)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,7 +175,7 @@ def _params(fn: Any) -> tuple[Param, ...]:
     return tuple(out)
 
 
-def _states(name: str, probes: list[tuple[Any, Any]], ours: Any) -> tuple[str, ...]:
+def _states(name: str, probes: list[tuple[Any, Any]], ours: Any) -> tuple[State, ...]:
     """The classes the JIT gives an argument over the probes, checked against aotpack's rule: the
     JIT may specialize less (do_not_specialize, annotations), never differently."""
     seen = []
@@ -196,7 +194,7 @@ def _states(name: str, probes: list[tuple[Any, Any]], ours: Any) -> tuple[str, .
             )
         if state not in seen:
             seen.append(state)
-    order = (ONE, DIV16, ANY)
+    order: tuple[State, ...] = (ONE, DIV16, ANY)
     return tuple(s for s in order if s in seen or s == ANY)
 
 
