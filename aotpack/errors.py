@@ -1,8 +1,8 @@
 """The one error hierarchy of aotpack.
 
 Every error a user can cause or fix is an ``AotpackError``; the CLI's ``main()`` catches it once,
-prints its message and exits with its ``exit_code``. Messages say what is wrong, where, and what to
-do next.
+prints its message and exits with its ``exit_code``, one per class (``EXIT_CODES``; the README's
+"Exit codes" lists them). Messages say what is wrong, where, and what to do next.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class AotpackError(Exception):
 class RecipeError(AotpackError):
     """The recipe is invalid; the message starts with ``file:line:col``."""
 
-    exit_code = 2
+    exit_code = 8
 
     def __init__(self, message: str, where: Location | None = None) -> None:
         self.where = where
@@ -43,7 +43,8 @@ class RecipeError(AotpackError):
 
 
 class UsageError(AotpackError):
-    """A command-line argument cannot work (a folder that is a file or not writable, a missing tool)."""
+    """A command-line argument cannot work (a folder that is a file or not writable, a missing tool). The
+    code is argparse's own for the options it refuses: both are a command line to correct."""
 
     exit_code = 2
 
@@ -93,10 +94,30 @@ class OutputError(AotpackError, OSError):
     """A file aotpack writes could not be written (a full disk, a read-only or vanished folder). Also an
     OSError, so that a writer whose output is optional (the cache's size stamp) still skips it."""
 
-    exit_code = 1
+    exit_code = 9
 
     def __init__(self, errno: int | None, reason: str, path: str) -> None:
         super().__init__(errno, reason, path)  # OSError's own fields: errno, strerror (the reason), filename
 
     def __str__(self) -> str:
         return f"cannot write {self.filename}: {self.strerror}; free space there, or write somewhere else"
+
+
+class TuneError(AotpackError):
+    """Tuning could not run (no GPU, package not installed, a hook failed)."""
+
+    exit_code = 10
+
+
+class ScaffoldError(AotpackError):
+    """``aotpack new`` cannot write the project (an invalid name, a folder in the way)."""
+
+    exit_code = 11
+
+
+# every class's exit code, the documented table (tests check each class has its own)
+EXIT_CODES: dict[type[AotpackError], int] = {
+    cls: cls.exit_code
+    for cls in (AotpackError, UsageError, ToolNotFound, ToolFailed, CompileError, WheelError, RecordError,
+                RecipeError, OutputError, TuneError, ScaffoldError)
+}  # fmt: skip

@@ -13,12 +13,8 @@ from pathlib import Path, PurePath
 
 from .. import values
 from .._temp import atomic_file
-from ..errors import AotpackError
+from ..errors import ScaffoldError
 from ..recipe import read as recipe
-
-
-class ScaffoldError(AotpackError):
-    exit_code = 2
 
 
 def _files(folder: Traversable, prefix: str = "") -> list[tuple[str, str]]:

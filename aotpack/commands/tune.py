@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import expr, model
 from .._version import __version__
-from ..errors import AotpackError, RecipeError, UsageError
+from ..errors import RecipeError, TuneError, UsageError
 from ..pipeline import distributed
 from ..recipe import read as recipe
 from ..recipe import sources as _sources
@@ -41,12 +41,6 @@ from ..recipe import tables
 log = logging.getLogger("aotpack")
 INPUT_SETS = 3
 L2_FLUSH_BYTES = 256 << 20
-
-
-class TuneError(AotpackError):
-    """Tuning could not run (no GPU, package not installed, a hook failed)."""
-
-    exit_code = 7
 
 
 @dataclass(frozen=True, kw_only=True)

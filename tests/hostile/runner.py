@@ -43,12 +43,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from aotpack import errors
+
 from . import commands
 from .generator import Case, Special
 
 CLASSES = ("GOOD", "VAGUE", "TRACEBACK", "HANG", "CRASH", "WRONG-ACCEPT", "WRONG-REJECT", "WRITES", "SKIPPED")
 FAILING = ("TRACEBACK", "HANG", "CRASH", "WRONG-ACCEPT", "WRITES")
-AOTPACK_EXIT_CODES = {1, 2, 3, 4, 5, 6, 7}
+AOTPACK_EXIT_CODES = set(errors.EXIT_CODES.values())
 TIMEOUT = 10.0  # seconds before a child is killed; budgets (1 s) are what classify a HANG
 MEMORY = 3 << 30  # address space a fork child may add before MemoryError
 _NAMES_A_FILE = re.compile(r"(\S+\.(yaml|yml|json|toml|py|cu)\b|/dev/\w+|\b(recipe|tuning table) \S+)")

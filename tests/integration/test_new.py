@@ -28,11 +28,11 @@ def test_new_package_builds_and_passes_its_tests(tmp_path, capsys):
 
 
 def test_new_refuses_bad_names_and_full_folders(tmp_path, capsys):
-    assert cli.main(["new", "Bad-Name", "--dir", str(tmp_path / "x")]) == 2
+    assert cli.main(["new", "Bad-Name", "--dir", str(tmp_path / "x")]) == 11
     assert "'Bad-Name' is not a valid package name" in capsys.readouterr().err
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
-    assert cli.main(["new", "kit", "--dir", str(tmp_path / "full")]) == 2
+    assert cli.main(["new", "kit", "--dir", str(tmp_path / "full")]) == 11
     assert "exists and is not empty" in capsys.readouterr().err
 
 

@@ -68,7 +68,7 @@ def test_a_destination_that_is_not_a_new_folder_is_refused(tmp_path, kind, capsy
     links = {"dangling": tmp_path / "nothing", "link-outside": outside, "link-to-empty": tmp_path / "empty"}
     put_in_the_way(dest, {"under-a-file": "file", "link-outside": "link", "link-to-empty": "link"}.get(kind, kind),
                    links.get(kind))  # fmt: skip
-    assert _scaffold(["kit", "--dir", str(target)], capsys) == (2, f"aotpack: error: {message}\n")
+    assert _scaffold(["kit", "--dir", str(target)], capsys) == (11, f"aotpack: error: {message}\n")
     assert sorted(p.name for p in outside.iterdir()) == ["sentinel"] and (outside / "sentinel").stat().st_mtime == 1
     assert not (tmp_path / "nothing").exists() and not any((tmp_path / "empty").glob("*"))
     assert kind not in ("file", "under-a-file") or dest.read_text() == "mine"
@@ -78,7 +78,7 @@ def test_a_destination_that_is_not_a_new_folder_is_refused(tmp_path, kind, capsy
 def test_a_name_that_would_not_make_a_recipe_is_refused(tmp_path, name, capsys):
     code, err = _scaffold([name, "--dir", str(tmp_path / "d")], capsys)
     assert (
-        code == 2 and err.startswith(f"aotpack: error: {name!r} is not a valid package name") and err.count("\n") == 1
+        code == 11 and err.startswith(f"aotpack: error: {name!r} is not a valid package name") and err.count("\n") == 1
     )
     assert not (tmp_path / "d").exists()
 
@@ -86,7 +86,7 @@ def test_a_name_that_would_not_make_a_recipe_is_refused(tmp_path, name, capsys):
 def test_an_unwritable_parent_is_said_and_nothing_is_left(open_tmp):
     (open_tmp / "ro").mkdir()
     done = as_nobody(["new", "kit", "--dir", str(open_tmp / "ro" / "kit")])
-    assert (done.returncode, done.stderr) == (2, f"aotpack: error: cannot write {open_tmp}/ro/kit (Permission denied); "
+    assert (done.returncode, done.stderr) == (11, f"aotpack: error: cannot write {open_tmp}/ro/kit (Permission denied); "
                                               "nothing was written: give a folder you can write with --dir\n")  # fmt: skip
     assert not list((open_tmp / "ro").iterdir())
 
@@ -112,7 +112,7 @@ def test_a_failed_scaffold_leaves_no_file_half_written_and_none_at_all(tmp_path,
     if existing:
         dest.mkdir()
     code, err = _scaffold(["kit", "--dir", str(dest)], capsys)
-    assert (code, err) == (2, f"aotpack: error: cannot write {opened[-1]} (No space left on device); nothing was "
+    assert (code, err) == (11, f"aotpack: error: cannot write {opened[-1]} (No space left on device); nothing was "
                               "written: give a folder you can write with --dir\n")  # fmt: skip
     assert (list(dest.iterdir()) == []) if existing else not dest.exists()
     assert list(tmp_path.iterdir()) == ([dest] if existing else [])

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import expr, model
+from aotpack import errors, expr, model
 from aotpack.errors import RecipeError
 from aotpack.recipe import read as recipe
 
@@ -383,7 +383,7 @@ def test_a_package_name_is_refused_alike_by_new_and_record_before_anything_runs(
 
     problem = recipe.package_problem(name)
     assert problem is not None and repr(name) in problem
-    with pytest.raises(new.ScaffoldError) as scaffolded:
+    with pytest.raises(errors.ScaffoldError) as scaffolded:
         new.scaffold(name, tmp_path / "new")
     assert str(scaffolded.value) == problem and not (tmp_path / "new").exists()
     ran = tmp_path / "ran"

@@ -42,7 +42,8 @@ class _Torch:
 
 
 def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
-    from aotpack.commands.tune import TuneError, visible_devices
+    from aotpack.commands.tune import visible_devices
+    from aotpack.errors import TuneError
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert visible_devices(_Torch("H200", "H200"), "all") == [(0, "0"), (1, "1")]
@@ -59,7 +60,8 @@ def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
 def test_units_from_any_number_of_gpus_go_back_in_table_order():
     from types import SimpleNamespace
 
-    from aotpack.commands.tune import TuneError, _per_kernel
+    from aotpack.commands.tune import _per_kernel
+    from aotpack.errors import TuneError
 
     add: Any = SimpleNamespace(name="add")  # stand-ins for model.Kernel
     soft: Any = SimpleNamespace(name="softmax")
