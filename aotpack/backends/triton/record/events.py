@@ -18,7 +18,7 @@ and said (``Events.skipped``), never raised.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,9 @@ from ....runtime import aot_kernels
 # a JSON value as the agent writes it
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 Indices = tuple[int, ...]  # where a value sits among the function's parameters (Triton's constants and attrs)
+# what a recipe row says of a compilation: types, states, constexprs (as JSON), warps, stages, options
+Row = tuple[tuple[tuple[str, str], ...], tuple[str, ...], str, int, int, tuple[tuple[str, Json], ...]]
+Ident = tuple[str, int, Row]  # a compilation: its function's identity, its arch, its row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +51,7 @@ class Function:
         return f"kernels/{self.source}:{self.name}" if self.source else f"{self.module}:{self.qualname}"
 
     @staticmethod
-    def from_json(described: Any) -> Function:
+    def from_json(described: Mapping[str, Any]) -> Function:
         """From ``aot_kernels.describe``'s form."""
         source = described.get("source")
         if source is not None and not isinstance(source, str):
@@ -145,8 +148,9 @@ class Refused:
 
 
 Event = Compile | Launches | Picks | Skipped | Refused
-KINDS: dict[str, type[Compile] | type[Launches] | type[Picks] | type[Skipped] | type[Refused]] = {
-    "compile": Compile, "launches": Launches, "picks": Picks, "skipped": Skipped, "refused": Refused,
+READERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {  # by the kind an event's "event" names
+    "compile": Compile.from_json, "launches": Launches.from_json, "picks": Picks.from_json,
+    "skipped": Skipped.from_json, "refused": Refused.from_json,
 }  # fmt: skip
 
 
@@ -161,8 +165,8 @@ class Unreadable(ValueError):
 def read_event(event: Mapping[str, Any]) -> Event | None:
     """The event a JSON object of the agent is (None: a kind this aotpack does not know); KeyError, TypeError,
     ValueError or AttributeError where it does not hold what its kind says."""
-    kind = KINDS.get(str(event.get("event")))
-    return None if kind is None else kind.from_json(event)
+    reader = READERS.get(str(event.get("event")))
+    return None if reader is None else reader(event)
 
 
 def _sources(event: Mapping[str, Any]) -> dict[str, str]:
@@ -172,15 +176,16 @@ def _sources(event: Mapping[str, Any]) -> dict[str, str]:
     return sources
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{value!r:.50} is not a type's name")
     return value
 
 
-def _indices(path: Any) -> Indices:
-    out = tuple(path)
-    if not all(isinstance(i, int) for i in out):
+def _indices(path: Iterable[object]) -> Indices:
+    given = tuple(path)
+    out = tuple(i for i in given if isinstance(i, int))
+    if len(out) != len(given):
         raise TypeError(f"{path!r:.50} is not a list of parameter indices")
     return out
 
@@ -199,16 +204,16 @@ class Compilation:
     constexprs: tuple[tuple[str, Any], ...]  # values as recipes write them (plain, or tagged: see _recipe_value)
     num_warps: int
     num_stages: int
-    options: tuple[tuple[str, Any], ...]  # launch options that change the code, where not Triton's defaults
+    options: tuple[tuple[str, Json], ...]  # launch options that change the code, where not Triton's defaults
     arch: int  # compute capability, e.g. 90
     launches: int = 0
 
     @property
-    def ident(self) -> tuple[Any, ...]:
-        return (self.function.identity, self.arch, *self.variant)
+    def ident(self) -> Ident:
+        return (self.function.identity, self.arch, self.variant)
 
     @property
-    def variant(self) -> tuple[Any, ...]:
+    def variant(self) -> Row:
         """What a recipe row says of it (the kernel and the targets are said elsewhere)."""
         consts = json.dumps(self.constexprs, sort_keys=True)
         return (self.types, self.states, consts, self.num_warps, self.num_stages, self.options)
@@ -279,13 +284,13 @@ class Events:
     """What a recording saw: compilations (with launch counts), autotuner picks, the written-out sources,
     and what could not be recorded (function -> why)."""
 
-    compiled: dict[tuple[Any, ...], Compilation] = field(default_factory=dict)
+    compiled: dict[Ident, Compilation] = field(default_factory=dict)
     picks: dict[str, list[Json]] = field(default_factory=dict)  # identity -> picks
     sources: dict[str, str] = field(default_factory=dict)  # file name -> text
     skipped: dict[str, str] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)  # a process whose Triton aotpack is not tested with
-    _numbers: dict[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)  # (process, number) -> ident
-    _launches: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    _numbers: dict[tuple[str, int], Ident] = field(default_factory=dict)  # (process, number) -> ident
+    _launches: dict[Ident, int] = field(default_factory=dict)
 
     def add(self, event: Mapping[str, Any], process: str = "") -> None:
         """One event of ``process`` (a JSON object the agent wrote, or a report's: read elsewhere, possibly

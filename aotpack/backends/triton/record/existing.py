@@ -15,7 +15,7 @@ from ....recipe import yamlnodes
 from . import yamlio
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Existing:
     """The recipe a recording merges into: its text, its data (None: it holds only comments), how it indents
     (mapping, sequence, the dash's offset), which the lines a merge adds take, and its round-trip document

@@ -13,13 +13,13 @@ from typing import Any
 from .... import facts
 from ....errors import RecordError
 from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
-from .events import Compilation, Function, Json
-from .widen import widened
+from .events import Compilation, Function, Json, Row
+from .widen import Scalar, widened
 
 
 def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
-                widen: dict[str, list[Any]] | None = None,
+                widen: dict[str, list[Scalar]] | None = None,
                 dropped: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included)."""
@@ -39,7 +39,7 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
         name = by_source.get(source) or _kernel_name(source.rpartition(":")[2], set(kernels))
         old = kernels.get(name) if isinstance(kernels.get(name), dict) else None
         kept = {c.variant: c for c in compilations_of(old)} if old is not None else {}
-        fresh: dict[tuple[Any, ...], Compilation] = {}
+        fresh: dict[Row, Compilation] = {}
         for c in group:  # one row twice (per arch): launches added up
             same = fresh.get(c.variant)
             fresh[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
@@ -124,7 +124,7 @@ def compilations_of(kernel: dict[str, Any]) -> list[Compilation]:
     return out
 
 
-def _kernel(source: str, group: list[Compilation], picks: list[dict[str, Any]], dropped: dict[str, str]) -> Any:
+def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: dict[str, str]) -> Any:
     """A `launch: triton` kernel of the recipe from one function's compilations."""
     runtime = [n for n, _ in group[0].types]
     # a pointer argument's dtype per compilation; arguments whose columns agree share a type variable
@@ -186,7 +186,7 @@ def row_key(row: dict[str, Any]) -> str:
     return json.dumps([row.get("types"), row.get("config"), row.get("class")], sort_keys=True, default=str)
 
 
-def _tuned_key(pick: Any) -> str:
+def _tuned_key(pick: Json) -> str:
     """The autotuner key a pick is for (one pick per key)."""
     return json.dumps(pick.get("key") if isinstance(pick, dict) else pick, sort_keys=True, default=str)
 

@@ -20,6 +20,7 @@ import yaml
 from ruamel.yaml.comments import Comment, CommentedMap, CommentedSeq
 
 from ....errors import RecordError
+from .events import Json
 from .existing import Existing
 from .kernels import compilations_of, listed, row_key
 from .yamlio import flow, render, round_trip, said
@@ -121,12 +122,12 @@ def _merge_kernel(new: _Verbatim, kernels: CommentedMap, name: str, old: dict[st
     return True
 
 
-def _ident(kernel: dict[str, Any], row: dict[str, Any]) -> tuple[Any, ...]:
+def _ident(kernel: dict[str, Any], row: dict[str, Any]) -> tuple[object, ...]:
     """What a row of a recorded kernel compiles, whatever its type variables are named."""
     return compilations_of({"args": kernel.get("args"), "variants": [row]})[0].variant[:-1]
 
 
-def _pick_key(pick: Any) -> str:
+def _pick_key(pick: Json) -> str:
     return json.dumps(pick, sort_keys=True, default=str)
 
 

@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from ...._temp import write_file
@@ -35,6 +36,7 @@ from . import agent as record_agent
 from . import misses as misses_
 from .events import Events, read_events
 from .existing import existing_recipe
+from .widen import Scalar
 from .write import write
 
 RUNTIME_FILE = Path(aot_kernels.__file__)
@@ -76,7 +78,7 @@ def recording(path: str | os.PathLike[str] | None = None, package: str = "record
 # ---------------------------------------------------------------- running the program
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
     """How a recorded program ended: its exit status (negative: the signal that ended it), and whether aotpack
     passed a SIGINT or SIGTERM on to it (a server stopped the way servers are)."""
@@ -121,7 +123,7 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
         raise RecordError(f"could not start {cmd[0]}: {exc.strerror}") from None
     stopped = False
 
-    def pass_on(signum: int, _frame: Any) -> None:
+    def pass_on(signum: int, _frame: FrameType | None) -> None:
         nonlocal stopped
         stopped = True
         child.send_signal(signum)
@@ -135,7 +137,7 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     return Outcome(status=status, stopped=stopped)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Summary:
     """What ``record`` did: the events, the class misses the program's aotpack packages reported, and whether
     the recipe was written (not where it held every row already)."""
@@ -145,7 +147,7 @@ class Summary:
     written: bool
 
 
-def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Any]] | None = None) -> Summary:
+def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Scalar]] | None = None) -> Summary:
     """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
     outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
     check_package(package)

@@ -7,14 +7,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
-from typing import Any
 
 from ....errors import UsageError
 from ....limits import MAX_WIDEN
-from .events import Compilation
+from .events import Compilation, Row
+
+Scalar = int | float | bool | str  # a value --widen gives
 
 
-def parse_widen(text: str) -> tuple[str, list[int | float | bool | str]]:
+def parse_widen(text: str) -> tuple[str, list[Scalar]]:
     """``NAME=VALUES`` of ``--widen``: VALUES a comma-separated list (``1,2,4,8``), a range of integers
     (``1..64``), or of powers of two (``1..256:pow2``). UsageError says what is wrong."""
     shown = text if len(text) <= 60 else f"{text[:60]}..."  # what messages quote of it
@@ -22,7 +23,7 @@ def parse_widen(text: str) -> tuple[str, list[int | float | bool | str]]:
     if not sep or not name.isidentifier():
         raise UsageError(f"--widen {shown!r}: expected NAME=VALUES, e.g. bs=1,2,4,8 or bs=1..256:pow2")
     ranged = re.fullmatch(r"(-?[0-9]{1,18})\.\.(-?[0-9]{1,18})(:pow2)?", values)
-    found: list[int | float | bool | str]
+    found: list[Scalar]
     if ranged:
         low, high, pow2 = int(ranged[1]), int(ranged[2]), bool(ranged[3])
         if pow2 and low <= 0:
@@ -36,7 +37,7 @@ def parse_widen(text: str) -> tuple[str, list[int | float | bool | str]]:
     return name, list({(type(v), v): v for v in found}.values())  # 1 and true are two values
 
 
-def _widen_value(text: str, whole: str) -> int | float | bool | str:
+def _widen_value(text: str, whole: str) -> Scalar:
     """One value of ``--widen``: a whole number of i64, a finite number, true/false, or a string of printable
     characters (a constexpr Triton takes as text)."""
     text = text.strip()
@@ -59,10 +60,10 @@ def _widen_value(text: str, whole: str) -> int | float | bool | str:
     return text
 
 
-def widened(compiled: list[Compilation], widen: dict[str, list[Any]]) -> list[Compilation]:
+def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list[Compilation]:
     """Each compilation with a widened constexpr takes the set of values (a list: the recipe builds their
     product); compilations that a widened one covers are folded into it (their launches added)."""
-    out: dict[tuple[Any, ...], Compilation] = {}
+    out: dict[Row, Compilation] = {}
     for c in compiled:
         consts = dict(c.constexprs)
         for name, values in widen.items():
