@@ -31,6 +31,11 @@ MAX_MANIFEST_BYTES = 64 << 20  # its manifest.json, unpacked (a few hundred byte
 MAX_MANIFEST_DEPTH = 32  # how deeply the manifest nests (aotpack writes 8 levels, and 2 per tuple in a constexpr)
 MAX_RECORD_BYTES = 1 << 16  # a record the cache keeps for itself (size.json, a toolchain's stamp): a line of JSON
 
+# what aotpack record reads and takes
+MAX_WIDEN = 4096  # values one --widen may give
+MAX_REPORT_BYTES = 64 << 20  # a report lists at most 64 class misses per kernel, and what the JIT compiled
+MAX_REPORTS = 4096  # report files read from one folder
+
 
 def header() -> str:
     """aot_limits.h."""

@@ -22,6 +22,8 @@ Kind = Literal["tensor", "int", "float", "bool"]  # how a caller passes an argum
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
 POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
+TRITON_DEFAULT_WARPS = 4  # what Triton launches with where a config says no num_warps
+TRITON_DEFAULT_STAGES = 3  # ... and no num_stages
 # what every generated package defines itself (codegen/python.py): a kernel may not hide them
 PACKAGE_NAMES = (
     "ClassMissWarning",

@@ -19,14 +19,15 @@ from .. import facts, values
 from .._version import __version__
 from ..backends import Outcome, Pruned
 from ..backends.triton import toolchain
-from ..backends.triton.record import misses
-from ..backends.triton.record.recording import Events, check_package, parse_widen, record, write
+from ..backends.triton.record import parse_widen
 from ..errors import AotpackError, UsageError
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
 from ..plan.variants import Variant, plan_summary, select
 from ..recipe.read import load, wanted_triton
+from . import record
+from .checks import writable_folder as _writable_folder
 from .inspect import describe
 from .new import scaffold
 from .tune import Options, tune
@@ -165,19 +166,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _writable_folder(path: Path, what: str) -> None:
-    """Checked before any work, creating nothing: the folder is one this user can write in, or can
-    be made inside the nearest folder that exists."""
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        where = "it is" if existing == path else f"{existing} is"
-        raise UsageError(f"{what} {path}: {where} a file, not a folder; give a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {path}: {existing} is not writable; give a folder you can write")
-
-
 def _cuda(text: str) -> int:
     try:
         return facts.cuda_version(text)
@@ -259,50 +247,6 @@ def _inspect(args: argparse.Namespace) -> None:
     print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
 
 
-def _record(args: argparse.Namespace) -> None:
-    check_package(args.package)
-    out = args.out  # checked before the program runs: what it records would have nowhere to go
-    if out.is_dir():
-        raise UsageError(f"-o {out}: a folder; give the recipe file to write, e.g. -o {out / 'recipe.yaml'}")
-    if out.is_symlink() and not out.exists():
-        raise UsageError(f"-o {out}: a symlink to {os.readlink(out)}, which does not exist; give the recipe file "
-                         "itself, or remove the link")  # fmt: skip
-    if out.exists() and not out.is_file():
-        raise UsageError(f"-o {out}: not a regular file (a FIFO, socket or device); give the recipe file to write")
-    _writable_folder(out.parent, "-o")
-    program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    reported = misses.read_reports(args.report)
-    found = reported.misses
-    if reported.compilations:  # what activated packages let Triton's JIT compile elsewhere
-        events = Events()
-        for number, event in enumerate(reported.compilations):
-            event.setdefault("number", number)
-            events.add(event, "report")
-        if write(args.out, events, args.package, widen=dict(args.widen)):
-            print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
-        else:
-            print(f"{args.out} unchanged: it holds the rows of all {len(events.compiled)} compilations reported")
-    if program or not args.report:
-        summary = record(program, args.out, args.package, dict(args.widen))
-        compiled = summary.events.compilations()
-        counts = (f"{len(compiled)} compilations of {len({c.function.identity for c in compiled})} kernels, "
-                  f"{sum(c.launches for c in compiled)} launches")  # fmt: skip
-        if summary.written:
-            print(f"wrote {args.out}: {counts}")
-        elif compiled:
-            print(f"{args.out} unchanged: it holds the rows of all {counts}")
-        else:
-            print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
-        for function, why in sorted(summary.events.skipped.items()):
-            print(f"not recorded: {function}: {why}", file=sys.stderr)
-        found += summary.misses
-    if found and args.out.is_file():
-        for line in misses.add_classes(args.out, found):
-            print(f"{args.out}: {line}")
-    elif found:
-        print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
-
-
 def _tune(args: argparse.Namespace) -> None:
     _writable_folder(args.out_dir, "-o")
     opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
@@ -352,7 +296,7 @@ def _release(args: argparse.Namespace) -> toolchain.Toolchain | None:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
-    "build": _build, "tune": _tune, "inspect": _inspect, "new": _new, "record": _record, "cache": _cache,
+    "build": _build, "tune": _tune, "inspect": _inspect, "new": _new, "record": record.main, "cache": _cache,
     "plan": _plan,
 }  # fmt: skip
 

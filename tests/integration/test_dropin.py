@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from aotpack import build
-from aotpack.backends.triton.record import recording as record
+from aotpack.backends.triton import record
 from aotpack.plan import variants as plan
 from aotpack.recipe import read as recipe
 

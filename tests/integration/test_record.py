@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from aotpack import build, model
-from aotpack.backends.triton.record import recording as record
+from aotpack.backends.triton import record
 from aotpack.errors import RecipeError
 from aotpack.plan import variants as plan
 from aotpack.recipe import read as recipe

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack.backends.triton import releases
-from aotpack.backends.triton.record import recording as record
+from aotpack.backends.triton import record, releases
 from aotpack.plan import variants as plan
 from aotpack.recipe import read as recipe
 

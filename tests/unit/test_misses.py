@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from aotpack import limits
 from aotpack.backends.triton.record import misses
 from aotpack.errors import RecipeError, RecordError
 from aotpack.recipe import read as recipe
@@ -102,7 +103,7 @@ def test_reports_are_read_from_files_and_folders(tmp_path):
         (report(class_misses=[{"kernel": "add", "ran": 1, "jit": "_", "calls": 1}]).encode(), "malformed"),
         (report(class_misses=[{"kernel": "add", "ran": "_", "jit": "_", "calls": -1}]).encode(), "malformed"),
         (report(class_misses=5).encode(), "not iterable"),
-        (b" " * (misses.MAX_REPORT_BYTES + 1), "larger than a report can be"),
+        (b" " * (limits.MAX_REPORT_BYTES + 1), "larger than a report can be"),
     ],
 )
 def test_a_bad_report_is_refused_naming_the_file(tmp_path, content, message):

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from aotpack import limits
-from aotpack.backends.triton.record import recording as record
+from aotpack.backends.triton import record
+from aotpack.backends.triton.record import kernels, program
 from aotpack.commands import cli
 from aotpack.errors import RecipeError, RecordError
 from aotpack.recipe import read as recipe
@@ -215,7 +216,7 @@ def test_every_recipe_of_the_repository_takes_a_recording_and_keeps_every_line(t
         pytest.skip("not a recipe record merges into")
     recipe_dir(path.parent, path.read_text())  # the recorded kernels' sources beside it
     recorded, _ = RECORDINGS["new kernel"]
-    name = record._kernel_name("add_kernel", set(yaml.safe_load(original.read_text())["kernels"]))
+    name = kernels._kernel_name("add_kernel", set(yaml.safe_load(original.read_text())["kernels"]))
 
     def added(data: dict[str, Any]) -> None:
         _new_kernel(data)
@@ -349,7 +350,7 @@ def test_a_malformed_recipe_is_a_located_error_and_stays_as_it_was(tmp_path, mon
     def run(*_: Any) -> record.Outcome:
         raise AssertionError("the program ran although its recording could not be merged")
 
-    monkeypatch.setattr(record, "run", run)
+    monkeypatch.setattr(program, "run", run)
     with pytest.raises(RecipeError):
         record.record(["python", "-c", "pass"], path, "recorded_kernels")
     assert path.read_bytes() == before
@@ -388,7 +389,7 @@ def test_a_recording_that_ran_well_but_cannot_be_merged_is_kept_beside_the_recip
     the recipe stays as it was, and the recording is not lost."""
     path = recipe_dir(tmp_path, BASE)
     before = path.read_bytes()
-    monkeypatch.setattr(record, "run", fake_run(0, False, _renamed(event(block=512))))
+    monkeypatch.setattr(program, "run", fake_run(0, False, _renamed(event(block=512))))
     with pytest.raises(RecordError, match=r"delete kernel add_kernel .*; what it compiled \(1 compilations\) is in "
                        r".*r.partial.yaml$"):  # fmt: skip
         record.record(["python", "prog.py"], path, "recorded_kernels")
@@ -398,7 +399,7 @@ def test_a_recording_that_ran_well_but_cannot_be_merged_is_kept_beside_the_recip
 
 
 def fake_run(status: int, stopped: bool, *recorded: dict[str, Any]) -> Any:
-    """record.run as it would end for a program that compiled ``recorded`` and ended with ``status``."""
+    """program.run as it would end for a program that compiled ``recorded`` and ended with ``status``."""
 
     def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) -> record.Outcome:
         (folder / "events").mkdir()
@@ -415,7 +416,7 @@ def test_a_failed_recording_leaves_the_recipe_and_keeps_its_capture_beside_it(tm
                                                                               stopped, says):  # fmt: skip
     path = recipe_dir(tmp_path, BASE)
     before, stamp = path.read_bytes(), path.stat().st_mtime_ns
-    monkeypatch.setattr(record, "run", fake_run(status, stopped, event(block=512)))
+    monkeypatch.setattr(program, "run", fake_run(status, stopped, event(block=512)))
     with pytest.raises(RecordError, match=f"the recorded program {says}: {path} is left as it was"):
         record.record(["python", "prog.py"], path, "recorded_kernels")
     assert path.read_bytes() == before and path.stat().st_mtime_ns == stamp
@@ -426,7 +427,7 @@ def test_a_failed_recording_leaves_the_recipe_and_keeps_its_capture_beside_it(tm
 @pytest.mark.parametrize(("status", "stopped"), [(0, False), (-15, True), (-2, True), (130, True)])
 def test_a_program_that_ends_well_or_is_stopped_is_merged(tmp_path, monkeypatch, status, stopped):
     path = recipe_dir(tmp_path, BASE)
-    monkeypatch.setattr(record, "run", fake_run(status, stopped, event(block=512, n="", arch=80)))
+    monkeypatch.setattr(program, "run", fake_run(status, stopped, event(block=512, n="", arch=80)))
     assert record.record(["python", "prog.py"], path, "recorded_kernels").written
     data = yaml.safe_load(BASE)
     _new_row(data)
@@ -437,7 +438,7 @@ def test_a_program_that_ends_well_or_is_stopped_is_merged(tmp_path, monkeypatch,
 def test_nothing_compiled_writes_nothing(tmp_path, monkeypatch):
     path = recipe_dir(tmp_path, BASE)
     stamp = path.stat().st_mtime_ns
-    monkeypatch.setattr(record, "run", fake_run(0, False))
+    monkeypatch.setattr(program, "run", fake_run(0, False))
     assert not record.record(["python", "prog.py"], path, "recorded_kernels").written
     assert path.stat().st_mtime_ns == stamp and path.read_text() == BASE
     new = tmp_path / "new.yaml"
@@ -491,7 +492,7 @@ def test_o_that_cannot_take_a_recipe_is_refused_before_the_program_runs(tmp_path
             pytest.skip("root writes anywhere")
         out.parent.mkdir()
         out.parent.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    monkeypatch.setattr(record, "run", lambda *_: pytest.fail("the program ran"))
+    monkeypatch.setattr(program, "run", lambda *_: pytest.fail("the program ran"))
     assert cli.main(["record", "-o", str(out), "--", "python", "-c", "pass"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("aotpack: error: -o ") and message in err and err.count("\n") == 1, err

@@ -8,7 +8,8 @@ installs the hooks as soon as it imports Triton, and appends one JSON line per e
 ``compile`` (the function, its signature, constants, attributes, options and target, as Triton's
 ``jit_cache_hook`` gives them, each value encoded by ``encode``) as it happens, so that a program that crashes
 keeps what it compiled; ``launches`` and ``picks`` (what each ``@triton.autotune`` chose) at exit. aotpack,
-the parent, turns them into a recipe (``aotpack/backends/triton/record/recording.py``).
+the parent, reads them into typed events (``aotpack/backends/triton/record/events.py``) and turns them into a
+recipe.
 
 A function that a fresh process could not import by its module path (defined in ``__main__``, generated into a
 temporary module, loaded from a file outside any installed package, made with ``exec``) is written out as

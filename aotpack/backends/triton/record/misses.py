@@ -19,14 +19,13 @@ import yaml
 
 from ...._temp import atomic_file
 from ....errors import RecipeError, RecordError
+from ....limits import MAX_REPORT_BYTES, MAX_REPORTS
 from ....model import Kernel
 from ....plan import classes
 from ....recipe import read as recipe
 from ....recipe import yamlnodes
 
 REPORT_FORMAT = "aotpack-report/1"  # what aot_kernels.stats() writes
-MAX_REPORT_BYTES = 64 << 20  # a report lists at most 64 class misses per kernel, and what the JIT compiled
-MAX_REPORTS = 4096  # files read from one folder
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,349 @@
+"""What the agent reports, typed: each line the agent writes (``agent.py``) read into one frozen event of its
+kind, and the events of a recording gathered into compilations, launch counts and autotuner picks (``Events``).
+
+The agent runs inside the recorded program, where aotpack may not be installed, so it writes plain JSON
+objects (and a package activated with ``fallback="jit"`` reports its compilations in the same form, written
+by the runtime); this module is the one reader of that form, as the agent and the runtime write it:
+
+- ``compile``: a compilation as it happens (``aot_kernels.payload``, numbered by the agent, with the text of
+  each written-out source the first time an event needs it);
+- ``launches``: at exit, how often each compilation (by its number) was launched;
+- ``picks``: at exit, what an ``@triton.autotune`` around a function chose, per key;
+- ``skipped``: a hook that failed, and why; ``refused``: a process whose Triton aotpack is not tested with.
+
+The events come from another process, possibly damaged: one that does not hold what its kind says is skipped
+and said (``Events.skipped``), never raised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .... import facts
+from ....runtime import aot_kernels
+
+# a JSON value as the agent writes it
+Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
+Indices = tuple[int, ...]  # where a value sits among the function's parameters (Triton's constants and attrs)
+# what a recipe row says of a compilation: types, states, constexprs (as JSON), warps, stages, options
+Row = tuple[tuple[tuple[str, str], ...], tuple[str, ...], str, int, int, tuple[tuple[str, Json], ...]]
+Ident = tuple[str, int, Row]  # a compilation: its function's identity, its arch, its row
+
+
+@dataclass(frozen=True, kw_only=True)
+class Function:
+    """A recorded @triton.jit function: where a build finds it (its module, or the source written out: a file
+    name), and its source identity (aot_kernels.identity)."""
+
+    module: str
+    qualname: str
+    name: str
+    identity: str
+    source: str | None = None  # the written-out source's file name, when the module is not importable elsewhere
+
+    @property
+    def ref(self) -> str:
+        """How a recipe names it: ``module:qualname``, or ``kernels/<file>:<name>``."""
+        return f"kernels/{self.source}:{self.name}" if self.source else f"{self.module}:{self.qualname}"
+
+    @staticmethod
+    def from_json(described: Mapping[str, Any]) -> Function:
+        """From ``aot_kernels.describe``'s form."""
+        source = described.get("source")
+        if source is not None and not isinstance(source, str):
+            raise TypeError(f"a function's source is not a file name: {source!r:.50}")
+        return Function(module=str(described["module"]), qualname=str(described["qualname"]),
+                        name=str(described.get("name") or described["qualname"].rpartition(".")[2]),
+                        identity=str(described["identity"]), source=source)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compile:
+    """A compilation the JIT performed, as Triton's ``jit_cache_hook`` described it."""
+
+    number: int  # in its process: what launch counts refer to
+    function: Function
+    params: tuple[tuple[str, bool], ...]  # (name, is a constexpr), in the signature's order
+    signature: dict[str, str]  # parameter -> Triton's type ('*fp16', 'i32', 'constexpr')
+    constants: dict[Indices, Json]  # the constexprs and folded arguments, encoded (aot_kernels.encode)
+    attrs: dict[Indices, tuple[tuple[Json, ...], ...]]  # an argument's attributes: ('tt.divisibility', 16)
+    num_warps: int
+    num_stages: int
+    options: dict[str, Json]
+    arch: int  # compute capability, e.g. 90; 0 where the hook did not say
+    sources: dict[str, str]  # file name -> text of written-out sources first named here
+
+    @staticmethod
+    def from_json(event: Mapping[str, Any]) -> Compile:
+        """A compile event; one whose function reads but whose compilation does not is Unreadable (said under
+        the function's name)."""
+        sources = _sources(event)
+        function = Function.from_json(event["function"])
+        number = int(event.get("number", -1))
+        try:
+            return Compile(
+                number=number, function=function,
+                params=tuple((str(n), bool(c)) for n, c in event["function"]["params"]),
+                signature={str(name): _text(kind) for name, kind in event["signature"].items()},
+                constants={_indices(path): value for path, value in event["constants"]},
+                attrs={_indices(path): tuple(tuple(a) for a in values) for path, values in event["attrs"]},
+                options=dict(event.get("options") or {}), num_warps=int(event["num_warps"]),
+                num_stages=int(event["num_stages"]), arch=int(event.get("arch") or 0), sources=sources,
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise Unreadable(function.ref, str(exc)) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launches:
+    """At a process's exit: how often each of its compilations was launched."""
+
+    counts: dict[int, int]  # compile number -> launches
+
+    @staticmethod
+    def from_json(event: Mapping[str, Any]) -> Launches:
+        return Launches(counts={int(number): int(count) for number, count in (event.get("counts") or {}).items()})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Picks:
+    """At a process's exit: what an @triton.autotune around a function picked (``aot_kernels.picks``)."""
+
+    function: Function
+    picks: tuple[Json, ...]  # {key: [...], config: {...}}, as the recipe's autotuned: writes them
+    sources: dict[str, str]
+
+    @staticmethod
+    def from_json(event: Mapping[str, Any]) -> Picks:
+        sources = _sources(event)
+        return Picks(function=Function.from_json(event["function"]), picks=tuple(event.get("picks") or ()),
+                     sources=sources)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Skipped:
+    """A hook that failed on a function (the program went on)."""
+
+    function: str
+    why: str
+
+    @staticmethod
+    def from_json(event: Mapping[str, Any]) -> Skipped:
+        return Skipped(function=str(event.get("function")), why=str(event.get("why")))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refused:
+    """A process that runs a Triton release aotpack is not tested with: it recorded nothing."""
+
+    why: str
+
+    @staticmethod
+    def from_json(event: Mapping[str, Any]) -> Refused:
+        return Refused(why=str(event.get("why")))
+
+
+Event = Compile | Launches | Picks | Skipped | Refused
+READERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {  # by the kind an event's "event" names
+    "compile": Compile.from_json, "launches": Launches.from_json, "picks": Picks.from_json,
+    "skipped": Skipped.from_json, "refused": Refused.from_json,
+}  # fmt: skip
+
+
+class Unreadable(ValueError):
+    """A compile event whose function reads, but not what it compiled: skipped under the function's name."""
+
+    def __init__(self, function: str, why: str) -> None:
+        super().__init__(why)
+        self.function = function
+
+
+def read_event(event: Mapping[str, Any]) -> Event | None:
+    """The event a JSON object of the agent is (None: a kind this aotpack does not know); KeyError, TypeError,
+    ValueError or AttributeError where it does not hold what its kind says."""
+    reader = READERS.get(str(event.get("event")))
+    return None if reader is None else reader(event)
+
+
+def _sources(event: Mapping[str, Any]) -> dict[str, str]:
+    sources = dict(event.get("sources") or {})
+    if not all(isinstance(name, str) and isinstance(text, str) for name, text in sources.items()):
+        raise TypeError("its sources are not texts by file name")
+    return sources
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r:.50} is not a type's name")
+    return value
+
+
+def _indices(path: Iterable[object]) -> Indices:
+    given = tuple(path)
+    out = tuple(i for i in given if isinstance(i, int))
+    if len(out) != len(given):
+        raise TypeError(f"{path!r:.50} is not a list of parameter indices")
+    return out
+
+
+# ---------------------------------------------------------------- what a recording saw
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compilation:
+    """One compilation the JIT performed: the function, and what its code was specialized for."""
+
+    function: Function
+    params: tuple[tuple[str, bool], ...]  # (name, is a constexpr), in the signature's order
+    types: tuple[tuple[str, str], ...]  # runtime arguments: Triton type ('*fp16', 'i32'); '' when folded
+    states: tuple[str, ...]  # runtime arguments: 'D', '1', 'N' or ''
+    constexprs: tuple[tuple[str, Any], ...]  # values as recipes write them (plain, or tagged: see _recipe_value)
+    num_warps: int
+    num_stages: int
+    options: tuple[tuple[str, Json], ...]  # launch options that change the code, where not Triton's defaults
+    arch: int  # compute capability, e.g. 90
+    launches: int = 0
+
+    @property
+    def ident(self) -> Ident:
+        return (self.function.identity, self.arch, self.variant)
+
+    @property
+    def variant(self) -> Row:
+        """What a recipe row says of it (the kernel and the targets are said elsewhere)."""
+        consts = json.dumps(self.constexprs, sort_keys=True)
+        return (self.types, self.states, consts, self.num_warps, self.num_stages, self.options)
+
+
+_DEFAULT_OPTIONS = aot_kernels.LAUNCH_DEFAULTS  # launch options that select other code, and Triton's defaults
+
+
+class Unrecordable(ValueError):
+    """A compilation whose constexprs hold a value no recipe can say (the message says which)."""
+
+
+def _recipe_value(encoded: Any, where: str) -> Any:
+    """A constexpr's value as a recipe writes it, from the agent's encoding: plain values, ``{dtype: fp16}``,
+    ``{torch_dtype: float16}``, ``{tuple: [...]}``, ``{function: "module:name"}`` (or a written-out file)."""
+    if not isinstance(encoded, dict):
+        return encoded
+    if "tuple" in encoded:
+        return {"tuple": [_recipe_value(v, where) for v in encoded["tuple"]]}
+    if "function" in encoded:
+        return {"function": Function.from_json(encoded["function"]).ref}
+    if "dtype" in encoded or "torch_dtype" in encoded:
+        return dict(encoded)
+    raise Unrecordable(
+        f"constexpr {where} is a {encoded.get('unknown', '?')} ({encoded.get('repr', '')}), which no "
+        "recipe can say: a number, boolean, string, None, dtype, tuple or @triton.jit function can"
+    )
+
+
+def compilation(event: Compile) -> Compilation:
+    """The Compilation a compile event says."""
+    types, states, consts = [], [], []
+    for index, (name, is_constexpr) in enumerate(event.params):
+        if is_constexpr:
+            consts.append((name, _recipe_value(event.constants.get((index,)), name)))
+            continue
+        kind = event.signature.get(name, "")
+        if kind == "constexpr":  # folded by the JIT: equal to 1, or None
+            value = event.constants.get((index,))
+            types.append((name, ""))
+            states.append("1" if value == 1 else "N")
+            continue
+        divisible = any(a[0] == "tt.divisibility" and a[1] == 16 for a in event.attrs.get((index,), ()))
+        types.append((name, ("*" if kind.startswith("*") else "") + _dtype(kind.lstrip("*"))))
+        states.append("D" if divisible else "")
+    options = event.options
+    kept = tuple((k, options[k]) for k in _DEFAULT_OPTIONS if k in options and options[k] != _DEFAULT_OPTIONS[k])
+    return Compilation(
+        function=event.function, params=event.params, types=tuple(types), states=tuple(states),
+        constexprs=tuple(consts), num_warps=event.num_warps, num_stages=event.num_stages, options=kept,
+        arch=event.arch,
+    )  # fmt: skip
+
+
+def _dtype(triton_name: str) -> str:
+    """aotpack's name of a type in Triton's signature ('fp16', 'i32'; Triton's booleans are 'u1' or 'i1')."""
+    known = facts.dtypes()
+    if triton_name in known:
+        return triton_name
+    for name, d in known.items():
+        if d.triton_name == triton_name:
+            return name
+    raise ValueError(f"type {triton_name!r} has no aotpack dtype")
+
+
+@dataclass
+class Events:
+    """What a recording saw: compilations (with launch counts), autotuner picks, the written-out sources,
+    and what could not be recorded (function -> why)."""
+
+    compiled: dict[Ident, Compilation] = field(default_factory=dict)
+    picks: dict[str, list[Json]] = field(default_factory=dict)  # identity -> picks
+    sources: dict[str, str] = field(default_factory=dict)  # file name -> text
+    skipped: dict[str, str] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)  # a process whose Triton aotpack is not tested with
+    _numbers: dict[tuple[str, int], Ident] = field(default_factory=dict)  # (process, number) -> ident
+    _launches: dict[Ident, int] = field(default_factory=dict)
+
+    def add(self, event: Mapping[str, Any], process: str = "") -> None:
+        """One event of ``process`` (a JSON object the agent wrote, or a report's: read elsewhere, possibly
+        damaged, so one that does not hold what its kind says is skipped and said, never raised)."""
+        try:
+            read = read_event(event)
+        except Unreadable as exc:
+            self.skipped[exc.function] = str(exc)
+            return
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.skipped[f"an event of {process or 'the program'}"] = f"not one aotpack reads ({exc!r:.100})"
+            return
+        if read is not None:
+            self._add(read, process)
+
+    def _add(self, event: Event, process: str) -> None:
+        if isinstance(event, Compile):
+            self.sources.update(event.sources)
+            try:
+                c = compilation(event)
+            except (Unrecordable, ValueError, KeyError, TypeError, AttributeError) as exc:
+                self.skipped[event.function.ref] = str(exc)
+                return
+            self.compiled.setdefault(c.ident, c)
+            self._numbers[(process, event.number)] = c.ident
+        elif isinstance(event, Launches):
+            for number, count in event.counts.items():
+                ident = self._numbers.get((process, number))
+                if ident is not None:
+                    self._launches[ident] = self._launches.get(ident, 0) + count
+        elif isinstance(event, Picks):
+            self.sources.update(event.sources)
+            mine = self.picks.setdefault(event.function.identity, [])
+            mine += [p for p in event.picks if p not in mine]
+        elif isinstance(event, Skipped):
+            self.skipped[event.function] = event.why
+        elif event.why not in self.refused:
+            self.refused.append(event.why)
+
+    def compilations(self) -> list[Compilation]:
+        return [replace(c, launches=self._launches.get(ident, 0)) for ident, c in self.compiled.items()]
+
+
+def read_events(folder: Path) -> Events:
+    """The events every process of a recorded program wrote into ``folder`` (a line each; a process killed
+    while writing leaves at most its last line short, which is skipped)."""
+    events = Events()
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):  # as misses.read_reports reads the program's reports
+                continue
+            if isinstance(event, dict):
+                events.add(event, path.stem)
+    return events

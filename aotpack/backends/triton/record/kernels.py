@@ -1,0 +1,196 @@
+"""A recording as recipe data: each recorded function one ``launch: triton`` kernel (Triton's launch syntax, see
+aot_kernels.Launcher) with exactly the variants seen, a row each (types, constexprs and options, and the JIT's
+specialization class of every argument), and what its @triton.autotune picked. Merged into an existing recipe's
+data, a kernel the recording has too keeps its rows as they are (their launch counts included) and takes the
+rows and picks it lacks; the order is deterministic (diff-friendly)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from .... import facts
+from ....errors import RecordError
+from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
+from .events import Compilation, Function, Json, Row
+from .widen import Scalar, widened
+
+
+def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
+                existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
+                widen: dict[str, list[Scalar]] | None = None,
+                dropped: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
+    kernel the recording has too stay as they are (their launch counts included)."""
+    base = existing or {}
+    kernels: dict[str, Any] = dict(base.get("kernels") or {})
+    by_source = {str(v.get("triton")): n for n, v in kernels.items() if isinstance(v, dict) and v.get("launch")}
+    targets = set(listed(base.get("targets")))
+    groups: dict[str, list[Compilation]] = {}
+    tuned: dict[str, list[Json]] = {}
+    for c in compiled:
+        source = c.function.ref
+        groups.setdefault(source, []).append(c)
+        tuned[source] = picks.get(c.function.identity, [])
+        if c.arch:
+            targets.add(_target(c.arch))
+    for source, group in sorted(groups.items()):
+        name = by_source.get(source) or _kernel_name(source.rpartition(":")[2], set(kernels))
+        old = kernels.get(name) if isinstance(kernels.get(name), dict) else None
+        kept = {c.variant: c for c in compilations_of(old)} if old is not None else {}
+        fresh: dict[Row, Compilation] = {}
+        for c in group:  # one row twice (per arch): launches added up
+            same = fresh.get(c.variant)
+            fresh[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
+        recorded, now = [str(n) for n in (old or {}).get("args") or ()], [n for n, _ in group[0].types]
+        if kept and recorded != now:
+            raise RecordError(
+                f"kernel {name} of the recipe was recorded with the arguments ({', '.join(recorded)}); "
+                f"{source} now takes ({', '.join(now)}): delete kernel {name} from the "
+                "recipe (or record into another recipe) and record again"
+            )
+        rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen or {})
+        widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
+        rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
+        picked = list((old or {}).get("autotuned") or ())  # a key picked already keeps its pick, as a row does
+        seen = {_tuned_key(p) for p in picked}
+        for pick in tuned[source]:  # (an autotuner times anew each run, and may pick another config for a key)
+            if _tuned_key(pick) not in seen:
+                seen.add(_tuned_key(pick))
+                picked.append(pick)
+        kernels[name] = _kernel(source, rows, picked, {} if dropped is None else dropped)
+        by_source[source] = name
+    return {
+        "package": base.get("package", package),
+        "version": str(base.get("version", "0.1.0")),
+        "summary": base.get("summary", "Kernels recorded from a running workload by aotpack record"),
+        "targets": sorted(targets),
+        "kernels": {n: kernels[n] for n in sorted(kernels)},
+    }
+
+
+def _covers(wide: Compilation, c: Compilation) -> bool:
+    """Whether a widened row's product holds compilation ``c``."""
+    if (wide.types, wide.states, wide.num_warps, wide.num_stages, wide.options) != (
+        c.types,
+        c.states,
+        c.num_warps,
+        c.num_stages,
+        c.options,
+    ):
+        return False
+    mine = dict(c.constexprs)
+    return all(mine.get(n) in v if isinstance(v, list) else mine.get(n) == v for n, v in wide.constexprs)
+
+
+def _target(arch: int) -> str:
+    name = f"sm_{arch}"
+    return f"{name}a" if name not in facts.archs() or not facts.archs()[name].triton else name
+
+
+def _kernel_name(function: str, taken: set[str]) -> str:
+    base = function.split(".")[-1].lstrip("_") or "kernel"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    return name
+
+
+_MERGED = Function(module="", qualname="", name="", identity="")  # rows of an earlier recording
+
+
+def compilations_of(kernel: dict[str, Any]) -> list[Compilation]:
+    """The compilations an earlier recording wrote as a kernel's variants (to merge a new one in)."""
+    args = kernel.get("args") or {}
+    out = []
+    for row in kernel.get("variants") or ():
+        binding = row.get("types") or {}
+        config = dict(row["config"])
+        warps = int(config.pop("num_warps", TRITON_DEFAULT_WARPS))
+        stages = int(config.pop("num_stages", TRITON_DEFAULT_STAGES))
+        letters = str(row["class"])
+        types = []
+        for (name, kind), letter in zip(args.items(), letters, strict=False):
+            dtype = str(kind).lstrip("*")
+            dtype = binding.get(dtype, dtype)
+            types.append((name, "" if letter in "1N" else ("*" if str(kind).startswith("*") else "") + dtype))
+        out.append(Compilation(
+            function=_MERGED, params=(), types=tuple(types),
+            states=tuple("" if ch == "_" else ch for ch in letters), constexprs=tuple(config.items()),
+            num_warps=warps, num_stages=stages, options=tuple((kernel.get("options") or {}).items()), arch=0,
+            launches=int(row.get("launches", 0)),
+        ))  # fmt: skip
+    return out
+
+
+def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: dict[str, str]) -> Any:
+    """A `launch: triton` kernel of the recipe from one function's compilations."""
+    runtime = [n for n, _ in group[0].types]
+    # a pointer argument's dtype per compilation; arguments whose columns agree share a type variable
+    columns: dict[str, tuple[str, ...]] = {}
+    scalar: dict[str, str] = {}
+    for index, name in enumerate(runtime):
+        kinds = [c.types[index][1] for c in group]
+        known = [k for k in kinds if k]
+        if any(k.startswith("*") for k in known) or any(c.states[index] == "N" for c in group):
+            fill = next((k for k in known if k.startswith("*")), "*i8")  # always None: any pointer type serves
+            columns[name] = tuple((k or fill)[1:] for k in kinds)
+        else:
+            scalar[name] = max(set(known), key=known.count) if known else "i32"
+    typevars: dict[tuple[str, ...], str] = {}
+    for col in columns.values():
+        if len(set(col)) > 1 and col not in typevars:
+            typevars[col] = "T" if not typevars else f"T{len(typevars)}"
+    args = {}
+    for name in runtime:
+        if name in columns:
+            col = columns[name]
+            args[name] = "*" + (typevars[col] if col in typevars else col[0])
+        else:
+            args[name] = scalar[name]
+    types = {var: sorted(set(col)) for col, var in typevars.items()}
+    rows = {}
+    for i, c in enumerate(group):
+        other = [(n, c.types[j][1]) for j, n in enumerate(runtime)
+                 if c.types[j][1] and not c.types[j][1].startswith("*") and c.types[j][1] != scalar.get(n)]  # fmt: skip
+        if other:  # a scalar the JIT typed otherwise here (an i64 past i32's range): one type per argument
+            config = ", ".join(f"{k}={v!r}" for k, v in c.constexprs)
+            dropped[f"{source} ({config or 'no constexprs'}, num_warps={c.num_warps})"] = (
+                ", ".join(f"{n} was {t}" for n, t in other) + " here, " + ", ".join(f"{scalar[n]} in the kernel's "
+                "other variants" for n, _ in other[:1]) + ": a recipe kernel takes one type per scalar argument; "
+                "record this call into a recipe of its own")  # fmt: skip
+            continue
+        row: dict[str, Any] = {}
+        if typevars:
+            row["types"] = {var: col[i] for col, var in typevars.items()}
+        row["config"] = {**dict(c.constexprs), "num_warps": c.num_warps, "num_stages": c.num_stages}
+        row["class"] = "".join(s or "_" for s in c.states)
+        row["launches"] = c.launches
+        rows[row_key(row)] = row
+    kernel: dict[str, Any] = {"triton": source, "launch": "triton"}
+    if types:
+        kernel["types"] = types
+    kernel["args"] = args
+    options = dict(group[0].options)
+    if options:
+        kernel["options"] = options
+    kernel["variants"] = [rows[k] for k in sorted(rows)]
+    if picks:
+        unique = {json.dumps(p, sort_keys=True, default=str): p for p in picks}
+        kernel["autotuned"] = [unique[k] for k in sorted(unique)]
+    return kernel
+
+
+def row_key(row: dict[str, Any]) -> str:
+    return json.dumps([row.get("types"), row.get("config"), row.get("class")], sort_keys=True, default=str)
+
+
+def _tuned_key(pick: Json) -> str:
+    """The autotuner key a pick is for (one pick per key)."""
+    return json.dumps(pick.get("key") if isinstance(pick, dict) else pick, sort_keys=True, default=str)
+
+
+def listed(value: Any) -> list[Any]:
+    """A list the recipe may write as its one value (``targets: sm_90a``)."""
+    return [value] if isinstance(value, str) else list(value or ())

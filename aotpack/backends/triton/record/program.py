@@ -1,0 +1,197 @@
+"""Recording a program: run as a child process with aotpack's agent installed in every Python process of it
+(``agent.py``: Triton's ``jit_cache_hook``, called before each compile with the signature, constants, attributes
+and options, and ``launch_enter_hook``, both chained after hooks already there); each compilation reaches aotpack
+as it happens, launch counts and autotuner picks at each process's exit. ``run`` says how the program ended, and
+``record`` does what that ending asks:
+
+- it exits 0, or is stopped by SIGINT or SIGTERM (aotpack passes them on: how a server ends): the recording is
+  merged into the recipe;
+- it never starts, exits non-zero or crashes: the recipe is left as it was, what was captured is written
+  beside it as ``<recipe>.partial.yaml``, and aotpack fails (RecordError, exit 7) naming the program's status.
+
+``recording()`` records in this process instead (tests drive its hooks directly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ...._temp import write_file
+from ....errors import RecipeError, RecordError, UsageError
+from ....recipe import read as recipe
+from ....runtime import aot_kernels
+from .. import releases
+from . import agent as record_agent
+from . import misses as misses_
+from .events import Events, read_events
+from .existing import existing_recipe
+from .widen import Scalar
+from .write import write
+
+RUNTIME_FILE = Path(aot_kernels.__file__)
+
+
+class Recording:
+    """A recording in this process (``recording()``; tests drive its hooks directly): the agent's hooks, each
+    event kept in memory."""
+
+    def __init__(self) -> None:
+        self.events = Events()
+        self.agent = record_agent.Agent(sink=self.events.add)
+
+    def on_compile(self, **hook: Any) -> Any:
+        return self.agent.on_compile(**hook)
+
+    def start(self) -> None:
+        self.agent.install()
+
+    def stop(self) -> None:
+        self.agent.uninstall()
+        self.agent.finish()
+
+
+@contextlib.contextmanager
+def recording(path: str | os.PathLike[str] | None = None, package: str = "recorded_kernels") -> Iterator[Recording]:
+    """Record what Triton's JIT compiles inside the block, in this process; with ``path``, write (or merge into)
+    that recipe on the way out, when anything was compiled."""
+    rec = Recording()
+    rec.start()
+    try:
+        yield rec
+    finally:
+        rec.stop()
+        if path is not None and rec.events.compiled:
+            write(Path(path), rec.events, package)
+
+
+# ---------------------------------------------------------------- running the program
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """How a recorded program ended: its exit status (negative: the signal that ended it), and whether aotpack
+    passed a SIGINT or SIGTERM on to it (a server stopped the way servers are)."""
+
+    status: int
+    stopped: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0 or (self.stopped and self.status in (-signal.SIGINT, -signal.SIGTERM, 130, 143))
+
+
+def command(argv: list[str]) -> list[str]:
+    """The program to run: ``python`` (or ``python3``) is the interpreter aotpack runs in; anything else is found
+    on PATH as the shell would (a console script such as ``vllm`` or ``torchrun``)."""
+    if not argv:
+        raise RecordError("give the program to record after --, e.g. aotpack record -o r.yaml -- python run.py")
+    first = argv[0]
+    if first in ("python", "python3"):
+        return [sys.executable, *argv[1:]]
+    found = shutil.which(first)
+    if found is None:
+        raise RecordError(f"no such program: {first} (not a file, and not on PATH)")
+    return [found, *argv[1:]]
+
+
+def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) -> Outcome:
+    """Run the program with the agent in every Python process of it, its events written into ``folder /
+    "events"``; SIGINT and SIGTERM sent to aotpack go on to the program."""
+    cmd = command(argv)
+    agent_dir = folder / "agent"
+    write_file(agent_dir / "sitecustomize.py", Path(record_agent.__file__).read_bytes())
+    write_file(agent_dir / "_aotpack_kernels.py", RUNTIME_FILE.read_bytes())
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(agent_dir), env.get("PYTHONPATH")]))
+    env[record_agent.ENV_DIR] = str(folder / "events")
+    env[record_agent.ENV_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
+    env.update(extra_env or {})
+    try:
+        child = subprocess.Popen(cmd, env=env)
+    except OSError as exc:
+        raise RecordError(f"could not start {cmd[0]}: {exc.strerror}") from None
+    stopped = False
+
+    def pass_on(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopped
+        stopped = True
+        child.send_signal(signum)
+
+    previous = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        status = child.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return Outcome(status=status, stopped=stopped)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    """What ``record`` did: the events, the class misses the program's aotpack packages reported, and whether
+    the recipe was written (not where it held every row already)."""
+
+    events: Events
+    misses: list[misses_.Miss]
+    written: bool
+
+
+def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Scalar]] | None = None) -> Summary:
+    """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
+    outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
+    check_package(package)
+    existing_recipe(out)  # a malformed recipe fails before the program runs
+    with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:
+        folder = Path(tmp)
+        outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports")})
+        events = read_events(folder / "events") if (folder / "events").is_dir() else Events()
+        # class misses of the aotpack packages it ran (what they let the JIT compile, the agent saw too)
+        reported = misses_.read_reports([folder / "reports"]).misses if (folder / "reports").is_dir() else []
+    if events.refused:  # the program ran with a Triton aotpack is not tested with: nothing was recorded
+        raise RecordError(f"{events.refused[0]}; {out} is left as it was")
+    if not outcome.ok:
+        raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was"
+                          f"{_keep_partial(out, events, package)}")  # fmt: skip
+    try:
+        written = bool(events.compiled) and write(out, events, package, widen=widen)
+    except (RecordError, RecipeError) as exc:  # the recipe changed during the run, or cannot take these rows
+        raise type(exc)(f"{exc}{_keep_partial(out, events, package)}") from None
+    return Summary(events=events, misses=reported, written=written)
+
+
+def check_package(package: str) -> None:
+    """The name of a new recipe's package (``--package``): refused before anything runs or is written."""
+    problem = recipe.package_problem(package)
+    if problem is not None:
+        raise UsageError(f"--package {package!r}: {problem}")
+
+
+def _keep_partial(out: Path, events: Events, package: str) -> str:
+    """What a recording that cannot be merged captured, written beside ``out`` as ``<out>.partial.yaml``; the
+    words that say so (none when nothing was compiled)."""
+    if not events.compiled:
+        return ""
+    partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
+    write(partial, events, package, merge=False)
+    return f"; what it compiled ({len(events.compiled)} compilations) is in {partial}"
+
+
+def _status(status: int) -> str:
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"was killed by {name}"
+    return f"exited with status {status}"

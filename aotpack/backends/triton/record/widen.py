@@ -1,0 +1,76 @@
+"""``--widen NAME=VALUES``: a recording holds the values that ran; a constexpr widened takes a set of values
+instead (the recipe builds their product), the set a deployment needs. Read here (``parse_widen``), and applied
+to a recording's compilations (``widened``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+from ....errors import UsageError
+from ....limits import MAX_WIDEN
+from .events import Compilation, Row
+
+Scalar = int | float | bool | str  # a value --widen gives
+
+
+def parse_widen(text: str) -> tuple[str, list[Scalar]]:
+    """``NAME=VALUES`` of ``--widen``: VALUES a comma-separated list (``1,2,4,8``), a range of integers
+    (``1..64``), or of powers of two (``1..256:pow2``). UsageError says what is wrong."""
+    shown = text if len(text) <= 60 else f"{text[:60]}..."  # what messages quote of it
+    name, sep, values = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise UsageError(f"--widen {shown!r}: expected NAME=VALUES, e.g. bs=1,2,4,8 or bs=1..256:pow2")
+    ranged = re.fullmatch(r"(-?[0-9]{1,18})\.\.(-?[0-9]{1,18})(:pow2)?", values)
+    found: list[Scalar]
+    if ranged:
+        low, high, pow2 = int(ranged[1]), int(ranged[2]), bool(ranged[3])
+        if pow2 and low <= 0:
+            raise UsageError(f"--widen {shown!r}: a range of powers of two starts above 0")
+        found = [1 << e for e in range(low.bit_length() - 1, high.bit_length()) if low <= 1 << e <= high] if pow2 \
+            else list(range(low, high + 1)) if high - low < MAX_WIDEN else []  # fmt: skip
+    else:
+        found = [_widen_value(v, shown) for v in values.split(",")]
+    if not found or len(found) > MAX_WIDEN:
+        raise UsageError(f"--widen {shown!r}: give between 1 and {MAX_WIDEN} values")
+    return name, list({(type(v), v): v for v in found}.values())  # 1 and true are two values
+
+
+def _widen_value(text: str, whole: str) -> Scalar:
+    """One value of ``--widen``: a whole number of i64, a finite number, true/false, or a string of printable
+    characters (a constexpr Triton takes as text)."""
+    text = text.strip()
+    if re.fullmatch(r"-?[0-9]+", text):
+        if len(text.lstrip("-")) > 18:
+            raise UsageError(f"--widen {whole!r}: {text[:30]!r}... is past a 64-bit integer")
+        return int(text)
+    if text in ("true", "false"):
+        return text == "true"
+    if re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text):
+        try:
+            number = float(text)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise UsageError(f"--widen {whole!r}: {text[:30]!r} is not a finite number")
+        return number
+    if not text or not text.isprintable():
+        raise UsageError(f"--widen {whole!r}: {text!r} is not a value (a number, true, false or printable text)")
+    return text
+
+
+def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list[Compilation]:
+    """Each compilation with a widened constexpr takes the set of values (a list: the recipe builds their
+    product); compilations that a widened one covers are folded into it (their launches added)."""
+    out: dict[Row, Compilation] = {}
+    for c in compiled:
+        consts = dict(c.constexprs)
+        for name, values in widen.items():
+            if name in consts:
+                have = consts[name] if isinstance(consts[name], list) else [consts[name]]
+                consts[name] = sorted(dict.fromkeys([*have, *values]), key=lambda v: (str(type(v)), v))
+        c = replace(c, constexprs=tuple(consts.items()))
+        same = out.get(c.variant)
+        out[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
+    return list(out.values())

@@ -1,0 +1,72 @@
+"""Writing a recording: the recipe written anew (``recipe_text``) or merged into the one there
+(``merge.merged_text``), and the sources it names written out beside it (``kernels/``), each file atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...._temp import atomic_file
+from .events import Compilation, Events, Json
+from .existing import existing_recipe
+from .kernels import recipe_data
+from .merge import merged_text
+from .widen import Scalar
+from .yamlio import dump
+
+
+def write(path: Path, events: Events, package: str, merge: bool = True,
+          widen: dict[str, list[Scalar]] | None = None) -> bool:  # fmt: skip
+    """Write the recipe of a recording to ``path``, merged into what is there (``widen``: constexprs given sets
+    of values), with the sources it names written out beside it (``kernels/``; each file atomically). False:
+    the recipe already held all of it, and was not written."""
+    existing = existing_recipe(path) if merge else None
+    compiled = events.compilations()
+    for name in sorted({c.function.source for c in compiled if c.function.source} | _function_sources(compiled)):
+        source = path.parent / "kernels" / name
+        if name in events.sources and not (source.is_file() and source.read_bytes() == events.sources[name].encode()):
+            source.parent.mkdir(exist_ok=True)
+            with atomic_file(source) as f:
+                f.write(events.sources[name].encode())
+    dropped, widen = events.skipped, widen or {}
+    if existing is None or existing.data is None:  # a new recipe (under the comments of an empty file)
+        lines = (existing.text if existing else "").splitlines(keepends=True)
+        kept = "".join(line for line in lines if line.lstrip().startswith("#"))
+        text: str | None = kept + recipe_text(compiled, events.picks, None, package, widen, dropped=dropped)
+    else:
+        text = merged_text(existing, path, recipe_data(compiled, events.picks, existing.data, package, widen, dropped))
+    if text is None:
+        return False
+    with atomic_file(path) as f:
+        f.write(text.encode())
+    return True
+
+
+def _function_sources(compiled: list[Compilation]) -> set[str]:
+    """The written-out files that constexprs name (functions passed to kernels)."""
+    out: set[str] = set()
+
+    def visit(value: object) -> None:
+        ref = value.get("function") if isinstance(value, dict) else None
+        if isinstance(ref, str) and ref.startswith("kernels/"):
+            out.add(ref.split("/", 1)[1].partition(":")[0])
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+        elif isinstance(value, list):
+            for v in value:
+                visit(v)
+
+    for c in compiled:
+        for _, value in c.constexprs:
+            visit(value)
+    return out
+
+
+def recipe_text(compiled: list[Compilation], picks: dict[str, list[Json]],
+                existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
+                widen: dict[str, list[Scalar]] | None = None,
+                dropped: dict[str, str] | None = None) -> str:  # fmt: skip
+    """The recipe (YAML text, as a new file has it) of these compilations, merged into ``existing`` (a loaded
+    recipe); what the recipe cannot say goes into ``dropped`` (what -> why)."""
+    return dump(recipe_data(compiled, picks, existing, package, widen, dropped))

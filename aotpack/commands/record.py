@@ -1,0 +1,57 @@
+"""``aotpack record``: what the command line asks (the recipe to write, checked before the program runs; the
+program after ``--``; reports of class misses), and what it prints. The recording itself is
+``backends.triton.record``'s."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..backends.triton.record import Events, check_package, misses, record, write
+from ..errors import UsageError
+from .checks import writable_folder
+
+
+def main(args: argparse.Namespace) -> None:
+    check_package(args.package)
+    out = args.out  # checked before the program runs: what it records would have nowhere to go
+    if out.is_dir():
+        raise UsageError(f"-o {out}: a folder; give the recipe file to write, e.g. -o {out / 'recipe.yaml'}")
+    if out.is_symlink() and not out.exists():
+        raise UsageError(f"-o {out}: a symlink to {os.readlink(out)}, which does not exist; give the recipe file "
+                         "itself, or remove the link")  # fmt: skip
+    if out.exists() and not out.is_file():
+        raise UsageError(f"-o {out}: not a regular file (a FIFO, socket or device); give the recipe file to write")
+    writable_folder(out.parent, "-o")
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    reported = misses.read_reports(args.report)
+    found = reported.misses
+    if reported.compilations:  # what activated packages let Triton's JIT compile elsewhere
+        events = Events()
+        for number, event in enumerate(reported.compilations):
+            event.setdefault("number", number)
+            events.add(event, "report")
+        if write(args.out, events, args.package, widen=dict(args.widen)):
+            print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
+        else:
+            print(f"{args.out} unchanged: it holds the rows of all {len(events.compiled)} compilations reported")
+    if program or not args.report:
+        summary = record(program, args.out, args.package, dict(args.widen))
+        compiled = summary.events.compilations()
+        counts = (f"{len(compiled)} compilations of {len({c.function.identity for c in compiled})} kernels, "
+                  f"{sum(c.launches for c in compiled)} launches")  # fmt: skip
+        if summary.written:
+            print(f"wrote {args.out}: {counts}")
+        elif compiled:
+            print(f"{args.out} unchanged: it holds the rows of all {counts}")
+        else:
+            print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
+        for function, why in sorted(summary.events.skipped.items()):
+            print(f"not recorded: {function}: {why}", file=sys.stderr)
+        found += summary.misses
+    if found and args.out.is_file():
+        for line in misses.add_classes(args.out, found):
+            print(f"{args.out}: {line}")
+    elif found:
+        print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
