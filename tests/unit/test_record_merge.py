@@ -562,3 +562,14 @@ def test_an_event_line_nested_past_json_s_reach_is_skipped(tmp_path):
     """The program's processes write the event lines; one nested too deeply to read is skipped, as a short one is."""
     (tmp_path / "1.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n" + json.dumps(event()) + "\n")
     assert len(record.read_events(tmp_path).compiled) == 1
+
+
+@pytest.mark.parametrize("attribute", [["tt.divisibility"], [], ["tt.divisibility", 16, 1], 5])
+def test_a_compile_event_whose_attribute_is_not_a_pair_is_skipped_and_said(attribute):
+    """An argument's attribute is a (name, value) pair; any other shape skips that compilation, named, and the
+    recording goes on (it raised IndexError from the class reading)."""
+    damaged = event()
+    damaged["attrs"] = [[[0], [attribute]]]
+    recorded = events(damaged, event(block=2048))
+    assert len(recorded.compiled) == 1
+    assert [name for name in recorded.skipped] == ["kernels/add_copy.py:add_kernel"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .... import facts
+from ....plan.states import ANY, DIV16, NONE, ONE, State
 from ....runtime import aot_kernels
 
 # a JSON value as the agent writes it
@@ -70,7 +71,7 @@ class Compile:
     params: tuple[tuple[str, bool], ...]  # (name, is a constexpr), in the signature's order
     signature: dict[str, str]  # parameter -> Triton's type ('*fp16', 'i32', 'constexpr')
     constants: dict[Indices, Json]  # the constexprs and folded arguments, encoded (aot_kernels.encode)
-    attrs: dict[Indices, tuple[tuple[Json, ...], ...]]  # an argument's attributes: ('tt.divisibility', 16)
+    attrs: dict[Indices, tuple[tuple[Json, Json], ...]]  # an argument's attributes: ('tt.divisibility', 16)
     num_warps: int
     num_stages: int
     options: dict[str, Json]
@@ -90,12 +91,18 @@ class Compile:
                 params=tuple((str(n), bool(c)) for n, c in event["function"]["params"]),
                 signature={str(name): _text(kind) for name, kind in event["signature"].items()},
                 constants={_indices(path): value for path, value in event["constants"]},
-                attrs={_indices(path): tuple(tuple(a) for a in values) for path, values in event["attrs"]},
+                attrs={_indices(path): tuple(_attribute(a) for a in values) for path, values in event["attrs"]},
                 options=dict(event.get("options") or {}), num_warps=int(event["num_warps"]),
                 num_stages=int(event["num_stages"]), arch=int(event.get("arch") or 0), sources=sources,
             )  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise Unreadable(function.ref, str(exc)) from None
+
+
+def _attribute(attr: Any) -> tuple[Json, Json]:
+    """One attribute of an argument, a (name, value) pair; any other shape is a ValueError (unreadable)."""
+    name, value = attr
+    return (name, value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,7 +252,9 @@ def _recipe_value(encoded: Any, where: str) -> Any:
 
 def compilation(event: Compile) -> Compilation:
     """The Compilation a compile event says."""
-    types, states, consts = [], [], []
+    types: list[tuple[str, str]] = []
+    states: list[State] = []
+    consts = []
     for index, (name, is_constexpr) in enumerate(event.params):
         if is_constexpr:
             consts.append((name, _recipe_value(event.constants.get((index,)), name)))
@@ -254,11 +263,11 @@ def compilation(event: Compile) -> Compilation:
         if kind == "constexpr":  # folded by the JIT: equal to 1, or None
             value = event.constants.get((index,))
             types.append((name, ""))
-            states.append("1" if value == 1 else "N")
+            states.append(ONE if value == 1 else NONE)
             continue
         divisible = any(a[0] == "tt.divisibility" and a[1] == 16 for a in event.attrs.get((index,), ()))
         types.append((name, ("*" if kind.startswith("*") else "") + _dtype(kind.lstrip("*"))))
-        states.append("D" if divisible else "")
+        states.append(DIV16 if divisible else ANY)
     options = event.options
     kept = tuple((k, options[k]) for k in _DEFAULT_OPTIONS if k in options and options[k] != _DEFAULT_OPTIONS[k])
     return Compilation(

@@ -13,6 +13,7 @@ from typing import Any
 from .... import facts
 from ....errors import RecordError
 from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
+from ....plan.states import NONE
 from .events import Compilation, Function, Json, Row
 from .widen import Scalar, widened
 
@@ -133,7 +134,7 @@ def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: d
     for index, name in enumerate(runtime):
         kinds = [c.types[index][1] for c in group]
         known = [k for k in kinds if k]
-        if any(k.startswith("*") for k in known) or any(c.states[index] == "N" for c in group):
+        if any(k.startswith("*") for k in known) or any(c.states[index] == NONE for c in group):
             fill = next((k for k in known if k.startswith("*")), "*i8")  # always None: any pointer type serves
             columns[name] = tuple((k or fill)[1:] for k in kinds)
         else:
