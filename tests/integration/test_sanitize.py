@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import build
+from aotpack import build, runtime
 from aotpack.pipeline import native
 
 from .helpers import install_wheel
@@ -56,7 +56,7 @@ def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized
         HERE / "sanitize_main.c",
         work / "kernels.c",
         work / "capi.c",
-        *(work / n for n in native.RUNTIME_SOURCES),
+        *(work / n for n in runtime.RUNTIME_SOURCES),
     ]
     subprocess.run([cc, *FLAGS, f"-I{work}", *map(str, sources), "-ldl", "-lpthread", "-o", str(program)],
                    check=True, capture_output=True)  # fmt: skip
@@ -129,7 +129,7 @@ def test_threads_launching_at_once_race_on_nothing_under_tsan(sanitized, fake_dr
         HERE / "sanitize_main.c",
         work / "kernels.c",
         work / "capi.c",
-        *(work / n for n in native.RUNTIME_SOURCES),
+        *(work / n for n in runtime.RUNTIME_SOURCES),
     ]
     done = subprocess.run([cc, "-fsanitize=thread", "-g", "-O1", f"-I{work}", *map(str, sources), "-ldl",
                            "-lpthread", "-o", str(program)], capture_output=True, text=True)  # fmt: skip
@@ -152,7 +152,7 @@ def test_the_c_api_reads_no_uninitialized_memory_under_valgrind(sanitized, tmp_p
         HERE / "sanitize_main.c",
         work / "kernels.c",
         work / "capi.c",
-        *(work / n for n in native.RUNTIME_SOURCES),
+        *(work / n for n in runtime.RUNTIME_SOURCES),
     ]
     subprocess.run([cc, "-O1", "-g", f"-I{work}", *map(str, sources), "-ldl", "-lpthread", "-o", str(program)],
                    check=True, capture_output=True)  # fmt: skip
@@ -227,7 +227,7 @@ def test_the_python_binding_is_clean_under_asan_and_ubsan(sanitized, fake_driver
     cc, work, wheel = sanitized
     site = install_wheel(wheel, tmp_path / "site")
     extension = next((site / "small_kernels").glob("_native*.so"))
-    sources = [work / name for name in ("kernels.c", "module.c", *native.RUNTIME_SOURCES, *native.BINDING_SOURCES)]
+    sources = [work / name for name in ("kernels.c", "module.c", *runtime.RUNTIME_SOURCES, *runtime.BINDING_SOURCES)]
     subprocess.run([cc, *FLAGS, "-shared", "-fPIC", f"-DPy_LIMITED_API={native.LIMITED_API}", f"-I{work}",
                     *(f"-I{work / d}" for d in native.python_include(work)), *map(str, sources), "-ldl", "-lpthread",
                     "-o", str(extension)],
