@@ -6,11 +6,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-struct rt_driver rt_cu;
+/* ---------------------------------------------------------------- the driver, loaded once */
 
+struct rt_driver rt_cu;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static aot_error driver_error; /* written once under driver_once, read-only after */
-int rt_driver_version;
+int rt_driver_version;         /* these two likewise */
 static int device_count;
 
 int aot_fail(aot_error *err, aot_status status, const char *fmt, ...) {
