@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .. import _temp, codegen, limits, model
+from .. import _temp, codegen, limits, model, runtime
 from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
 from ..backends.cuda.compiler import SCRATCH_TEMP as NVCC_TEMP
@@ -325,7 +325,8 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         (f"{pkg}/_native.abi3.so", so.read_bytes()),
         (f"{pkg}/lib{pkg}.so", library.read_bytes()),
         (f"{pkg}/include/{pkg}.h", header.encode()),
-        (f"{pkg}/_aotpack_runtime.py", native.runtime_text("aot_kernels.py").encode()),
+        (f"{pkg}/_aotpack_runtime.py", native.runtime_text(runtime.PYTHON_MAIN).encode()),
+        *((f"{pkg}/{name}", native.runtime_text(name).encode()) for name in runtime.PYTHON_HELPERS),
     )
     spec = wheel.WheelSpec(
         distribution=pkg, version=rec.version, tag="cp39-abi3-linux_x86_64", summary=rec.summary,

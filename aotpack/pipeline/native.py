@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .. import _temp, _tools
+from .. import _temp, _tools, runtime
 from ..errors import ToolNotFound
 
-RUNTIME_FILES = ("aot_runtime.h", "aot_runtime.c", "aot_python.h", "aot_python.c")
 GLIBC = "2.17"
 LIMITED_API = "0x03090000"
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
@@ -99,7 +98,7 @@ def runtime_text(name: str) -> str:
 def copy_runtime(folder: Path) -> tuple[Path, ...]:
     """Write the shipped runtime sources into ``folder``; returns the .c files."""
     files = []
-    for name in RUNTIME_FILES:
+    for name in runtime.C_FILES:
         target = folder / name
         _temp.write_file(target, runtime_text(name))
         files.append(target)
@@ -113,13 +112,13 @@ def plan_libraries(package: str, python_dirs: tuple[Path, ...]) -> tuple[NativeB
     library = f"lib{package}.so"
     return (
         NativeBuild(
-            sources=tuple(map(Path, ("kernels.c", "capi.c", "aot_runtime.c"))),
+            sources=tuple(map(Path, ("kernels.c", "capi.c", *runtime.RUNTIME_SOURCES))),
             include_dirs=(Path("."),),
             output=Path(library),
             link=(f"-Wl,-soname,{library}", f"-Wl,--version-script={VERSION_SCRIPT}", "-Wl,-Bsymbolic"),
         ),
         NativeBuild(
-            sources=tuple(map(Path, ("module.c", "aot_python.c"))),
+            sources=tuple(map(Path, ("module.c", *runtime.BINDING_SOURCES))),
             include_dirs=(Path("."), *python_dirs),
             output=Path("_native.abi3.so"),
             link=("-L.", f"-l{package}", "-Wl,-rpath,$ORIGIN"),

@@ -7,12 +7,20 @@ A kernel is a callable object: calling it launches (the call goes straight to th
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
-import os
 import sys
 import threading
 from typing import Any
+
+try:  # a module of a package: aotpack.runtime, or a generated package
+    from . import _aotpack_jit as _jit
+except ImportError:  # a top-level module beside aotpack record's agent
+    import _aotpack_jit as _jit  # type: ignore[import-not-found,no-redef]
+
+# the source identity and compilations as JSON: for this module, and through it for the record agent and aotpack
+jit_of, identity_of, identity, describe = _jit.jit_of, _jit.identity_of, _jit.identity, _jit.describe
+payload, source_names, source_text, picks = _jit.payload, _jit.source_names, _jit.source_text, _jit.picks
+tuner_of, name_function_constexprs = _jit.tuner_of, _jit.name_function_constexprs
 
 
 class Manifest:
@@ -309,33 +317,6 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
     state.unname = name_function_constexprs(sys.modules[JITFunction.__module__])
 
 
-def name_function_constexprs(jit_module: Any) -> Any:
-    """Triton 3.6 cannot put a @triton.jit constexpr into the data it hands a jit_cache_hook (serializing it raises
-    in the program; 3.7 and later name the function): while one of aotpack's hooks is installed, name it as they
-    do. Returns the undo, or None where the release needs nothing (compilers/triton/releases.py)."""
-    import inspect
-
-    original = getattr(jit_module, "serialize_specialization_data", None)
-    if original is None or "target" in inspect.signature(original).parameters:  # 3.7 added the target with the fix
-        return None
-
-    def named(value: Any) -> Any:
-        if type(value).__name__ == "JITFunction":
-            return {"jit_function": f"{value.module}:{value.fn.__qualname__}"}
-        return tuple(named(v) for v in value) if type(value) is tuple else value
-
-    def serialize(name: Any, signature: Any, constants: dict[Any, Any], *rest: Any) -> Any:
-        return original(name, signature, {k: named(v) for k, v in constants.items()}, *rest)
-
-    jit_module.serialize_specialization_data = serialize
-
-    def undo() -> None:
-        if jit_module.serialize_specialization_data is serialize:
-            jit_module.serialize_specialization_data = original
-
-    return undo
-
-
 def _jit_instead(state: _Activation, jit: Any) -> Any:
     """The launcher's fallback: the JIT's own run for a call no variant matches (its compile goes through the
     hook, which logs it and keeps it for coverage())."""
@@ -405,16 +386,6 @@ def _seed_autotuner(wrapped: Any, tuned: list[dict[str, Any]]) -> None:
             if same and config.num_stages == pick["num_stages"]:
                 tuner.cache[tuple(pick["key"])] = config
                 break
-
-
-def tuner_of(value: Any) -> Any:
-    """The @triton.autotune wrapper in ``value``'s chain of wrappers (@triton.heuristics may sit outside it),
-    or None."""
-    for _ in range(16):
-        if value is None or all(hasattr(value, a) for a in ("cache", "configs", "keys")):
-            return value
-        value = getattr(value, "fn", None)
-    return None
 
 
 CACHE_FORMAT = "aotpack-autotune/2"
@@ -507,292 +478,6 @@ def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(body, f, indent=1, sort_keys=True)
         os.replace(tmp, path)
-
-
-# ---------------------------------------------------------------- source identity
-# How a @triton.jit function is known from one process to another (aotpack record writes it, activate() looks
-# it up), whatever module, file or line holds it: kernels generated anew in every process (Helion, code
-# generators, exec) are the same kernel when their code is.
-
-_PLAIN = (bool, int, float, str)
-
-
-def jit_of(value: Any) -> Any:
-    """The @triton.jit function inside autotune/heuristics wrappers, or None."""
-    for _ in range(16):
-        if type(value).__name__ == "JITFunction" and hasattr(value, "src"):
-            return value
-        value = getattr(value, "fn", None)
-        if value is None:
-            return None
-    return None
-
-
-def identity_of(jit: Any) -> str:
-    """``identity``, computed once per function object (kept on it)."""
-    known = jit.__dict__.get("_aotpack_identity")
-    if known is None:
-        known = jit.__dict__["_aotpack_identity"] = identity(jit)
-    return str(known)
-
-
-def identity(jit: Any) -> str:
-    """A @triton.jit function's source identity: its source, and by name every @triton.jit function and constant
-    it reads, recursively: the same for the same code under any module name, file or line, in any process."""
-    return _identity(jit, {})
-
-
-def _identity(jit: Any, seen: dict[int, str | None]) -> str:
-    if id(jit) in seen:
-        return seen[id(jit)] or "recursive"
-    seen[id(jit)] = None
-    digest = hashlib.sha256(jit.src.encode())
-    for name, value in reads(jit):
-        inner = jit_of(value)
-        if inner is not None:
-            digest.update(f"\0{name}=function:{_identity(inner, seen)}".encode())
-        elif (text := constant_text(value)) is not None:
-            digest.update(f"\0{name}={text}".encode())
-    seen[id(jit)] = digest.hexdigest()
-    return seen[id(jit)] or ""
-
-
-def constant_text(value: Any) -> str | None:
-    """A plain constant's text (a tl.constexpr's value), or None for anything else."""
-    if type(value).__name__ == "constexpr" and hasattr(value, "value"):
-        value = value.value
-    return repr(value) if value is None or isinstance(value, _PLAIN) else None
-
-
-def reads(jit: Any) -> list[tuple[str, Any]]:
-    """The names (and dotted names) the function's source reads, with their values in its scope."""
-    import ast
-    import inspect
-
-    scope = dict(jit.fn.__globals__)
-    try:
-        scope.update(inspect.getclosurevars(jit.fn).nonlocals)
-    except (TypeError, ValueError):
-        pass
-    out: dict[str, Any] = {}
-    for node in ast.walk(ast.parse(jit.src)):
-        dotted, value = _dotted(node, scope)
-        if dotted is not None:
-            out[dotted] = value
-    return sorted(out.items())
-
-
-def _dotted(node: Any, scope: dict[str, Any]) -> tuple[str | None, Any]:
-    import ast
-
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name) or node.id not in scope:
-        return None, None
-    value = scope[node.id]
-    for attr in reversed(parts):
-        value = getattr(value, attr, None)
-    return ".".join([node.id, *reversed(parts)]), value
-
-
-# ---------------------------------------------------------------- compilations, as JSON
-# What Triton's JIT compiles, in the form aotpack record writes (its agent runs in the recorded program) and a
-# package's coverage() reports (the compilations fallback="jit" let through): aotpack turns both into recipes.
-
-def encode(value: Any) -> Any:
-    """A constexpr's value as JSON: plain values as they are, others tagged (``{"dtype": "fp16"}``,
-    ``{"tuple": [...]}``, ``{"function": {...}}``, ``{"unknown": type}``)."""
-    kind = type(value).__name__
-    if kind == "constexpr" and hasattr(value, "value"):
-        return encode(value.value)
-    if value is None or isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, (tuple, list)):
-        return {"tuple": [encode(v) for v in value]}
-    if kind == "dtype" and type(value).__module__.startswith("triton"):
-        return {"dtype": str(value)}
-    if kind == "dtype" and type(value).__module__ == "torch":
-        return {"torch_dtype": str(value).removeprefix("torch.")}
-    jit = jit_of(value)
-    if jit is not None:
-        return {"function": describe(jit)}
-    return {"unknown": f"{type(value).__module__}.{kind}", "repr": repr(value)[:200]}
-
-
-_described: dict[int, dict[str, Any]] = {}
-_sources: dict[str, str] = {}  # source file name -> its text, for functions not importable elsewhere
-_described_lock = threading.Lock()
-
-
-def describe(jit: Any) -> dict[str, Any]:
-    """Where a @triton.jit function is (its module path, or ``source``: the name of its source written out,
-    ``source_text()`` has it) and what it is."""
-    with _described_lock:
-        if id(jit) in _described:
-            return _described[id(jit)]
-    fn = jit.fn
-    out: dict[str, Any] = {
-        "module": fn.__module__,
-        "qualname": fn.__qualname__,
-        "name": fn.__name__,
-        "params": [[p.name, bool(p.is_constexpr)] for p in jit.params],
-        "identity": identity(jit),
-    }
-    if not _importable(fn):
-        text = _source_of(jit)
-        out["source"] = hashlib.sha256(text.encode()).hexdigest()[:16] + ".py"
-        _sources[out["source"]] = text
-    with _described_lock:
-        _described[id(jit)] = out
-    return out
-
-
-def source_text(name: str) -> str:
-    """The text of a source ``describe`` wrote out."""
-    return _sources[name]
-
-
-def source_names(value: Any) -> list[str]:
-    """The written-out sources an event names (its function's, and those of functions passed as constexprs)."""
-    if isinstance(value, dict):
-        found = [value["source"]] if isinstance(value.get("source"), str) and "identity" in value else []
-        return found + [n for v in value.values() for n in source_names(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in source_names(v)]
-    return []
-
-
-def _importable(fn: Any) -> bool:
-    """Whether a fresh process elsewhere imports the function by its module path: a module of an installed
-    package (or the standard library) that is the file the function was defined in, at its top level (not in a
-    class or another function)."""
-    module = fn.__module__
-    if module in ("__main__", "__mp_main__") or fn.__qualname__ != fn.__name__:
-        return False
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return False
-    if spec is None or not spec.origin:
-        return False
-    here = str(os.path.realpath(fn.__code__.co_filename))
-    return os.path.realpath(spec.origin) == here and here.startswith(_installed_roots())
-
-
-@functools.lru_cache(maxsize=1)
-def _installed_roots() -> tuple[str, ...]:
-    """Where installed packages and the standard library live for this interpreter."""
-    import site
-    import sysconfig
-
-    roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")}
-    roots.update(getattr(site, "getsitepackages", list)())
-    roots.add(site.getusersitepackages())
-    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
-
-
-def _source_of(jit: Any) -> str:
-    """A module holding the function and what it reads: modules imported by name, @triton.jit functions
-    (imported where installed, else their source, recursively), constants."""
-    lines = ["# Written by aotpack: a @triton.jit function and what it reads, as the recorded program had it.",
-             "import triton", "import triton.language as tl", ""]  # fmt: skip
-    body: list[str] = []
-    _emit(jit, lines, body, set())
-    return "\n".join(lines + body) + "\n"
-
-
-def _emit(jit: Any, head: list[str], body: list[str], done: set[int]) -> None:
-    if id(jit) in done:
-        return
-    done.add(id(jit))
-    import types
-
-    for name, value in reads(jit):
-        top = name.split(".")[0]
-        root = jit.fn.__globals__.get(top)
-        inner = jit_of(value)
-        if "." in name:
-            if isinstance(root, types.ModuleType) and root.__name__ not in ("triton", "triton.language"):
-                line = f"import {root.__name__} as {top}" if root.__name__ != top else f"import {top}"
-                if line not in head:
-                    head.append(line)
-            continue
-        if inner is not None and inner is not jit:
-            if _importable(inner.fn):
-                line = f"from {inner.fn.__module__} import {inner.fn.__name__} as {name}"
-                if line not in head:
-                    head.append(line)
-            else:
-                _emit(inner, head, body, done)
-                if inner.fn.__name__ != name:
-                    body.append(f"{name} = {inner.fn.__name__}")
-        elif isinstance(value, types.ModuleType) and value.__name__ not in ("triton", "triton.language"):
-            line = f"import {value.__name__} as {name}"
-            if line not in head:
-                head.append(line)
-        elif (text := constant_text(value)) is not None:
-            wrapped = type(value).__name__ == "constexpr"
-            body.append(f"{name} = tl.constexpr({text})" if wrapped else f"{name} = {text}")
-        elif (imported := _import_line(name, value)) is not None and imported not in head:
-            head.append(imported)  # a function or object of a module (libdevice's rsqrt, say)
-    decorator = "@triton.jit"
-    options = {k: getattr(jit, k, None) for k in ("do_not_specialize", "do_not_specialize_on_alignment")}
-    given = ", ".join(f"{k}={sorted(_param_names(jit, v))!r}" for k, v in options.items() if v)
-    if getattr(jit, "noinline", None):
-        given = ", ".join(filter(None, [given, "noinline=True"]))
-    body += ["", "", f"{decorator}({given})" if given else decorator, jit.src.rstrip(), ""]
-
-
-def _import_line(name: str, value: Any) -> str | None:
-    """``from module import thing as name`` where the module defines the very object under that name."""
-    module, own = getattr(value, "__module__", None), getattr(value, "__name__", None)
-    if not isinstance(module, str) or not isinstance(own, str):
-        return None
-    if getattr(sys.modules.get(module), own, None) is not value:
-        return None
-    return f"from {module} import {own}" + (f" as {name}" if own != name else "")
-
-
-def _param_names(jit: Any, which: Any) -> list[str]:
-    names = [p.name for p in jit.params]
-    return [names[w] if isinstance(w, int) else w for w in which]
-
-def payload(key: Any, fn: Any, compile: dict[str, Any]) -> dict[str, Any]:
-    """A compilation, from the arguments Triton's JIT passes its ``jit_cache_hook``, as JSON: the function
-    (``describe``), its signature, constants (``encode``), attributes, options and target architecture."""
-    import json
-
-    jit = fn.jit_function
-    spec = json.loads(compile.get("specialization_data") or "{}")
-    arch = spec.get("target", {}).get("arch")  # Triton 3.9 serializes the target; 3.6: the device's binder has it
-    if arch is None and "device" in compile:
-        arch = getattr(jit.device_caches[compile["device"]][2], "arch", 0)
-    attrs = compile["configs"][0] if compile.get("configs") else {}
-    return {
-        "event": "compile", "function": describe(jit), "key": str(key), "signature": dict(compile["signature"]),
-        "constants": [[list(path), encode(value)] for path, value in compile["constants"].items()],
-        "attrs": [[list(path), [list(a) for a in values]] for path, values in attrs.items()],
-        "num_warps": int(compile["num_warps"]), "num_stages": int(compile["num_stages"]),
-        "options": {k: v for k, v in spec.get("options", {}).items() if v is None or isinstance(v, _PLAIN)},
-        "arch": int(arch or 0),
-    }  # fmt: skip
-
-
-def picks(jit: Any) -> list[dict[str, Any]]:
-    """What any @triton.autotune around ``jit`` in its module picked: key -> config."""
-    module = sys.modules.get(jit.fn.__module__)
-    out = []
-    for obj in list(vars(module).values()) if module else ():
-        tuner = tuner_of(obj) if obj is not jit and jit_of(obj) is jit else None
-        for key, config in tuner.cache.items() if tuner is not None else ():
-            pick = {"key": [encode(v) for v in key],
-                    "config": {**{k: encode(v) for k, v in config.kwargs.items()}, "num_warps": config.num_warps,
-                               "num_stages": config.num_stages}}  # fmt: skip
-            if pick not in out:
-                out.append(pick)
-    return out
 
 
 class ClassMissWarning(UserWarning):

@@ -82,7 +82,7 @@ typedef struct {
   int64_t key[AOT_MAX_KEY];
 } aot_tuned;
 
-/* One pick of the dispatcher (choose() in aot_runtime.c): a call on the same target with the same
+/* One pick of the dispatcher (rt_choose() in aot_dispatch.c): a call on the same target with the same
  * types, argument states (aot_spec_state, 2 bits per argument) and key gets the same variant. A
  * slot is a sequence lock: an even seq that reads the same before and after a copy is a whole pick. */
 typedef struct {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import build
+from aotpack import build, runtime
 from aotpack.pipeline import native
 
 from .helpers import install_wheel
@@ -52,7 +52,12 @@ def sanitized(small_recipe, tmp_path_factory):
 def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized, fake_driver, tmp_path):
     cc, work, _ = sanitized
     program = tmp_path / "sanitized"
-    sources = [HERE / "sanitize_main.c", work / "kernels.c", work / "capi.c", work / "aot_runtime.c"]
+    sources = [
+        HERE / "sanitize_main.c",
+        work / "kernels.c",
+        work / "capi.c",
+        *(work / n for n in runtime.RUNTIME_SOURCES),
+    ]
     subprocess.run([cc, *FLAGS, f"-I{work}", *map(str, sources), "-ldl", "-lpthread", "-o", str(program)],
                    check=True, capture_output=True)  # fmt: skip
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver), "FAKE_CUDA_LOG": str(tmp_path / "cuda.log"),
@@ -120,7 +125,12 @@ def test_threads_launching_at_once_race_on_nothing_under_tsan(sanitized, fake_dr
     and the device state are free of data races under ThreadSanitizer."""
     cc, work, _ = sanitized
     program = tmp_path / "tsan"
-    sources = [HERE / "sanitize_main.c", work / "kernels.c", work / "capi.c", work / "aot_runtime.c"]
+    sources = [
+        HERE / "sanitize_main.c",
+        work / "kernels.c",
+        work / "capi.c",
+        *(work / n for n in runtime.RUNTIME_SOURCES),
+    ]
     done = subprocess.run([cc, "-fsanitize=thread", "-g", "-O1", f"-I{work}", *map(str, sources), "-ldl",
                            "-lpthread", "-o", str(program)], capture_output=True, text=True)  # fmt: skip
     if done.returncode != 0:
@@ -138,7 +148,12 @@ def test_the_c_api_reads_no_uninitialized_memory_under_valgrind(sanitized, tmp_p
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (apt install valgrind)")
     program = tmp_path / "plain"
-    sources = [HERE / "sanitize_main.c", work / "kernels.c", work / "capi.c", work / "aot_runtime.c"]
+    sources = [
+        HERE / "sanitize_main.c",
+        work / "kernels.c",
+        work / "capi.c",
+        *(work / n for n in runtime.RUNTIME_SOURCES),
+    ]
     subprocess.run([cc, "-O1", "-g", f"-I{work}", *map(str, sources), "-ldl", "-lpthread", "-o", str(program)],
                    check=True, capture_output=True)  # fmt: skip
     # the fake driver too, by the same compiler for a plain x86-64 (zig's build targets this CPU, whose AVX-512
@@ -212,7 +227,7 @@ def test_the_python_binding_is_clean_under_asan_and_ubsan(sanitized, fake_driver
     cc, work, wheel = sanitized
     site = install_wheel(wheel, tmp_path / "site")
     extension = next((site / "small_kernels").glob("_native*.so"))
-    sources = [work / name for name in ("kernels.c", "module.c", "aot_runtime.c", "aot_python.c")]
+    sources = [work / name for name in ("kernels.c", "module.c", *runtime.RUNTIME_SOURCES, *runtime.BINDING_SOURCES)]
     subprocess.run([cc, *FLAGS, "-shared", "-fPIC", f"-DPy_LIMITED_API={native.LIMITED_API}", f"-I{work}",
                     *(f"-I{work / d}" for d in native.python_include(work)), *map(str, sources), "-ldl", "-lpthread",
                     "-o", str(extension)],

@@ -30,7 +30,7 @@ from typing import Any
 from ...._temp import write_file
 from ....errors import RecipeError, RecordError, UsageError
 from ....recipe import read as recipe
-from ....runtime import aot_kernels
+from ....runtime import PYTHON_HELPERS, aot_kernels
 from .. import releases
 from . import agent as record_agent
 from . import misses as misses_
@@ -112,6 +112,8 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     agent_dir = folder / "agent"
     write_file(agent_dir / "sitecustomize.py", Path(record_agent.__file__).read_bytes())
     write_file(agent_dir / "_aotpack_kernels.py", RUNTIME_FILE.read_bytes())
+    for name in PYTHON_HELPERS:  # the modules it imports, by their own names
+        write_file(agent_dir / name, (RUNTIME_FILE.parent / name).read_bytes())
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(agent_dir), env.get("PYTHONPATH")]))
     env[record_agent.ENV_DIR] = str(folder / "events")

@@ -1,0 +1,504 @@
+/* Choosing a variant for a call: type binding, checks, target, specialization class, the table's config for
+ * the key; the class misses it counts and the last picks it keeps. See aot_runtime.h. */
+#include "aot_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------- choosing a variant */
+
+static int bind_types(const aot_kernel *k, const aot_call *call, aot_error *err) {
+  int bound[AOT_MAX_ARGS];
+  int from[AOT_MAX_ARGS];
+  for (int v = 0; v < k->ntypevars; v++) bound[v] = -1;
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    int dtype = call->t[p].dtype;
+    if (prm->kind != AOT_ARG_PTR || dtype < 0) continue;
+    if (prm->typevar < 0) {
+      if (dtype != prm->dtype)
+        return aot_fail(err, AOT_E_TYPE, "argument %s: expected dtype %s, got %s", prm->name,
+                        aot_dtype_names[prm->dtype], aot_dtype_names[dtype]);
+    } else if (bound[prm->typevar] < 0) {
+      bound[prm->typevar] = dtype;
+      from[prm->typevar] = p;
+    } else if (bound[prm->typevar] != dtype) {
+      return aot_fail(err, AOT_E_TYPE, "argument %s: expected dtype %s (the dtype of %s), got %s", prm->name,
+                      aot_dtype_names[bound[prm->typevar]], k->params[from[prm->typevar]].name,
+                      aot_dtype_names[dtype]);
+    }
+  }
+  for (int v = 0; v < k->ntypevars; v++) {
+    if (bound[v] < 0)
+      return aot_fail(err, AOT_E_TYPE,
+                      "%s(): cannot tell the dtype %s from raw pointers; pass at least one tensor typed by %s",
+                      k->name, k->typevar_names[v], k->typevar_names[v]);
+  }
+  for (int b = 0; b < k->nbindings; b++) {
+    int match = 1;
+    for (int v = 0; v < k->ntypevars; v++) match &= k->bindings[b * k->ntypevars + v] == bound[v];
+    if (match) return b;
+  }
+  char have[256] = "";
+  size_t off = 0;
+  for (int v = 0; v < k->ntypevars && off < sizeof have; v++)
+    off += (size_t)snprintf(have + off, sizeof have - off, "%s%s=%s", v ? ", " : "", k->typevar_names[v],
+                            aot_dtype_names[bound[v]]);
+  return aot_fail(err, AOT_E_TYPE, "%s(): no variant was built for %s; see %s.%s.__doc__ for the built dtypes",
+                  k->name, have, k->package, k->name);
+}
+
+/* What the call's argument p is, in the terms Triton's JIT specializes on (aot_spec_state). Floats
+ * and booleans are not specialized. */
+static uint8_t call_state(const aot_kernel *k, const aot_call *call, int p) {
+  const aot_param *prm = &k->params[p];
+  if (call->none >> p & 1) return AOT_SPEC_NONE;
+  if (prm->kind == AOT_ARG_PTR) return call->t[p].ptr % 16 == 0 ? AOT_SPEC_DIV16 : AOT_SPEC_ANY;
+  if (prm->kind != AOT_ARG_I32 && prm->kind != AOT_ARG_I64 && prm->kind != AOT_ARG_U32 && prm->kind != AOT_ARG_U64)
+    return AOT_SPEC_ANY;
+  if (call->i[p] == 1) return AOT_SPEC_ONE;
+  return (uint64_t)call->i[p] % 16 == 0 ? AOT_SPEC_DIV16 : AOT_SPEC_ANY;
+}
+
+/* What the JIT itself would key the argument on: the call's state where the JIT keys that argument
+ * on it (not under do_not_specialize, say), else nothing. */
+static uint8_t jit_state(const aot_kernel *k, const aot_call *call, int p) {
+  uint8_t have = call_state(k, call, p);
+  return k->params[p].jit_states >> have & 1 ? have : AOT_SPEC_ANY;
+}
+
+static const char spec_letter[] = {'_', 'D', '1', 'N'}; /* by aot_spec_state, as class names spell it */
+
+/* Whether the call satisfies an argument's hint (16-divisible, or 1). */
+static int hint_holds(const aot_kernel *k, const aot_call *call, int p) {
+  const aot_param *prm = &k->params[p];
+  return prm->hint == 0 || call_state(k, call, p) == (prm->hint == 1 ? AOT_SPEC_ONE : AOT_SPEC_DIV16);
+}
+
+/* The first argument whose value breaks what specialization class s assumes, or -1 (a NULL call:
+ * assume it holds). */
+static int spec_breaker(const aot_kernel *k, const aot_call *call, int s) {
+  const uint8_t *want = &k->specs[(size_t)s * (size_t)k->nparams];
+  for (int p = 0; call != NULL && p < k->nparams; p++) {
+    uint8_t have = call_state(k, call, p);
+    if (want[p] != have && (want[p] != AOT_SPEC_ANY || have == AOT_SPEC_NONE)) return p;
+  }
+  return -1;
+}
+
+static int spec_holds(const aot_kernel *k, const aot_call *call, int s) { return spec_breaker(k, call, s) < 0; }
+
+/* The call's class: the first (most specialized) whose assumptions it satisfies. */
+static int call_spec(const aot_kernel *k, const aot_call *call, aot_error *err) {
+  for (int s = 0; s < k->nspecs; s++)
+    if (spec_holds(k, call, s)) return s;
+  for (int p = 0; p < k->nparams; p++)
+    if (call->none >> p & 1)
+      return aot_fail(err, AOT_E_VALUE, "argument %s: no variant was built for it being None; pass a tensor",
+                      k->params[p].name);
+  return aot_fail(err, AOT_E_VALUE, "%s(): no variant was built for this call's arguments", k->name);
+}
+
+static int check_call(const aot_kernel *k, aot_call *call) {
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    if (call->none >> p & 1) continue;
+    if (prm->required && !hint_holds(k, call, p)) {
+      if (prm->hint == 1)
+        return aot_fail(call->err, AOT_E_VALUE, "argument %s must be 1 (the kernel was built for that), got %" PRId64,
+                        prm->name, call->i[p]);
+      if (prm->kind == AOT_ARG_PTR)
+        return aot_fail(call->err, AOT_E_VALUE, "argument %s must be 16-byte aligned (the kernel was built for that), "
+                        "got address 0x%" PRIx64, prm->name, call->t[p].ptr);
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s must be a multiple of 16 (the kernel was built for that), "
+                      "got %" PRId64, prm->name, call->i[p]);
+    }
+    if (prm->kind == AOT_ARG_I32 && (call->i[p] < INT32_MIN || call->i[p] > INT32_MAX))
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in i32", prm->name,
+                      call->i[p]);
+    if (prm->kind == AOT_ARG_U32 && (call->i[p] < 0 || call->i[p] > (int64_t)UINT32_MAX))
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " does not fit in u32", prm->name,
+                      call->i[p]);
+    if (prm->kind == AOT_ARG_BOOL && call->i[p] != 0 && call->i[p] != 1)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %" PRId64 " is not a boolean", prm->name, call->i[p]);
+    if (prm->kind == AOT_ARG_F16 && aot_f16_bits(call->f[p]) < 0)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s = %g does not fit in fp16", prm->name, call->f[p]);
+  }
+  int64_t need[AOT_MAX_ARGS];
+  k->extents(call, need);
+  if (call->err->status != AOT_OK) return -1;
+  for (int p = 0; p < k->nparams; p++) {
+    const aot_param *prm = &k->params[p];
+    const aot_tensor *t = &call->t[p];
+    if (prm->kind != AOT_ARG_PTR || t->ndim < 0) continue;
+    int64_t numel = 1, span = 1, expect = 1, reach;
+    int contiguous = 1, wraps = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      if (t->strides[d] < 0 || t->shape[d] < 0)
+        return aot_fail(call->err, AOT_E_VALUE, "argument %s: negative strides or sizes are not supported",
+                        prm->name);
+      if (t->shape[d] != 1 && t->strides[d] != expect) contiguous = 0;
+      wraps += __builtin_mul_overflow(numel, t->shape[d], &numel);
+      wraps += __builtin_mul_overflow(t->shape[d] > 0 ? t->shape[d] - 1 : 0, t->strides[d], &reach);
+      wraps += __builtin_add_overflow(span, reach, &span);
+      wraps += __builtin_mul_overflow(expect, t->shape[d], &expect);
+    }
+    if (wraps)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s: its shape and strides span more than 64-bit sizes",
+                      prm->name);
+    if (numel == 0) span = 0;
+    if (prm->contiguous && !contiguous)
+      return aot_fail(call->err, AOT_E_VALUE, "argument %s must be contiguous; call .contiguous() on it",
+                      prm->name);
+    if (need[p] > span)
+      return aot_fail(call->err, AOT_E_VALUE,
+                      "argument %s is too small: the kernel may touch %" PRId64 " elements from its start, "
+                      "the tensor spans %" PRId64,
+                      prm->name, need[p], span);
+  }
+  return 0;
+}
+
+/* A key value as the table holds it: pow2 buckets round up to a power of two; values up to 1 (0 is
+ * often a flag) stay as they are. */
+static int64_t bucket(const aot_kernel *k, int64_t v) {
+  return k->pow2_buckets && v > 1 ? aot_next_pow2(NULL, v) : v;
+}
+
+
+/* log2 of x (x >= 1), exact at powers of two and linear in between: enough to rank distances. */
+static double log2_approx(int64_t x) {
+  if (x < 1) x = 1;
+  int e = 63 - __builtin_clzll((unsigned long long)x);
+  return e + (double)(x - (INT64_C(1) << e)) / (double)(INT64_C(1) << e);
+}
+
+/* A config's integer constexprs, as the grid and bound expressions read them. */
+const int64_t *rt_config_consts(const aot_kernel *k, int config) {
+  return &k->consts[(size_t)config * (size_t)k->nconsts];
+}
+
+/* Whether a config's bound constexprs have the values the call fixes (any config, without a call).
+ * The values may depend on the config's other constexprs (a heuristic such as K % BLOCK_K == 0). */
+int rt_config_fits(const aot_kernel *k, aot_call *call, int config) {
+  if (call == NULL || k->nbound == 0) return 1;
+  const int64_t *consts = rt_config_consts(k, config);
+  int64_t want[AOT_MAX_KEY];
+  k->bound(call, consts, want);
+  for (int b = 0; b < k->nbound; b++)
+    if (consts[k->bound_consts[b]] != want[b]) return 0;
+  return call->err->status == AOT_OK;
+}
+
+/* The config for a key. Among the table's rows for this arch, types and specialization (rows that
+ * name them win over rows that do not): the nearest row at or above the bucketed key in every
+ * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
+ * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
+static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
+                         int spec, int *exact) {
+  int64_t v[AOT_MAX_KEY];
+  double v_log2[AOT_MAX_KEY];
+  for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]), v_log2[d] = log2_approx(v[d]);
+  int best = -1, best_score = -1, best_up = 0;
+  double best_dist = 0;
+  for (int r = 0; r < k->nrules; r++) {
+    const aot_rule *rule = &k->rules[r];
+    /* a row for another class serves this call when the call satisfies that class (a less specialized
+     * one: its tiles suit code that assumes less), but rows for the call's own class win */
+    if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding) ||
+        (rule->spec >= 0 && rule->spec != spec && !spec_holds(k, call, rule->spec)) ||
+        !rt_config_fits(k, call, rule->config))
+      continue;
+    int score = (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
+    int up = 1;
+    double dist = 0;
+    for (int d = 0; d < k->nkey; d++) {
+      double gap = log2_approx(rule->key[d]) - v_log2[d];
+      up &= rule->key[d] >= v[d];
+      dist += gap < 0 ? -gap : gap;
+    }
+    if (best < 0 || score > best_score ||
+        (score == best_score && (up > best_up || (up == best_up && dist < best_dist)))) {
+      best = r, best_score = score, best_up = up, best_dist = dist;
+    }
+  }
+  *exact = best >= 0 && best_up && best_dist == 0;
+  return best >= 0 ? k->rules[best].config : k->default_config;
+}
+
+/* Machine code for exactly this chip; else the newest older machine code of the same major (sm_86
+ * runs sm_80 code; 'a' code runs only on its own chip); else the newest PTX the chip can compile. */
+int rt_choose_target(const aot_kernel *k, const device_state *d, aot_error *err) {
+  int sass = -1, ptx = -1;
+  for (int t = 0; t < k->ntargets; t++) {
+    const aot_target *tg = &k->targets[t];
+    int fits = tg->capability == d->capability || (!tg->specific && tg->capability < d->capability);
+    if (!fits) continue;
+    if (tg->ptx) {
+      if (ptx < 0 || tg->capability > k->targets[ptx].capability) ptx = t;
+    } else if (tg->capability == d->capability) {
+      return t;
+    } else if (tg->capability / 10 == d->capability / 10 && (sass < 0 || tg->capability > k->targets[sass].capability)) {
+      sass = t;
+    }
+  }
+  if (sass >= 0) return sass;
+  if (ptx >= 0) return ptx;
+  char have[256] = "";
+  size_t off = 0;
+  for (int t = 0; t < k->ntargets && off < sizeof have; t++)
+    off += (size_t)snprintf(have + off, sizeof have - off, "%s%s", t ? ", " : "", k->targets[t].id);
+  return aot_fail(err, AOT_E_CUDA,
+                  "%s(): the GPU (%s) has compute capability %d.%d, but %s was built for %s; rebuild with a "
+                  "target for this GPU",
+                  k->name, d->name, d->capability / 10, d->capability % 10, k->package, have);
+}
+
+/* Per specialization class, the variant built for this binding, config and target (-1: none). */
+static const int *class_slots(const aot_kernel *k, int binding, int config, int target) {
+  return &k->variant_of[((size_t)(binding * k->nconfigs + config) * (size_t)k->ntargets + (size_t)target) *
+                        (size_t)k->nspecs];
+}
+
+/* The variant of a config for this call: the most specialized class built whose assumptions the call
+ * satisfies (classes are ordered; the least specialized assumes nothing and is always tried last). */
+int rt_variant_in_config(const aot_kernel *k, aot_call *call, int config, int target, int binding,
+                         int first_spec) {
+  const int *slots = class_slots(k, binding, config, target);
+  for (int s = first_spec; s < k->nspecs; s++)
+    if (slots[s] >= 0 && spec_holds(k, call, s)) return slots[s];
+  return -1;
+}
+
+/* The variant for a key: the table's config, else the default, else the first config that fits the
+ * call and compiled for this target. */
+static int variant_of_config(const aot_kernel *k, aot_call *call, int config, int target, int binding,
+                             int first_spec, aot_error *err) {
+  int fits = 0;
+  for (int attempt = -2; attempt < k->nconfigs; attempt++) {
+    int c = attempt == -2 ? config : attempt == -1 ? k->default_config : attempt;
+    if (!rt_config_fits(k, call, c)) continue;
+    fits = 1;
+    int v = rt_variant_in_config(k, call, c, target, binding, first_spec);
+    if (v >= 0) return v;
+  }
+  if (!fits) {
+    char have[256] = "";
+    size_t off = 0;
+    int64_t want[AOT_MAX_KEY];
+    k->bound(call, rt_config_consts(k, k->default_config), want);
+    for (int b = 0; b < k->nbound && off < sizeof have; b++)
+      off += (size_t)snprintf(have + off, sizeof have - off, "%s%s = %" PRId64, b ? ", " : "", k->bound_names[b],
+                              want[b]);
+    return aot_fail(err, AOT_E_VALUE, "%s(): this call needs %s, for which no variant was built; see %s.%s.__doc__",
+                    k->name, have, k->package, k->name);
+  }
+  return aot_fail(err, AOT_E_CUDA, "%s(): no variant of %s compiled for %s; see the build log", k->name, k->name,
+                  k->targets[target].id);
+}
+
+/* Triton's launch syntax: the caller's config, in exactly the class the JIT computes for the call
+ * (a less specialized variant would run it, but it is not the code the JIT would run). */
+static int exact_variant(const aot_kernel *k, aot_call *call, int config, int target, int binding) {
+  const int *slots = class_slots(k, binding, config, target);
+  for (int s = 0; s < k->nspecs; s++) {
+    const uint8_t *want = &k->specs[(size_t)s * (size_t)k->nparams];
+    int same = slots[s] >= 0;
+    for (int p = 0; same && p < k->nparams; p++) same = k->params[p].launch_only || want[p] == jit_state(k, call, p);
+    if (same) return slots[s];
+  }
+  char have[AOT_MAX_ARGS + 1];
+  int n = 0;
+  for (int p = 0; p < k->nparams; p++)
+    if (!k->params[p].launch_only) have[n++] = spec_letter[jit_state(k, call, p)];
+  have[n] = '\0';
+  return aot_fail(call->err, AOT_E_MISSING, "%s[grid](...): no variant was built for config %s in class %s (the "
+                  "JIT's specialization of this call, one letter per argument); record a run that makes this "
+                  "call, or allow the JIT fallback", k->name, k->config_labels[config], have);
+}
+
+int rt_variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, aot_error *err) {
+  int exact;
+  return variant_of_config(k, NULL, choose_config(k, NULL, key, target, binding, 0, &exact), target, binding, 0, err);
+}
+
+/* ---------------------------------------------------------------- class misses
+ * A call that runs a less specialized class than Triton's JIT would have compiled for it (some argument
+ * the JIT would key as 16-divisible or 1 is assumed nothing) is a class miss: counted per pair of the
+ * class run and the JIT's class, so that the package can say which classes to add to its recipe. */
+
+/* The JIT's state of each parameter, 2 bits each; whether variant v's class assumes less than it. */
+static int jit_class(const aot_kernel *k, const aot_call *call, int v, uint64_t jit[2]) {
+  const uint8_t *ran = &k->specs[(size_t)k->variants[v].spec * (size_t)k->nparams];
+  int miss = 0;
+  jit[0] = jit[1] = 0;
+  for (int p = 0; p < k->nparams; p++) {
+    if (k->params[p].launch_only) continue;
+    uint8_t want = call->none >> p & 1 ? AOT_SPEC_NONE : jit_state(k, call, p);
+    jit[p / 32] |= (uint64_t)want << (2 * (p % 32));
+    miss |= (want == AOT_SPEC_DIV16 || want == AOT_SPEC_ONE) && ran[p] == AOT_SPEC_ANY;
+  }
+  return miss;
+}
+
+/* The class miss of launching variant v for this call: its index + 1 (made on first sight), 0 when v's
+ * class is the JIT's, or -1 when the table of pairs is full. */
+int rt_class_miss(const aot_kernel *k, const aot_call *call, int v) {
+  uint64_t jit[2];
+  if (!jit_class(k, call, v, jit)) return 0;
+  int spec = k->variants[v].spec, found = -1;
+  aot_memo *m = k->memo;
+  pthread_mutex_lock(&rt_memo_lock);
+  for (int i = 0; i < m->nmisses && found < 0; i++)
+    if (m->misses[i].spec == spec && m->misses[i].jit[0] == jit[0] && m->misses[i].jit[1] == jit[1]) found = i;
+  if (found < 0 && m->nmisses < AOT_MISSES) {
+    found = m->nmisses++;
+    m->misses[found].spec = spec, m->misses[found].jit[0] = jit[0], m->misses[found].jit[1] = jit[1];
+  }
+  pthread_mutex_unlock(&rt_memo_lock);
+  return found < 0 ? -1 : found + 1;
+}
+
+void rt_count_miss(const aot_kernel *k, aot_call *call, int miss) {
+  if (miss < 0)
+    atomic_fetch_add_explicit(&k->memo->lost_misses, 1, memory_order_relaxed);
+  else if (miss > 0 && atomic_fetch_add_explicit(&k->memo->misses[miss - 1].calls, 1, memory_order_relaxed) == 0)
+    call->new_miss = miss;
+}
+
+int aot_miss_get(const aot_kernel *k, int i, int *spec, char *jit, uint64_t *calls, uint64_t *lost) {
+  if (lost != NULL) *lost = atomic_load_explicit(&k->memo->lost_misses, memory_order_relaxed);
+  pthread_mutex_lock(&rt_memo_lock);
+  int ok = i >= 0 && i < k->memo->nmisses;
+  if (ok) {
+    const aot_miss *m = &k->memo->misses[i];
+    int n = 0;
+    for (int p = 0; p < k->nparams; p++)
+      if (k->spec_letters >> p & 1) jit[n++] = spec_letter[m->jit[p / 32] >> (2 * (p % 32)) & 3];
+    jit[n] = '\0';
+    *spec = m->spec;
+    *calls = atomic_load_explicit(&m->calls, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&rt_memo_lock);
+  return ok ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- the last picks
+ * Without constexprs bound to the call and without runtime tuning, the variant a call gets depends
+ * only on its target, types, argument states and bucketed key (the table search reads nothing else), so
+ * a kernel keeps its last few picks (aot_pick) and a repeated call skips the search. Every check of
+ * the call has run before the lookup. */
+
+typedef struct {
+  int32_t target, binding;
+  uint64_t states[2];
+  int64_t key[AOT_MAX_KEY];
+  aot_pick *slot;
+} pick_point;
+
+static void pick_point_of(const aot_kernel *k, const aot_call *call, int target, int binding, const int64_t *key,
+                          pick_point *pt) {
+  pt->target = target, pt->binding = binding, pt->states[0] = pt->states[1] = 0;
+  for (int p = 0; p < k->nparams; p++) pt->states[p / 32] |= (uint64_t)call_state(k, call, p) << (2 * (p % 32));
+  uint64_t h = (uint64_t)(target * 31 + binding) ^ pt->states[0] * 0x9E3779B97F4A7C15u ^ pt->states[1];
+  for (int d = 0; d < k->nkey; d++) pt->key[d] = bucket(k, key[d]), h = (h ^ (uint64_t)pt->key[d]) * 0x100000001B3u;
+  pt->slot = &k->memo->picks[(h ^ h >> 32) % AOT_PICKS];
+}
+
+static int pick_find(const aot_kernel *k, const pick_point *pt, int *miss) {
+  aot_pick *s = pt->slot;
+  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+  if (seq == 0 || seq & 1) return -1; /* never written, or being written */
+  int same = atomic_load_explicit(&s->target, memory_order_relaxed) == pt->target &&
+             atomic_load_explicit(&s->binding, memory_order_relaxed) == pt->binding &&
+             atomic_load_explicit(&s->states[0], memory_order_relaxed) == pt->states[0] &&
+             atomic_load_explicit(&s->states[1], memory_order_relaxed) == pt->states[1];
+  for (int d = 0; same && d < k->nkey; d++) same = atomic_load_explicit(&s->key[d], memory_order_relaxed) == pt->key[d];
+  int v = atomic_load_explicit(&s->variant, memory_order_relaxed);
+  int m = atomic_load_explicit(&s->miss, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (!same || atomic_load_explicit(&s->seq, memory_order_relaxed) != seq) return -1;
+  *miss = m;
+  return v;
+}
+
+static void pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss) {
+  aot_pick *s = pt->slot;
+  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+  if (seq & 1 || !atomic_compare_exchange_strong(&s->seq, &seq, seq + 1)) return; /* another thread writes it */
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&s->target, pt->target, memory_order_relaxed);
+  atomic_store_explicit(&s->binding, pt->binding, memory_order_relaxed);
+  atomic_store_explicit(&s->states[0], pt->states[0], memory_order_relaxed);
+  atomic_store_explicit(&s->states[1], pt->states[1], memory_order_relaxed);
+  for (int d = 0; d < k->nkey; d++) atomic_store_explicit(&s->key[d], pt->key[d], memory_order_relaxed);
+  atomic_store_explicit(&s->variant, v, memory_order_relaxed);
+  atomic_store_explicit(&s->miss, miss, memory_order_relaxed);
+  atomic_store_explicit(&s->seq, seq + 2 == 0 ? 2 : seq + 2, memory_order_release);
+}
+
+int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c) {
+  aot_error *err = call->err;
+  if (err->status != AOT_OK) return -1; /* filling the call failed (aot_set_tensor) */
+  int binding = bind_types(k, call, err);
+  if (binding < 0) return -1;
+  k->defaults(call);
+  if (err->status != AOT_OK || check_call(k, call) != 0) return -1;
+  if (k->nbound > 0) { /* evaluated once here so that a failing expression is reported, not taken as a misfit */
+    int64_t want[AOT_MAX_KEY];
+    k->bound(call, rt_config_consts(k, k->default_config), want);
+    if (err->status != AOT_OK) return -1;
+  }
+  int target = rt_choose_target(k, d, err);
+  if (target < 0) return -1;
+  if (forced >= 0) {
+    const aot_variant *var = &k->variants[forced];
+    if (var->binding != binding)
+      return aot_fail(err, AOT_E_TYPE, "variant %s does not take this call's dtypes", var->id);
+    if (var->target != target)
+      return aot_fail(err, AOT_E_VALUE, "variant %s is not the code for this GPU (%s, which runs %s code)", var->id,
+                      d->name, k->targets[target].id);
+    if (!rt_config_fits(k, call, var->config))
+      return aot_fail(err, AOT_E_VALUE, "variant %s was built for other values of the constexprs this call fixes; "
+                      "leave variant= out, or pick one from %s.%s.variants", var->id, k->package, k->name);
+    int p = spec_breaker(k, call, var->spec);
+    if (p >= 0) {
+      static const char *const what[] = {"not None", "16-divisible (16-byte aligned)", "equal to 1", "None"};
+      uint8_t want = k->specs[(size_t)var->spec * (size_t)k->nparams + (size_t)p];
+      return aot_fail(err, AOT_E_VALUE, "variant %s assumes argument %s is %s (class %s), and this call's is not; "
+                      "pass a less specialized variant", var->id, k->params[p].name, what[want],
+                      k->spec_names[var->spec]);
+    }
+    return forced;
+  }
+  if (call->launch_config > 0) return exact_variant(k, call, call->launch_config - 1, target, binding);
+  int64_t key[AOT_MAX_KEY];
+  k->key(call, key);
+  if (err->status != AOT_OK) return -1;
+  int mode = k->autotune ? atomic_load(&rt_autotune_mode) : AOT_TUNE_OFF;
+  pick_point point;
+  int keep = k->nbound == 0 && mode == AOT_TUNE_OFF; /* nothing but the point decides the pick */
+  if (keep) {
+    pick_point_of(k, call, target, binding, key, &point);
+    int v = pick_find(k, &point, &c->miss);
+    if (v >= 0) return v;
+  }
+  int spec = call_spec(k, call, err), exact;
+  if (spec < 0) return -1;
+  int config = choose_config(k, call, key, target, binding, spec, &exact);
+  if (keep) {
+    int v = variant_of_config(k, call, config, target, binding, spec, err);
+    if (v >= 0) pick_keep(k, &point, v, c->miss = rt_class_miss(k, call, v));
+    return v;
+  }
+  for (int dim = 0; dim < k->nkey && mode == AOT_TUNE_KEY; dim++)
+    if (bucket(k, key[dim]) != key[dim]) exact = 0; /* the table's row is for the bucket, not this key */
+  if (!exact && mode != AOT_TUNE_OFF) {
+    c->point.target = target, c->point.binding = binding, c->point.spec = spec, c->point.config = -1;
+    for (int dim = 0; dim < k->nkey; dim++) c->point.key[dim] = mode == AOT_TUNE_KEY ? key[dim] : bucket(k, key[dim]);
+    int tuned = rt_memo_find(k, &c->point);
+    if (tuned >= 0) config = tuned;
+    c->untuned = tuned < 0;
+  }
+  return variant_of_config(k, call, config, target, binding, spec, err);
+}
