@@ -1,5 +1,6 @@
-"""What every compiler backend shares: the ``Compiler`` protocol and what a compile produces (an
-``Artifact`` with the facts the launcher needs, or a ``Pruned`` variant with the reason)."""
+"""What every backend shares: the ``BackendModule`` protocol (what it states to the generic stages), the
+``Compiler`` protocol and what a compile produces (an ``Artifact`` with the facts the launcher needs, or a
+``Pruned`` variant with the reason)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..model import Kernel
+from ..model import Backend, Kernel
 from ..plan.variants import Variant
 
 
@@ -89,4 +90,51 @@ class Compiler(Protocol):
 
     def compile(self, variant: Variant) -> Outcome:
         """Compile one variant (runs in a worker process)."""
+        ...
+
+
+class BackendModule(Protocol):
+    """What a backend states to the generic stages (cache, pipeline, codegen), so that none of them asks
+    which backend a kernel has: its facts, its toolchain, and the decisions that depend on how its code is
+    built and launched. ``backends.of(kernel)`` is the kernel's."""
+
+    @property
+    def name(self) -> Backend:
+        """The recipe's name of the backend (the registry's key)."""
+        ...
+
+    @property
+    def source_suffixes(self) -> frozenset[str]:
+        """The suffixes of its source files: those beside a kernel (and in its include folders) are what
+        the kernel may use (the cache's source digest, the manifest's provenance)."""
+        ...
+
+    @property
+    def temp_prefixes(self) -> tuple[str, ...]:
+        """What its compiles keep in the system's temporary folder, each named for its process
+        (``_temp.temp_prefix``): a build removes those of killed processes."""
+        ...
+
+    def compiler(self, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None) -> Compiler:
+        """Its compiler for these targets, found and checked now (targets, nvcc given by the user, keep line
+        info, the CUDA driver floor)."""
+        ...
+
+    def portable(self, line_info: bool) -> bool:
+        """Whether its code holds no path of the kernel's sources: its cache entries then serve any checkout
+        holding the same files."""
+        ...
+
+    def folded(self, variant: Variant) -> tuple[int, ...]:
+        """The arguments (indices) that are not parameters of the variant's code (folded into a constant)."""
+        ...
+
+    def writes(self, built: Iterable[Artifact]) -> tuple[str, ...] | None:
+        """The pointer arguments the kernel's compiled code writes, or None where the backend cannot tell
+        (the recipe's ``mutates:`` then says)."""
+        ...
+
+    def caller_launches(self, kernel: Kernel) -> bool:
+        """The kernel is launched with its backend's own syntax (the caller gives grid and config): it has a
+        Python launcher and no dispatch call or C API."""
         ...

@@ -30,7 +30,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from .. import values
+from .. import backends, values
 from .._temp import atomic_file
 from ..backends import Outcome
 from ..backends.triton import toolchain
@@ -39,8 +39,6 @@ from ..model import Kernel
 from ..plan.variants import Variant
 
 log = logging.getLogger(__name__)
-
-SOURCE_SUFFIXES = {"triton": {".py"}, "cuda": {".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"}}
 
 
 def default_dir() -> Path:
@@ -90,7 +88,7 @@ def _folder(kernel: Kernel) -> Path:
 def source_files(kernel: Kernel) -> list[Path]:
     """The kernel's source file and every source file of its language beside it (helper modules,
     headers) and in its include folders: a conservative reading of "what the kernel uses"."""
-    suffixes = SOURCE_SUFFIXES[kernel.backend]
+    suffixes = backends.of(kernel).source_suffixes
     found = [p for p in _folder(kernel).glob("*") if p.is_file() and p.suffix in suffixes]
     for include in kernel.cuda.include_dirs if kernel.cuda else ():
         found += [p for p in include.rglob("*") if p.is_file() and p.suffix in suffixes]
@@ -102,10 +100,10 @@ def file_digest(path: Path) -> str:
 
 
 def source_digest(kernel: Kernel, portable: bool) -> str:
-    """The kernel's source files, by name and content. With ``portable`` (a Triton kernel compiled
-    without line info: no path reaches its code) a file is named relative to the kernel's folder, so
-    another checkout or environment holding the same files finds the same cached variants; otherwise
-    by its absolute path, which line info or CUDA's __FILE__ can carry into the code."""
+    """The kernel's source files, by name and content. With ``portable`` (its backend's code holds no path:
+    ``BackendModule.portable``) a file is named relative to the kernel's folder, so another checkout or
+    environment holding the same files finds the same cached variants; otherwise by its absolute path, which
+    line info or CUDA's __FILE__ can carry into the code."""
     folder = _folder(kernel)
     h = hashlib.sha256()
     for path in source_files(kernel):

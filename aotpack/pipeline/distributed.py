@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import _temp
 from .._version import __version__
-from ..backends import Compiler, Outcome, compile_all, compilers_for_targets
+from ..backends import Compiler, Outcome, compile_all, compilers_for_targets, entry_of
 from ..errors import ToolNotFound, UsageError
 from ..model import Backend, Kernel
 from ..plan.variants import Variant
@@ -187,7 +187,7 @@ def _worker_name() -> str:
 def run(t: Task) -> Outcome:
     """Compile one task on a worker."""
     variant = _localized(t)
-    return _compilers(t.settings)[variant.kernel.backend].compile(variant)
+    return entry_of(_compilers(t.settings), variant.kernel).compile(variant)
 
 
 def compile_on(
