@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 from ..model import Backend, Kernel
 from ..plan.variants import Variant
-from .base import Artifact, BackendModule, Compiler, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
+from .base import Artifact, BackendModule, Compiler, DriverFloor, Kept, LaunchNeeds, Outcome, Pruned, TmaLayout
 from .cuda.backend import CUDA
 from .triton.backend import TRITON
 
-__all__ = ["BACKENDS", "TEMP_PREFIXES", "Artifact", "BackendModule", "Compiler", "DriverFloor", "LaunchNeeds",
+__all__ = ["BACKENDS", "TEMP_PREFIXES", "Artifact", "BackendModule", "Compiler", "DriverFloor", "Kept", "LaunchNeeds",
            "Outcome", "Pruned", "TmaLayout", "check_all", "compile_all", "compilers_for",
            "compilers_for_targets", "entry_of", "of", "targets_of"]  # fmt: skip
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
-from ..model import Backend, Kernel
+from ..model import Kernel
 from ..plan.variants import Variant
 
 
@@ -93,20 +94,31 @@ class Compiler(Protocol):
         ...
 
 
+@dataclass(frozen=True, kw_only=True)
+class Kept:
+    """What a backend keeps in the build cache besides compiled variants (Triton: the releases ``--triton``
+    installs), as the cache lists it: its folder under the cache's root, the file each entry there writes last
+    (its mtime says when the entry was last used; a link in its place is counted as one), and the finished
+    entries with their sizes."""
+
+    folder: str
+    stamp: str
+    entries: tuple[tuple[Path, int], ...]
+
+
 class BackendModule(Protocol):
     """What a backend states to the generic stages (cache, pipeline, codegen), so that none of them asks
     which backend a kernel has: its facts, its toolchain, and the decisions that depend on how its code is
     built and launched. ``backends.of(kernel)`` is the kernel's."""
 
     @property
-    def name(self) -> Backend:
-        """The recipe's name of the backend (the registry's key)."""
-        ...
-
-    @property
     def source_suffixes(self) -> frozenset[str]:
         """The suffixes of its source files: those beside a kernel (and in its include folders) are what
         the kernel may use (the cache's source digest, the manifest's provenance)."""
+        ...
+
+    def include_dirs(self, kernel: Kernel) -> tuple[Path, ...]:
+        """Folders besides the kernel's own whose sources (searched recursively) the kernel may use."""
         ...
 
     @property
@@ -132,6 +144,10 @@ class BackendModule(Protocol):
     def writes(self, built: Iterable[Artifact]) -> tuple[str, ...] | None:
         """The pointer arguments the kernel's compiled code writes, or None where the backend cannot tell
         (the recipe's ``mutates:`` then says)."""
+        ...
+
+    def kept(self, cache_dir: Path) -> Kept | None:
+        """What it keeps in the build cache at ``cache_dir``; None: nothing."""
         ...
 
     def caller_launches(self, kernel: Kernel) -> bool:

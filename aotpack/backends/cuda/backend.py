@@ -5,17 +5,21 @@ a kernel writes is what its recipe declares."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
-from ...model import Backend, Kernel
+from ...model import Kernel
 from ...plan.variants import Variant
 from ..base import Artifact
 from .compiler import SCRATCH_TEMP, NvccCompiler
 
 
 class Cuda:
-    name: Backend = "cuda"
     source_suffixes = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"})
     temp_prefixes = (SCRATCH_TEMP,)
+
+    def include_dirs(self, kernel: Kernel) -> tuple[Path, ...]:
+        """The recipe's include folders (their headers)."""
+        return kernel.cuda.include_dirs if kernel.cuda else ()
 
     def compiler(
         self, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None
@@ -31,6 +35,9 @@ class Cuda:
         return ()
 
     def writes(self, built: Iterable[Artifact]) -> None:
+        return None
+
+    def kept(self, cache_dir: Path) -> None:
         return None
 
     def caller_launches(self, kernel: Kernel) -> bool:

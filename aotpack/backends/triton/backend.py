@@ -5,19 +5,23 @@ or None into the code."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
-from ...model import Backend, Kernel
+from ...model import Kernel
 from ...plan.states import NONE, ONE
 from ...plan.variants import Variant
-from ..base import Artifact
-from . import mutation
+from ..base import Artifact, Kept
+from . import mutation, toolchain
 from .compiler import CACHE_TEMP, TritonCompiler
 
 
 class Triton:
-    name: Backend = "triton"
     source_suffixes = frozenset({".py"})
     temp_prefixes = (CACHE_TEMP,)
+
+    def include_dirs(self, kernel: Kernel) -> tuple[Path, ...]:
+        """A kernel's helper modules lie beside it."""
+        return ()
 
     def compiler(
         self, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None
@@ -35,6 +39,11 @@ class Triton:
     def writes(self, built: Iterable[Artifact]) -> tuple[str, ...]:
         """What each compiled variant's TTIR writes (``Artifact.writes``), together."""
         return mutation.recorded(art.writes for art in built)
+
+    def kept(self, cache_dir: Path) -> Kept:
+        """The Triton releases kept for ``--triton`` (toolchain.py): each stamp says its size."""
+        found = tuple((tool.path, size) for tool, size in toolchain.kept(cache_dir))
+        return Kept(folder=toolchain.FOLDER, stamp=toolchain.STAMP, entries=found)
 
     def caller_launches(self, kernel: Kernel) -> bool:
         """``launch: triton``: launched as Triton launches it, ``kernel[grid](*args, **constexprs)``."""
