@@ -358,9 +358,7 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     for kb in build.kernels:
         n = kb.kernel.name
         out.append(f"extern AOT_API const aot_kernel aot_kernel_{n};")
-        if backends.of(kb.kernel).caller_launches(
-            kb.kernel
-        ):  # only its launch syntax: the caller gives grid and config
+        if kb.caller_launches:  # only its backend's launch syntax: the caller gives grid and config
             out.append(f"static PyObject *py_runner_{n}(PyObject *module, PyObject *spec) {{")
             out.append("  (void)module;")
             out.append(f"  return aot_py_runner(&aot_kernel_{n}, spec);")
@@ -467,9 +465,7 @@ def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
     ]
     for kb in build.kernels:
         k = kb.kernel
-        if backends.of(k).caller_launches(
-            k
-        ):  # its backend's launch syntax (grid and config from the caller): Python only
+        if kb.caller_launches:  # its backend's launch syntax (grid and config from the caller): Python only
             continue
         params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])
         lines += [  # comments carry no recipe text: the kernel's doc is its Python __doc__
@@ -491,7 +487,7 @@ def capi_c(build: BuildInput) -> str:
     no_error = designated({"status": "AOT_OK", "message": '""'})
     for kb in build.kernels:
         k = kb.kernel
-        if backends.of(k).caller_launches(k):
+        if kb.caller_launches:
             continue
         out.append(f"extern const aot_kernel aot_kernel_{k.name};")
         fill = []

@@ -139,7 +139,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
             ],
             "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
         }
-        if backends.of(k).caller_launches(k):
+        if kb.caller_launches:
             _add_launch(kernels[k.name], k)
     return {
         "schema": manifest_types.SCHEMA,
@@ -199,8 +199,8 @@ def init_py(build: BuildInput) -> str:
     names = [kb.kernel.name for kb in build.kernels]
     recipe = build.recipe
     kernels = "\n".join(
-        f"{kb.kernel.name} = {'_runtime.Launcher' if backends.of(kb.kernel).caller_launches(kb.kernel) else '_kernel'}"
-        f"({kb.kernel.name!r}, _native, _manifest)"
+        f"{kb.kernel.name} = {'_runtime.Launcher' if kb.caller_launches else '_kernel'}({kb.kernel.name!r}, "
+        "_native, _manifest)"
         for kb in build.kernels
     )
     doc = (
@@ -342,7 +342,7 @@ def init_pyi(build: BuildInput) -> str:
     for kb in build.kernels:
         params = []
         k = kb.kernel
-        if backends.of(k).caller_launches(k):
+        if kb.caller_launches:
             lines += [
                 "",
                 f"class _{k.name}:",
