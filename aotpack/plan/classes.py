@@ -68,6 +68,28 @@ class Spec:
         return {a.name: s for a, s in zip(kernel.args, self.states, strict=True) if s}
 
 
+@dataclass(frozen=True, kw_only=True)
+class SpecRule:
+    """How a kernel's code specializes, which its backend and launch decide: read once (``rule``), so that the
+    rest of the plan asks what a class may be, never which backend builds it."""
+
+    jit: bool  # per argument, on what Triton's JIT keys; False: on the recipe's hints only
+    recorded: bool  # exactly the classes a recording saw (a kernel launched as Triton launches it)
+    by_level: bool  # a class is named by its hint level and which optional arguments are None (CUDA's ids)
+
+
+def rule(kernel: Kernel) -> SpecRule:
+    """The kernel's rule: the plan's one reading of its backend and launch (the backends import the plan, so
+    it cannot ask them; the recipe reader, which knows the backend, could give the Kernel this value)."""
+    jit = kernel.backend == "triton"
+    return SpecRule(jit=jit, recorded=kernel.launch == "triton", by_level=not jit)
+
+
+def _hints_only(kernel: Kernel) -> bool:
+    """Only the hint levels are built: the code does not specialize as the JIT does, or ``specialize: none``."""
+    return not rule(kernel).jit or kernel.specialize == "none"
+
+
 # ---------------------------------------------------------------- what each argument can be
 
 
@@ -77,10 +99,9 @@ def _hint_state(arg: Arg) -> str:
 
 def allowed(kernel: Kernel, arg: Arg) -> tuple[str, ...]:
     """The states a class may give the argument: what the kernel's Triton release keys it on (and a hint's
-    state; a required hint's only), with None where the argument is optional. CUDA kernels and
-    ``specialize: none``: the hint or nothing."""
-    manual = kernel.backend != "triton" or kernel.specialize == "none"  # hints only
-    if manual or arg.launch_only or arg.descriptor or arg.kind not in ("tensor", "int"):
+    state; a required hint's only), with None where the argument is optional. Hints only (CUDA kernels,
+    ``specialize: none``): the hint or nothing."""
+    if _hints_only(kernel) or arg.launch_only or arg.descriptor or arg.kind not in ("tensor", "int"):
         states: tuple[str, ...] = (_hint_state(arg), ANY) if arg.hint is not None else (ANY,)
     elif arg.hint is not None and not arg.required:  # what the JIT keys, and the hint even where it keys nothing
         states = tuple(s for s in (ONE, DIV16, ANY) if s in arg.jit_states or s == _hint_state(arg))
@@ -234,9 +255,10 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         for states in classes:
             found.setdefault(states, origin)
 
-    if kernel.launch == "triton":  # the classes a recording saw
+    how = rule(kernel)
+    if how.recorded:  # the classes a recording saw
         add("recipe", [p.states for p in kernel.points])
-    elif kernel.backend != "triton" or kernel.specialize == "none":
+    elif _hints_only(kernel):
         add("level", _hinted_and_plain(kernel))
     elif kernel.specialize == "all":
         add("typical", _every(kernel))
@@ -246,12 +268,12 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         add("recipe", list(kernel.classes))
         add("floor", [*common.known, *_floors(kernel)])
         add("relaxed", _relaxed(kernel, [group[0] for group in common.groups]))
-    if kernel.launch == "triton":
+    if how.recorded:
         names = {s: _recorded_name(kernel, s) for s in found}
     else:
         names = {s: spell(kernel, dict(zip((a.name for a in kernel.args), s, strict=True))) for s in found}
     made = [Spec(name=names[s], states=s, level=_level(kernel, s), origin=o) for s, o in found.items()]
-    if kernel.backend != "triton":  # CUDA: named by level, and which optional arguments are None
+    if how.by_level:  # named by level, and which optional arguments are None
         optional = [i for i, a in enumerate(kernel.args) if a.optional]
         made = [Spec(name="-".join(p for p in (s.level, "".join(LETTER[s.states[i]] for i in optional)) if p)
                      or "plain", states=s.states, level=s.level, origin=s.origin) for s in made]  # fmt: skip
@@ -266,6 +288,7 @@ def _recorded_name(kernel: Kernel, states: tuple[str, ...]) -> str:
 
 def lettered(kernel: Kernel) -> list[Arg]:
     """The arguments a class name of the kernel has a letter for (the runtime spells a call's JIT class so)."""
-    if kernel.launch == "triton":
+    how = rule(kernel)
+    if how.recorded:
         return [a for a in kernel.args if len(a.jit_states) > 1 or a.optional]
-    return keyed(kernel) if kernel.backend == "triton" else [a for a in kernel.args if a.optional]
+    return [a for a in kernel.args if a.optional] if how.by_level else keyed(kernel)

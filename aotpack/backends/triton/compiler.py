@@ -187,13 +187,6 @@ class TritonCompiler:
     ptxas: tuple[tuple[str, tuple[Ptxas, ...]], ...] = ()  # per target: the ptxas to try, oldest first
 
     @classmethod
-    def for_build(
-        cls, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None
-    ) -> TritonCompiler:
-        """The ``compilers.BACKENDS`` entry (Triton takes no nvcc)."""
-        return cls.find(targets, cuda_floor, line_info)
-
-    @classmethod
     def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:
         version = releases.installed_version()
         newest = releases.newest_supported(sys.version_info[:2])
