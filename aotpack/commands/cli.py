@@ -18,7 +18,9 @@ from typing import TextIO, TypeVar
 from .. import facts, values
 from .._version import __version__
 from ..backends import Outcome, Pruned
+from ..backends.recipes import load
 from ..backends.triton import toolchain
+from ..backends.triton.recipe import wanted_triton
 from ..backends.triton.record import misses
 from ..backends.triton.record.recording import Events, check_package, parse_widen, record, write
 from ..errors import AotpackError, UsageError
@@ -26,7 +28,6 @@ from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
 from ..plan.variants import Variant, plan_summary, select
-from ..recipe.read import load, wanted_triton
 from .inspect import describe
 from .new import scaffold
 from .tune import Options, tune

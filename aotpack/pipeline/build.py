@@ -19,6 +19,7 @@ from typing import Any, Protocol, cast
 from .. import _temp, codegen, limits, model
 from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
+from ..backends import recipes as recipe
 from ..backends.cuda.compiler import SCRATCH_TEMP as NVCC_TEMP
 from ..backends.triton import mutation
 from ..backends.triton.compiler import CACHE_TEMP as TRITON_TEMP
@@ -28,7 +29,6 @@ from ..codegen import python as codegen_py
 from ..errors import CompileError, RecipeError
 from ..model import Backend
 from ..plan import variants as plan
-from ..recipe import read as recipe
 from . import cache, distributed, native, repair, wheel
 
 log = logging.getLogger("aotpack")

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import releases
 from aotpack.backends.triton.record import recording as record
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from .. import jit_stub
 from ..shared import ROOT, stand_in_wheel

@@ -21,8 +21,8 @@ from ...._temp import atomic_file
 from ....errors import RecipeError, RecordError
 from ....model import Kernel
 from ....plan import classes
-from ....recipe import read as recipe
 from ....recipe import yamlnodes
+from ... import recipes as recipe
 
 REPORT_FORMAT = "aotpack-report/1"  # what aot_kernels.stats() writes
 MAX_REPORT_BYTES = 64 << 20  # a report lists at most 64 class misses per kernel, and what the JIT compiled

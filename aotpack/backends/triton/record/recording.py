@@ -57,9 +57,9 @@ from ruamel.yaml.representer import RoundTripRepresenter
 from .... import facts
 from ...._temp import atomic_file, write_file
 from ....errors import Location, RecipeError, RecordError, UsageError
-from ....recipe import read as recipe
 from ....recipe import yamlnodes
 from ....runtime import aot_kernels
+from ... import recipes as recipe
 from .. import releases
 from . import agent as record_agent
 from . import misses as misses_
