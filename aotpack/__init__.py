@@ -7,11 +7,11 @@ command line.
 """
 
 from ._version import __version__
+from .backends.recipes import load
 from .errors import AotpackError, CompileError, RecipeError, ToolFailed, ToolNotFound, WheelError
 from .model import Recipe
 from .pipeline.build import BuildResult, build
 from .plan.variants import Variant, plan_variants
-from .recipe.read import load
 
 __all__ = [
     "AotpackError",

@@ -19,13 +19,13 @@ from typing import Any, Protocol, cast
 from .. import _temp, backends, codegen, limits, model, runtime
 from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
+from ..backends import recipes as recipe
 from ..codegen import c as codegen_c
 from ..codegen import compress
 from ..codegen import python as codegen_py
 from ..errors import CompileError, RecipeError
 from ..model import Backend
 from ..plan import variants as plan
-from ..recipe import read as recipe
 from . import cache, distributed, native, repair, wheel
 
 log = logging.getLogger("aotpack")

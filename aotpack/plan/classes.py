@@ -35,11 +35,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import RecipeError
+from ..limits import MAX_CLASSES
 from ..model import Arg, Kernel
 from . import typical
 from .states import ANY, DIV16, NONE, ONE
-
-MAX_CLASSES = 256  # `specialize: all` past this many classes is refused
 
 Origin = Literal["typical", "recipe", "relaxed", "floor", "level"]
 LETTER = {DIV16: "D", ONE: "1", NONE: "N", ANY: "_"}  # how a class name spells each argument's state
