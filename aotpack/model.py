@@ -11,7 +11,7 @@ from typing import Literal
 
 from . import expr, facts
 from .errors import Location
-from .plan.states import State
+from .plan.states import SpecRule, State
 
 Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
@@ -199,6 +199,7 @@ class TuneSpec:
 class Kernel:
     name: str
     backend: Backend
+    specialization: SpecRule  # how its code specializes (plan/classes.py), as its backend states it
     source: Source
     doc: str
     args: tuple[Arg, ...]

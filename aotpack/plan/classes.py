@@ -67,26 +67,9 @@ class Spec:
         return {a.name: s for a, s in zip(kernel.args, self.states, strict=True) if s}
 
 
-@dataclass(frozen=True, kw_only=True)
-class SpecRule:
-    """How a kernel's code specializes, which its backend and launch decide: read once (``rule``), so that the
-    rest of the plan asks what a class may be, never which backend builds it."""
-
-    jit: bool  # per argument, on what Triton's JIT keys; False: on the recipe's hints only
-    recorded: bool  # exactly the classes a recording saw (a kernel launched as Triton launches it)
-    by_level: bool  # a class is named by its hint level and which optional arguments are None (CUDA's ids)
-
-
-def rule(kernel: Kernel) -> SpecRule:
-    """The kernel's rule: the plan's one reading of its backend and launch (the backends import the plan, so
-    it cannot ask them; the recipe reader, which knows the backend, could give the Kernel this value)."""
-    jit = kernel.backend == "triton"
-    return SpecRule(jit=jit, recorded=kernel.launch == "triton", by_level=not jit)
-
-
 def _hints_only(kernel: Kernel) -> bool:
     """Only the hint levels are built: the code does not specialize as the JIT does, or ``specialize: none``."""
-    return not rule(kernel).jit or kernel.specialize == "none"
+    return not kernel.specialization.jit or kernel.specialize == "none"
 
 
 # ---------------------------------------------------------------- what each argument can be
@@ -254,7 +237,7 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         for states in classes:
             found.setdefault(states, origin)
 
-    how = rule(kernel)
+    how = kernel.specialization
     if how.recorded:  # the classes a recording saw
         add("recipe", [p.states for p in kernel.points])
     elif _hints_only(kernel):
@@ -287,7 +270,7 @@ def _recorded_name(kernel: Kernel, states: tuple[str, ...]) -> str:
 
 def lettered(kernel: Kernel) -> list[Arg]:
     """The arguments a class name of the kernel has a letter for (the runtime spells a call's JIT class so)."""
-    how = rule(kernel)
+    how = kernel.specialization
     if how.recorded:
         return [a for a in kernel.args if len(a.jit_states) > 1 or a.optional]
     return [a for a in kernel.args if a.optional] if how.by_level else keyed(kernel)

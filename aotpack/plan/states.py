@@ -3,6 +3,7 @@ terms, as one closed vocabulary. A specialization class is one state per argumen
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final, Literal
 
 State = Literal["", "D", "1", "N"]
@@ -11,3 +12,13 @@ ANY: Final = ""  # nothing assumed
 DIV16: Final = "D"  # divisible by 16 (an integer) or 16-byte aligned (a pointer)
 ONE: Final = "1"  # equal to 1: folded into the code
 NONE: Final = "N"  # None: folded too
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecRule:
+    """How a kernel's code specializes: its backend states it (``Kernel.specialization``, set by the backend's
+    recipe reader), so that the plan asks what a class may be, never which backend builds it."""
+
+    jit: bool  # per argument, on what Triton's JIT keys; False: on the recipe's hints only
+    recorded: bool  # exactly the classes a recording saw (a kernel launched as Triton launches it)
+    by_level: bool  # a class is named by its hint level and which optional arguments are None (CUDA's ids)

@@ -79,8 +79,9 @@ def called(entry: KernelEntry, backend: Backend, readers: Readers) -> Kernel:
     check = names.check(names.int_scalars | names.int_consts)
     launch = own.launch(check, {v for v, _ in types}, constexpr_names, args)
     kernel = Kernel(
-        name=name, backend=backend, source=source, doc=_fields.text(k["doc"], one_line=False) if "doc" in k else "",
-        args=args, types=tuple(types), constexpr_names=constexpr_names, configs=configs, default=default, grid=grid,
+        name=name, backend=backend, specialization=reader.SPECIALIZATION, source=source,
+        doc=_fields.text(k["doc"], one_line=False) if "doc" in k else "", args=args, types=tuple(types),
+        constexpr_names=constexpr_names, configs=configs, default=default, grid=grid,
         key=tuple(key), bucket=_bucket(k), rules=rules, targets=targets, options=own.options(), cuda=launch,
         tune=_tune(k["tune"], entry.root, len(key)) if "tune" in k else None, autotune=_autotune(k, own),
         mutates=_mutates(k["mutates"], names.pointers) if "mutates" in k else None, bound=tuple(bound),

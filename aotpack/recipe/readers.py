@@ -12,6 +12,7 @@ from typing import Protocol
 from .. import expr
 from ..errors import Location
 from ..model import Arg, Backend, Config, ConstValue, CudaLaunch, Kernel, Source
+from ..plan.states import SpecRule
 from .yamlnodes import Node
 
 Grid = list[tuple[str, tuple[ConstValue, ...]]]  # constexpr names and their values, in the recipe's order
@@ -109,6 +110,7 @@ class KernelReader(Protocol):
     KEYS: tuple[str, ...]  # the kernel keys it takes; the first, its name, gives the kernel's source
     SOURCE: str  # what the first key names: "a @triton.jit function"
     RECIPE_KEYS: tuple[str, ...]  # the recipe's own keys it reads (Triton: 'triton', its release)
+    SPECIALIZATION: SpecRule  # how its kernels' code specializes (one it reads whole, ``claim``, says its own)
 
     def release(self, top: Mapping[str, Node]) -> str | None:
         """The release of its toolchain the recipe asks for (its ``RECIPE_KEYS``), or None."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from ... import expr, facts
 from ...errors import RecipeError
 from ...model import Arg, ConstValue, CudaLaunch, Kernel, Source
+from ...plan.states import SpecRule
 from ...recipe import fields as _fields
 from ...recipe import yamlnodes
 from ...recipe.kernel import kernel_targets
@@ -24,6 +25,7 @@ TITLE = "CUDA"
 KEYS: tuple[str, ...] = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")
 SOURCE = "a .cu file"
 RECIPE_KEYS: tuple[str, ...] = ()  # the recipe's 'cuda:' is the driver every kernel needs, not this backend's
+SPECIALIZATION = SpecRule(jit=False, recorded=False, by_level=True)  # hint levels, and which optionals are None
 
 _GENCODE = re.compile(r"^arch=compute_(?P<arch>\d+a?),code=(?P<code>(?:sm|compute)_\d+a?)$")
 

@@ -31,7 +31,7 @@ from ...model import (  # fmt: skip
     Point,
     Source,
 )
-from ...plan.states import DIV16, NONE, ONE, State
+from ...plan.states import DIV16, NONE, ONE, SpecRule, State
 from ...recipe import args as _args
 from ...recipe import fields as _fields
 from ...recipe import sources as _sources
@@ -57,6 +57,8 @@ KEYS: tuple[str, ...] = (
 )
 SOURCE = "a @triton.jit function"
 RECIPE_KEYS: tuple[str, ...] = ("triton",)
+SPECIALIZATION = SpecRule(jit=True, recorded=False, by_level=False)  # on what the JIT keys each argument
+_RECORDED = SpecRule(jit=True, recorded=True, by_level=False)  # `launch: triton`: the classes that were recorded
 
 _POINT_KEYS = ("types", "config", "class", "launches")
 # what a `launch: triton` kernel takes: the caller gives the grid and the config, so no dispatch
@@ -328,7 +330,8 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
     args = [dataclasses.replace(a, optional=a.name in optional) for a in args]
     configs = tuple(dict.fromkeys(p.config for p in points))
     return Kernel(
-        name=name, backend="triton", source=source, doc=_fields.text(k["doc"], one_line=False) if "doc" in k else "",
+        name=name, backend="triton", specialization=_RECORDED, source=source,
+        doc=_fields.text(k["doc"], one_line=False) if "doc" in k else "",
         args=tuple(args), types=tuple(types), constexpr_names=constexpr_names, configs=configs, default=configs[0],
         grid=(expr.Num(1), expr.Num(1), expr.Num(1)), key=(), bucket="exact", rules=(), targets=chosen,
         options=_options(k["options"]) if "options" in k else (), launch="triton", points=tuple(points),
