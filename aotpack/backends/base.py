@@ -11,6 +11,7 @@ from typing import Protocol
 
 from ..model import Kernel
 from ..plan.variants import Variant
+from ..recipe.readers import KernelReader
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +111,11 @@ class BackendModule(Protocol):
     """What a backend states to the generic stages (cache, pipeline, codegen), so that none of them asks
     which backend a kernel has: its facts, its toolchain, and the decisions that depend on how its code is
     built and launched. ``backends.of(kernel)`` is the kernel's."""
+
+    @property
+    def recipe(self) -> KernelReader:
+        """Its part of reading a recipe: its keys and its kernels' own fields (``backends/recipes.py``)."""
+        ...
 
     @property
     def source_suffixes(self) -> frozenset[str]:

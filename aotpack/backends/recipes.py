@@ -10,13 +10,12 @@ from ..recipe import read
 from ..recipe.read import package_problem
 from ..recipe.readers import Readers
 from ..recipe.yamlnodes import Node
-from .cuda import recipe as cuda_recipe
-from .triton import recipe as triton_recipe
+from . import BACKENDS
 
 __all__ = ["READERS", "from_nodes", "load", "package_problem", "parse"]
 
-# in the order messages list them: Triton's keys before CUDA's
-READERS: Readers = {"triton": triton_recipe, "cuda": cuda_recipe}
+# each backend's part (BackendModule.recipe), in the order messages list them: Triton's keys before CUDA's
+READERS: Readers = {name: backend.recipe for name, backend in BACKENDS.items()}
 
 
 def load(path: str | Path) -> Recipe:

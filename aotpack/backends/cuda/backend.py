@@ -10,10 +10,12 @@ from pathlib import Path
 from ...model import Kernel
 from ...plan.variants import Variant
 from ..base import Artifact
+from . import recipe
 from .compiler import SCRATCH_TEMP, NvccCompiler
 
 
 class Cuda:
+    recipe = recipe
     source_suffixes = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"})
     temp_prefixes = (SCRATCH_TEMP,)
 

@@ -11,11 +11,12 @@ from ...model import Kernel
 from ...plan.states import NONE, ONE
 from ...plan.variants import Variant
 from ..base import Artifact, Kept
-from . import mutation, toolchain
+from . import mutation, recipe, toolchain
 from .compiler import CACHE_TEMP, TritonCompiler
 
 
 class Triton:
+    recipe = recipe
     source_suffixes = frozenset({".py"})
     temp_prefixes = (CACHE_TEMP,)
 
