@@ -38,10 +38,9 @@ from ..errors import RecipeError
 from ..limits import MAX_CLASSES
 from ..model import Arg, Kernel
 from . import typical
-from .states import ANY, DIV16, NONE, ONE
+from .states import ANY, DIV16, LETTER, NONE, ONE, STATE_OF
 
 Origin = Literal["typical", "recipe", "relaxed", "floor", "level"]
-LETTER = {DIV16: "D", ONE: "1", NONE: "N", ANY: "_"}  # how a class name spells each argument's state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +106,7 @@ def spell(kernel: Kernel, states: Mapping[str, str]) -> str:
 def read(kernel: Kernel, name: str) -> tuple[str, ...] | str:
     """A class name back into one state per argument, or why it is not one of this kernel's."""
     args = keyed(kernel)
-    letters = {v: k for k, v in LETTER.items()}
+    letters = STATE_OF
     if len(name) != len(args) or any(c not in letters for c in name):
         return (f"expected one letter per argument the JIT keys ({len(args)}: {', '.join(a.name for a in args)}), "
                 "each D, 1, N or _")  # fmt: skip

@@ -13,6 +13,10 @@ DIV16: Final = "D"  # divisible by 16 (an integer) or 16-byte aligned (a pointer
 ONE: Final = "1"  # equal to 1: folded into the code
 NONE: Final = "N"  # None: folded too
 
+# how a class name spells each state, one letter per argument (``DD_1``), and back
+STATE_OF: Final[dict[str, State]] = {"D": DIV16, "1": ONE, "N": NONE, "_": ANY}
+LETTER: Final[dict[str, str]] = {state: letter for letter, state in STATE_OF.items()}
+
 
 @dataclass(frozen=True, kw_only=True)
 class SpecRule:

@@ -31,7 +31,7 @@ from ...model import (  # fmt: skip
     Point,
     Source,
 )
-from ...plan.states import DIV16, NONE, ONE, SpecRule, State
+from ...plan.states import NONE, STATE_OF, SpecRule, State
 from ...recipe import args as _args
 from ...recipe import fields as _fields
 from ...recipe import sources as _sources
@@ -64,7 +64,6 @@ _POINT_KEYS = ("types", "config", "class", "launches")
 # what a `launch: triton` kernel takes: the caller gives the grid and the config, so no dispatch
 _LAUNCHED_KEYS = ("triton", "launch", "doc", "args", "types", "targets", "options", "variants", "autotuned")
 _PICK_KEYS = ("key", "config")
-_CLASS_LETTERS: dict[str, State] = {"D": DIV16, "1": ONE, "N": NONE, "_": ""}
 _OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas", "launch_pdl", "launch_cooperative_grid")
 _BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
 
@@ -415,12 +414,12 @@ def _point(
                for combo in itertools.product(*values)]  # fmt: skip
     spelled = fields["class"].string()
     runtime = [a for a in args if not a.launch_only]
-    if len(spelled) != len(runtime) or any(c not in _CLASS_LETTERS for c in spelled):
+    if len(spelled) != len(runtime) or any(c not in STATE_OF for c in spelled):
         raise fields["class"].fail(f"expected one letter per argument ({len(runtime)}: "
                                    f"{', '.join(a.name for a in runtime)}), each D, 1, N or _")  # fmt: skip
     states: list[State] = []
     for arg, letter in zip(runtime, spelled, strict=True):
-        state = _CLASS_LETTERS[letter]
+        state = STATE_OF[letter]
         allowed = {"", NONE} if arg.pointer else set(arg.jit_states)
         if arg.pointer:
             allowed |= set(arg.jit_states)
