@@ -11,7 +11,7 @@ from typing import Literal
 
 from . import expr, facts
 from .errors import Location
-from .plan.states import SpecRule, State
+from .states import SpecRule, State
 
 Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]

@@ -13,8 +13,8 @@ from ..errors import RecipeError
 from ..model import Arg, Kernel, Rule
 from ..plan import classes
 from ..plan.classes import Spec
-from ..plan.states import ANY, DIV16, NONE, ONE
 from ..plan.variants import Variant
+from ..states import ANY, DIV16, NONE, ONE
 from . import BuildInput, KernelBuild, compress
 
 _STATE = {ANY: "AOT_SPEC_ANY", DIV16: "AOT_SPEC_DIV16", ONE: "AOT_SPEC_ONE", NONE: "AOT_SPEC_NONE"}

@@ -37,8 +37,8 @@ from typing import Literal
 from ..errors import RecipeError
 from ..limits import MAX_CLASSES
 from ..model import Arg, Kernel
+from ..states import ANY, DIV16, LETTER, NONE, ONE, STATE_OF
 from . import typical
-from .states import ANY, DIV16, LETTER, NONE, ONE, STATE_OF
 
 Origin = Literal["typical", "recipe", "relaxed", "floor", "level"]
 

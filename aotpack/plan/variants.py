@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from .. import expr
 from ..errors import RecipeError
 from ..model import Arg, Config, Kernel, Recipe
+from ..states import NONE
 from .classes import Spec, specs
-from .states import NONE
 
 _TARGET = re.compile(r"^(sm|compute)_\d+a?$")
 

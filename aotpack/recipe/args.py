@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from .. import expr, facts, limits
 from ..errors import Location, RecipeError
 from ..model import RESERVED_ARGS, Arg
-from ..plan.states import ANY, DIV16, ONE, State
+from ..states import ANY, DIV16, ONE, State
 from .fields import IDENT, constant, expression
 from .yamlnodes import Node, suggest
 

@@ -12,7 +12,7 @@ from typing import Protocol
 from .. import expr
 from ..errors import Location
 from ..model import Arg, Backend, Config, ConstValue, CudaLaunch, Kernel, Source
-from ..plan.states import SpecRule
+from ..states import SpecRule
 from .yamlnodes import Node
 
 Grid = list[tuple[str, tuple[ConstValue, ...]]]  # constexpr names and their values, in the recipe's order

@@ -14,12 +14,12 @@ from pathlib import Path
 from ... import expr, facts
 from ...errors import RecipeError
 from ...model import Arg, ConstValue, CudaLaunch, Kernel, Source
-from ...plan.states import SpecRule
 from ...recipe import fields as _fields
 from ...recipe import yamlnodes
 from ...recipe.kernel import kernel_targets
 from ...recipe.readers import Grid, Jit, KernelEntry
 from ...recipe.yamlnodes import Node
+from ...states import SpecRule
 
 TITLE = "CUDA"
 KEYS: tuple[str, ...] = ("cuda", "entry", "defines", "block", "shared", "include_dirs", "nvcc_flags", "gencode")

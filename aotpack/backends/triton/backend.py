@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ...model import Kernel
-from ...plan.states import NONE, ONE
 from ...plan.variants import Variant
+from ...states import NONE, ONE
 from ..base import Artifact, Kept
 from . import mutation, recipe, toolchain
 from .compiler import CACHE_TEMP, TritonCompiler

@@ -35,9 +35,9 @@ from typing import Any
 from ... import _temp, _tools, facts
 from ...errors import ToolNotFound
 from ...model import ConstValue, DtypeConst, FunctionConst, Kernel, Source
-from ...plan.states import DIV16, NONE, ONE
 from ...plan.variants import Variant
 from ...recipe import sources as _sources
+from ...states import DIV16, NONE, ONE
 from ..base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
 from . import introspect, releases, toolchain
 from .mutation import written_arguments

@@ -31,7 +31,6 @@ from ...model import (  # fmt: skip
     Point,
     Source,
 )
-from ...plan.states import NONE, STATE_OF, SpecRule, State
 from ...recipe import args as _args
 from ...recipe import fields as _fields
 from ...recipe import sources as _sources
@@ -41,6 +40,7 @@ from ...recipe.kernel import CONFIG_LAUNCH, kernel_targets
 from ...recipe.readers import Grid, Jit, KernelEntry
 from ...recipe.yamlnodes import Node, suggest
 from ...runtime import aot_kernels
+from ...states import NONE, STATE_OF, SpecRule, State
 from . import introspect, toolchain
 
 TITLE = "Triton"

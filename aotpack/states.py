@@ -1,5 +1,6 @@
 """What a compiled variant assumes of one argument: the states Triton's JIT keys an argument on, in its own
-terms, as one closed vocabulary. A specialization class is one state per argument (``plan/classes.py``)."""
+terms, as one closed vocabulary. A specialization class is one state per argument (``plan/classes.py``). At
+the bottom of the house with the model that uses it: the recipe, the plan, the backends and codegen speak it."""
 
 from __future__ import annotations
 
