@@ -283,9 +283,10 @@ def runtime_notice() -> bytes:
     text = next((t for t in found if t), None)
     if text is None:
         raise CompileError("aotpack's LICENSE is missing from its installation; reinstall aotpack")
-    head = (f"This package embeds the runtime of aotpack {__version__} (aot_runtime.c, aot_python.c and\n"
-            "_aotpack_runtime.py, compiled into its shared objects or copied beside them), licensed under\n"
-            "the Apache License, Version 2.0, whose text follows.\n\n")  # fmt: skip
+    shipped = ", ".join(("_aotpack_runtime.py", *runtime.PYTHON_HELPERS))
+    head = (f"This package embeds the runtime of aotpack {__version__} (its C, aot_*.c, compiled into the\n"
+            f"shared objects; its Python, {shipped}, copied beside them), licensed\n"
+            "under the Apache License, Version 2.0, whose text follows.\n\n")  # fmt: skip
     return (head + text).encode()
 
 
