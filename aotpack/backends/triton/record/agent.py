@@ -195,6 +195,7 @@ def start(folder: str, knobs: Any = None) -> Agent:
         agent.sink({"event": "refused", "why": f"the program runs Triton {version}; aotpack records with Triton "
                     f"{', '.join(t + '.x' for t in tested)}: run it where one of them is installed"})  # fmt: skip
         return agent
+    agent.sink({"event": "triton", "version": version})  # the release whose code the recording is (triton:)
     agent.install(knobs)
     atexit.register(agent.finish)
     return agent
