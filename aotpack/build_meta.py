@@ -37,11 +37,12 @@ from typing import Any
 
 from . import model, values
 from ._temp import atomic_file
+from .backends import recipes
 from .backends.triton import releases, toolchain
 from .errors import RecipeError, UsageError
 from .pipeline import build as pipeline
 from .pipeline import cache, wheel
-from .recipe import read as recipe
+from .recipe.read import cuda_floor
 from .recipe.yamlnodes import read_text
 
 if sys.version_info >= (3, 11):
@@ -104,7 +105,7 @@ def _checked(key: str, value: Any, source: str) -> Any:
     where = f"pyproject.toml: {source} {key} = {value!r}"
     if key == "cuda":
         try:
-            recipe.cuda_floor(value)
+            cuda_floor(value)
         except ValueError as exc:
             raise UsageError(f"{where}: {exc}") from None
     return value
@@ -138,7 +139,7 @@ def build_wheel(
     wheel_directory: str, config_settings: Mapping[str, Any] | None = None, metadata_directory: str | None = None
 ) -> str:
     s = _settings(config_settings)
-    floor = recipe.cuda_floor(s["cuda"]) if "cuda" in s else None  # checked by _settings
+    floor = cuda_floor(s["cuda"]) if "cuda" in s else None  # checked by _settings
     rec = _project_recipe(s["recipe"])
     if "triton" in s and toolchain.check_active() is None:  # without isolation, another Triton may be installed
         kept = toolchain.needed(_triton(s), cache.default_dir(), None)
@@ -158,7 +159,7 @@ def _project_recipe(setting: str) -> model.Recipe:
     package, the project's own), and never checked here."""
     root = Path.cwd().resolve()
     _inside(root, Path(setting), "pyproject.toml: [tool.aotpack] recipe =")
-    rec = recipe.load(setting)
+    rec = recipes.load(setting)
     named = [(t, "tables:") for t in rec.tables]
     for k in rec.kernels:
         if k.source.path is not None:  # its file, and the helpers and headers beside it the build reads

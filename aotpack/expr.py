@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from .limits import MAX_DEPTH, MAX_TOKENS
+
 
 class ExprError(ValueError):
     """A parse or name error at ``offset`` (0-based) inside the expression text."""
@@ -70,9 +72,6 @@ COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(//|==|!=|<=|>=|[-+*%(),<>]))")
 
 
-MAX_TOKENS = 256  # the longest expression (real grids and keys use a dozen)
-
-
 def _tokens(text: str) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
     pos = 0
@@ -91,9 +90,6 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
         pos = m.end()
     out.append(("end", "", len(text)))
     return out
-
-
-MAX_DEPTH = 32  # parentheses, calls and signs nested in one expression
 
 
 class _Parser:

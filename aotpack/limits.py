@@ -19,6 +19,18 @@ MAX_YAML_DEPTH = 32  # how deeply a recipe may nest (the deepest real recipe nee
 MAX_YAML_VALUES = 200_000
 MAX_NAME = 100  # a package's name: it is in file names (of at most 255 bytes) with a version and tags
 
+# what a recipe may ask for (the recipe loader refuses more, located)
+MAX_RECORDED_VARIANTS = 65536  # a `launch: triton` kernel's variants, widened rows multiplied out
+MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
+MAX_WARPS = 32  # 32 warps of 32 threads: CUDA's 1024 threads per block
+MAX_TOKENS = 256  # the longest expression (real grids and keys use a dozen)
+MAX_DEPTH = 32  # parentheses, calls and signs nested in one expression
+
+# what the planner evaluates
+MAX_CLASSES = 256  # `specialize: all` past this many classes is refused
+MAX_EVERY_COMBINATION = 4  # symbols of a kind whose every combination is evaluated; past that, all but one alike
+MAX_CALLS = 4096  # typical calls evaluated per choice of None arguments
+
 # numbers given as text (values.py reads every one: options, [tool.aotpack] and -C settings, the environment)
 MAX_DIGITS = 20  # digits of a number (2**63 has 19): int() of thousands of digits is slow, and past 4300 refused
 MAX_SIZE = 1 << 60  # a size in bytes (--trim, $AOTPACK_CACHE_SIZE): 1048576T, more than any disk holds

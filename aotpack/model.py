@@ -1,5 +1,5 @@
 """What a recipe says, as frozen data: the kernels, their arguments, config grids, dispatch rules and
-tuning hooks. ``recipe.load`` makes it from YAML; every later stage (plan, compile, codegen, tune)
+tuning hooks. ``load`` (backends/recipes.py) makes it from YAML; every later stage (plan, compile, codegen, tune)
 reads it and nothing writes it again."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Literal
 
 from . import expr, facts
 from .errors import Location
-from .plan.states import State
+from .states import SpecRule, State
 
 Backend = Literal["triton", "cuda"]
 Bucket = Literal["exact", "pow2"]
@@ -22,8 +22,10 @@ Kind = Literal["tensor", "int", "float", "bool"]  # how a caller passes an argum
 BUCKETS: tuple[Bucket, ...] = ("exact", "pow2")
 POLICIES: tuple[Policy, ...] = ("common", "none", "all")
 RESERVED_ARGS = ("stream", "variant")  # keywords every generated kernel takes
-TRITON_DEFAULT_WARPS = 4  # what Triton launches with where a config says no num_warps
-TRITON_DEFAULT_STAGES = 3  # ... and no num_stages
+# Triton's own launch defaults: a Triton config, a recorded variant or an autotuner's pick that names no
+# num_warps or num_stages gets these, as Triton's JIT gives them
+TRITON_DEFAULT_WARPS = 4
+TRITON_DEFAULT_STAGES = 3
 # what every generated package defines itself (codegen/python.py): a kernel may not hide them
 PACKAGE_NAMES = (
     "ClassMissWarning",
@@ -197,6 +199,7 @@ class TuneSpec:
 class Kernel:
     name: str
     backend: Backend
+    specialization: SpecRule  # how its code specializes (plan/classes.py), as its backend states it
     source: Source
     doc: str
     args: tuple[Arg, ...]

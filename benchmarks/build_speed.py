@@ -29,7 +29,7 @@ RECIPE = ROOT / "recipes" / "demo.yaml"
 ONE_VARIANT = """
 import sys
 from aotpack import load, plan_variants
-from aotpack.compilers.triton import TritonCompiler
+from aotpack.backends.triton.compiler import TritonCompiler
 variant = next(v for v in plan_variants(load(sys.argv[1])) if v.id == sys.argv[2])
 outcome = TritonCompiler.find([variant.target]).compile(variant)
 assert type(outcome).__name__ == "Artifact", outcome
@@ -38,7 +38,7 @@ assert type(outcome).__name__ == "Artifact", outcome
 ENGINE = """
 import sys
 from aotpack import load, plan_variants
-from aotpack.compilers import compile_all, compilers_for
+from aotpack.backends import compile_all, compilers_for
 ids = set(sys.argv[3].split(";"))
 recipe = load(sys.argv[1])
 variants = [v for v in plan_variants(recipe) if v.id in ids]
@@ -50,8 +50,9 @@ assert all(type(o).__name__ == "Artifact" for _, o in outcomes)
 DASK = """
 import sys, time
 from distributed import LocalCluster
-from aotpack import distributed, load, plan_variants
-from aotpack.compilers import compilers_for, targets_of
+from aotpack import load, plan_variants
+from aotpack.backends import compilers_for, targets_of
+from aotpack.pipeline import distributed
 ids = set(sys.argv[3].split(";"))
 recipe = load(sys.argv[1])
 variants = [v for v in plan_variants(recipe) if v.id in ids]

@@ -29,7 +29,7 @@ from softmax import softmax_kernel  # noqa: E402
 from timing import interleaved_ms  # noqa: E402
 
 from aotpack import model  # noqa: E402
-from aotpack.recipe import read as recipe  # noqa: E402
+from aotpack.backends import recipes as recipe  # noqa: E402
 
 REPS, WARMUP = 30, 5
 MATMUL_SHAPES = [

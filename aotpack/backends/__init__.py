@@ -1,6 +1,7 @@
-"""Variant -> Artifact. Each backend implements ``Compiler`` (``base.py``); ``BACKENDS`` maps a
-recipe's backend name to the function that finds and checks its toolchain. ``compile_all`` runs the
-variants in parallel worker processes (or on any ``concurrent.futures`` executor)."""
+"""The backends behind one seam. Each states what the generic stages need (``BackendModule``, ``base.py``)
+and compiles through its ``Compiler``; ``BACKENDS`` registers them by the recipe's backend name, and ``of``
+gives a kernel's. ``compile_all`` runs the variants in parallel worker processes (or on any
+``concurrent.futures`` executor)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,32 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model import Backend, Kernel
 from ..plan.variants import Variant
-from .base import Artifact, Compiler, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
-from .cuda.compiler import NvccCompiler
-from .triton.compiler import TritonCompiler
+from .base import Artifact, BackendModule, Compiler, DriverFloor, Kept, LaunchNeeds, Outcome, Pruned, TmaLayout
+from .cuda.backend import CUDA
+from .triton.backend import TRITON
 
-__all__ = ["BACKENDS", "Artifact", "Compiler", "DriverFloor", "LaunchNeeds", "Outcome", "Pruned", "TmaLayout",
-           "compile_all", "compilers_for", "compilers_for_targets", "targets_of"]  # fmt: skip
+__all__ = ["BACKENDS", "TEMP_PREFIXES", "Artifact", "BackendModule", "Compiler", "DriverFloor", "Kept", "LaunchNeeds",
+           "Outcome", "Pruned", "TmaLayout", "check_all", "compile_all", "compilers_for",
+           "compilers_for_targets", "entry_of", "of", "targets_of"]  # fmt: skip
 
-# backend name -> (its targets, nvcc given by the user, keep line info, the CUDA driver floor) -> its compiler
-BACKENDS: dict[Backend, Callable[[tuple[str, ...], str | None, bool, int | None], Compiler]] = {
-    "triton": TritonCompiler.for_build,
-    "cuda": NvccCompiler.for_build,
-}
+T = TypeVar("T")
+
+BACKENDS: dict[Backend, BackendModule] = {"triton": TRITON, "cuda": CUDA}
+TEMP_PREFIXES = tuple(prefix for backend in BACKENDS.values() for prefix in backend.temp_prefixes)
+
+
+def of(kernel: Kernel) -> BackendModule:
+    """The backend that builds the kernel."""
+    return entry_of(BACKENDS, kernel)
+
+
+def entry_of(table: Mapping[Backend, T], kernel: Kernel) -> T:
+    """The kernel's entry in a table keyed by backend name (a build's compilers, their versions)."""
+    return table[kernel.backend]
 
 
 def compilers_for(
@@ -46,7 +57,7 @@ def targets_of(kernels: Iterable[Kernel]) -> tuple[tuple[Backend, tuple[str, ...
 def compilers_for_targets(
     targets: Iterable[tuple[Backend, tuple[str, ...]]], nvcc: str | None, line_info: bool, cuda_floor: int | None
 ) -> dict[Backend, Compiler]:
-    return {backend: BACKENDS[backend](chosen, nvcc, line_info, cuda_floor) for backend, chosen in targets}
+    return {backend: BACKENDS[backend].compiler(chosen, nvcc, line_info, cuda_floor) for backend, chosen in targets}
 
 
 def compile_all(
@@ -66,7 +77,7 @@ def compile_all(
         workers = max(1, min(jobs or os.cpu_count() or 1, len(variants)))
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        futures = {executor.submit(*(task(v) if task else (compilers[v.kernel.backend].compile, v))): i
+        futures = {executor.submit(*(task(v) if task else (entry_of(compilers, v.kernel).compile, v))): i
                    for i, v in enumerate(variants)}  # fmt: skip
         done: dict[int, Outcome] = {}
         for future in as_completed(futures):
@@ -78,3 +89,10 @@ def compile_all(
         if own:
             executor.shutdown(cancel_futures=True)
     return [(v, done[i]) for i, v in enumerate(variants)]
+
+
+def check_all(compilers: Mapping[Backend, Compiler], kernels: Iterable[Kernel]) -> None:
+    """Each compiler checks its backend's kernels against their sources, before anything compiles."""
+    kernels = list(kernels)
+    for backend, compiler in compilers.items():
+        compiler.check([k for k in kernels if k.backend == backend])

@@ -1,14 +1,17 @@
-"""What every compiler backend shares: the ``Compiler`` protocol and what a compile produces (an
-``Artifact`` with the facts the launcher needs, or a ``Pruned`` variant with the reason)."""
+"""What every backend shares: the ``BackendModule`` protocol (what it states to the generic stages), the
+``Compiler`` protocol and what a compile produces (an ``Artifact`` with the facts the launcher needs, or a
+``Pruned`` variant with the reason)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from ..model import Kernel
 from ..plan.variants import Variant
+from ..recipe.readers import KernelReader
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,4 +92,71 @@ class Compiler(Protocol):
 
     def compile(self, variant: Variant) -> Outcome:
         """Compile one variant (runs in a worker process)."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kept:
+    """What a backend keeps in the build cache besides compiled variants (Triton: the releases ``--triton``
+    installs), as the cache lists it: its folder under the cache's root, the file each entry there writes last
+    (its mtime says when the entry was last used; a link in its place is counted as one), and the finished
+    entries with their sizes."""
+
+    folder: str
+    stamp: str
+    entries: tuple[tuple[Path, int], ...]
+
+
+class BackendModule(Protocol):
+    """What a backend states to the generic stages (cache, pipeline, codegen), so that none of them asks
+    which backend a kernel has: its facts, its toolchain, and the decisions that depend on how its code is
+    built and launched. ``backends.of(kernel)`` is the kernel's."""
+
+    @property
+    def recipe(self) -> KernelReader:
+        """Its part of reading a recipe: its keys and its kernels' own fields (``backends/recipes.py``)."""
+        ...
+
+    @property
+    def source_suffixes(self) -> frozenset[str]:
+        """The suffixes of its source files: those beside a kernel (and in its include folders) are what
+        the kernel may use (the cache's source digest, the manifest's provenance)."""
+        ...
+
+    def include_dirs(self, kernel: Kernel) -> tuple[Path, ...]:
+        """Folders besides the kernel's own whose sources (searched recursively) the kernel may use."""
+        ...
+
+    @property
+    def temp_prefixes(self) -> tuple[str, ...]:
+        """What its compiles keep in the system's temporary folder, each named for its process
+        (``_temp.temp_prefix``): a build removes those of killed processes."""
+        ...
+
+    def compiler(self, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None) -> Compiler:
+        """Its compiler for these targets, found and checked now (targets, nvcc given by the user, keep line
+        info, the CUDA driver floor)."""
+        ...
+
+    def portable(self, line_info: bool) -> bool:
+        """Whether its code holds no path of the kernel's sources: its cache entries then serve any checkout
+        holding the same files."""
+        ...
+
+    def folded(self, variant: Variant) -> tuple[int, ...]:
+        """The arguments (indices) that are not parameters of the variant's code (folded into a constant)."""
+        ...
+
+    def writes(self, built: Iterable[Artifact]) -> tuple[str, ...] | None:
+        """The pointer arguments the kernel's compiled code writes, or None where the backend cannot tell
+        (the recipe's ``mutates:`` then says)."""
+        ...
+
+    def kept(self, cache_dir: Path) -> Kept | None:
+        """What it keeps in the build cache at ``cache_dir``; None: nothing."""
+        ...
+
+    def caller_launches(self, kernel: Kernel) -> bool:
+        """The kernel is launched with its backend's own syntax (the caller gives grid and config): it has a
+        Python launcher and no dispatch call or C API."""
         ...

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import facts
+from .. import backends, facts
 from ..backends import Artifact, DriverFloor, Outcome, Pruned
 from ..model import Kernel, Recipe
 from ..plan.variants import Variant
@@ -21,6 +21,12 @@ class KernelBuild:
     variants: tuple[tuple[Variant, Artifact], ...]
     pruned: tuple[tuple[Variant, Pruned], ...]
     min_driver: dict[str, DriverFloor]  # target -> the CUDA driver its images need, and what set that
+
+    @property
+    def caller_launches(self) -> bool:
+        """Launched with its backend's own syntax (Triton's ``kernel[grid](...)``: the caller gives grid and
+        config): a Python launcher only, no dispatch call or C API."""
+        return backends.of(self.kernel).caller_launches(self.kernel)
 
 
 @dataclass(frozen=True, kw_only=True)

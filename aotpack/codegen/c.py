@@ -8,13 +8,13 @@ import math
 from collections.abc import Callable
 from typing import cast
 
-from .. import expr, facts, limits
+from .. import backends, expr, facts, limits
 from ..errors import RecipeError
 from ..model import Arg, Kernel, Rule
 from ..plan import classes
 from ..plan.classes import Spec
-from ..plan.states import ANY, DIV16, NONE, ONE
 from ..plan.variants import Variant
+from ..states import ANY, DIV16, NONE, ONE
 from . import BuildInput, KernelBuild, compress
 
 _STATE = {ANY: "AOT_SPEC_ANY", DIV16: "AOT_SPEC_DIV16", ONE: "AOT_SPEC_ONE", NONE: "AOT_SPEC_NONE"}
@@ -85,11 +85,9 @@ def _param(arg: Arg, kernel: Kernel) -> str:
 
 
 def _folded(variant: Variant) -> int:
-    """Bit i: argument i is not a parameter of this variant's code (Triton folded it into a
-    constant: equal to 1, or None)."""
-    if variant.kernel.backend != "triton":
-        return 0
-    return sum(1 << i for i, s in enumerate(variant.spec.states) if s in (ONE, NONE))
+    """Bit i: argument i is not a parameter of this variant's code (its backend folded it into a
+    constant: Triton's, an argument equal to 1, or None)."""
+    return sum(1 << i for i in backends.of(variant.kernel).folded(variant))
 
 
 def _rule_specs(rule: Rule, specs: tuple[Spec, ...]) -> list[int]:
@@ -360,7 +358,7 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     for kb in build.kernels:
         n = kb.kernel.name
         out.append(f"extern AOT_API const aot_kernel aot_kernel_{n};")
-        if kb.kernel.launch == "triton":  # only Triton's launch syntax: the caller gives grid and config
+        if kb.caller_launches:  # only its backend's launch syntax: the caller gives grid and config
             out.append(f"static PyObject *py_runner_{n}(PyObject *module, PyObject *spec) {{")
             out.append("  (void)module;")
             out.append(f"  return aot_py_runner(&aot_kernel_{n}, spec);")
@@ -467,7 +465,7 @@ def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
     ]
     for kb in build.kernels:
         k = kb.kernel
-        if k.launch == "triton":  # Triton's launch syntax (grid and config from the caller): Python only
+        if kb.caller_launches:  # its backend's launch syntax (grid and config from the caller): Python only
             continue
         params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])
         lines += [  # comments carry no recipe text: the kernel's doc is its Python __doc__
@@ -489,7 +487,7 @@ def capi_c(build: BuildInput) -> str:
     no_error = designated({"status": "AOT_OK", "message": '""'})
     for kb in build.kernels:
         k = kb.kernel
-        if k.launch == "triton":
+        if kb.caller_launches:
             continue
         out.append(f"extern const aot_kernel aot_kernel_{k.name};")
         fill = []

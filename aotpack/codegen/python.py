@@ -6,10 +6,9 @@ import hashlib
 import os
 from pathlib import Path
 
-from .. import expr, facts
+from .. import backends, expr, facts
 from .. import manifest as manifest_types
 from ..backends import Artifact
-from ..backends.triton import mutation
 from ..manifest import Manifest
 from ..model import PACKAGE_NAMES, Arg, Kernel
 from ..plan import classes
@@ -140,7 +139,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
             ],
             "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
         }
-        if k.launch == "triton":
+        if kb.caller_launches:
             _add_launch(kernels[k.name], k)
     return {
         "schema": manifest_types.SCHEMA,
@@ -189,18 +188,18 @@ def _source_text(kernel: Kernel, recipe_path: Path) -> str:
 
 
 def _mutates(kb: KernelBuild) -> list[str] | None:
-    """The pointer arguments the kernel writes: read off the TTIR (Triton), declared (CUDA), or
-    None when a CUDA kernel's recipe does not say."""
-    if kb.kernel.backend != "triton":
-        return list(kb.kernel.mutates) if kb.kernel.mutates is not None else None
-    return list(mutation.recorded(art.writes for _, art in kb.variants))
+    """The pointer arguments the kernel writes: as its compiled code does where the backend can tell
+    (Triton's TTIR), else as declared, or None when the recipe does not say."""
+    found = backends.of(kb.kernel).writes(art for _, art in kb.variants)
+    declared = found if found is not None else kb.kernel.mutates
+    return list(declared) if declared is not None else None
 
 
 def init_py(build: BuildInput) -> str:
     names = [kb.kernel.name for kb in build.kernels]
     recipe = build.recipe
     kernels = "\n".join(
-        f"{kb.kernel.name} = {'_runtime.Launcher' if kb.kernel.launch == 'triton' else '_kernel'}({kb.kernel.name!r}, "
+        f"{kb.kernel.name} = {'_runtime.Launcher' if kb.caller_launches else '_kernel'}({kb.kernel.name!r}, "
         "_native, _manifest)"
         for kb in build.kernels
     )
@@ -343,7 +342,7 @@ def init_pyi(build: BuildInput) -> str:
     for kb in build.kernels:
         params = []
         k = kb.kernel
-        if k.launch == "triton":
+        if kb.caller_launches:
             lines += [
                 "",
                 f"class _{k.name}:",

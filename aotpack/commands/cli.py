@@ -18,14 +18,15 @@ from typing import TextIO, TypeVar
 from .. import facts, values
 from .._version import __version__
 from ..backends import Outcome, Pruned
+from ..backends.recipes import load
 from ..backends.triton import toolchain
+from ..backends.triton.recipe import wanted_triton
 from ..backends.triton.record import parse_widen
 from ..errors import AotpackError, UsageError
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
 from ..plan.variants import Variant, plan_summary, select
-from ..recipe.read import load, wanted_triton
 from . import record
 from .checks import writable_folder as _writable_folder
 from .inspect import describe

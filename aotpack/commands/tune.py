@@ -32,9 +32,9 @@ from typing import Any
 
 from .. import expr, model
 from .._version import __version__
+from ..backends import recipes as recipe
 from ..errors import RecipeError, TuneError, UsageError
 from ..pipeline import distributed
-from ..recipe import read as recipe
 from ..recipe import sources as _sources
 from ..recipe import tables
 

@@ -16,26 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .. import _temp, codegen, limits, model, runtime
+from .. import _temp, backends, codegen, limits, model, runtime
 from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
-from ..backends.cuda.compiler import SCRATCH_TEMP as NVCC_TEMP
-from ..backends.triton import mutation
-from ..backends.triton.compiler import CACHE_TEMP as TRITON_TEMP
+from ..backends import recipes as recipe
 from ..codegen import c as codegen_c
 from ..codegen import compress
 from ..codegen import python as codegen_py
 from ..errors import CompileError, RecipeError
 from ..model import Backend
 from ..plan import variants as plan
-from ..recipe import read as recipe
 from . import cache, distributed, native, repair, wheel
 
 log = logging.getLogger("aotpack")
 WORK_TEMP = "aotpack-"  # a build's work folder in the system's temporary folder
 # what a build and its compile workers keep in the system's temporary folder, each named for its process
 # (_temp.temp_prefix): the next build removes those of killed processes (sweep_temp)
-TEMP_NAMES = (WORK_TEMP, TRITON_TEMP, NVCC_TEMP)
+TEMP_NAMES = (WORK_TEMP, *backends.TEMP_PREFIXES)
 Built = list[tuple[plan.Variant, Outcome]]  # every variant planned, with its outcome, in plan order
 
 
@@ -81,6 +78,10 @@ class Toolchain:
     by_backend: dict[Backend, dict[str, str]]
     versions: dict[str, str]
     cuda_floor: int | None
+
+    def versions_of(self, kernel: model.Kernel) -> dict[str, str]:
+        """The versions of the toolchain that compiles the kernel (its variants' cache keys hold them)."""
+        return backends.entry_of(self.by_backend, kernel)
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,9 @@ def _cache_keys(
         return _Keys(None, {}, "")
     store = cache.Cache(options.cache_dir or cache.default_dir())
     limit = cache.size_limit()  # read before the work: a bad $AOTPACK_CACHE_SIZE fails at once
-    # a Triton kernel's code holds no path without line info: its cache entries serve any checkout
-    digests = {
-        k.name: cache.source_digest(k, portable=k.backend == "triton" and not options.line_info) for k in rec.kernels
-    }
-    keys = {v.id: cache.variant_key(v, tools.by_backend[v.kernel.backend], digests[v.kernel.name]) for v in variants}
+    # a kernel whose code holds no path of its sources: its cache entries serve any checkout
+    digests = {k.name: cache.source_digest(k, portable=backends.of(k).portable(options.line_info)) for k in rec.kernels}
+    keys = {v.id: cache.variant_key(v, tools.versions_of(v.kernel), digests[v.kernel.name]) for v in variants}
     # every input file, tuning hooks included (the manifest records them all), and the variants
     wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={options.strict}", *tools.versions.values()])
     return _Keys(store, keys, wheel_key, limit)
@@ -197,8 +196,7 @@ def _compile(
         if progress is not None:
             progress(v, outcome, True)
     if misses:
-        for backend, compiler in tools.compilers.items():
-            compiler.check({v.kernel.name: v.kernel for v in misses if v.kernel.backend == backend}.values())
+        backends.check_all(tools.compilers, {v.kernel.name: v.kernel for v in misses}.values())
         log.info("compiling %d variants of %d kernels (%d cached)", len(misses), len(rec.kernels), len(found))
 
         def finished(v: plan.Variant, o: Outcome) -> None:
@@ -261,12 +259,12 @@ def _package_into(
 
 
 def _check_mutation(rec: model.Recipe, built: Built) -> None:
-    """A recipe's ``mutates:`` must agree with what the Triton code writes (read off its TTIR)."""
+    """A recipe's ``mutates:`` must agree with what the compiled code writes, where its backend can tell
+    (Triton's, read off its TTIR)."""
     for kernel in rec.kernels:
-        if kernel.mutates is None or kernel.backend != "triton":
+        found = backends.of(kernel).writes(o for v, o in built if v.kernel is kernel and isinstance(o, Artifact))
+        if kernel.mutates is None or found is None:
             continue
-        mine = [o for v, o in built if v.kernel is kernel and isinstance(o, Artifact)]
-        found = mutation.recorded(o.writes for o in mine)
         missing, extra = sorted(set(found) - set(kernel.mutates)), sorted(set(kernel.mutates) - set(found))
         if missing or extra:
             what = [f"the kernel writes {', '.join(missing)}, which 'mutates' does not list"] if missing else []

@@ -30,17 +30,14 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from .. import values
+from .. import backends, values
 from .._temp import atomic_file
-from ..backends import Outcome
-from ..backends.triton import toolchain
+from ..backends import Kept, Outcome
 from ..errors import UsageError
 from ..model import Kernel
 from ..plan.variants import Variant
 
 log = logging.getLogger(__name__)
-
-SOURCE_SUFFIXES = {"triton": {".py"}, "cuda": {".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"}}
 
 
 def default_dir() -> Path:
@@ -90,9 +87,10 @@ def _folder(kernel: Kernel) -> Path:
 def source_files(kernel: Kernel) -> list[Path]:
     """The kernel's source file and every source file of its language beside it (helper modules,
     headers) and in its include folders: a conservative reading of "what the kernel uses"."""
-    suffixes = SOURCE_SUFFIXES[kernel.backend]
+    backend = backends.of(kernel)
+    suffixes = backend.source_suffixes
     found = [p for p in _folder(kernel).glob("*") if p.is_file() and p.suffix in suffixes]
-    for include in kernel.cuda.include_dirs if kernel.cuda else ():
+    for include in backend.include_dirs(kernel):
         found += [p for p in include.rglob("*") if p.is_file() and p.suffix in suffixes]
     return sorted(set(found))
 
@@ -102,10 +100,10 @@ def file_digest(path: Path) -> str:
 
 
 def source_digest(kernel: Kernel, portable: bool) -> str:
-    """The kernel's source files, by name and content. With ``portable`` (a Triton kernel compiled
-    without line info: no path reaches its code) a file is named relative to the kernel's folder, so
-    another checkout or environment holding the same files finds the same cached variants; otherwise
-    by its absolute path, which line info or CUDA's __FILE__ can carry into the code."""
+    """The kernel's source files, by name and content. With ``portable`` (its backend's code holds no path:
+    ``BackendModule.portable``) a file is named relative to the kernel's folder, so another checkout or
+    environment holding the same files finds the same cached variants; otherwise by its absolute path, which
+    line info or CUDA's __FILE__ can carry into the code."""
     folder = _folder(kernel)
     h = hashlib.sha256()
     for path in source_files(kernel):
@@ -182,6 +180,19 @@ class Trimmed:
         return sum(e.bytes for e in self.dropped)
 
 
+def _add_kept(kept: Kept, top: dict[str, str], found: list[Entry]) -> None:
+    """A backend's entries to ``found`` (a Triton release kept for --triton: its stamp says its size); a link
+    in a stamp's place is one too."""
+    for path, size in kept.entries:
+        with contextlib.suppress(OSError):
+            found.append(Entry(path, size, os.lstat(path / kept.stamp).st_mtime))
+    for folder in _inside(top.get(kept.folder), found):
+        with contextlib.suppress(OSError):
+            st = os.lstat(Path(folder.path) / kept.stamp)
+            if stat.S_ISLNK(st.st_mode):
+                found.append(Entry(Path(folder.path) / kept.stamp, 0, st.st_mtime, link=True))
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
     with atomic_file(path, CACHE_TEMP) as f:
         f.write(data)
@@ -254,14 +265,8 @@ class Cache:
                     if f.name.endswith(".pickle") and f.is_file(follow_symlinks=False):
                         st = f.stat(follow_symlinks=False)
                         found.append(Entry(Path(f.path), st.st_size, st.st_mtime))
-        for tool, size in toolchain.kept(self.root):  # a Triton release kept for --triton: its stamp says its size
-            with contextlib.suppress(OSError):
-                found.append(Entry(tool.path, size, os.lstat(tool.path / toolchain.STAMP).st_mtime))
-        for folder in _inside(top.get(toolchain.FOLDER), found):  # a link in a stamp's place is one too
-            with contextlib.suppress(OSError):
-                st = os.lstat(Path(folder.path) / toolchain.STAMP)
-                if stat.S_ISLNK(st.st_mode):
-                    found.append(Entry(Path(folder.path) / toolchain.STAMP, 0, st.st_mtime, link=True))
+        for kept in filter(None, (backend.kept(self.root) for backend in backends.BACKENDS.values())):
+            _add_kept(kept, top, found)
         for folder in _inside(top.get("wheels"), found):
             with contextlib.suppress(OSError):
                 files = {f.name: f.stat(follow_symlinks=False) for f in _listing(folder.path)}

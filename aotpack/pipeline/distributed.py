@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import _temp
 from .._version import __version__
-from ..backends import Compiler, Outcome, compile_all, compilers_for_targets
+from ..backends import Compiler, Outcome, compile_all, compilers_for_targets, entry_of
 from ..errors import ToolNotFound, UsageError
 from ..model import Backend, Kernel
 from ..plan.variants import Variant
@@ -43,7 +43,7 @@ SCHEMES = ("dask://", "tcp://", "tls://")
 class Settings:
     """How the build found its compilers; a worker finds its own from the same settings."""
 
-    targets: tuple[tuple[Backend, tuple[str, ...]], ...]  # per backend (compilers.targets_of)
+    targets: tuple[tuple[Backend, tuple[str, ...]], ...]  # per backend (backends.targets_of)
     nvcc: str | None
     line_info: bool
     cuda_floor: int | None
@@ -187,7 +187,7 @@ def _worker_name() -> str:
 def run(t: Task) -> Outcome:
     """Compile one task on a worker."""
     variant = _localized(t)
-    return _compilers(t.settings)[variant.kernel.backend].compile(variant)
+    return entry_of(_compilers(t.settings), variant.kernel).compile(variant)
 
 
 def compile_on(
@@ -197,7 +197,7 @@ def compile_on(
     settings: Settings,
     progress: Callable[[Variant, Outcome], None] | None = None,
 ) -> list[tuple[Variant, Outcome]]:
-    """compilers.compile_all on the Dask cluster at ``address``, ``compilers`` being the ones this
+    """backends.compile_all on the Dask cluster at ``address``, ``compilers`` being the ones this
     machine found from ``settings`` (every worker must report the same toolchain)."""
     with connect(address) as client:
         check(client.run(fingerprint, settings), toolchain(compilers), address)

@@ -35,14 +35,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import RecipeError
+from ..limits import MAX_CLASSES
 from ..model import Arg, Kernel
+from ..states import ANY, DIV16, LETTER, NONE, ONE, STATE_OF
 from . import typical
-from .states import ANY, DIV16, NONE, ONE
-
-MAX_CLASSES = 256  # `specialize: all` past this many classes is refused
 
 Origin = Literal["typical", "recipe", "relaxed", "floor", "level"]
-LETTER = {DIV16: "D", ONE: "1", NONE: "N", ANY: "_"}  # how a class name spells each argument's state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +66,11 @@ class Spec:
         return {a.name: s for a, s in zip(kernel.args, self.states, strict=True) if s}
 
 
+def _hints_only(kernel: Kernel) -> bool:
+    """Only the hint levels are built: the code does not specialize as the JIT does, or ``specialize: none``."""
+    return not kernel.specialization.jit or kernel.specialize == "none"
+
+
 # ---------------------------------------------------------------- what each argument can be
 
 
@@ -77,10 +80,9 @@ def _hint_state(arg: Arg) -> str:
 
 def allowed(kernel: Kernel, arg: Arg) -> tuple[str, ...]:
     """The states a class may give the argument: what the kernel's Triton release keys it on (and a hint's
-    state; a required hint's only), with None where the argument is optional. CUDA kernels and
-    ``specialize: none``: the hint or nothing."""
-    manual = kernel.backend != "triton" or kernel.specialize == "none"  # hints only
-    if manual or arg.launch_only or arg.descriptor or arg.kind not in ("tensor", "int"):
+    state; a required hint's only), with None where the argument is optional. Hints only (CUDA kernels,
+    ``specialize: none``): the hint or nothing."""
+    if _hints_only(kernel) or arg.launch_only or arg.descriptor or arg.kind not in ("tensor", "int"):
         states: tuple[str, ...] = (_hint_state(arg), ANY) if arg.hint is not None else (ANY,)
     elif arg.hint is not None and not arg.required:  # what the JIT keys, and the hint even where it keys nothing
         states = tuple(s for s in (ONE, DIV16, ANY) if s in arg.jit_states or s == _hint_state(arg))
@@ -104,7 +106,7 @@ def spell(kernel: Kernel, states: Mapping[str, str]) -> str:
 def read(kernel: Kernel, name: str) -> tuple[str, ...] | str:
     """A class name back into one state per argument, or why it is not one of this kernel's."""
     args = keyed(kernel)
-    letters = {v: k for k, v in LETTER.items()}
+    letters = STATE_OF
     if len(name) != len(args) or any(c not in letters for c in name):
         return (f"expected one letter per argument the JIT keys ({len(args)}: {', '.join(a.name for a in args)}), "
                 "each D, 1, N or _")  # fmt: skip
@@ -234,9 +236,10 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         for states in classes:
             found.setdefault(states, origin)
 
-    if kernel.launch == "triton":  # the classes a recording saw
+    how = kernel.specialization
+    if how.recorded:  # the classes a recording saw
         add("recipe", [p.states for p in kernel.points])
-    elif kernel.backend != "triton" or kernel.specialize == "none":
+    elif _hints_only(kernel):
         add("level", _hinted_and_plain(kernel))
     elif kernel.specialize == "all":
         add("typical", _every(kernel))
@@ -246,12 +249,12 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         add("recipe", list(kernel.classes))
         add("floor", [*common.known, *_floors(kernel)])
         add("relaxed", _relaxed(kernel, [group[0] for group in common.groups]))
-    if kernel.launch == "triton":
+    if how.recorded:
         names = {s: _recorded_name(kernel, s) for s in found}
     else:
         names = {s: spell(kernel, dict(zip((a.name for a in kernel.args), s, strict=True))) for s in found}
     made = [Spec(name=names[s], states=s, level=_level(kernel, s), origin=o) for s, o in found.items()]
-    if kernel.backend != "triton":  # CUDA: named by level, and which optional arguments are None
+    if how.by_level:  # named by level, and which optional arguments are None
         optional = [i for i, a in enumerate(kernel.args) if a.optional]
         made = [Spec(name="-".join(p for p in (s.level, "".join(LETTER[s.states[i]] for i in optional)) if p)
                      or "plain", states=s.states, level=s.level, origin=s.origin) for s in made]  # fmt: skip
@@ -266,6 +269,7 @@ def _recorded_name(kernel: Kernel, states: tuple[str, ...]) -> str:
 
 def lettered(kernel: Kernel) -> list[Arg]:
     """The arguments a class name of the kernel has a letter for (the runtime spells a call's JIT class so)."""
-    if kernel.launch == "triton":
+    how = kernel.specialization
+    if how.recorded:
         return [a for a in kernel.args if len(a.jit_states) > 1 or a.optional]
-    return keyed(kernel) if kernel.backend == "triton" else [a for a in kernel.args if a.optional]
+    return [a for a in kernel.args if a.optional] if how.by_level else keyed(kernel)

@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import expr
+from ..limits import MAX_CALLS, MAX_EVERY_COMBINATION
 from ..model import Arg, Kernel
-
-MAX_EVERY_COMBINATION = 4  # symbols of a kind whose every combination is evaluated; past that, all but one alike
-MAX_CALLS = 4096  # typical calls evaluated per choice of None arguments
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from .. import expr
 from ..errors import RecipeError
 from ..model import Arg, Config, Kernel, Recipe
+from ..states import NONE
 from .classes import Spec, specs
-from .states import NONE
 
 _TARGET = re.compile(r"^(sm|compute)_\d+a?$")
 
@@ -118,7 +118,7 @@ def _points(kernel: Kernel, winners_only: bool) -> list[tuple[tuple[tuple[str, s
     """The (binding, config, class) triples some call can select, in plan order: for a recorded
     kernel (``launch: triton``), exactly those it lists."""
     classes = specs(kernel)
-    if kernel.launch == "triton":
+    if kernel.specialization.recorded:
         spec_of = {s.states: s for s in classes}
         return [(p.binding, p.config, spec_of[p.states]) for p in kernel.points]
     picked = {kernel.default, *(r.config for r in kernel.rules)}  # what the dispatcher can pick

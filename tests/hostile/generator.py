@@ -1061,8 +1061,8 @@ def loader_keys() -> dict[str, tuple[str, ...]]:
     import re
     import tempfile
 
+    from aotpack.backends import recipes as recipe
     from aotpack.errors import RecipeError
-    from aotpack.recipe import read as recipe
 
     out: dict[str, tuple[str, ...]] = {}
     with tempfile.TemporaryDirectory() as tmp:

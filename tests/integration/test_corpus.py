@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from aotpack import build, model
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import introspect
 from aotpack.plan import classes
 from aotpack.plan import variants as plan
-from aotpack.plan.states import NONE
-from aotpack.recipe import read as recipe
 from aotpack.recipe import sources as _sources
+from aotpack.states import NONE
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from aotpack import build
+from aotpack.backends import recipes as recipe
 from aotpack.backends import targets_of
 from aotpack.commands import tune
 from aotpack.errors import UsageError
 from aotpack.pipeline import distributed
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 dask = pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from aotpack import build
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import record
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 

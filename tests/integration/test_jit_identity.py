@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import compiler as triton_backend
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from .. import jit_stub
 from ..corpus import cases, variations

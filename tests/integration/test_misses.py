@@ -7,8 +7,8 @@ import json
 import textwrap
 
 from aotpack import build
+from aotpack.backends import recipes as recipe
 from aotpack.commands import cli
-from aotpack.recipe import read as recipe
 
 from .helpers import install_wheel, run_on_fake_driver
 

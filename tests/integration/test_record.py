@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from aotpack import build, model
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import record
 from aotpack.errors import RecipeError
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import record, releases
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from .. import jit_stub
 from ..shared import ROOT, stand_in_wheel

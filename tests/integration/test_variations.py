@@ -10,8 +10,8 @@ import warnings
 import pytest
 import yaml
 
+from aotpack.backends import recipes as recipe
 from aotpack.plan import classes
-from aotpack.recipe import read as recipe
 
 from ..corpus import cases, variations
 

@@ -14,13 +14,13 @@ import pytest
 
 from aotpack import _temp
 from aotpack.backends import Pruned
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import toolchain
 from aotpack.commands import cli
 from aotpack.errors import CompileError, RecipeError, UsageError
 from aotpack.pipeline import build as pipeline
 from aotpack.pipeline import cache
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from ..shared import GOOD, put_in_the_way
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from aotpack import expr
+from aotpack.backends import recipes as recipe
 from aotpack.errors import RecipeError
 from aotpack.plan import classes, typical
-from aotpack.plan.states import ANY, DIV16, ONE
-from aotpack.recipe import read as recipe
+from aotpack.states import ANY, DIV16, ONE
 
 # liger-kernel's RMSNorm forward, as a user writes its recipe; $Y, $RSTD, ... are replaced per case. The
 # kernel is a stand-in with the same parameters (the recipe loader reads its signature).

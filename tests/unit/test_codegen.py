@@ -16,13 +16,13 @@ import pytest
 
 from aotpack import codegen
 from aotpack.backends import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
+from aotpack.backends import recipes as recipe
 from aotpack.codegen import c as codegen_c
 from aotpack.codegen import compress
 from aotpack.codegen import python as codegen_py
 from aotpack.pipeline import native
 from aotpack.plan import classes
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

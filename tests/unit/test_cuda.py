@@ -6,11 +6,11 @@ import pytest
 
 from aotpack import model
 from aotpack.backends import DriverFloor
+from aotpack.backends import recipes as recipe
 from aotpack.backends.cuda import compiler as cuda
 from aotpack.codegen import c as codegen_c
 from aotpack.errors import RecipeError
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 CUDA = """\
 package: kit

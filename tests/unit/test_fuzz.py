@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from aotpack import expr  # noqa: E402
+from aotpack.backends import recipes as recipe  # noqa: E402
 from aotpack.errors import RecipeError  # noqa: E402
-from aotpack.recipe import read as recipe  # noqa: E402
 
 from ..shared import GOOD  # noqa: E402
 

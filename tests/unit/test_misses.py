@@ -6,9 +6,9 @@ import json
 import pytest
 
 from aotpack import limits
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton.record import misses
 from aotpack.errors import RecipeError, RecordError
-from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from aotpack import model
+from aotpack.backends import recipes as recipe
 from aotpack.errors import RecipeError
 from aotpack.plan import classes
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

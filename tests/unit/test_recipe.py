@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from aotpack import errors, expr, model
+from aotpack.backends import recipes as recipe
 from aotpack.errors import RecipeError
-from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

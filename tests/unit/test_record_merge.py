@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from aotpack import limits
+from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import record
 from aotpack.backends.triton.record import kernels, program
 from aotpack.commands import cli
 from aotpack.errors import RecipeError, RecordError
-from aotpack.recipe import read as recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = (ROOT / "examples" / "add.py").read_text()

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from aotpack import model
+from aotpack.backends import recipes as recipe
 from aotpack.errors import RecipeError
 from aotpack.plan import variants as plan
-from aotpack.recipe import read as recipe
 from aotpack.recipe import tables
 
 from ..shared import GOOD

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
+from aotpack.backends import recipes as recipe
 from aotpack.commands import tune
-from aotpack.recipe import read as recipe
 
 from ..shared import GOOD
 

@@ -194,14 +194,6 @@ class NvccCompiler:
     nvcc: Path
 
     @classmethod
-    def for_build(
-        cls, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None
-    ) -> NvccCompiler:
-        """The ``compilers.BACKENDS`` entry (nvcc finds its targets' support per variant; CUDA cubins
-        keep no line info unless the recipe's nvcc_flags ask)."""
-        return cls.find(nvcc, cuda_floor)
-
-    @classmethod
     def find(cls, explicit: str | None = None, floor: int | None = None) -> NvccCompiler:
         """The nvcc to use; with a CUDA floor, one no newer than it (its cubins and PTX need a driver of
         its own release or newer)."""

@@ -35,9 +35,9 @@ from typing import Any
 from ... import _temp, _tools, facts
 from ...errors import ToolNotFound
 from ...model import ConstValue, DtypeConst, FunctionConst, Kernel, Source
-from ...plan.states import DIV16, NONE, ONE
 from ...plan.variants import Variant
 from ...recipe import sources as _sources
+from ...states import DIV16, NONE, ONE
 from ..base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
 from . import introspect, releases, toolchain
 from .mutation import written_arguments
@@ -185,13 +185,6 @@ def _contained(folder: str) -> Iterator[None]:
 class TritonCompiler:
     line_info: bool = False  # keep line info (and the sources' absolute paths) in the cubins
     ptxas: tuple[tuple[str, tuple[Ptxas, ...]], ...] = ()  # per target: the ptxas to try, oldest first
-
-    @classmethod
-    def for_build(
-        cls, targets: tuple[str, ...], nvcc: str | None, line_info: bool, cuda_floor: int | None
-    ) -> TritonCompiler:
-        """The ``compilers.BACKENDS`` entry (Triton takes no nvcc)."""
-        return cls.find(targets, cuda_floor, line_info)
 
     @classmethod
     def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:

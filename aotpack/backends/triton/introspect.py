@@ -19,7 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from ...plan.states import ANY, DIV16, ONE, State
+from ...states import ANY, DIV16, ONE, State
 
 
 class IntrospectError(Exception):

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .... import facts
-from ....plan.states import ANY, DIV16, NONE, ONE, State
 from ....runtime import aot_kernels
+from ....states import ANY, DIV16, NONE, ONE, State
 
 # a JSON value as the agent writes it
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from ....recipe import read as recipe
 from ....recipe import yamlnodes
+from ... import recipes as recipe
 from . import yamlio
 
 

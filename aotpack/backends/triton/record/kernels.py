@@ -13,7 +13,7 @@ from typing import Any
 from .... import facts
 from ....errors import RecordError
 from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
-from ....plan.states import NONE
+from ....states import NONE
 from .events import Compilation, Function, Json, Row
 from .widen import Scalar, widened
 

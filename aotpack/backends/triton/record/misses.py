@@ -22,8 +22,8 @@ from ....errors import RecipeError, RecordError
 from ....limits import MAX_REPORT_BYTES, MAX_REPORTS
 from ....model import Kernel
 from ....plan import classes
-from ....recipe import read as recipe
 from ....recipe import yamlnodes
+from ... import recipes as recipe
 
 REPORT_FORMAT = "aotpack-report/1"  # what aot_kernels.stats() writes
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from ...._temp import write_file
 from ....errors import RecipeError, RecordError, UsageError
-from ....recipe import read as recipe
 from ....runtime import PYTHON_HELPERS, aot_kernels
+from ... import recipes as recipe
 from .. import releases
 from . import agent as record_agent
 from . import misses as misses_
