@@ -237,8 +237,9 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
             found.setdefault(states, origin)
 
     how = kernel.specialization
-    if how.recorded:  # the classes a recording saw
+    if how.recorded:  # the classes a recording saw, then each one's floor (a deployment's other values)
         add("recipe", [p.states for p in kernel.points])
+        add("floor", [recorded_floor(kernel, p.states) for p in kernel.points])
     elif _hints_only(kernel):
         add("level", _hinted_and_plain(kernel))
     elif kernel.specialize == "all":
@@ -259,6 +260,13 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         made = [Spec(name="-".join(p for p in (s.level, "".join(LETTER[s.states[i]] for i in optional)) if p)
                      or "plain", states=s.states, level=s.level, origin=s.origin) for s in made]  # fmt: skip
     return tuple(sorted(made, key=lambda s: -s.degree))
+
+
+def recorded_floor(kernel: Kernel, states: tuple[str, ...]) -> tuple[str, ...]:
+    """A recorded class with nothing assumed of a value's divisibility or a pointer's alignment: what a call with
+    the same config and types but a length, a batch or an offset the recording never saw runs (a class miss).
+    What is folded into the code (an argument equal to 1, or None) stays: another value is another signature."""
+    return tuple(ANY if s == DIV16 and ANY in a.jit_states else s for a, s in zip(kernel.args, states, strict=True))
 
 
 def _recorded_name(kernel: Kernel, states: tuple[str, ...]) -> str:
