@@ -17,7 +17,7 @@ from aotpack.backends.triton import record
 from aotpack.errors import RecipeError
 from aotpack.plan import variants as plan
 
-from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
+from .helpers import CAI_ARRAY, install_wheel, recorded_variants, run_on_fake_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,8 +69,8 @@ def test_a_hook_stream_becomes_a_recipe_of_exactly_those_variants(tmp_path):
         "add_kernel/T=fp16,BLOCK=256,w8,s3/sm_90a/DDD1",
         "add_kernel/T=fp16,BLOCK=256,w8,s3/sm_90a/___1",
         "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/DDDD",
-        "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/____",
         "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/DDD_",
+        "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/____",
     ]
     kernel = yaml.safe_load(text)["kernels"]["add_kernel"]
     assert kernel["launch"] == "triton" and kernel["types"] == {"T": ["fp16", "fp32"]}
@@ -100,7 +100,7 @@ def test_a_compilation_the_recipe_cannot_say_is_reported_not_dropped_silently(tm
     rec = recorded([hook_call(jit, "fp32", "D", 1024), hook_call(jit, "fp16", "", 1024), wide])
     path = tmp_path / "r.yaml"
     record.write(path, rec.events, "recorded_kernels")
-    recorded_ids = [v.id.split("/")[1] for v in plan.plan_variants(recipe.load(path)) if v.spec.origin == "recipe"]
+    recorded_ids = [v.id.split("/")[1] for v in recorded_variants(recipe.load(path))]
     assert recorded_ids == ["T=fp16,BLOCK=1024,w4,s3", "T=fp32,BLOCK=1024,w4,s3"]
     ((what, why),) = rec.events.skipped.items()
     assert "add_kernel (BLOCK=512, num_warps=4)" in what
@@ -411,7 +411,7 @@ def test_widen_builds_the_set_of_values_a_deployment_needs(tmp_path):
     rows = yaml.safe_load(path.read_text())["kernels"]["add_kernel"]["variants"]
     assert [r["config"]["BLOCK"] for r in rows] == [[256, 512, 1024, 2048]] * 2
     planned = plan.plan_variants(recipe.load(path))
-    ids = [v.id for v in planned if v.spec.origin == "recipe"]
+    ids = [v.id for v in recorded_variants(recipe.load(path))]
     assert len(ids) == 8 and "add_kernel/BLOCK=512,w4,s3/sm_90a/DDDD" in ids  # one dtype: no type variable
     assert [v.id for v in planned if v.spec.origin == "floor"] == [f"add_kernel/BLOCK={b},w4,s3/sm_90a/____"
                                                                   for b in (256, 512, 1024, 2048)]  # fmt: skip
