@@ -184,6 +184,36 @@ class CudaLaunch:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TritonKernel:
+    """What a Triton kernel has beyond the shared fields: its compile and launch options, which classes of
+    its JIT's specialization get built, the constexprs outside its config grid, what its @triton.autotune
+    resets, and for a ``launch: triton`` kernel what its recording saw."""
+
+    options: tuple[tuple[str, ConstValue], ...] = ()
+    specialize: Policy = "common"  # which classes of the JIT's specialization get built (classes.specs)
+    # classes the recipe asks for besides the typical ones (``classes:``), one state per argument
+    classes: tuple[tuple[str, ...], ...] = ()
+    # constexprs outside the config grid: defaults from the kernel's signature, and dtype constexprs that
+    # follow a type variable (name, type variable)
+    fixed_constexprs: tuple[tuple[str, ConstValue], ...] = ()
+    dtype_constexprs: tuple[tuple[str, str], ...] = ()
+    # from the kernel's @triton.autotune: arguments aotpack tune zeroes / restores between runs
+    reset_to_zero: tuple[str, ...] = ()
+    restore_value: tuple[str, ...] = ()
+    # `launch: triton`: launched as Triton launches it, kernel[grid](*args, **constexprs, num_warps=...):
+    # the caller gives the grid and the constexprs, and exactly the recorded variants are built
+    launch: Launch = "call"
+    points: tuple[Point, ...] = ()
+    signature: tuple[str, ...] = ()  # launch: triton: the function's parameters in order (constexprs too)
+    defaults: tuple[tuple[str, ConstValue], ...] = ()  # launch: triton: the signature's plain defaults
+    picks: tuple[Pick, ...] = ()  # launch: triton: what its @triton.autotune picked in the recording
+    identity: str = ""  # launch: triton: the function's source identity (activate() finds its call sites by it)
+
+
+_TRITON_DEFAULTS = TritonKernel()  # what the plan reads of a kernel of another backend
+
+
+@dataclass(frozen=True, kw_only=True)
 class TuneSpec:
     """How ``aotpack tune`` exercises a kernel: an inputs hook ``(key, types) -> (args, outputs)``
     (outputs: indexes of the arguments the kernel writes), an optional reference hook
@@ -212,35 +242,30 @@ class Kernel:
     bucket: Bucket
     rules: tuple[Rule, ...]
     targets: tuple[str, ...]
-    options: tuple[tuple[str, ConstValue], ...]
     cuda: CudaLaunch | None = None
+    triton: TritonKernel | None = None
     tune: TuneSpec | None = None
     autotune: bool = False  # the kernel may run more than once per call (out of place): runtime tuning may time it
     mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
     # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
     bound: tuple[tuple[str, expr.Expr], ...] = ()
-    specialize: Policy = "common"  # which classes of the JIT's specialization get built (classes.specs)
-    # classes the recipe asks for besides the typical ones (``classes:``), one state per argument
-    classes: tuple[tuple[str, ...], ...] = ()
-    # Triton constexprs outside the config grid: defaults from the kernel's signature, and dtype
-    # constexprs that follow a type variable (name, type variable)
-    fixed_constexprs: tuple[tuple[str, ConstValue], ...] = ()
-    dtype_constexprs: tuple[tuple[str, str], ...] = ()
-    # from the kernel's @triton.autotune: arguments aotpack tune zeroes / restores between runs
-    reset_to_zero: tuple[str, ...] = ()
-    restore_value: tuple[str, ...] = ()
-    # `launch: triton`: launched as Triton launches it, kernel[grid](*args, **constexprs, num_warps=...):
-    # the caller gives the grid and the constexprs, and exactly the recorded variants are built
-    launch: Launch = "call"
-    points: tuple[Point, ...] = ()
-    signature: tuple[str, ...] = ()  # launch: triton: the function's parameters in order (constexprs too)
-    defaults: tuple[tuple[str, ConstValue], ...] = ()  # launch: triton: the signature's plain defaults
-    picks: tuple[Pick, ...] = ()  # launch: triton: what its @triton.autotune picked in the recording
-    identity: str = ""  # launch: triton: the function's source identity (activate() finds its call sites by it)
     where: Location
 
     def arg(self, name: str) -> Arg:
         return next(a for a in self.args if a.name == name)
+
+    # what the plan reads of every kernel (plan/classes.py): a kernel of another backend has Triton's defaults
+    @property
+    def specialize(self) -> Policy:
+        return (self.triton or _TRITON_DEFAULTS).specialize
+
+    @property
+    def classes(self) -> tuple[tuple[str, ...], ...]:
+        return (self.triton or _TRITON_DEFAULTS).classes
+
+    @property
+    def points(self) -> tuple[Point, ...]:
+        return (self.triton or _TRITON_DEFAULTS).points
 
     @property
     def call_exprs(self) -> list[expr.Expr]:

@@ -161,17 +161,18 @@ def _add_launch(entry: manifest_types.Kernel, kernel: Kernel) -> None:
     """What the drop-in launcher needs (``launch: triton``): the kernel's parameters in its own order
     (constexprs among them), its configs in the runtime's order, and the function to stand in for
     (``activate()``: by its source identity)."""
-    args = {a.name for a in kernel.args}
+    args, own = {a.name for a in kernel.args}, kernel.triton
+    assert own is not None
     entry["launch"] = "triton"
-    entry["function"] = {"module": kernel.source.module, "name": kernel.source.function, "identity": kernel.identity}
-    entry["params"] = [[n, n in args] for n in kernel.signature]
+    entry["function"] = {"module": kernel.source.module, "name": kernel.source.function, "identity": own.identity}
+    entry["params"] = [[n, n in args] for n in own.signature]
     entry["configs"] = [{"constexprs": {n: manifest_types.const_json(v) for n, v in c.constexprs},
                          "num_warps": c.num_warps, "num_stages": c.num_stages} for c in kernel.configs]  # fmt: skip
-    entry["options"] = {n: v for n, v in kernel.options if isinstance(v, (int, bool))}
-    entry["defaults"] = {n: manifest_types.const_json(v) for n, v in kernel.defaults}
+    entry["options"] = {n: v for n, v in own.options if isinstance(v, (int, bool))}
+    entry["defaults"] = {n: manifest_types.const_json(v) for n, v in own.defaults}
     entry["tuned"] = [{"key": [manifest_types.const_json(v) for v in p.key],
                        "kwargs": {n: manifest_types.const_json(v) for n, v in p.kwargs}, "num_warps": p.num_warps,
-                       "num_stages": p.num_stages} for p in kernel.picks]  # fmt: skip
+                       "num_stages": p.num_stages} for p in own.picks]  # fmt: skip
 
 
 def _compiler_facts(art: Artifact) -> dict[str, str]:

@@ -113,11 +113,12 @@ def _preparer(kernel: model.Kernel, sets: list[Any]) -> Callable[[Any], None]:
     """What the kernel's @triton.autotune asks for before each run: its reset_to_zero arguments
     zeroed, its restore_value arguments put back as the inputs hook made them."""
     names = [kernel.args[i].name for i in kernel.call_order]
-    originals = {id(args): {n: args[names.index(n)].clone() for n in kernel.restore_value if n in names[: len(args)]}
+    reset, restore = (kernel.triton.reset_to_zero, kernel.triton.restore_value) if kernel.triton else ((), ())
+    originals = {id(args): {n: args[names.index(n)].clone() for n in restore if n in names[: len(args)]}
                  for args, _ in sets}  # fmt: skip
 
     def prepare(args: Any) -> None:
-        for name in kernel.reset_to_zero:
+        for name in reset:
             if name in names[: len(args)]:
                 args[names.index(name)].zero_()
         for name, original in originals[id(args)].items():

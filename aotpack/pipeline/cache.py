@@ -114,6 +114,8 @@ def source_digest(kernel: Kernel, portable: bool) -> str:
 
 def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> str:
     k = variant.kernel
+    triton = k.triton
+    unbound = (*triton.fixed_constexprs, *triton.dtype_constexprs) if triton else ()  # constexprs outside the grid
     described = {
         "aotpack": aotpack_digest(compile_stage=True),
         "toolchain": dict(sorted(toolchain.items())),
@@ -123,9 +125,9 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
         "args": [
             [a.name, a.pointer, variant.dtype_of(a.name), a.hint, a.launch_only, a.block, a.optional] for a in k.args
         ],
-        "constexprs": [[n, repr(v)] for n, v in (*variant.config.constexprs, *k.fixed_constexprs, *k.dtype_constexprs)],
+        "constexprs": [[n, repr(v)] for n, v in (*variant.config.constexprs, *unbound)],
         "launch": [variant.config.num_warps, variant.config.num_stages],
-        "options": [[n, repr(v)] for n, v in k.options],
+        "options": [[n, repr(v)] for n, v in (triton.options if triton else ())],
         "cuda": [k.cuda.entry, list(k.cuda.nvcc_flags), [str(d) for d in k.cuda.include_dirs]] if k.cuda else None,
         "target": variant.target,
         "specialization": [variant.specialization, list(variant.spec.states)],

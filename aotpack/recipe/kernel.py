@@ -82,13 +82,13 @@ def called(entry: KernelEntry, backend: Backend, readers: Readers) -> Kernel:
         name=name, backend=backend, specialization=reader.SPECIALIZATION, source=source,
         doc=_fields.text(k["doc"], one_line=False) if "doc" in k else "", args=args, types=tuple(types),
         constexpr_names=constexpr_names, configs=configs, default=default, grid=grid,
-        key=tuple(key), bucket=_bucket(k), rules=rules, targets=targets, options=own.options(), cuda=launch,
+        key=tuple(key), bucket=_bucket(k), rules=rules, targets=targets,
+        triton=own.triton(jit.fixed, tuple(dtype_consts)), cuda=launch,
         tune=_tune(k["tune"], entry.root, len(key)) if "tune" in k else None, autotune=_autotune(k, own),
         mutates=_mutates(k["mutates"], names.pointers) if "mutates" in k else None, bound=tuple(bound),
-        specialize=_specialize(k, own), fixed_constexprs=jit.fixed, dtype_constexprs=tuple(dtype_consts),
-        reset_to_zero=own.reset_to_zero, restore_value=own.restore_value, where=entry.where,
+        where=entry.where,
     )  # fmt: skip
-    return dataclasses.replace(kernel, classes=_classes(k["classes"], kernel)) if "classes" in k else kernel
+    return _policy(k, own, kernel)
 
 
 def _refuse_foreign(k: dict[str, Node], node: Node, reader: KernelReader, readers: Readers) -> None:
@@ -116,6 +116,19 @@ def kernel_targets(
             at = k["targets"] if "targets" in k else entry.targets_at or entry.node
             raise at.fail(why)
     return chosen
+
+
+def _policy(k: dict[str, Node], own: KernelFields, kernel: Kernel) -> Kernel:
+    """A Triton kernel's ``specialize`` and ``classes``: which classes of its JIT's specialization get built,
+    read last (a class is read against the kernel's arguments). Another backend's kernel takes neither."""
+    specialize = _specialize(k, own)
+    if kernel.triton is None:
+        return kernel
+    triton = dataclasses.replace(kernel.triton, specialize=specialize)
+    kernel = dataclasses.replace(kernel, triton=triton)
+    if "classes" not in k:
+        return kernel
+    return dataclasses.replace(kernel, triton=dataclasses.replace(triton, classes=_classes(k["classes"], kernel)))
 
 
 def _classes(node: Node, kernel: Kernel) -> tuple[tuple[str, ...], ...]:

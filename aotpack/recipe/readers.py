@@ -11,7 +11,7 @@ from typing import Protocol
 
 from .. import expr
 from ..errors import Location
-from ..model import Arg, Backend, Config, ConstValue, CudaLaunch, Kernel, Source
+from ..model import Arg, Backend, Config, ConstValue, CudaLaunch, Kernel, Source, TritonKernel
 from ..states import SpecRule
 from .yamlnodes import Node
 
@@ -71,16 +71,6 @@ class KernelFields(Protocol):
         """Why the kernel takes no 'specialize', or None."""
         ...
 
-    @property
-    def reset_to_zero(self) -> tuple[str, ...]:
-        """Arguments aotpack tune zeroes between runs."""
-        ...
-
-    @property
-    def restore_value(self) -> tuple[str, ...]:
-        """Arguments aotpack tune restores between runs."""
-        ...
-
     def jit(
         self, args: list[Arg], grid: Grid, bound_nodes: list[tuple[str, Node]], dtype_consts: list[tuple[str, str]]
     ) -> Jit:
@@ -98,8 +88,11 @@ class KernelFields(Protocol):
         """How the kernel is built and launched where the recipe says it (CUDA), or None."""
         ...
 
-    def options(self) -> tuple[tuple[str, ConstValue], ...]:
-        """Its compile and launch options."""
+    def triton(
+        self, fixed: tuple[tuple[str, ConstValue], ...], dtype_constexprs: tuple[tuple[str, str], ...]
+    ) -> TritonKernel | None:
+        """What only a Triton kernel has (its options, the constexprs outside the grid, what its autotuner
+        resets), or None; ``specialize`` and ``classes`` are read last, against the kernel."""
         ...
 
 

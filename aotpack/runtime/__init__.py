@@ -5,9 +5,10 @@ agent (backends/triton/record/program.py). This module lists the files, for all 
 # The C: the runtime proper, compiled with the generated tables into lib<package>.so, and the Python binding,
 # compiled with module.c into the extension; each has its public header (generated code includes it) and a
 # private one.
-RUNTIME_SOURCES = ("aot_runtime.c", "aot_driver.c", "aot_expr.c", "aot_dispatch.c", "aot_tune.c", "aot_images.c",
-                   "aot_launch.c")  # fmt: skip
-BINDING_SOURCES = ("aot_python.c", "aot_py_args.c", "aot_py_dlpack.c", "aot_py_runner.c", "aot_py_module.c")
+RUNTIME_SOURCES = ("aot_runtime.c", "aot_driver.c", "aot_expr.c", "aot_memo.c", "aot_dispatch.c", "aot_tune.c",
+                   "aot_images.c", "aot_launch.c")  # fmt: skip
+BINDING_SOURCES = ("aot_py_errors.c", "aot_py_dlpack.c", "aot_py_args.c", "aot_python.c", "aot_py_runner.c",
+                   "aot_py_module.c")  # fmt: skip
 C_FILES = ("aot_runtime.h", "aot_internal.h", *RUNTIME_SOURCES, "aot_python.h", "aot_py_internal.h", *BINDING_SOURCES)
 
 # The Python, standard library only: the main module, which a generated package imports as _aotpack_runtime and

@@ -155,11 +155,14 @@ const int64_t *rt_config_consts(const aot_kernel *k, int config);
 int rt_class_miss(const aot_kernel *k, const aot_call *call, int v);
 void rt_count_miss(const aot_kernel *k, aot_call *call, int miss);
 
-/* ---------------------------------------------------------------- runtime autotuning (aot_tune.c) */
+/* ---------------------------------------------------------------- the tuned-choice memo (aot_memo.c) */
 
 extern atomic_int rt_autotune_mode;   /* aot_tune_mode */
 extern pthread_mutex_t rt_memo_lock; /* a kernel's memo: tuned keys and class misses */
 int rt_memo_find(const aot_kernel *k, const aot_tuned *want);
+
+/* ---------------------------------------------------------------- runtime autotuning (aot_tune.c) */
+
 int rt_autotune(const aot_kernel *k, aot_call *call, int ordinal, device_state *d, aot_stream stream, choice *c);
 
 /* ---------------------------------------------------------------- images and launches */

@@ -8,7 +8,6 @@ _Static_assert(sizeof(unsigned long) == 8, "pointers are read as unsigned long (
 static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
 static PyObject *torch_dtypes[64];
 static PyObject *torch_raw_stream; /* torch._C._cuda_getCurrentRawStream */
-const struct dl_exchange_api *bind_torch_exchange; /* DLPack's C exchange API of torch.Tensor, where torch has one */
 static PyObject *torch_parameter; /* torch.nn.Parameter: a tensor that overrides none of its reads */
 enum { GET_DEVICE, DATA_PTR, STRIDE, IS_CONTIGUOUS, NUMEL, TENSOR_METHODS };
 static PyObject *tensor_methods[TENSOR_METHODS]; /* torch.Tensor.get_device, .data_ptr, ... (the enum's order) */

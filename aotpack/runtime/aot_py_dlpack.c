@@ -3,6 +3,10 @@
 
 #include <inttypes.h>
 
+/* DLPack's C exchange API of torch.Tensor, where torch has one: found by aot_py_args.c once torch is
+ * imported, kept here beside its only reader, so that arguments call DLPack and never the reverse. */
+const struct dl_exchange_api *bind_torch_exchange;
+
 /* The exchange API on `type`, version 1.2 or a later 1.x, or NULL. */
 const struct dl_exchange_api *bind_exchange_api(PyObject *type) {
   PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");

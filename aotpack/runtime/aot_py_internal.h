@@ -40,21 +40,22 @@ struct dl_exchange_api {
   int (*current_work_stream)(int device_type, int32_t device_id, void **stream);
 };
 
-/* ---------------------------------------------------------------- shared state */
+/* ---------------------------------------------------------------- errors and text (aot_py_errors.c)
+ * The base of the binding; each file below calls only those above it (errors, then arguments, then the
+ * calls in aot_python.c and the runner, then aot_py_module.c), so no two call each other. */
 
 extern PyObject *bind_missing_error; /* <package>.MissingVariant */
 extern PyObject *bind_miss_warning;  /* the category class misses are warned with (opt-in: _warn_misses), or NULL */
-extern const struct dl_exchange_api *bind_torch_exchange; /* torch.Tensor's, where torch has one (aot_py_args.c) */
-extern PyObject *bind_small_ints[AOT_MAX_DEVICES]; /* device ordinals; 4 and 3: Triton's num_warps and num_stages */
-
-/* ---------------------------------------------------------------- errors and text (aot_python.c) */
-
 const char *bind_text_of(PyObject *obj, char *buf, size_t size);
 const char *bind_type_name(PyObject *obj, char *buf, size_t size);
+/* <package>.CudaError and <package>.MissingVariant, made and added to the module; 0, or -1 with an exception. */
+int bind_add_errors(PyObject *module, const char *package);
 PyObject *bind_raise(const aot_error *err); /* err as the Python exception of its status; returns NULL */
 
 /* ---------------------------------------------------------------- arguments (aot_py_args.c, aot_py_dlpack.c) */
 
+extern const struct dl_exchange_api *bind_torch_exchange; /* torch.Tensor's, where torch has one (aot_py_dlpack.c) */
+extern PyObject *bind_small_ints[AOT_MAX_DEVICES]; /* device ordinals; 4 and 3: Triton's num_warps and num_stages */
 int bind_args_init(void); /* the interned names and small ints the argument readers use */
 int bind_parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, PyObject *kwargs, aot_call *call,
                uint64_t *stream, int *forced);
@@ -64,9 +65,5 @@ const struct dl_exchange_api *bind_exchange_api(PyObject *type);
 enum { NOT_DESCRIBED = -3 }; /* bind_exchange_arg: the tensor is left to torch's methods */
 int bind_exchange_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, aot_error *err);
 int bind_dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *err);
-
-/* ---------------------------------------------------------------- the module (aot_py_module.c) */
-
-int bind_add_kernel_type(PyObject *module, const char *package); /* <package>._native._Kernel */
 
 #endif

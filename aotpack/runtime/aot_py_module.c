@@ -1,11 +1,10 @@
-/* The extension module's own objects and functions beside the calls: the kernel type, runtime autotuning's
- * memo, class misses, kernel images. See aot_python.h. */
+/* The extension module's own objects and functions beside the calls: its setup, the kernel type, runtime
+ * autotuning's memo, class misses, kernel images. The top of the binding: it calls the others, none calls it.
+ * See aot_python.h. */
 #include "aot_py_internal.h"
 
 #include <stdio.h>
 #include <string.h>
-
-PyObject *bind_miss_warning; /* the category class misses are warned with (opt-in: _warn_misses), or NULL */
 
 PyObject *aot_py_autotune(PyObject *module, PyObject *args) {
   (void)module;
@@ -53,7 +52,7 @@ static void kernel_dealloc(PyObject *self) {
   Py_DECREF(type);
 }
 
-int bind_add_kernel_type(PyObject *module, const char *package) {
+static int add_kernel_type(PyObject *module, const char *package) {
   static char name[256];
   snprintf(name, sizeof name, "%s._native._Kernel", package);
   static PyType_Slot slots[] = {
@@ -70,6 +69,18 @@ int bind_add_kernel_type(PyObject *module, const char *package) {
     return -1;
   }
   return 0;
+}
+
+int aot_py_init(PyObject *module) {
+  PyObject *name = PyObject_GetAttrString(module, "__name__");
+  if (name == NULL) return -1;
+  char package[256];
+  bind_text_of(name, package, sizeof package - 16); /* room for the longest name made of it */
+  Py_DECREF(name);
+  char *native = strstr(package, "._native"); /* the errors belong to the package, not its extension */
+  if (native != NULL) *native = '\0';
+  if (bind_add_errors(module, package) < 0 || add_kernel_type(module, package) < 0) return -1;
+  return bind_args_init();
 }
 
 PyObject *aot_py_memo(PyObject *module, PyObject *args) {

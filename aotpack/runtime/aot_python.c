@@ -1,66 +1,6 @@
 /* The binding's entry points for calls (aot_python.h): a Python call parsed (aot_py_args.c) into an aot_call
- * and launched or selected by the runtime; module setup and the errors it raises. */
+ * and launched or selected by the runtime, its failure raised (aot_py_errors.c). */
 #include "aot_py_internal.h"
-
-#include <stdio.h>
-#include <string.h>
-
-static PyObject *cuda_error; /* <package>.CudaError */
-PyObject *bind_missing_error; /* <package>.MissingVariant */
-
-/* str(obj) into buf (the limited API of 3.9 has no borrowed UTF-8 view). */
-const char *bind_text_of(PyObject *obj, char *buf, size_t size) {
-  PyObject *str = obj ? PyObject_Str(obj) : NULL;
-  PyObject *bytes = str ? PyUnicode_AsUTF8String(str) : NULL;
-  const char *s = bytes ? PyBytes_AsString(bytes) : NULL;
-  snprintf(buf, size, "%s", s ? s : "?");
-  Py_XDECREF(bytes);
-  Py_XDECREF(str);
-  PyErr_Clear();
-  return buf;
-}
-
-const char *bind_type_name(PyObject *obj, char *buf, size_t size) {
-  PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
-  bind_text_of(name, buf, size);
-  Py_XDECREF(name);
-  return buf;
-}
-
-int aot_py_init(PyObject *module) {
-  PyObject *name = PyObject_GetAttrString(module, "__name__");
-  if (name == NULL) return -1;
-  char qual[256];
-  bind_text_of(name, qual, sizeof qual - 16);
-  Py_DECREF(name);
-  char *native = strstr(qual, "._native"); /* the error belongs to the package, not its extension */
-  if (native != NULL) *native = '\0';
-  strcat(qual, ".CudaError");
-  cuda_error = PyErr_NewExceptionWithDoc(qual, "A CUDA driver error, or no usable GPU or driver.", PyExc_RuntimeError,
-                                         NULL);
-  if (cuda_error == NULL) return -1;
-  Py_INCREF(cuda_error);
-  if (PyModule_AddObject(module, "CudaError", cuda_error) < 0) return -1;
-  strcpy(strrchr(qual, '.'), ".MissingVariant");
-  bind_missing_error = PyErr_NewExceptionWithDoc(
-      qual, "A call in Triton's launch syntax that no built variant matches exactly (its config and class).",
-      PyExc_LookupError, NULL);
-  if (bind_missing_error == NULL) return -1;
-  Py_INCREF(bind_missing_error);
-  if (PyModule_AddObject(module, "MissingVariant", bind_missing_error) < 0) return -1;
-  *strrchr(qual, '.') = '\0';
-  if (bind_add_kernel_type(module, qual) < 0) return -1;
-  return bind_args_init();
-}
-
-PyObject *bind_raise(const aot_error *err) {
-  PyObject *type = err->status == AOT_E_TYPE      ? PyExc_TypeError
-                   : err->status == AOT_E_VALUE   ? PyExc_ValueError
-                   : err->status == AOT_E_MISSING ? bind_missing_error
-                                                  : cuda_error;
-  PyErr_SetString(type, err->message);
-  return NULL;
-}
 
 /* A call's positional arguments as an array (borrowed), or -1 with a TypeError when there are too many. */
 static Py_ssize_t positional(const aot_kernel *k, PyObject *args, PyObject **out) {

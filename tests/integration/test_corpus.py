@@ -58,10 +58,12 @@ def test_what_the_build_reads_from_wrapped_kernels(corpus):
     cumsum = kernels["fla_cumsum_scalar"]  # heuristics over None arguments, do_not_specialize=['T']
     assert dict((n, __import__("aotpack").expr.unparse(e)) for n, e in cumsum.bound) == {
         "B": "size(s, 0)", "H": "size(s, 2)", "HAS_SCALE": "(none(scale) == 0)", "IS_VARLEN": "(none(cu_seqlens) == 0)"}  # fmt: skip
-    assert cumsum.arg("T").jit_states == ("",) and cumsum.fixed_constexprs == (("USE_GRAPH", False),)
+    assert cumsum.arg("T").jit_states == ("",) and cumsum.triton is not None
+    assert cumsum.triton.fixed_constexprs == (("USE_GRAPH", False),)
     assert {c.num_warps for c in cumsum.configs} == {1, 2, 4, 8}
     bwd = kernels["liger_rms_norm_bwd"]
-    assert bwd.dtype_constexprs == (("X_dtype", "T"),) and bwd.fixed_constexprs == (("COMPUTE_DW", True),)
+    assert bwd.triton is not None
+    assert bwd.triton.dtype_constexprs == (("X_dtype", "T"),) and bwd.triton.fixed_constexprs == (("COMPUTE_DW", True),)
     # conch annotates its integers (`d: int`): the JIT keys them on divisibility, never folds a 1
     assert kernels["conch_silu_and_mul"].arg("d").jit_states == ("D", "")
     assert kernels["liger_rms_norm_fwd"].arg("n_cols").jit_states == ("1", "D", "")

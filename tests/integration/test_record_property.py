@@ -171,4 +171,5 @@ def test_an_autotuned_and_heuristic_kernel_s_picks_come_back(tmp_path, wrapper, 
     path = tmp_path / "r.yaml"
     record.write(path, rec.events, "recorded_kernels")
     (kernel,) = recipe.load(path).kernels
-    assert [(p.key, dict(p.kwargs), p.num_warps) for p in kernel.picks] == [((4096, "torch.float16"), *picked)]
+    assert kernel.triton is not None
+    assert [(p.key, dict(p.kwargs), p.num_warps) for p in kernel.triton.picks] == [((4096, "torch.float16"), *picked)]

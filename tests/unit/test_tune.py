@@ -15,7 +15,9 @@ torch = pytest.importorskip("torch")
 
 def test_reset_to_zero_and_restore_value_before_each_run(kernel_dir):
     (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
-    kernel = dataclasses.replace(kernel, reset_to_zero=("out_ptr",), restore_value=("x_ptr",))
+    assert kernel.triton is not None
+    triton = dataclasses.replace(kernel.triton, reset_to_zero=("out_ptr",), restore_value=("x_ptr",))
+    kernel = dataclasses.replace(kernel, triton=triton)
     x, y, out = torch.arange(4.0), torch.ones(4), torch.full((4,), 7.0)
     sets = [([x, y, out], [2])]
     prepare = tune._preparer(kernel, sets)

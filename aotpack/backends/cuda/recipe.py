@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ... import expr, facts
 from ...errors import RecipeError
-from ...model import Arg, ConstValue, CudaLaunch, Kernel, Source
+from ...model import Arg, ConstValue, CudaLaunch, Kernel, Source, TritonKernel
 from ...recipe import fields as _fields
 from ...recipe import yamlnodes
 from ...recipe.kernel import kernel_targets
@@ -111,14 +111,6 @@ class CudaFields:
     def specialize_problem(self) -> str | None:
         return "'specialize' is for Triton kernels (CUDA kernels use hints)"
 
-    @property
-    def reset_to_zero(self) -> tuple[str, ...]:
-        return ()
-
-    @property
-    def restore_value(self) -> tuple[str, ...]:
-        return ()
-
     def jit(
         self, args: list[Arg], grid: Grid, bound_nodes: list[tuple[str, Node]], dtype_consts: list[tuple[str, str]]
     ) -> Jit:
@@ -142,8 +134,10 @@ class CudaFields:
         _check_cuda_arity(self.entry.keys["args"], launch.entry, self.source, args)
         return launch
 
-    def options(self) -> tuple[tuple[str, ConstValue], ...]:
-        return ()
+    def triton(
+        self, fixed: tuple[tuple[str, ConstValue], ...], dtype_constexprs: tuple[tuple[str, str], ...]
+    ) -> TritonKernel | None:
+        return None
 
 
 def _cuda_launch(

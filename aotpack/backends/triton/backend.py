@@ -48,7 +48,7 @@ class Triton:
 
     def caller_launches(self, kernel: Kernel) -> bool:
         """``launch: triton``: launched as Triton launches it, ``kernel[grid](*args, **constexprs)``."""
-        return kernel.launch == "triton"
+        return kernel.triton is not None and kernel.triton.launch == "triton"
 
 
 TRITON = Triton()

@@ -228,13 +228,14 @@ class TritonCompiler:
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
 
-        kernel = variant.kernel
+        kernel, own = variant.kernel, variant.kernel.triton
+        assert own is not None
         fn = introspect.unwrap(_load_function(kernel.source))
         signature: dict[str, str] = {}
         attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-        constexprs: dict[str, Any] = {n: _triton_value(v) for n, v in (*kernel.fixed_constexprs,
+        constexprs: dict[str, Any] = {n: _triton_value(v) for n, v in (*own.fixed_constexprs,
                                                                         *variant.config.constexprs)}  # fmt: skip
-        for name, typevar in kernel.dtype_constexprs:  # a dtype constexpr: the tl.dtype its type variable binds
+        for name, typevar in own.dtype_constexprs:  # a dtype constexpr: the tl.dtype its type variable binds
             constexprs[name] = _tl_dtype(dict(variant.binding)[typevar])
         for index, name in enumerate(fn.arg_names):
             if name in constexprs:
@@ -254,7 +255,7 @@ class TritonCompiler:
                 constexprs[name] = 1 if state == ONE else None
         arch = facts.archs()[variant.target]
         target = GPUTarget("cuda", arch.capability, 32)
-        options: dict[str, Any] = {"enable_fp_fusion": True, **dict(kernel.options)}
+        options: dict[str, Any] = {"enable_fp_fusion": True, **dict(own.options)}
         options.update(num_warps=variant.config.num_warps, num_stages=variant.config.num_stages)
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
         chain = self._ptxas(variant.target)

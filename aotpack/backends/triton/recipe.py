@@ -30,6 +30,7 @@ from ...model import (  # fmt: skip
     Pick,
     Point,
     Source,
+    TritonKernel,
 )
 from ...recipe import args as _args
 from ...recipe import fields as _fields
@@ -151,14 +152,6 @@ class TritonFields:
     def specialize_problem(self) -> str | None:
         return None
 
-    @property
-    def reset_to_zero(self) -> tuple[str, ...]:
-        return self.info.reset_to_zero
-
-    @property
-    def restore_value(self) -> tuple[str, ...]:
-        return self.info.restore_value
-
     def jit(
         self, args: list[Arg], grid: Grid, bound_nodes: list[tuple[str, Node]], dtype_consts: list[tuple[str, str]]
     ) -> Jit:
@@ -179,8 +172,12 @@ class TritonFields:
     ) -> CudaLaunch | None:
         return None
 
-    def options(self) -> tuple[tuple[str, ConstValue], ...]:
-        return _options(self.entry.keys["options"]) if "options" in self.entry.keys else ()
+    def triton(
+        self, fixed: tuple[tuple[str, ConstValue], ...], dtype_constexprs: tuple[tuple[str, str], ...]
+    ) -> TritonKernel:
+        options = _options(self.entry.keys["options"]) if "options" in self.entry.keys else ()
+        return TritonKernel(options=options, fixed_constexprs=fixed, dtype_constexprs=dtype_constexprs,
+                            reset_to_zero=self.info.reset_to_zero, restore_value=self.info.restore_value)  # fmt: skip
 
 
 def _describe(node: Node, source: Source) -> introspect.KernelInfo:
@@ -333,13 +330,15 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
         doc=_fields.text(k["doc"], one_line=False) if "doc" in k else "",
         args=tuple(args), types=tuple(types), constexpr_names=constexpr_names, configs=configs, default=configs[0],
         grid=(expr.Num(1), expr.Num(1), expr.Num(1)), key=(), bucket="exact", rules=(), targets=chosen,
-        options=_options(k["options"]) if "options" in k else (), launch="triton", points=tuple(points),
-        signature=tuple(p.name for p in info.params),
-        defaults=tuple((p.name, p.default) for p in info.params
-                       if p.has_default and (p.default is None or isinstance(p.default, (int, float, bool, str)))),
-        picks=_picks(k["autotuned"], root, tuple(p.name for p in info.params)) if "autotuned" in k else (),
+        triton=TritonKernel(
+            options=_options(k["options"]) if "options" in k else (), launch="triton", points=tuple(points),
+            signature=tuple(p.name for p in info.params),
+            defaults=tuple((p.name, p.default) for p in info.params
+                           if p.has_default and (p.default is None or isinstance(p.default, (int, float, bool, str)))),
+            picks=_picks(k["autotuned"], root, tuple(p.name for p in info.params)) if "autotuned" in k else (),
+            identity=aot_kernels.identity(introspect.unwrap(_sources.load(source))),
+        ),
         where=entry.where,
-        identity=aot_kernels.identity(introspect.unwrap(_sources.load(source))),
     )  # fmt: skip
 
 

@@ -107,7 +107,7 @@ def add_classes(path: Path, misses: list[Miss]) -> list[str]:
         kernel = kernels.get(miss.kernel)
         if miss.package != rec.package or kernel is None:
             continue
-        if kernel.launch != "call" or kernel.backend != "triton" or kernel.specialize != "common":
+        if kernel.triton is None or kernel.triton.launch != "call" or kernel.specialize != "common":
             notes.append(f"{miss.kernel}: class {miss.jit} not added (classes: is for Triton kernels the "
                          "dispatcher calls, with specialize: common)")  # fmt: skip
             continue
