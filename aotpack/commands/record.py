@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from ..backends.triton.record import Events, check_package, misses, record, write
+from ..backends.triton.record import Events, check_package, misses, record, widen, write
 from ..errors import UsageError
 from .checks import writable_folder
 
@@ -49,6 +49,11 @@ def main(args: argparse.Namespace) -> None:
             print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
         for function, why in sorted(summary.events.skipped.items()):
             print(f"not recorded: {function}: {why}", file=sys.stderr)
+        for kernel, name, values in widen.varying(compiled, summary.events.picks, dict(args.widen)):
+            shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
+            print(f"{kernel}: constexpr {name} took {len(values)} values ({shown}); if it follows the problem (a "
+                  f"batch size, a length), {widen.suggestion(name, values)} (or the range you serve) builds "
+                  "each value of it, not only those that ran", file=sys.stderr)  # fmt: skip
         found += summary.misses
     if found and args.out.is_file():
         for line in misses.add_classes(args.out, found):

@@ -237,8 +237,9 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
             found.setdefault(states, origin)
 
     how = kernel.specialization
-    if how.recorded:  # the classes a recording saw
+    if how.recorded:  # the classes a recording saw, then each one's floor (a deployment's other values)
         add("recipe", [p.states for p in kernel.points])
+        add("floor", [floor for p in kernel.points for floor in recorded_floors(kernel, p.states)])
     elif _hints_only(kernel):
         add("level", _hinted_and_plain(kernel))
     elif kernel.specialize == "all":
@@ -259,6 +260,20 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         made = [Spec(name="-".join(p for p in (s.level, "".join(LETTER[s.states[i]] for i in optional)) if p)
                      or "plain", states=s.states, level=s.level, origin=s.origin) for s in made]  # fmt: skip
     return tuple(sorted(made, key=lambda s: -s.degree))
+
+
+def recorded_floors(kernel: Kernel, states: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """What a call with a recorded config and types but values the recording never saw runs: the recorded class
+    with nothing assumed of the integers' divisibility (an odd length or batch: the very class the JIT compiles
+    for it, pointers aligned as allocators give them), then with nothing assumed of the pointers' alignment
+    either (a sliced tensor: a class miss). What is folded into the code (an argument equal to 1, or None)
+    stays: another value is another signature."""
+
+    def relaxed(pointers: bool) -> tuple[str, ...]:
+        return tuple(ANY if s == DIV16 and ANY in a.jit_states and (pointers or not a.pointer) else s
+                     for a, s in zip(kernel.args, states, strict=True))  # fmt: skip
+
+    return [floor for floor in dict.fromkeys((relaxed(False), relaxed(True))) if floor != states]
 
 
 def _recorded_name(kernel: Kernel, states: tuple[str, ...]) -> str:

@@ -23,7 +23,7 @@ from .. import expr
 from ..errors import RecipeError
 from ..model import Arg, Config, Kernel, Recipe
 from ..states import NONE
-from .classes import Spec, specs
+from .classes import Spec, recorded_floors, specs
 
 _TARGET = re.compile(r"^(sm|compute)_\d+a?$")
 
@@ -118,9 +118,11 @@ def _points(kernel: Kernel, winners_only: bool) -> list[tuple[tuple[tuple[str, s
     """The (binding, config, class) triples some call can select, in plan order: for a recorded
     kernel (``launch: triton``), exactly those it lists."""
     classes = specs(kernel)
-    if kernel.specialization.recorded:
+    if kernel.specialization.recorded:  # each recorded variant, and its floors (classes.recorded_floors)
         spec_of = {s.states: s for s in classes}
-        return [(p.binding, p.config, spec_of[p.states]) for p in kernel.points]
+        found = [(p.binding, p.config, spec_of[states]) for p in kernel.points
+                 for states in (p.states, *recorded_floors(kernel, p.states))]  # fmt: skip
+        return list(dict.fromkeys(found))
     picked = {kernel.default, *(r.config for r in kernel.rules)}  # what the dispatcher can pick
     pairs = [
         (config, spec)

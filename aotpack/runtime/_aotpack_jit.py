@@ -284,18 +284,46 @@ def payload(key: Any, fn: Any, compile: dict[str, Any]) -> dict[str, Any]:
 
 
 def picks(jit: Any) -> list[dict[str, Any]]:
-    """What any @triton.autotune around ``jit`` in its module picked: key -> config."""
+    """What any @triton.autotune around ``jit`` in its module picked: key -> config. An autotuner whose cache
+    cannot be read (``tuned``) raises ValueError saying why."""
     module = sys.modules.get(jit.fn.__module__)
     out = []
     for obj in list(vars(module).values()) if module else ():
         tuner = tuner_of(obj) if obj is not jit and jit_of(obj) is jit else None
-        for key, config in tuner.cache.items() if tuner is not None else ():
+        for key, config in tuned(tuner) if tuner is not None else ():
             pick = {"key": [encode(v) for v in key],
                     "config": {**{k: encode(v) for k, v in config.kwargs.items()}, "num_warps": config.num_warps,
                                "num_stages": config.num_stages}}  # fmt: skip
             if pick not in out:
                 out.append(pick)
     return out
+
+
+def _is_config(value: Any) -> bool:
+    return all(hasattr(value, a) for a in ("kwargs", "num_warps", "num_stages"))
+
+
+def tuned(tuner: Any) -> list[tuple[tuple[Any, ...], Any]]:
+    """An autotuner's picks, (key, Config), whatever its cache is: Triton's dict, another mapping, an object a
+    key indexes that iterates over its keys, or one that keeps its picks in a dict of its own (libraries'
+    Autotuner subclasses: a cache backed by a database that holds in memory what this process picked)."""
+    cache = tuner.cache
+    items = getattr(cache, "items", None)
+    if callable(items):
+        found = list(items())
+    elif hasattr(cache, "__iter__") and hasattr(cache, "__getitem__"):
+        found = [(key, cache[key]) for key in list(cache)]
+    else:
+        inner = [v for v in vars(cache).values() if isinstance(v, dict) and v and all(map(_is_config, v.values()))]
+        if len(inner) != 1:
+            raise ValueError(f"its autotuner's cache ({type(tuner).__name__}.cache, a {type(cache).__name__}) "
+                             "is no mapping, cannot be iterated and holds no one dict of configs")  # fmt: skip
+        found = list(inner[0].items())
+    for key, config in found:
+        if not isinstance(key, tuple) or not _is_config(config):
+            raise ValueError(f"its autotuner's cache ({type(tuner).__name__}.cache) holds {type(key).__name__} -> "
+                             f"{type(config).__name__}, not a key tuple -> a triton.Config")  # fmt: skip
+    return found
 
 
 def tuner_of(value: Any) -> Any:

@@ -297,15 +297,22 @@ static int variant_of_config(const aot_kernel *k, aot_call *call, int config, in
                   k->targets[target].id);
 }
 
-/* Triton's launch syntax: the caller's config, in exactly the class the JIT computes for the call
- * (a less specialized variant would run it, but it is not the code the JIT would run). */
-static int exact_variant(const aot_kernel *k, aot_call *call, int config, int target, int binding) {
+/* Triton's launch syntax: the caller's config, in the class the JIT computes for the call where it was built
+ * (recorded: the JIT's own code); else the most specialized class built whose assumptions the call satisfies
+ * (a recorded class's floor: a length or batch the recording never saw), which aot_launch counts as a class
+ * miss. */
+static int exact_variant(const aot_kernel *k, aot_call *call, int config, int target, int binding, choice *c) {
   const int *slots = class_slots(k, binding, config, target);
   for (int s = 0; s < k->nspecs; s++) {
     const uint8_t *want = &k->specs[(size_t)s * (size_t)k->nparams];
     int same = slots[s] >= 0;
     for (int p = 0; same && p < k->nparams; p++) same = k->params[p].launch_only || want[p] == jit_state(k, call, p);
     if (same) return slots[s];
+  }
+  int holds = rt_variant_in_config(k, call, config, target, binding, 0);
+  if (holds >= 0) {
+    c->miss = rt_class_miss(k, call, holds);
+    return holds;
   }
   char have[AOT_MAX_ARGS + 1];
   int n = 0;
@@ -471,7 +478,7 @@ int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int fo
     }
     return forced;
   }
-  if (call->launch_config > 0) return exact_variant(k, call, call->launch_config - 1, target, binding);
+  if (call->launch_config > 0) return exact_variant(k, call, call->launch_config - 1, target, binding, c);
   int64_t key[AOT_MAX_KEY];
   k->key(call, key);
   if (err->status != AOT_OK) return -1;

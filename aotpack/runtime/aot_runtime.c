@@ -70,7 +70,8 @@ int aot_launch(const aot_kernel *k, aot_call *call, int ordinal, aot_stream stre
     if (!capturing) v = rt_autotune(k, call, ordinal, d, stream, &c), c.miss = -2;
   }
   if (v < 0) return -1;
-  if (forced < 0 && call->launch_config == 0) /* the dispatcher chose: was it the JIT's class? */
+  /* the dispatcher chose (was it the JIT's class?), or Triton's launch syntax ran a class other than the JIT's */
+  if (forced < 0 && (call->launch_config == 0 || c.miss != -2))
     rt_count_miss(k, call, c.miss == -2 ? rt_class_miss(k, call, v) : c.miss);
   return rt_launch_variant(k, call, v, ordinal, d, stream);
 }

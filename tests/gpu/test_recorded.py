@@ -44,6 +44,22 @@ def test_replay_runs_no_jit_and_matches_the_jit_bit_for_bit(tmp_path):
     for e, g in zip(expected, got, strict=True):
         assert torch.equal(e, g)
     warm = run(tmp_path, "jit-warm", cache=tmp_path / "triton-cache-jit")
+    assert aot["class-misses"] == 0  # every call ran the class the JIT compiled for it
     print(f"first result: JIT cold {jit['first-result-s'] * 1e3:.1f} ms, JIT warm {warm['first-result-s'] * 1e3:.1f} "
           f"ms, aotpack {aot['first-result-s'] * 1e3:.2f} ms: {jit['first-result-s'] / aot['first-result-s']:.0f}x "
           f"and {warm['first-result-s'] / aot['first-result-s']:.0f}x faster")  # fmt: skip
+
+
+def test_shapes_the_recording_never_saw_run_with_no_jit_and_match_it(tmp_path):
+    """A server's next request has another width: RMSNorm at odd widths (the recorded configs, in classes never
+    recorded) runs a recorded class's floor under fallback="error" with no compilation: the floor with the
+    integers' divisibility relaxed is the very class the JIT compiles for such a call (aligned tensors), so
+    no class miss and the same bits."""
+    jit = run(tmp_path, "jit-unseen", "--unseen")
+    assert jit["jit-compilations"] > 0
+    aot = run(tmp_path, "aot-unseen", "--unseen", "--activate", "liger_recorded")
+    assert aot["jit-compilations"] == 0 and aot["class-misses"] == 0
+    expected, got = torch.load(tmp_path / "jit-unseen.pt"), torch.load(tmp_path / "aot-unseen.pt")
+    assert len(expected) == len(got) == 3
+    for e, g in zip(expected, got, strict=True):
+        assert torch.equal(e, g)

@@ -32,3 +32,14 @@ class Array:
                                          "strides": strides, "version": 3}
 A = 0x100000000
 """
+
+
+def recorded_variants(recipe):
+    """The planned variants of a recorded recipe that are a recorded row itself (its exact class), not a floor."""
+    from aotpack.plan import variants as plan
+
+    return [
+        v
+        for v in plan.plan_variants(recipe)
+        if any((p.binding, p.config, p.states) == (v.binding, v.config, v.spec.states) for p in v.kernel.points)
+    ]

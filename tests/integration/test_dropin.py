@@ -18,9 +18,8 @@ import yaml
 from aotpack import build
 from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import record
-from aotpack.plan import variants as plan
 
-from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
+from .helpers import CAI_ARRAY, install_wheel, recorded_variants, run_on_fake_driver
 
 GENERATED = """
 import triton
@@ -124,7 +123,7 @@ def test_a_generated_kernel_is_written_out_and_every_constexpr_kind_is_said(reco
     assert helper.startswith("kernels/") and helper.endswith(":_double")
     assert {r["config"]["BIAS"] for r in kernel["variants"]} == {None, 0.5}
     loaded = recipe.load(recorded)
-    ids = [v.id for v in plan.plan_variants(loaded)]
+    ids = [v.id for v in recorded_variants(loaded)]
     assert len(ids) == 2 and "DTYPE=tl.fp32" in ids[0] and "ACT=_double" in ids[0] and "SHAPE=(2,3)" in ids[0]
 
 
@@ -233,6 +232,6 @@ def test_a_kernel_inside_a_function_or_class_of_an_installed_package_is_written_
         kernels = yaml.safe_load(path.read_text())["kernels"]
         assert sorted(k["triton"].partition(":")[2] for k in kernels.values()) == ["in_class", "nested_kernel"]
         assert all(k["triton"].startswith("kernels/") for k in kernels.values())
-        assert len(plan.plan_variants(recipe.load(path))) == 2
+        assert len(recorded_variants(recipe.load(path))) == 2
     finally:
         sys.modules.pop("nested_pkg", None)

@@ -17,7 +17,7 @@ from aotpack.backends.triton import record
 from aotpack.errors import RecipeError
 from aotpack.plan import variants as plan
 
-from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
+from .helpers import CAI_ARRAY, install_wheel, recorded_variants, run_on_fake_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,10 +65,12 @@ def test_a_hook_stream_becomes_a_recipe_of_exactly_those_variants(tmp_path):
     text = path.read_text()
     loaded = recipe.load(path)
     ids = [v.id for v in plan.plan_variants(loaded)]
-    assert ids == [
+    assert ids == [  # each recorded class, and its floor: what a call with another length or offset runs
         "add_kernel/T=fp16,BLOCK=256,w8,s3/sm_90a/DDD1",
+        "add_kernel/T=fp16,BLOCK=256,w8,s3/sm_90a/___1",
         "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/DDDD",
         "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/DDD_",
+        "add_kernel/T=fp32,BLOCK=1024,w4,s3/sm_90a/____",
     ]
     kernel = yaml.safe_load(text)["kernels"]["add_kernel"]
     assert kernel["launch"] == "triton" and kernel["types"] == {"T": ["fp16", "fp32"]}
@@ -98,8 +100,8 @@ def test_a_compilation_the_recipe_cannot_say_is_reported_not_dropped_silently(tm
     rec = recorded([hook_call(jit, "fp32", "D", 1024), hook_call(jit, "fp16", "", 1024), wide])
     path = tmp_path / "r.yaml"
     record.write(path, rec.events, "recorded_kernels")
-    assert [v.id.split("/")[1] for v in plan.plan_variants(recipe.load(path))] == ["T=fp16,BLOCK=1024,w4,s3",
-                                                                                   "T=fp32,BLOCK=1024,w4,s3"]  # fmt: skip
+    recorded_ids = [v.id.split("/")[1] for v in recorded_variants(recipe.load(path))]
+    assert recorded_ids == ["T=fp16,BLOCK=1024,w4,s3", "T=fp32,BLOCK=1024,w4,s3"]
     ((what, why),) = rec.events.skipped.items()
     assert "add_kernel (BLOCK=512, num_warps=4)" in what
     assert why.startswith("n_elements was i64 here, i32 in the kernel's other variants: a recipe kernel takes one")
@@ -200,8 +202,9 @@ k.add_kernel[(4,)](x, y, o, 4096, BLOCK=1024)                                  #
 k.add_kernel[lambda meta: (meta["n_elements"] // meta["BLOCK"] + 1,)](x, y, o, 4000, BLOCK=1024)  # DDD_
 h = Array(A, (1,), "<f2")
 k.add_kernel[(1, 1, 1)](h, h, h, n_elements=1, BLOCK=256, num_warps=8)         # DDD1 (fp16)
-for bad in (lambda: k.add_kernel[(1,)](Array(A + 4, (8,), "<f4"), x, o, 8, BLOCK=1024),  # misaligned: not built
-            lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=512),
+k.add_kernel[(1,)](Array(A + 4, (8,), "<f4"), x, o, 8, BLOCK=1024)  # misaligned, n odd: the recorded classes' floor
+print(k.stats()["class_misses"])
+for bad in (lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=512),
             lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=1024, num_warps=8)):
     try:
         bad()
@@ -239,17 +242,18 @@ print("fallback:", message.split(";")[0], len(args), sorted(kwargs))
         "['BLOCK', 'grid']",
     ]
     launches = [line for line in log if line.startswith("launch")]
-    assert len(launches) == 3
+    assert len(launches) == 4
     assert "grid=4,1,1 block=128,1,1" in launches[0] and "p3=4096" in launches[0]
     assert "grid=4,1,1" in launches[1] and "p3=4000" in launches[1]
     # n_elements == 1 is folded into that code: parameter 3 is already Triton's (null) scratch pointer
     assert "grid=1,1,1 block=256,1,1" in launches[2] and " p3=0 " in launches[2]
-    assert out[0].startswith("missing: add_kernel[grid](...): no variant was built for config BLOCK=1024,w4,s3 "
-                             "in class _DD_")  # fmt: skip
+    # a class no recorded call had (a misaligned pointer, an odd length) runs the floor, counted as a class miss
+    assert "grid=1,1,1 block=128,1,1" in launches[3] and " p3=8 " in launches[3]
+    assert out[0] == "[{'kernel': 'add_kernel', 'ran': '____', 'jit': '_DD_', 'calls': 1}]"
     assert out[1].startswith("missing: add_kernel[grid](...): no variant was built for BLOCK=512, num_warps=4")
     assert out[2].startswith("missing: add_kernel[grid](...): no variant was built for BLOCK=1024, num_warps=8")
     assert out[3] == "type: add_kernel[grid]() got an unexpected keyword argument 'colour'"
-    assert out[4] == "<kernel add_kernel[grid]: 3 variants>"
+    assert out[4] == "<kernel add_kernel[grid]: 5 variants>"
 
 
 def test_activate_makes_the_original_call_sites_launch_the_built_variants(recorded_site, fake_driver, tmp_path):
@@ -265,18 +269,21 @@ x, y, o = (Array(A + i * 0x1000000, (4096,), "<f4") for i in range(3))
 print(k.activate(fallback="error"))
 grid = lambda meta: (triton.cdiv(meta["n_elements"], meta["BLOCK"]),)
 add_kernel[grid](x, y, o, 4096, BLOCK=1024)   # the user's call site, unchanged
+add_kernel[grid](Array(A + 4, (8,), "<f4"), y, o, 8, BLOCK=1024)  # a class never recorded: the floor, no compile
 try:
     add_kernel[grid](x, y, o, 4096, BLOCK=2048)
 except k.MissingVariant as exc:
     print("missing")
+print(k.stats()["class_misses"])
 k.deactivate()
 print("run" in add_kernel.__dict__)
 """
     )
     out, log = run_on_fake_driver(code, recorded_site, fake_driver, tmp_path / "cuda.log")
-    assert out == ["['add_kernel']", "missing", "False"]
+    assert out == ["['add_kernel']", "missing", "[{'kernel': 'add_kernel', 'ran': '____', 'jit': '_DD_', 'calls': 1}]",
+                   "False"]  # fmt: skip
     launches = [line for line in log if line.startswith("launch")]
-    assert len(launches) == 1 and "grid=4,1,1" in launches[0]
+    assert len(launches) == 2 and "grid=4,1,1" in launches[0] and "grid=1,1,1" in launches[1]
 
 
 COMPILE = """
@@ -403,8 +410,11 @@ def test_widen_builds_the_set_of_values_a_deployment_needs(tmp_path):
     record.write(path, rec.events, "recorded_kernels", widen=dict([record.parse_widen("BLOCK=256..2048:pow2")]))
     rows = yaml.safe_load(path.read_text())["kernels"]["add_kernel"]["variants"]
     assert [r["config"]["BLOCK"] for r in rows] == [[256, 512, 1024, 2048]] * 2
-    ids = [v.id for v in plan.plan_variants(recipe.load(path))]
+    planned = plan.plan_variants(recipe.load(path))
+    ids = [v.id for v in recorded_variants(recipe.load(path))]
     assert len(ids) == 8 and "add_kernel/BLOCK=512,w4,s3/sm_90a/DDDD" in ids  # one dtype: no type variable
+    assert [v.id for v in planned if v.spec.origin == "floor"] == [f"add_kernel/BLOCK={b},w4,s3/sm_90a/____"
+                                                                  for b in (256, 512, 1024, 2048)]  # fmt: skip
     text = path.read_text()
     again = recorded([hook_call(jit, "fp32", "D", 512), hook_call(jit, "fp32", "D", 4096)])  # one is in the set
     merged = record.recipe_text(again.events.compilations(), again.events.picks, yaml.safe_load(text))

@@ -573,3 +573,72 @@ def test_a_compile_event_whose_attribute_is_not_a_pair_is_skipped_and_said(attri
     recorded = events(damaged, event(block=2048))
     assert len(recorded.compiled) == 1
     assert [name for name in recorded.skipped] == ["kernels/add_copy.py:add_kernel"]
+
+
+def _with_triton(version: str, *compiled: dict[str, Any]) -> record.Events:
+    recorded = events(*compiled)
+    recorded.add({"event": "triton", "version": version})
+    return recorded
+
+
+def test_the_recipe_names_the_triton_release_the_recording_ran(tmp_path):
+    """A recording is one Triton release's code: a new recipe says which (triton:), so that a build anywhere uses
+    that release or says why not; a recipe without one takes it as one more line; one that names it keeps it."""
+    path = recipe_dir(tmp_path, "")
+    assert record.write(path, _with_triton("3.6.0", event()), "recorded_kernels")
+    data = yaml.safe_load(path.read_text())
+    assert list(data)[:4] == ["package", "version", "summary", "triton"] and data["triton"] == "3.6.0"
+    assert loads(path)
+    mine = path.read_text().replace("triton: 3.6.0\n", "# my comment\n")
+    path.write_text(mine)
+    assert record.write(path, _with_triton("3.6.0", event(block=2048)), "recorded_kernels")
+    merged = path.read_text()
+    assert "# my comment\n" in merged and yaml.safe_load(merged)["triton"] == "3.6.0" and loads(path)
+    assert [line for line in merged.splitlines() if line not in mine.splitlines()] == [
+        "triton: 3.6.0", "      - {config: {BLOCK: 2048, num_warps: 4, num_stages: 3}, class: DDDD, launches: 0}"
+    ]  # fmt: skip
+    path.write_text(merged.replace("triton: 3.6.0", "triton: '3.6'"))
+    assert record.write(path, _with_triton("3.6.1", event(block=512)), "recorded_kernels")
+    assert yaml.safe_load(path.read_text())["triton"] == "3.6" and loads(path)
+
+
+@pytest.mark.parametrize(
+    ("named", "ran", "says"),
+    [("3.7", ("3.6.0",), r"the recipe names triton: 3.7, and the program ran Triton 3.6.0: .*record under Triton 3.7"),
+     (None, ("3.6.0", "3.7.1"), r"the program's processes ran Triton 3.6.0 and 3.7.1: a recipe is one release's code")],
+)  # fmt: skip
+def test_a_recording_of_another_triton_than_the_recipe_names_is_refused_and_the_recipe_kept(tmp_path, named, ran,
+                                                                                            says):  # fmt: skip
+    path = recipe_dir(tmp_path, "")
+    assert record.write(path, events(event()), "recorded_kernels")
+    if named:
+        path.write_text(path.read_text().replace("targets:", f"triton: '{named}'\ntargets:"))
+    before = path.read_bytes()
+    recorded = events(event(block=2048))
+    for version in ran:
+        recorded.add({"event": "triton", "version": version})
+    with pytest.raises(RecordError, match=says):
+        record.write(path, recorded, "recorded_kernels")
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("version", ["3.6.0+git1234", "", 3.6, None, "x" * 100])
+def test_a_triton_event_that_names_no_release_is_skipped_and_said(version):
+    recorded = events(event())
+    recorded.add({"event": "triton", "version": version}, "4242")
+    assert not recorded.tritons and list(recorded.skipped) == ["an event of 4242"]
+
+
+def test_a_constexpr_that_took_several_values_is_said_with_the_widen_that_covers_it():
+    """A constexpr that follows the problem (a batch size, a length) took several values while recording: the next
+    one a deployment meets would be a compilation, so record says which --widen builds each value."""
+    from aotpack.backends.triton.record import widen
+
+    compiled = events(event(block=64), event(block=16), event(block=256, dtype="fp16")).compilations()
+    assert widen.varying(compiled, {}, {}) == [(REF, "BLOCK", [16, 64, 256])]
+    assert widen.suggestion("BLOCK", [16, 64, 256]) == "--widen BLOCK=16..256:pow2"
+    assert widen.suggestion("bs", [1, 3]) == "--widen bs=1..3"
+    assert widen.varying(compiled, {}, {"BLOCK": [1, 2]}) == []  # widened already
+    picked: dict[str, list[Any]] = {"x": [{"key": [1], "config": {"BLOCK": 64, "num_warps": 4, "num_stages": 3}}]}
+    assert widen.varying(compiled, picked, {}) == []  # an autotuner's config: it varies by design
+    assert widen.varying(events(event(block=64), event(block=64, warps=8)).compilations(), {}, {}) == []

@@ -139,9 +139,14 @@ class Agent:
         if self._launches:
             self.sink({"event": "launches", "counts": {str(k): v for k, v in sorted(self._launches.items())}})
         for jit in list(self._functions.values()):
-            chosen = runtime.picks(jit)
-            if chosen:
-                self.sink(self._with_sources({"event": "picks", "function": runtime.describe(jit), "picks": chosen}))
+            try:
+                chosen = runtime.picks(jit)
+                if chosen:
+                    self.sink(self._with_sources({"event": "picks", "function": runtime.describe(jit),
+                                                  "picks": chosen}))  # fmt: skip
+            except Exception as exc:  # an autotuner aotpack cannot read: said, and the program's exit goes on
+                function = f"{getattr(jit, '__module__', '?')}:{getattr(jit, '__name__', '?')}"
+                self.sink({"event": "skipped", "function": function, "why": f"autotuner picks: {exc}"})
 
 
 # ---------------------------------------------------------------- starting in a recorded process
@@ -190,6 +195,7 @@ def start(folder: str, knobs: Any = None) -> Agent:
         agent.sink({"event": "refused", "why": f"the program runs Triton {version}; aotpack records with Triton "
                     f"{', '.join(t + '.x' for t in tested)}: run it where one of them is installed"})  # fmt: skip
         return agent
+    agent.sink({"event": "triton", "version": version})  # the release whose code the recording is (triton:)
     agent.install(knobs)
     atexit.register(agent.finish)
     return agent

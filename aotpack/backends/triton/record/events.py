@@ -9,7 +9,8 @@ by the runtime); this module is the one reader of that form, as the agent and th
   each written-out source the first time an event needs it);
 - ``launches``: at exit, how often each compilation (by its number) was launched;
 - ``picks``: at exit, what an ``@triton.autotune`` around a function chose, per key;
-- ``skipped``: a hook that failed, and why; ``refused``: a process whose Triton aotpack is not tested with.
+- ``skipped``: a hook that failed, and why; ``refused``: a process whose Triton aotpack is not tested with;
+  ``triton``: the Triton release a process runs (the recipe's ``triton:``).
 
 The events come from another process, possibly damaged: one that does not hold what its kind says is skipped
 and said (``Events.skipped``), never raised.
@@ -18,6 +19,7 @@ and said (``Events.skipped``), never raised.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -154,8 +156,25 @@ class Refused:
         return Refused(why=str(event.get("why")))
 
 
-Event = Compile | Launches | Picks | Skipped | Refused
+@dataclass(frozen=True, kw_only=True)
+class Triton:
+    """The Triton release a process of the program runs: the recording is that release's code."""
+
+    version: str
+
+    @staticmethod
+    def from_json(event: Mapping[str, Any]) -> Triton:
+        version = event["version"]
+        if not isinstance(version, str) or not _RELEASE.fullmatch(version):
+            raise ValueError(f"a Triton release is X.Y.Z, not {version!r:.40}")
+        return Triton(version=version)
+
+
+_RELEASE = re.compile(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?")  # what a recipe's triton: takes (a local tag is no release)
+
+Event = Compile | Launches | Picks | Skipped | Refused | Triton
 READERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {  # by the kind an event's "event" names
+    "triton": Triton.from_json,
     "compile": Compile.from_json, "launches": Launches.from_json, "picks": Picks.from_json,
     "skipped": Skipped.from_json, "refused": Refused.from_json,
 }  # fmt: skip
@@ -298,6 +317,7 @@ class Events:
     sources: dict[str, str] = field(default_factory=dict)  # file name -> text
     skipped: dict[str, str] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)  # a process whose Triton aotpack is not tested with
+    tritons: set[str] = field(default_factory=set)  # the Triton releases the program's processes ran
     _numbers: dict[tuple[str, int], Ident] = field(default_factory=dict)  # (process, number) -> ident
     _launches: dict[Ident, int] = field(default_factory=dict)
 
@@ -336,6 +356,8 @@ class Events:
             mine += [p for p in event.picks if p not in mine]
         elif isinstance(event, Skipped):
             self.skipped[event.function] = event.why
+        elif isinstance(event, Triton):
+            self.tritons.add(event.version)
         elif event.why not in self.refused:
             self.refused.append(event.why)
 

@@ -21,9 +21,10 @@ from .widen import Scalar, widened
 def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
                 widen: dict[str, list[Scalar]] | None = None,
-                dropped: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+                dropped: dict[str, str] | None = None, tritons: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
-    kernel the recording has too stay as they are (their launch counts included)."""
+    kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
+    the program ran (the recipe's ``triton:``)."""
     base = existing or {}
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
     by_source = {str(v.get("triton")): n for n, v in kernels.items() if isinstance(v, dict) and v.get("launch")}
@@ -62,13 +63,30 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 picked.append(pick)
         kernels[name] = _kernel(source, rows, picked, {} if dropped is None else dropped)
         by_source[source] = name
-    return {
+    head = {
         "package": base.get("package", package),
         "version": str(base.get("version", "0.1.0")),
         "summary": base.get("summary", "Kernels recorded from a running workload by aotpack record"),
-        "targets": sorted(targets),
-        "kernels": {n: kernels[n] for n in sorted(kernels)},
     }
+    release = _release(base.get("triton"), tritons or set())
+    return {**head, **({"triton": release} if release else {}), "targets": sorted(targets),
+            "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
+
+
+def _release(named: Any, ran: set[str]) -> str | None:
+    """The recipe's ``triton:``: the release the recording ran, which is the code its rows are; a recipe that
+    names one keeps it when the recording ran that release (3.6 names every 3.6.x)."""
+    if len(ran) > 1:
+        raise RecordError(f"the program's processes ran Triton {' and '.join(sorted(ran))}: a recipe is one "
+                          "release's code; record each under one Triton")  # fmt: skip
+    if named is None:
+        return next(iter(ran), None)
+    for version in ran:
+        if version != str(named) and not version.startswith(f"{named}."):
+            raise RecordError(f"the recipe names triton: {named}, and the program ran Triton {version}: its rows "
+                              f"would be another release's code; record under Triton {named}, or into another "
+                              "recipe")  # fmt: skip
+    return str(named)
 
 
 def _covers(wide: Compilation, c: Compilation) -> bool:

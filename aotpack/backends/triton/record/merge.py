@@ -25,7 +25,7 @@ from .existing import Existing
 from .kernels import compilations_of, listed, row_key
 from .yamlio import flow, render, round_trip, said
 
-_TOP_ORDER = ("package", "version", "summary", "targets", "kernels")  # where dump writes them
+_TOP_ORDER = ("package", "version", "summary", "triton", "targets", "kernels")  # where dump writes them
 _KERNEL_ORDER = ("triton", "launch", "types", "args", "options", "variants", "autotuned")
 
 
@@ -60,6 +60,9 @@ def _merge(new: _Verbatim, doc: CommentedMap, data: dict[str, Any], wanted: dict
     """Change the round-trip document ``doc`` (loaded as ``data``) into what ``wanted`` says where it adds to
     it; whether anything changed."""
     changed = False  # package, version, summary and every other key it does not add to stay as written
+    if "triton" in wanted and "triton" not in data:  # the release the recording ran (one named already stays)
+        _put(doc, "triton", wanted["triton"], _TOP_ORDER)
+        changed = True
     targets = [t for t in wanted["targets"] if t not in listed(data.get("targets"))]
     if targets and (doc.get("targets") is None or isinstance(doc.get("targets"), str)):  # none yet, or one alone
         _put(doc, "targets", new(wanted["targets"]), _TOP_ORDER)

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from ....errors import UsageError
 from ....limits import MAX_WIDEN
-from .events import Compilation, Row
+from .events import Compilation, Json, Row
 
 Scalar = int | float | bool | str  # a value --widen gives
 
@@ -74,3 +74,27 @@ def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list
         same = out.get(c.variant)
         out[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
     return list(out.values())
+
+
+def varying(compiled: list[Compilation], picks: dict[str, list[Json]],
+            widen: dict[str, list[Scalar]]) -> list[tuple[str, str, list[int]]]:  # fmt: skip
+    """(kernel, constexpr, its values) for each integer constexpr that took several values across one kernel's
+    calls and that no --widen and no autotuner config gives: one that follows the problem (a batch size, a
+    length), where a deployment's next value would be a compilation the recording never saw."""
+    tuned: set[str] = set()
+    for pick in (p for found in picks.values() for p in found):
+        config = pick.get("config") if isinstance(pick, dict) else None
+        tuned.update(config if isinstance(config, dict) else ())
+    seen: dict[tuple[str, str], set[int]] = {}
+    for c in compiled:
+        for name, value in c.constexprs:
+            if isinstance(value, int) and not isinstance(value, bool) and name not in widen and name not in tuned:
+                seen.setdefault((c.function.ref, name), set()).add(value)
+    return [(kernel, name, sorted(values)) for (kernel, name), values in sorted(seen.items()) if len(values) > 1]
+
+
+def suggestion(name: str, values: list[int]) -> str:
+    """The --widen option that covers ``values`` and those between them (powers of two: only those)."""
+    low, high = values[0], values[-1]
+    pow2 = low > 0 and all(v & (v - 1) == 0 for v in values)
+    return f"--widen {name}={low}..{high}{':pow2' if pow2 else ''}"

@@ -32,9 +32,11 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
     if existing is None or existing.data is None:  # a new recipe (under the comments of an empty file)
         lines = (existing.text if existing else "").splitlines(keepends=True)
         kept = "".join(line for line in lines if line.lstrip().startswith("#"))
-        text: str | None = kept + recipe_text(compiled, events.picks, None, package, widen, dropped=dropped)
+        data = recipe_data(compiled, events.picks, None, package, widen, dropped, events.tritons)
+        text: str | None = kept + dump(data)
     else:
-        text = merged_text(existing, path, recipe_data(compiled, events.picks, existing.data, package, widen, dropped))
+        data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons)
+        text = merged_text(existing, path, data)
     if text is None:
         return False
     with atomic_file(path) as f:

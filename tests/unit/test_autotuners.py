@@ -1,0 +1,103 @@
+"""Libraries' own autotuners (subclasses of Triton's Autotuner whose ``cache`` is not a dict): their picks are read
+whatever the cache is, and one that cannot be read is said at the program's exit, never raised into it."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from aotpack.backends.triton.record import agent as record_agent
+from aotpack.runtime import _aotpack_jit, aot_kernels
+
+
+class Config:
+    def __init__(self, block: int, warps: int = 4) -> None:
+        self.kwargs, self.num_warps, self.num_stages = {"BLOCK": block}, warps, 3
+
+
+class ConfigCache:
+    """A database-backed cache as FlagGems' LibTuner keeps: indexable by key, not iterable, its picks of this
+    process in a dict of its own."""
+
+    def __init__(self, picks: dict[tuple[Any, ...], Config]) -> None:
+        self.table, self.dict_cache, self.lock = "t", dict(picks), object()
+
+    def __getitem__(self, key: tuple[Any, ...]) -> Config:
+        return self.dict_cache[key]
+
+    def __setitem__(self, key: tuple[Any, ...], config: Config) -> None:
+        self.dict_cache[key] = config
+
+
+class Keyed:
+    """A cache that iterates over its keys and is indexed by them (no items())."""
+
+    def __init__(self, picks: dict[tuple[Any, ...], Config]) -> None:
+        self._picks = picks
+
+    def __iter__(self) -> Any:
+        return iter(self._picks)
+
+    def __getitem__(self, key: tuple[Any, ...]) -> Config:
+        return self._picks[key]
+
+
+class Opaque:
+    def __init__(self) -> None:
+        self.path, self.connections = "/nowhere.db", dict[str, Any]()
+
+
+PICKS = {(4096, "torch.float16"): Config(1024), (8192, "torch.float16"): Config(2048, 8)}
+
+
+def tuner(cache: Any) -> Any:
+    return types.SimpleNamespace(cache=cache, configs=list(PICKS.values()), keys=["n"])
+
+
+@pytest.mark.parametrize("cache", [dict(PICKS), ConfigCache(PICKS), Keyed(PICKS)], ids=["dict", "inner", "keyed"])
+def test_an_autotuner_s_picks_are_read_whatever_its_cache(cache):
+    assert [(key, config.kwargs["BLOCK"]) for key, config in _aotpack_jit.tuned(tuner(cache))] == [
+        ((4096, "torch.float16"), 1024), ((8192, "torch.float16"), 2048)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cache", "says"),
+    [(Opaque(), r"\(SimpleNamespace.cache, a Opaque\) is no mapping, cannot be iterated and holds no one dict"),
+     ({"n=4096": Config(1024)}, r"holds str -> Config, not a key tuple -> a triton.Config"),
+     ({(1,): "BLOCK=1024"}, r"holds tuple -> str, not a key tuple")],
+)  # fmt: skip
+def test_an_autotuner_whose_cache_cannot_be_read_says_why(cache, says):
+    with pytest.raises(ValueError, match=says):
+        _aotpack_jit.tuned(tuner(cache))
+
+
+def _jit_in_module(name: str, cache: Any) -> Any:
+    """A @triton.jit function of module ``name`` with an autotuner around it in that module."""
+    jit_type = type("JITFunction", (), {"src": "def k(): pass"})
+    jit = jit_type()
+    jit.fn = types.SimpleNamespace(__module__=name)
+    jit.__module__, jit.__name__ = name, "k"
+    module = types.ModuleType(name)
+    vars(module)["k"] = types.SimpleNamespace(fn=jit, cache=cache, configs=[], keys=["n"])
+    sys.modules[name] = module
+    return jit
+
+
+def test_an_unreadable_autotuner_is_said_at_exit_and_the_exit_goes_on(monkeypatch):
+    monkeypatch.setattr(aot_kernels, "describe", lambda jit: {"module": jit.__module__, "name": "k"})
+    readable = _jit_in_module("lib_readable", ConfigCache(PICKS))
+    unreadable = _jit_in_module("lib_unreadable", Opaque())
+    try:
+        events: list[dict[str, Any]] = []
+        agent = record_agent.Agent(sink=events.append)
+        agent._functions = {1: unreadable, 2: readable}
+        agent.finish()
+    finally:
+        del sys.modules["lib_readable"], sys.modules["lib_unreadable"]
+    assert [e["event"] for e in events] == ["skipped", "picks"]
+    assert events[0]["function"] == "lib_unreadable:k" and events[0]["why"].startswith("autotuner picks: its autotuner")
+    assert [p["config"]["BLOCK"] for p in events[1]["picks"]] == [1024, 2048]
