@@ -20,6 +20,8 @@ from aotpack.plan import variants as plan  # noqa: E402
 from aotpack.recipe import sources as _sources  # noqa: E402
 from aotpack.runtime import aot_kernels  # noqa: E402
 
+from .helpers import recorded_variants  # noqa: E402
+
 KERNELS = Path(__file__).resolve().parents[1] / "fixtures" / "kernels"
 PARAMS = ["a_ptr", "b_ptr", "n", "m", "scale", "flag", "NUMBER", "RATIO", "FLAG", "MODE", "NOTHING", "DTYPE", "SHAPE",
           "FN"]  # fmt: skip
@@ -146,9 +148,12 @@ def test_every_recording_builds_exactly_what_was_compiled(tmp_path_factory, data
         if sitting:
             record.write(path, rec.events, "recorded_kernels")
     loaded = recipe.load(path)
-    got = sorted(map(repr, (planned(v) for v in plan.plan_variants(loaded))))
+    exact = recorded_variants(loaded)
+    got = sorted(map(repr, (planned(v) for v in exact)))
     want = sorted(map(repr, dict.fromkeys(expected(c) for c in first + second)))
     assert got == want
+    # the floors add classes of those, never a config or a type binding the recording did not compile
+    assert {(v.binding, v.config) for v in plan.plan_variants(loaded)} == {(v.binding, v.config) for v in exact}
 
 
 @pytest.mark.parametrize(
