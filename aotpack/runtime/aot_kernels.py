@@ -14,13 +14,17 @@ from typing import Any
 
 try:  # a module of a package: aotpack.runtime, or a generated package
     from . import _aotpack_jit as _jit
+    from . import _aotpack_tune as _tune
 except ImportError:  # a top-level module beside aotpack record's agent
     import _aotpack_jit as _jit  # type: ignore[import-not-found,no-redef]
+    import _aotpack_tune as _tune  # type: ignore[import-not-found,no-redef]
 
 # the source identity and compilations as JSON: for this module, and through it for the record agent and aotpack
 jit_of, identity_of, identity, describe = _jit.jit_of, _jit.identity_of, _jit.identity, _jit.describe
 payload, source_names, source_text, picks = _jit.payload, _jit.source_names, _jit.source_text, _jit.picks
 tuner_of, name_function_constexprs = _jit.tuner_of, _jit.name_function_constexprs
+# runtime autotuning and its cache file: what a generated package's autotune() calls
+autotune, save_autotune, CACHE_FORMAT = _tune.autotune, _tune.save_autotune, _tune.CACHE_FORMAT
 
 
 class Manifest:
@@ -213,7 +217,8 @@ class _Activation:
     def __init__(self) -> None:
         self.launchers: dict[str, tuple[Launcher, Any]] = {}  # identity -> (launcher, its runner once made)
         self.jit_run: Any = None
-        self.tuner_run: Any = None
+        self.tuner_runs: list[tuple[type, Any]] = []  # Autotuner and each subclass with a run of its own, as were
+        self.subclassed: Any = None  # the hook that gives a subclass defined later the seeding run
         self.patched: list[Any] = []  # weak references to JITFunctions given a run of their own
         self.hook: Any = None  # the jit_cache_hook installed
         self.previous_hook: Any = None
@@ -268,7 +273,7 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    state.jit_run, state.tuner_run = JITFunction.run, Autotuner.run
+    state.jit_run = JITFunction.run
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:  # the first launch of each JITFunction
         found = state.launchers.get(identity_of(self))
@@ -283,15 +288,6 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
         self.run = own
         state.patched.append(weakref.ref(self))
         return own(*args, **kwargs)
-
-    def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:  # the recorded picks, before it times anything
-        if not self.__dict__.get("_aotpack_seeded"):
-            self._aotpack_seeded = True
-            inner = jit_of(self)
-            found = state.launchers.get(identity_of(inner)) if inner is not None else None
-            if found is not None:
-                _seed_autotuner(self, found[0].tuned)
-        return state.tuner_run(self, *args, **kwargs)
 
     def compiling(**hook: Any) -> Any:
         fn = hook.get("fn")
@@ -311,10 +307,52 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
         return state.previous_hook(**hook) if state.previous_hook else None
 
     JITFunction.run = run
-    Autotuner.run = tuner_run
+    _seed_tuners(state, Autotuner)
     state.previous_hook, state.hook = knobs.runtime.jit_cache_hook, compiling
     knobs.runtime.jit_cache_hook = compiling
     state.unname = name_function_constexprs(sys.modules[JITFunction.__module__])
+
+
+def _seed_tuners(state: _Activation, autotuner: Any) -> None:
+    """Every @triton.autotune wrapper seeds the recorded picks before it times anything: Triton's Autotuner, and
+    each subclass with a run of its own (libraries' autotuners, whose run may not call Autotuner's), those
+    defined now and those defined later (a hook on Autotuner, where the release has none of its own)."""
+
+    def seeding(cls: type) -> None:
+        original = cls.__dict__["run"]
+
+        def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.__dict__.get("_aotpack_seeded"):
+                self._aotpack_seeded = True
+                inner = jit_of(self)
+                found = state.launchers.get(identity_of(inner)) if inner is not None else None
+                if found is not None:
+                    _seed_autotuner(self, found[0].tuned)
+            return original(self, *args, **kwargs)
+
+        state.tuner_runs.append((cls, original))
+        cls.run = tuner_run  # type: ignore[attr-defined]
+
+    def subclassed(cls: Any, /, **kwargs: Any) -> None:
+        super(autotuner, cls).__init_subclass__(**kwargs)
+        if "run" in cls.__dict__:
+            seeding(cls)
+
+    for cls in _tuner_classes(autotuner):
+        seeding(cls)
+    if "__init_subclass__" not in autotuner.__dict__:
+        state.subclassed = classmethod(subclassed)
+        type.__setattr__(autotuner, "__init_subclass__", state.subclassed)
+
+
+def _tuner_classes(base: type) -> list[type]:
+    """``base`` and every subclass of it now defined that has a ``run`` of its own."""
+    found, todo = [], [base]
+    while todo:
+        cls = todo.pop()
+        found += [cls] if "run" in cls.__dict__ else []
+        todo += cls.__subclasses__()
+    return found
 
 
 def _jit_instead(state: _Activation, jit: Any) -> Any:
@@ -351,7 +389,11 @@ def deactivate() -> None:
         from triton.runtime.autotuner import Autotuner
         from triton.runtime.jit import JITFunction
 
-        JITFunction.run, Autotuner.run = state.jit_run, state.tuner_run
+        JITFunction.run = state.jit_run
+        for cls, original in reversed(state.tuner_runs):
+            cls.run = original
+        if Autotuner.__dict__.get("__init_subclass__") is state.subclassed:
+            del Autotuner.__init_subclass__
         if knobs.runtime.jit_cache_hook is state.hook:
             knobs.runtime.jit_cache_hook = state.previous_hook
         if state.unname is not None:
@@ -386,98 +428,6 @@ def _seed_autotuner(wrapped: Any, tuned: list[dict[str, Any]]) -> None:
             if same and config.num_stages == pick["num_stages"]:
                 tuner.cache[tuple(pick["key"])] = config
                 break
-
-
-CACHE_FORMAT = "aotpack-autotune/2"
-_saved_at_exit: set[str] = set()
-
-
-_TUNE_PER = {"bucket": 1, "key": 2}  # aot_tune_mode in aot_runtime.h
-
-
-def autotune(
-    native: Any, manifest: dict[str, Any], enabled: bool = True, cache: str | None = None, per: str = "bucket"
-) -> None:
-    """Switch runtime autotuning on or off for the kernels the recipe allows it for (a key the
-    baked table lacks is timed over every config on first sight, never during graph capture), per
-    bucket of the key or per distinct key value. With ``cache``, keys tuned by earlier processes are
-    loaded now, and this process's are merged into the file at exit (and when tuning is switched off)."""
-    if per not in _TUNE_PER:
-        raise ValueError(f"autotune(per={per!r}): expected 'bucket' or 'key'")
-    if cache is not None:
-        _load(native, manifest, cache)
-        if cache not in _saved_at_exit:
-            import atexit
-
-            atexit.register(save_autotune, native, manifest, cache)
-            _saved_at_exit.add(cache)
-    native._autotune(_TUNE_PER[per] if enabled else 0)
-    if not enabled:
-        for path in _saved_at_exit:
-            save_autotune(native, manifest, path)
-
-
-def _entries(native: Any, manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for name, info in manifest["kernels"].items():
-        for target, binding, spec, key, config in native._memo(name):
-            out.append({"kernel": name, "target": target, "types": info["bindings"][binding],
-                        "specialization": spec, "key": list(key), "config": config})  # fmt: skip
-    return out
-
-
-def _read(manifest: dict[str, Any], path: str) -> list[dict[str, Any]]:
-    import json
-
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return []
-    same_build = data.get("format") == CACHE_FORMAT and data.get("package") == manifest["package"]
-    same_build = same_build and data.get("version") == manifest["version"]
-    entries = data.get("entries", [])
-    return entries if same_build and isinstance(entries, list) else []
-
-
-def _load(native: Any, manifest: dict[str, Any], path: str) -> None:
-    for e in _read(manifest, path):
-        info = manifest["kernels"].get(e.get("kernel"))
-        if info is None or e.get("types") not in info["bindings"]:
-            continue
-        binding = info["bindings"].index(e["types"])
-        try:
-            native._memo_put(e["kernel"], e["target"], binding, str(e["specialization"]), tuple(e["key"]), e["config"])
-        except (ValueError, TypeError, KeyError):
-            continue  # an entry this build cannot use
-
-
-def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
-    """Merge this process's tuned keys into ``path``: under an exclusive lock (many processes may
-    save at once), written to a temporary file and renamed (a reader never sees half a file)."""
-    import fcntl
-    import json
-    import os
-    import tempfile
-
-    mine = _entries(native, manifest)
-    if not mine:
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    with open(path + ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        merged = {}
-        for e in [*_read(manifest, path), *mine]:
-            ident = (e["kernel"], e["target"], json.dumps(e["types"], sort_keys=True), e["specialization"],
-                     tuple(e["key"]))
-            merged[ident] = e
-        body = {"format": CACHE_FORMAT, "package": manifest["package"], "version": manifest["version"],
-                "entries": [merged[k] for k in sorted(merged)]}  # fmt: skip
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".autotune-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(body, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
 
 
 class ClassMissWarning(UserWarning):

@@ -101,3 +101,61 @@ def test_an_unreadable_autotuner_is_said_at_exit_and_the_exit_goes_on(monkeypatc
     assert [e["event"] for e in events] == ["skipped", "picks"]
     assert events[0]["function"] == "lib_unreadable:k" and events[0]["why"].startswith("autotuner picks: its autotuner")
     assert [p["config"]["BLOCK"] for p in events[1]["picks"]] == [1024, 2048]
+
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+"""
+
+
+def test_activate_seeds_a_library_autotuner_whose_run_is_its_own(tmp_path):
+    """A library's Autotuner subclass with a run of its own (one that never calls Autotuner.run), defined before
+    activate() or after it, gets the recorded picks before it times anything; deactivate() gives every run back."""
+    pytest.importorskip("triton")
+    import importlib.util
+
+    import triton
+    from triton.runtime.autotuner import Autotuner
+
+    (tmp_path / "libkernels.py").write_text(KERNEL)
+    spec = importlib.util.spec_from_file_location("libkernels", tmp_path / "libkernels.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})]
+
+    class LibTuner(Autotuner):  # type: ignore[misc]
+        def run(self, *args, **kwargs):  # what a library's tuner reads: its own cache, no timing here
+            return dict(self.cache)
+
+    key = (1000, "torch.float16")
+    picks = [{"key": list(key), "kwargs": {"BLOCK": 128}, "num_warps": 4, "num_stages": 3}]
+    state = aot_kernels._Activation()
+    launcher: Any = types.SimpleNamespace(tuned=picks)  # what seeding reads of a package's launcher
+    state.launchers[aot_kernels.identity_of(module.scale)] = (launcher, None)
+    saved = aot_kernels._activation
+    try:
+        state.jit_run = type(module.scale).run
+        aot_kernels._activation = state
+        aot_kernels._seed_tuners(state, Autotuner)
+
+        class LaterTuner(Autotuner):  # type: ignore[misc]  # defined after activate(): the hook gives it the seeding run
+            def run(self, *args, **kwargs):
+                return dict(self.cache)
+
+        for cls in (LibTuner, LaterTuner):
+            tuner = triton.autotune(configs=configs, key=["n"])(module.scale)
+            tuner.__class__ = cls
+            assert {k: c.kwargs for k, c in tuner.run().items()} == {key: {"BLOCK": 128}}
+        aot_kernels.deactivate()
+        assert "tuner_run" not in LibTuner.run.__qualname__ and "__init_subclass__" not in Autotuner.__dict__
+        assert "tuner_run" not in Autotuner.run.__qualname__
+    finally:
+        aot_kernels._activation = saved

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from aotpack import manifest
+from aotpack import manifest, runtime
 from aotpack.codegen import python as codegen_py
 
 from .test_codegen import fake_build
@@ -64,14 +64,15 @@ def test_the_schema_refuses_a_damaged_manifest(written, damage):
 
 
 def test_the_runtime_reads_only_declared_fields():
-    """runtime/aot_kernels.py ships without aotpack; every key it reads is one the schema declares (or one
+    """The runtime's Python ships without aotpack; every key it reads is one the schema declares (or one
     of its own autotune cache file's)."""
-    text = (ROOT / "aotpack" / "runtime" / "aot_kernels.py").read_text()
+    text = "".join((ROOT / "aotpack" / "runtime" / name).read_text()
+                   for name in (runtime.PYTHON_MAIN, *runtime.PYTHON_HELPERS))  # fmt: skip
     read = set(re.findall(r"""\[["']([A-Za-z_]+)["']\]""", text)) | set(
         re.findall(r"""\.get\(["']([A-Za-z_]+)["']""", text)
     )
     cache_file = {"format", "entries", "kernel", "target", "types", "specialization", "key", "config"}
-    not_manifest = {"device", "run"}  # select(device=...), a JITFunction's own `run`
+    not_manifest = {"device", "run", "__init_subclass__"}  # select(device=...), a class's own `run` and hook
     hook = {"fn", "compile", "signature", "constants", "specialization_data"}  # Triton's jit_cache_hook arguments
     own = {"_aotpack_identity", "_aotpack_seeded"}  # what activate() keeps on a function object
     assert {"variants", "bindings", "params", "tuned"} <= read, "the scan finds the runtime's reads"

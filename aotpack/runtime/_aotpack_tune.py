@@ -1,0 +1,97 @@
+"""Runtime autotuning of a generated package (shipped unchanged in each wheel, beside _aotpack_runtime.py):
+switching it on per bucket or per key, and the cache file that shares tuned keys between processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CACHE_FORMAT = "aotpack-autotune/2"
+_saved_at_exit: set[str] = set()
+
+
+_TUNE_PER = {"bucket": 1, "key": 2}  # aot_tune_mode in aot_runtime.h
+
+
+def autotune(
+    native: Any, manifest: dict[str, Any], enabled: bool = True, cache: str | None = None, per: str = "bucket"
+) -> None:
+    """Switch runtime autotuning on or off for the kernels the recipe allows it for (a key the
+    baked table lacks is timed over every config on first sight, never during graph capture), per
+    bucket of the key or per distinct key value. With ``cache``, keys tuned by earlier processes are
+    loaded now, and this process's are merged into the file at exit (and when tuning is switched off)."""
+    if per not in _TUNE_PER:
+        raise ValueError(f"autotune(per={per!r}): expected 'bucket' or 'key'")
+    if cache is not None:
+        _load(native, manifest, cache)
+        if cache not in _saved_at_exit:
+            import atexit
+
+            atexit.register(save_autotune, native, manifest, cache)
+            _saved_at_exit.add(cache)
+    native._autotune(_TUNE_PER[per] if enabled else 0)
+    if not enabled:
+        for path in _saved_at_exit:
+            save_autotune(native, manifest, path)
+
+
+def _entries(native: Any, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for name, info in manifest["kernels"].items():
+        for target, binding, spec, key, config in native._memo(name):
+            out.append({"kernel": name, "target": target, "types": info["bindings"][binding],
+                        "specialization": spec, "key": list(key), "config": config})  # fmt: skip
+    return out
+
+
+def _read(manifest: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    import json
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return []
+    same_build = data.get("format") == CACHE_FORMAT and data.get("package") == manifest["package"]
+    same_build = same_build and data.get("version") == manifest["version"]
+    entries = data.get("entries", [])
+    return entries if same_build and isinstance(entries, list) else []
+
+
+def _load(native: Any, manifest: dict[str, Any], path: str) -> None:
+    for e in _read(manifest, path):
+        info = manifest["kernels"].get(e.get("kernel"))
+        if info is None or e.get("types") not in info["bindings"]:
+            continue
+        binding = info["bindings"].index(e["types"])
+        try:
+            native._memo_put(e["kernel"], e["target"], binding, str(e["specialization"]), tuple(e["key"]), e["config"])
+        except (ValueError, TypeError, KeyError):
+            continue  # an entry this build cannot use
+
+
+def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
+    """Merge this process's tuned keys into ``path``: under an exclusive lock (many processes may
+    save at once), written to a temporary file and renamed (a reader never sees half a file)."""
+    import fcntl
+    import json
+    import os
+    import tempfile
+
+    mine = _entries(native, manifest)
+    if not mine:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = {}
+        for e in [*_read(manifest, path), *mine]:
+            ident = (e["kernel"], e["target"], json.dumps(e["types"], sort_keys=True), e["specialization"],
+                     tuple(e["key"]))
+            merged[ident] = e
+        body = {"format": CACHE_FORMAT, "package": manifest["package"], "version": manifest["version"],
+                "entries": [merged[k] for k in sorted(merged)]}  # fmt: skip
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".autotune-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(body, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
