@@ -23,10 +23,10 @@ import pytest
 
 from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import record, releases
-from aotpack.plan import variants as plan
 
 from .. import jit_stub
 from ..shared import ROOT, stand_in_wheel
+from .helpers import recorded_variants
 
 FIXTURES = sorted(jit_stub.HOOKS.glob("triton-*.json"))
 
@@ -59,7 +59,7 @@ def test_each_release_s_hook_payloads_record_into_a_recipe_that_plans_them(fixtu
         got.add(event, "fixture")
     path = tmp_path / "r.yaml"
     record.write(path, got, "recorded_kernels")
-    variants = plan.plan_variants(recipe.load(path))
+    variants = recorded_variants(recipe.load(path))  # (and each one's floors: test_record.py)
     scalar = {e["signature"]["m"] for e in events}
     kept = [e for e in events if e["signature"]["m"] == "i32"]  # one type per scalar argument: i64's call reported
     assert scalar == {"i32", "i64"} and len(got.skipped) == 1 and "m was i64 here" in next(iter(got.skipped.values()))
