@@ -201,7 +201,7 @@ class TritonKernel:
     reset_to_zero: tuple[str, ...] = ()
     restore_value: tuple[str, ...] = ()
     # `launch: triton`: launched as Triton launches it, kernel[grid](*args, **constexprs, num_warps=...):
-    # the caller gives the grid and the constexprs, and exactly the recorded variants are built
+    # the caller gives the grid and the constexprs; the recorded variants are built, with their floors
     launch: Launch = "call"
     points: tuple[Point, ...] = ()
     signature: tuple[str, ...] = ()  # launch: triton: the function's parameters in order (constexprs too)

@@ -25,5 +25,5 @@ class SpecRule:
     recipe reader), so that the plan asks what a class may be, never which backend builds it."""
 
     jit: bool  # per argument, on what Triton's JIT keys; False: on the recipe's hints only
-    recorded: bool  # exactly the classes a recording saw (a kernel launched as Triton launches it)
+    recorded: bool  # the classes a recording saw, and their floors (a kernel launched as Triton launches it)
     by_level: bool  # a class is named by its hint level and which optional arguments are None (CUDA's ids)

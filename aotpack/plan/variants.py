@@ -116,7 +116,7 @@ def unreachable(kernel: Kernel, config: Config, spec: Spec) -> str | None:
 
 def _points(kernel: Kernel, winners_only: bool) -> list[tuple[tuple[tuple[str, str], ...], Config, Spec]]:
     """The (binding, config, class) triples some call can select, in plan order: for a recorded
-    kernel (``launch: triton``), exactly those it lists."""
+    kernel (``launch: triton``), those it lists and their floors."""
     classes = specs(kernel)
     if kernel.specialization.recorded:  # each recorded variant, and its floors (classes.recorded_floors)
         spec_of = {s.states: s for s in classes}
