@@ -28,7 +28,7 @@ from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
 from ..plan.variants import Variant, plan_summary, select
 from . import record
-from .checks import writable_folder as _writable_folder
+from .checks import writable_folder
 from .inspect import describe
 from .new import scaffold
 from .tune import Options, tune
@@ -249,7 +249,7 @@ def _inspect(args: argparse.Namespace) -> None:
 
 
 def _tune(args: argparse.Namespace) -> None:
-    _writable_folder(args.out_dir, "-o")
+    writable_folder(args.out_dir, "-o")
     opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
     print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)}")
 
@@ -258,7 +258,7 @@ def _build(args: argparse.Namespace) -> int | None:
     for folder, what in ((args.out_dir, "-o"), (args.cache_dir, "--cache-dir"),
                          (args.keep_build_dir, "--keep-build-dir")):  # fmt: skip
         if folder is not None:
-            _writable_folder(folder, what)
+            writable_folder(folder, what)
     if args.nvcc is not None and shutil.which(args.nvcc) is None:
         raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
     release = _release(args)

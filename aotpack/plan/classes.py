@@ -106,11 +106,10 @@ def spell(kernel: Kernel, states: Mapping[str, str]) -> str:
 def read(kernel: Kernel, name: str) -> tuple[str, ...] | str:
     """A class name back into one state per argument, or why it is not one of this kernel's."""
     args = keyed(kernel)
-    letters = STATE_OF
-    if len(name) != len(args) or any(c not in letters for c in name):
+    if len(name) != len(args) or any(c not in STATE_OF for c in name):
         return (f"expected one letter per argument the JIT keys ({len(args)}: {', '.join(a.name for a in args)}), "
                 "each D, 1, N or _")  # fmt: skip
-    given = {a.name: letters[c] for a, c in zip(args, name, strict=True)}
+    given = {a.name: STATE_OF[c] for a, c in zip(args, name, strict=True)}
     out = []
     for arg in kernel.args:
         can = allowed(kernel, arg)
