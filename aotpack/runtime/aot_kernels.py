@@ -99,6 +99,30 @@ class Kernel:
         return f"<kernel {self.__name__}: {len(self.variants)} variants>"
 
 
+class Compiled:
+    """What a launcher's ``run`` returns, as Triton's ``JITFunction.run`` returns the CompiledKernel it launched:
+    libraries keep it and launch through it later (FlagGems' LibEntry: ``kernel[grid](*args)``), every parameter
+    by position (Triton 3.6) or the runtime arguments alone (3.7 on); either launches this config again."""
+
+    __slots__ = ("_constexprs", "_names", "_options", "_runtime", "run")
+
+    def __init__(self, names: tuple[str, ...], runtime: tuple[bool, ...], config: dict[str, Any]) -> None:
+        self._names = names
+        self._runtime = tuple(n for n, is_arg in zip(names, runtime) if is_arg)  # noqa: B905 (wheels run on 3.9)
+        self._constexprs = {n: _Keyed(_keyed(v)) for n, v in config["constexprs"].items()}
+        self._options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+        self.run: Any = None  # the runner, once made
+
+    def __getitem__(self, grid: Any) -> Any:
+        def launch(*args: Any, **_: Any) -> Any:  # (CompiledKernel's runner takes stream=: the caller's is current)
+            if len(args) == len(self._runtime) < len(self._names):
+                given = dict(zip(self._runtime, args))  # noqa: B905
+                return self.run(**given, **self._constexprs, grid=grid, **self._options)
+            return self.run(*args, grid=grid, **self._options)
+
+        return launch
+
+
 def kernel(name: str, native: Any, manifest: Manifest) -> Kernel:
     """The kernel object: the one instance of a class of its own over the binding's ``_Kernel`` (whose
     call goes from the interpreter straight to C, no Python frame or ``__call__`` lookup between) and
@@ -154,7 +178,12 @@ class Launcher:
             }
             self._spec = (names, tuple(bool(is_arg) for _, is_arg in entry["params"]), dict(entry["defaults"]),
                           configs, {**LAUNCH_DEFAULTS, **entry["options"]}, tuple(LAUNCH_DEFAULTS), _plain)  # fmt: skip
-        return self._runner((*self._spec, fallback))
+        names, runtime = self._spec[0], self._spec[1]
+        compiled = tuple(Compiled(names, runtime, c) for c in self._entry["configs"])
+        run = self._runner((*self._spec, compiled, fallback))
+        for each in compiled:
+            each.run = run
+        return run
 
     def __getitem__(self, grid: Any) -> Any:
         return functools.partial(self.run, grid=grid)
@@ -184,6 +213,8 @@ def _plain(value: Any) -> Any:
     """A constexpr a call passes, as configs are keyed: a tl.constexpr(0) is 0, a dtype ("dtype", "fp16"), a
     @triton.jit function ("function", its source identity), a tuple ("tuple", (...))."""
     kind = type(value).__name__
+    if kind == "_Keyed":
+        return value.key
     if kind == "constexpr" and hasattr(value, "value"):
         return _plain(value.value)
     if isinstance(value, (tuple, list)):
@@ -195,6 +226,15 @@ def _plain(value: Any) -> Any:
     if jit is not None:
         return ("function", identity_of(jit))
     return value
+
+
+class _Keyed:
+    """A constexpr given as its config key already (``Compiled`` launching a config again)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
 
 
 def _keyed(value: Any) -> Any:

@@ -5,8 +5,8 @@
 #include <string.h>
 
 /* A runner is a builtin bound to (capsule of the kernel, spec); see aot_python.h for the spec. */
-enum { SPEC_NAMES, SPEC_RUNTIME, SPEC_DEFAULTS, SPEC_CONFIGS, SPEC_OPTIONS, SPEC_SELECTING, SPEC_PLAIN, SPEC_FALLBACK,
-       SPEC_LEN };
+enum { SPEC_NAMES, SPEC_RUNTIME, SPEC_DEFAULTS, SPEC_CONFIGS, SPEC_OPTIONS, SPEC_SELECTING, SPEC_PLAIN, SPEC_COMPILED,
+       SPEC_FALLBACK, SPEC_LEN };
 #define AOT_MAX_PARAMS (2 * AOT_MAX_ARGS) /* runtime arguments and constexprs */
 
 /* A constexpr as the configs hold it: plain Python values as they are, others (tl.constexpr) through
@@ -128,7 +128,12 @@ static PyObject *run_launch(PyObject *self, PyObject *args, PyObject *kwargs) {
   long config = pick_config(k, spec, values, num_warps, num_stages);
   if (config < 0) return NULL;
   if (config >= k->nconfigs) return PyErr_Format(PyExc_ValueError, "%s: no config %ld", k->name, config);
-  if (warmup) Py_RETURN_NONE;
+  PyObject *compiled = PyTuple_GetItem(PyTuple_GetItem(spec, SPEC_COMPILED), config); /* what the JIT's run returns */
+  if (compiled == NULL) return NULL; /* (borrowed: the spec holds it) */
+  if (warmup) {
+    Py_INCREF(compiled);
+    return compiled;
+  }
   aot_error err = {AOT_OK, ""};
   aot_call call;
   aot_call_start(&call, k, &err);
@@ -162,7 +167,8 @@ static PyObject *run_launch(PyObject *self, PyObject *args, PyObject *kwargs) {
   call.launch_config = (int)config + 1;
   memcpy(call.grid, dims, sizeof dims);
   if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, -1) != 0) return bind_raise(&err);
-  Py_RETURN_NONE;
+  Py_INCREF(compiled);
+  return compiled;
 }
 
 /* The runner: run_launch, and on MissingVariant the spec's fallback (when it has one) with the

@@ -18,8 +18,9 @@ PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs);
  * runtime: per name True for a runtime argument and False for a constexpr, defaults: {name: value},
  * configs: {(constexpr values, num_warps, num_stages): config index}, options: {option: value the variants
  * were built with}, selecting: launch options that would need other code, plain: unwraps a constexpr object,
- * fallback: None or f(message, args, kwargs) called instead of raising MissingVariant). The constexprs and
- * options pick the config; the call's JIT class picks its variant, or MissingVariant is raised. */
+ * compiled: per config what run returns, as the JIT's returns its CompiledKernel, fallback: None or
+ * f(message, args, kwargs) called instead of raising MissingVariant). The constexprs and options pick the
+ * config; the call's JIT class picks its variant, or MissingVariant is raised. */
 PyObject *aot_py_runner(const aot_kernel *k, PyObject *spec);
 
 /* Key-based choice: args (key: tuple of ints, binding: int, device: int) -> variant id. */

@@ -145,9 +145,14 @@ import generated_kernels as k
 module = generate(Path({folder!r}))  # the same code, generated anew under another name
 x, o = (Array(A + i * 0x1000000, (4096,), "<f4") for i in range(2))
 print(k.activate(fallback="error"))
-module._generated_scale[(16,)](x, o, 4096, BLOCK=256, DTYPE=tl.float32, ACT=module._double, SHAPE=(2, 3), BIAS=None)
+kept = module._generated_scale[(16,)](x, o, 4096, BLOCK=256, DTYPE=tl.float32, ACT=module._double, SHAPE=(2, 3),
+                                     BIAS=None)
 module._generated_scale[(16,)](x, o, 4001, BLOCK=256, DTYPE=tl.float32, ACT=module._double, SHAPE=(2, 3), BIAS=0.5,
                                num_warps=8)
+# what the run returned launches its config again, as a CompiledKernel does: every parameter by position
+# (Triton 3.6), or the runtime arguments alone (3.7 on)
+kept[(4, 1, 1)](x, o, 4096, 256, tl.float32, module._double, (2, 3), None)
+kept[(2, 1, 1)](x, o, 4096)
 for bad in (dict(BLOCK=512, DTYPE=tl.float32, SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float16,
             SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float32, SHAPE=(3, 2), BIAS=None)):
     try:
@@ -171,7 +176,9 @@ def test_activate_finds_a_kernel_generated_anew_by_its_source(site, fake_driver,
     out, log = run_on_fake_driver(code, site, fake_driver, tmp_path / "cuda.log")
     assert out[0] == "['generated_scale']"
     launches = [line for line in log if line.startswith("launch")]
-    assert len(launches) == 2 and "grid=16,1,1 block=128,1,1" in launches[0] and "block=256,1,1" in launches[1]
+    assert len(launches) == 4 and "grid=16,1,1 block=128,1,1" in launches[0] and "block=256,1,1" in launches[1]
+    assert "grid=4,1,1 block=128,1,1" in launches[2] and "grid=2,1,1 block=128,1,1" in launches[3]
+    assert launches[2].split("grid=")[0] == launches[3].split("grid=")[0] == launches[0].split("grid=")[0]
     assert [line.split(":")[0] for line in out[1:4]] == ["missing"] * 3
     assert out[4].startswith("refused: Triton's JIT would compile generated_") and "_double (" in out[4]
     assert "activate(fallback='error') allows no compilation" in out[4] and "aotpack record -o RECIPE" in out[4]
