@@ -4,7 +4,8 @@
 #
 #   benchmarks/workloads.sh record OUT [NAMES...]
 #     per workload: the JIT with an empty Triton cache (cold), again with that cache (warm), then
-#     `aotpack record` of it; OUT/workloads.tar holds the JIT's outputs and times (jit/) and the recordings
+#     `aotpack record` of it (NAME_served, a server's shapes, only under the JIT: the recording of NAME serves
+#     it); OUT/workloads.tar holds the JIT's outputs and times (jit/) and the recordings
 #     (recipes/NAME/recipe.yaml with their written-out sources). Build each recipe on the CPU host with the
 #     JIT's Triton, then
 #   benchmarks/workloads.sh jit OUT [NAMES...]
@@ -26,9 +27,16 @@ if [ "$mode" = record ] || [ "$mode" = jit ]; then
     TRITON_CACHE_DIR=$work/cache-$name python3 -m tests.gpu.workloads "$name" jit "$work/jit/cold" 2>&1 | tail -3
     TRITON_CACHE_DIR=$work/cache-$name python3 -m tests.gpu.workloads "$name" jit "$work/jit/warm" 2>&1 | tail -3
     [ "$mode" = jit ] && continue
+    case $name in
+      *_served) continue ;;  # a server's shapes: replayed from the recording of the workload it serves
+      llama) widen=(--widen bs=1..8 --widen cos_bs=1..8) ;;  # Liger's RoPE takes the batch size as a constexpr
+      *) widen=() ;;
+    esac
     mkdir -p "$work/recipes/$name"
     TRITON_CACHE_DIR=$work/cache-rec-$name python3 -m aotpack record -o "$work/recipes/$name/recipe.yaml" \
-      --package "${name}_kernels" -- python -m tests.gpu.workloads "$name" jit "$work/recorded" 2>&1 | tail -5
+      --package "${name}_kernels" "${widen[@]}" -- python -m tests.gpu.workloads "$name" jit "$work/recorded" \
+      > "$work/recipes/$name/record.log" 2>&1
+    tail -5 "$work/recipes/$name/record.log"
   done
   if [ "$mode" = jit ]; then tar -C "$work" -cf "$out/workloads.tar" jit; else tar -C "$work" -cf "$out/workloads.tar" jit recipes; fi
 elif [ "$mode" = replay ]; then

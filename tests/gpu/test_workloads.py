@@ -25,7 +25,9 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
-    pytest.importorskip(f"{name}_kernels")
+    from .workloads import RECORDED_AS
+
+    pytest.importorskip(f"{RECORDED_AS.get(name, name)}_kernels")
     want_file = REFERENCE / "cold" / f"{name}-jit.json"
     if not want_file.is_file():
         pytest.skip(f"{name} was not recorded")
@@ -43,8 +45,13 @@ def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
     want = json.loads(want_file.read_text())["outputs"]
     assert sorted(report["outputs"]) == sorted(want)
     differ = [k for k in want if report["outputs"][k] != want[k]]
-    assert not differ, f"not bit-identical to the JIT: {differ}"
-    times = {"replay": report}
+    misses = report["class_misses"]  # calls that ran a floor: the JIT would have compiled a narrower class
+    print(name, "class misses:", sum(m["calls"] for m in misses), misses[:8], "differ:", differ)
+    if name in RECORDED_AS:  # shapes never recorded: a floor's code may round otherwise than the JIT's own class
+        assert not differ or misses, f"not bit-identical to the JIT, and every call ran the JIT's class: {differ}"
+    else:
+        assert not misses and not differ, f"not bit-identical to the JIT: {differ}"
+    times = {"replay": {**{k: v for k, v in report.items() if k != "outputs"}, "differ": differ}}
     for run in ("cold", "warm"):
         times[f"jit {run}"] = json.loads((REFERENCE / run / f"{name}-jit.json").read_text())
     out = Path(os.environ.get("AOTPACK_WORKLOAD_OUT", tmp_path))

@@ -16,14 +16,18 @@ import time
 
 START = time.perf_counter()
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+Steps = tuple[tuple[int, int], ...]
 
-def llama(mark: Callable[[str], None]) -> dict[str, Any]:
+
+def llama(mark: Callable[[str], None], steps: Steps = ((2, 64), (4, 128), (1, 200)),
+          prompts: tuple[int, ...] = (1, 3)) -> dict[str, Any]:  # fmt: skip
     import torch
     from liger_kernel.transformers import apply_liger_kernel_to_llama
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -37,7 +41,7 @@ def llama(mark: Callable[[str], None]) -> dict[str, Any]:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     out: dict[str, Any] = {}
     mark("ready")
-    for step, (batch, seq) in enumerate([(2, 64), (4, 128), (1, 200)]):
+    for step, (batch, seq) in enumerate(steps):
         ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
@@ -51,8 +55,8 @@ def llama(mark: Callable[[str], None]) -> dict[str, Any]:
             mark("first_step")
     model.eval()
     with torch.no_grad():
-        for batch in (1, 3):
-            prompt = torch.randint(0, config.vocab_size, (batch, 16), device="cuda")
+        for batch in prompts:
+            prompt = torch.randint(0, config.vocab_size, (batch, 16 + batch), device="cuda")
             out[f"generate{batch}"] = model.generate(prompt, max_new_tokens=8, do_sample=False).cpu()
     return out
 
@@ -99,7 +103,39 @@ def fla(mark: Callable[[str], None]) -> dict[str, Any]:
     return out
 
 
-WORKLOADS = {"llama": llama, "helion": helion, "fla": fla}
+def flaggems(mark: Callable[[str], None], shapes: Steps = ((256, 512), (1024, 768))) -> dict[str, Any]:
+    """FlagGems as its users run it: aten ops routed to its kernels (``use_gems``): its own autotuner
+    (LibTuner, picks in a database-backed cache), its LibEntry launching what the JIT's run returned, kernels
+    generated into its code cache at run time, the Hopper matmul on host tensor descriptors, and a package
+    whose import needs a GPU."""
+    import flag_gems
+    import torch
+
+    torch.manual_seed(0)
+    out: dict[str, Any] = {}
+    mark("ready")
+    with flag_gems.use_gems():
+        for i, (m, n) in enumerate(shapes):
+            a = torch.randn(m, 384, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(384, n, device="cuda", dtype=torch.bfloat16)
+            x = torch.randn(m, n, device="cuda", dtype=torch.float16)
+            out[f"mm{i}"] = torch.mm(a, b)
+            out[f"abs{i}"] = torch.abs(x)
+            out[f"add{i}"] = x + 0.5 * torch.abs(x)
+            out[f"softmax{i}"] = torch.softmax(x, dim=-1)
+            out[f"sum{i}"] = x.float().sum(dim=1)
+            out[f"layer_norm{i}"] = torch.nn.functional.layer_norm(x, (n,))
+            if i == 0:
+                mark("first_step")
+    return out
+
+
+# a server's requests: batch sizes, lengths and matrix shapes the recording of the workload never saw
+Workload = Callable[[Callable[[str], None]], dict[str, Any]]
+WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, "flaggems": flaggems,
+             "llama_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(2, 5)),
+             "flaggems_served": functools.partial(flaggems, shapes=((200, 512), (768, 1024), (64, 256)))}  # fmt: skip
+RECORDED_AS = {"llama_served": "llama", "flaggems_served": "flaggems"}  # whose recording serves it
 
 
 def digest(tensor: Any) -> list[Any]:
@@ -123,10 +159,12 @@ def main(name: str, mode: str, folder: Path) -> None:
         return previous(**hook) if previous else None
 
     knobs.runtime.jit_cache_hook = count
+    package: Any = None
     if mode == "replay":
         import importlib
 
-        importlib.import_module(f"{name}_kernels").activate(fallback="error")
+        package = importlib.import_module(f"{RECORDED_AS.get(name, name)}_kernels")
+        package.activate(fallback="error")
     times: dict[str, float] = {}
 
     def mark(event: str) -> None:  # "ready": imports and set-up done; "first_step": its results are there
@@ -138,10 +176,11 @@ def main(name: str, mode: str, folder: Path) -> None:
     torch.cuda.synchronize()
     times["total_s"] = time.perf_counter() - START
     folder.mkdir(parents=True, exist_ok=True)
-    report = {**times, "compilations": len(compiled), "compiled": sorted(set(compiled)),
+    misses = package.stats()["class_misses"] if package is not None else []  # calls that ran a floor
+    report = {**times, "compilations": len(compiled), "compiled": sorted(set(compiled)), "class_misses": misses,
               "outputs": {key: digest(value) for key, value in sorted(out.items())}}  # fmt: skip
     (folder / f"{name}-{mode}.json").write_text(json.dumps(report, indent=1))
-    print(json.dumps({k: v for k, v in report.items() if k not in ("compiled", "outputs")}))
+    print(json.dumps({k: v for k, v in report.items() if k not in ("compiled", "outputs", "class_misses")}))
 
 
 if __name__ == "__main__":
