@@ -23,6 +23,7 @@ except ImportError:  # a top-level module beside aotpack record's agent
 jit_of, identity_of, identity, describe = _jit.jit_of, _jit.identity_of, _jit.identity, _jit.describe
 payload, source_names, source_text, picks = _jit.payload, _jit.source_names, _jit.source_text, _jit.picks
 tuner_of, name_function_constexprs = _jit.tuner_of, _jit.name_function_constexprs
+wrap_tuner_runs, pick_of, KeyTap = _jit.wrap_tuner_runs, _jit.pick_of, _jit.KeyTap
 # runtime autotuning and its cache file: what a generated package's autotune() calls
 autotune, save_autotune, CACHE_FORMAT = _tune.autotune, _tune.save_autotune, _tune.CACHE_FORMAT
 
@@ -200,6 +201,16 @@ class Launcher:
         tuned: list[dict[str, Any]] = self._entry["tuned"]
         return tuned
 
+    def holds(self, config: Any) -> bool:
+        """Whether a variant was built for an autotuner's ``triton.Config`` (its constexprs, warps and stages)."""
+        given = {k: _plain(v) for k, v in config.kwargs.items()}
+        for built in self._entry["configs"]:
+            if (built["num_warps"], built["num_stages"]) == (config.num_warps, config.num_stages) and all(
+                _keyed(v) == given[k] for k, v in built["constexprs"].items() if k in given
+            ):
+                return True
+        return False
+
     @property
     def variants(self) -> list[str]:
         """The ids of the kernel's variants."""
@@ -257,8 +268,7 @@ class _Activation:
     def __init__(self) -> None:
         self.launchers: dict[str, tuple[Launcher, Any]] = {}  # identity -> (launcher, its runner once made)
         self.jit_run: Any = None
-        self.tuner_runs: list[tuple[type, Any]] = []  # Autotuner and each subclass with a run of its own, as were
-        self.subclassed: Any = None  # the hook that gives a subclass defined later the seeding run
+        self.untune: Any = None  # gives Autotuner and its subclasses their runs back
         self.patched: list[Any] = []  # weak references to JITFunctions given a run of their own
         self.hook: Any = None  # the jit_cache_hook installed
         self.previous_hook: Any = None
@@ -355,12 +365,11 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
 
 def _seed_tuners(state: _Activation, autotuner: Any) -> None:
     """Every @triton.autotune wrapper seeds the recorded picks before it times anything: Triton's Autotuner, and
-    each subclass with a run of its own (libraries' autotuners, whose run may not call Autotuner's), those
-    defined now and those defined later (a hook on Autotuner, where the release has none of its own)."""
+    each subclass with a run of its own (libraries' autotuners), those defined now and those defined later. Under
+    ``fallback="error"`` it times only the configs built (a key the recording never saw: the JIT would compile
+    the others to time them)."""
 
-    def seeding(cls: type) -> None:
-        original = cls.__dict__["run"]
-
+    def seeding(original: Any) -> Any:
         def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not self.__dict__.get("_aotpack_seeded"):
                 self._aotpack_seeded = True
@@ -368,31 +377,14 @@ def _seed_tuners(state: _Activation, autotuner: Any) -> None:
                 found = state.launchers.get(identity_of(inner)) if inner is not None else None
                 if found is not None:
                     _seed_autotuner(self, found[0].tuned)
+                    built = [c for c in self.configs if found[0].holds(c)]
+                    if state.fallback == "error" and built:
+                        self.configs = built
             return original(self, *args, **kwargs)
 
-        state.tuner_runs.append((cls, original))
-        cls.run = tuner_run  # type: ignore[attr-defined]
+        return tuner_run
 
-    def subclassed(cls: Any, /, **kwargs: Any) -> None:
-        super(autotuner, cls).__init_subclass__(**kwargs)
-        if "run" in cls.__dict__:
-            seeding(cls)
-
-    for cls in _tuner_classes(autotuner):
-        seeding(cls)
-    if "__init_subclass__" not in autotuner.__dict__:
-        state.subclassed = classmethod(subclassed)
-        type.__setattr__(autotuner, "__init_subclass__", state.subclassed)
-
-
-def _tuner_classes(base: type) -> list[type]:
-    """``base`` and every subclass of it now defined that has a ``run`` of its own."""
-    found, todo = [], [base]
-    while todo:
-        cls = todo.pop()
-        found += [cls] if "run" in cls.__dict__ else []
-        todo += cls.__subclasses__()
-    return found
+    state.untune = wrap_tuner_runs(autotuner, seeding)
 
 
 def _jit_instead(state: _Activation, jit: Any) -> Any:
@@ -426,14 +418,11 @@ def deactivate() -> None:
         if state is None or state.jit_run is None:
             return
         from triton import knobs
-        from triton.runtime.autotuner import Autotuner
         from triton.runtime.jit import JITFunction
 
         JITFunction.run = state.jit_run
-        for cls, original in reversed(state.tuner_runs):
-            cls.run = original
-        if Autotuner.__dict__.get("__init_subclass__") is state.subclassed:
-            del Autotuner.__init_subclass__
+        if state.untune is not None:
+            state.untune()
         if knobs.runtime.jit_cache_hook is state.hook:
             knobs.runtime.jit_cache_hook = state.previous_hook
         if state.unname is not None:

@@ -138,7 +138,8 @@ def test_activate_seeds_a_library_autotuner_whose_run_is_its_own(tmp_path):
     key = (1000, "torch.float16")
     picks = [{"key": list(key), "kwargs": {"BLOCK": 128}, "num_warps": 4, "num_stages": 3}]
     state = aot_kernels._Activation()
-    launcher: Any = types.SimpleNamespace(tuned=picks)  # what seeding reads of a package's launcher
+    # what seeding reads of a package's launcher: the picks, and which configs have variants
+    launcher: Any = types.SimpleNamespace(tuned=picks, holds=lambda config: config.kwargs["BLOCK"] == 128)
     state.launchers[aot_kernels.identity_of(module.scale)] = (launcher, None)
     saved = aot_kernels._activation
     try:
@@ -154,8 +155,85 @@ def test_activate_seeds_a_library_autotuner_whose_run_is_its_own(tmp_path):
             tuner = triton.autotune(configs=configs, key=["n"])(module.scale)
             tuner.__class__ = cls
             assert {k: c.kwargs for k, c in tuner.run().items()} == {key: {"BLOCK": 128}}
+            # fallback="error": a key never recorded is timed over the configs built, never compiling the others
+            assert [c.kwargs["BLOCK"] for c in tuner.configs] == [128]
+        state.fallback = "jit"  # the JIT compiles the others to time them: every config stays
+        tuner = triton.autotune(configs=configs, key=["n"])(module.scale)
+        tuner.__class__ = LibTuner
+        tuner.run()
+        assert [c.kwargs["BLOCK"] for c in tuner.configs] == [64, 128]
         aot_kernels.deactivate()
         assert "tuner_run" not in LibTuner.run.__qualname__ and "__init_subclass__" not in Autotuner.__dict__
         assert "tuner_run" not in Autotuner.run.__qualname__
     finally:
         aot_kernels._activation = saved
+
+
+class DatabaseCache:
+    """A cache kept in a database, as FlagGems' LibTuner keeps its picks: a key is looked up, stored and tested
+    for; nothing can be listed, and no dict of this process's picks is kept."""
+
+    def __init__(self) -> None:
+        import sqlite3
+
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("create table picks (key text primary key, block int)")
+        self.configs: dict[int, Any] = {}
+
+    def __contains__(self, key: tuple[Any, ...]) -> bool:
+        return self.db.execute("select 1 from picks where key = ?", (repr(key),)).fetchone() is not None
+
+    def __getitem__(self, key: tuple[Any, ...]) -> Any:
+        (block,) = self.db.execute("select block from picks where key = ?", (repr(key),)).fetchone()
+        return self.configs[block]
+
+    def __setitem__(self, key: tuple[Any, ...], config: Any) -> None:
+        self.configs[config.kwargs["BLOCK"]] = config
+        self.db.execute("insert into picks values (?, ?)", (repr(key), config.kwargs["BLOCK"]))
+
+
+def test_the_agent_records_what_a_library_autotuner_picked_from_a_cache_no_one_can_read(tmp_path):
+    """A library's Autotuner subclass with its own keys and a database for a cache: its runs show the key and
+    the pick (the agent taps the cache while a run runs, then gives it back), for subclasses defined before the
+    agent started and after; the exit writes the picks, and no 'skipped' line for the unreadable cache."""
+    pytest.importorskip("triton")
+    import importlib.util
+
+    import triton
+    from triton.runtime import autotuner as autotuner_module
+
+    (tmp_path / "dbkernels.py").write_text(KERNEL)
+    spec = importlib.util.spec_from_file_location("dbkernels", tmp_path / "dbkernels.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}, num_warps=8)]
+
+    def library_run(self: Any, *args: Any, **kwargs: Any) -> Any:  # its own key; its timing picks the second
+        key = (kwargs["n"] // 32 * 32, "torch.float16")
+        if key not in self.cache:
+            self.cache[key] = self.configs[1]
+        self.best_config = self.cache[key]
+        return self.best_config
+
+    Before = type("Before", (autotuner_module.Autotuner,), {"run": library_run})
+    events: list[dict[str, Any]] = []
+    agent = record_agent.Agent(sink=events.append)
+    agent.tap(autotuner_module)
+    try:
+        After = type("After", (autotuner_module.Autotuner,), {"run": library_run})
+        for cls, n in ((Before, 1000), (After, 4100), (After, 4101)):
+            tuner = triton.autotune(configs=configs, key=["n"])(module.scale)
+            tuner.__class__ = cls
+            tuner.cache = DatabaseCache()
+            assert tuner.run(n=n).kwargs == {"BLOCK": 128}
+            assert isinstance(tuner.cache, DatabaseCache)  # given back after the run
+        agent.finish()
+    finally:
+        agent._untap()
+    assert Before.run is library_run and After.run is library_run
+    assert [e["event"] for e in events] == ["picks"], events
+    assert [(p["key"], p["config"]) for p in events[0]["picks"]] == [
+        ([992, "torch.float16"], {"BLOCK": 128, "num_warps": 8, "num_stages": 3}),
+        ([4096, "torch.float16"], {"BLOCK": 128, "num_warps": 8, "num_stages": 3}),
+    ]

@@ -61,6 +61,8 @@ class Agent:
         self._functions: dict[int, Any] = {}
         self._previous: Any = None
         self._unname: Any = None
+        self._untap: Any = None
+        self._tapped: dict[int, dict[str, dict[str, Any]]] = {}  # function -> its autotuners' picks seen, by key
         self._lock = threading.Lock()
 
     def _append(self, event: dict[str, Any]) -> None:
@@ -121,10 +123,47 @@ class Agent:
         knobs.runtime.launch_enter_hook.add(self.on_launch)
         if "triton.runtime.jit" in sys.modules:  # else when it is imported (_WhenImported)
             self.adapt(sys.modules["triton.runtime.jit"])
+        autotuner = sys.modules.get("triton.runtime.autotuner")
+        if hasattr(autotuner, "Autotuner"):  # (else still being imported, knobs first: tapped once it is)
+            self.tap(autotuner)
 
     def adapt(self, jit_module: Any) -> None:
         """What this Triton release needs so that the hook sees every compilation (name_function_constexprs)."""
         self._unname = runtime.name_function_constexprs(jit_module)
+
+    def tap(self, autotuner_module: Any) -> None:
+        """Every autotuner's run (Triton's and libraries' subclasses) shows which key it ran and what it picked
+        (``KeyTap``), also where its cache cannot be read back at exit."""
+        if self._untap is None:
+            self._untap = runtime.wrap_tuner_runs(autotuner_module.Autotuner, self._tapping)
+
+    def _tapping(self, original: Any) -> Any:
+        agent = self
+
+        def tuner_run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+            cache = tuner.__dict__.get("cache")
+            if cache is None or isinstance(cache, runtime.KeyTap):  # (another thread's run is tapping it)
+                return original(tuner, *args, **kwargs)
+            tap = tuner.cache = runtime.KeyTap(cache)
+            try:
+                return original(tuner, *args, **kwargs)
+            finally:
+                tuner.cache = cache
+                agent._picked(tuner, tap)
+
+        return tuner_run
+
+    def _picked(self, tuner: Any, tap: Any) -> None:
+        try:
+            jit, config = runtime.jit_of(tuner), getattr(tuner, "best_config", None)
+            if jit is None or config is None or not tap.keys or not isinstance(tap.keys[-1], tuple):
+                return
+            pick = runtime.pick_of(tap.keys[-1], config)
+            with self._lock:
+                self._tapped.setdefault(id(jit), {})[json.dumps(pick["key"], default=repr)] = pick
+                self._functions.setdefault(id(jit), jit)
+        except Exception as exc:  # never into the program: said, as a hook that failed
+            self.sink({"event": "skipped", "function": f"{type(tuner).__name__}", "why": f"autotuner picks: {exc}"})
 
     def uninstall(self) -> None:
         from triton import knobs
@@ -133,18 +172,28 @@ class Agent:
         knobs.runtime.launch_enter_hook.remove(self.on_launch)
         if self._unname is not None:
             self._unname()
+        if self._untap is not None:
+            self._untap()
 
     def finish(self) -> None:
         """At exit (or when a recording stops): launch counts and what each autotuner picked."""
         if self._launches:
             self.sink({"event": "launches", "counts": {str(k): v for k, v in sorted(self._launches.items())}})
-        for jit in list(self._functions.values()):
+        for number, jit in list(self._functions.items()):
+            seen = list(self._tapped.get(number, {}).values())  # what its autotuners' runs picked
             try:
-                chosen = runtime.picks(jit)
+                read = runtime.picks(jit)  # and what their caches hold (picks loaded from disk too)
+            except Exception as exc:  # a cache aotpack cannot read: said unless the runs showed every pick
+                read = []
+                if not seen:
+                    function = f"{getattr(jit, '__module__', '?')}:{getattr(jit, '__name__', '?')}"
+                    self.sink({"event": "skipped", "function": function, "why": f"autotuner picks: {exc}"})
+            chosen = seen + [p for p in read if p["key"] not in [s["key"] for s in seen]]
+            try:
                 if chosen:
                     self.sink(self._with_sources({"event": "picks", "function": runtime.describe(jit),
                                                   "picks": chosen}))  # fmt: skip
-            except Exception as exc:  # an autotuner aotpack cannot read: said, and the program's exit goes on
+            except Exception as exc:  # the program's exit goes on
                 function = f"{getattr(jit, '__module__', '?')}:{getattr(jit, '__name__', '?')}"
                 self.sink({"event": "skipped", "function": function, "why": f"autotuner picks: {exc}"})
 
@@ -211,7 +260,12 @@ def _when_triton_is_imported(folder: str) -> None:
         if agents:
             agents[0].adapt(jit_module)
 
-    sys.meta_path.insert(0, _WhenImported({"triton.knobs": started, "triton.runtime.jit": adapted}))
+    def tapped(autotuner_module: Any) -> None:  # imported after knobs; before: install() taps
+        if agents:
+            agents[0].tap(autotuner_module)
+
+    sys.meta_path.insert(0, _WhenImported({"triton.knobs": started, "triton.runtime.jit": adapted,
+                                           "triton.runtime.autotuner": tapped}))  # fmt: skip
 
 
 def _chain_sitecustomize() -> None:
