@@ -24,8 +24,10 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 dropped: dict[str, str] | None = None, tritons: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
-    the program ran (the recipe's ``triton:``)."""
+    the program ran (the recipe's ``triton:``). ``widen`` joins the recipe's ``widen:``, which it keeps, and the
+    rows of every kernel recorded take its values (those kept, those new, those a report adds)."""
     base = existing or {}
+    widen = _joined(base.get("widen") or {}, widen or {})
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
     by_source = {str(v.get("triton")): n for n, v in kernels.items() if isinstance(v, dict) and v.get("launch")}
     targets = set(listed(base.get("targets")))
@@ -52,7 +54,7 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 f"{source} now takes ({', '.join(now)}): delete kernel {name} from the "
                 "recipe (or record into another recipe) and record again"
             )
-        rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen or {})
+        rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen)
         widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
         rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
         picked = list((old or {}).get("autotuned") or ())  # a key picked already keeps its pick, as a row does
@@ -69,8 +71,38 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
         "summary": base.get("summary", "Kernels recorded from a running workload by aotpack record"),
     }
     release = _release(base.get("triton"), tritons or set())
-    return {**head, **({"triton": release} if release else {}), "targets": sorted(targets),
-            "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
+    _check_widen(widen, kernels)
+    return {**head, **({"triton": release} if release else {}), **({"widen": widen} if widen else {}),
+            "targets": sorted(targets), "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
+
+
+def _joined(kept: dict[str, list[Scalar]], given: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+    """The recipe's ``widen:`` with what ``--widen`` adds: a constexpr's values as kept, then those new (1 and
+    true are two values), so that a recipe widened once stays as it is."""
+    out = {name: list(values) for name, values in kept.items()}
+    for name, values in given.items():
+        have = out.setdefault(name, [])
+        have += [v for v in values if (type(v), v) not in {(type(h), h) for h in have}]
+    return out
+
+
+def _check_widen(widen: dict[str, list[Scalar]], kernels: dict[str, Any]) -> None:
+    """Each constexpr widened is one of a recorded kernel's, as the build checks (``recipe.read``): written
+    into the recipe, a misspelt name would make it one no build reads."""
+    names = {
+        str(n)
+        for kernel in kernels.values()
+        if isinstance(kernel, dict) and kernel.get("launch")
+        for row in kernel.get("variants") or ()
+        for n in row.get("config") or {}
+    } - {"num_warps", "num_stages"}
+    for name in widen:
+        if name not in names:
+            raise RecordError(
+                f"--widen {name}=...: no recorded kernel takes a constexpr {name!r}"
+                + (f" (their constexprs: {', '.join(sorted(names))})" if names else "")
+                + "; widen one of theirs"
+            )
 
 
 def _release(named: Any, ran: set[str]) -> str | None:

@@ -4,15 +4,16 @@ to a recording's compilations (``widened``)."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import replace
 
 from ....errors import UsageError
 from ....limits import MAX_WIDEN
+from ....values import Widened, widen_problem
+from ....values import widened as widened_values
 from .events import Compilation, Json, Row
 
-Scalar = int | float | bool | str  # a value --widen gives
+Scalar = Widened  # a value --widen gives
 
 
 def parse_widen(text: str) -> tuple[str, list[Scalar]]:
@@ -41,23 +42,20 @@ def _widen_value(text: str, whole: str) -> Scalar:
     """One value of ``--widen``: a whole number of i64, a finite number, true/false, or a string of printable
     characters (a constexpr Triton takes as text)."""
     text = text.strip()
+    value: Scalar = text
     if re.fullmatch(r"-?[0-9]+", text):
-        if len(text.lstrip("-")) > 18:
-            raise UsageError(f"--widen {whole!r}: {text[:30]!r}... is past a 64-bit integer")
-        return int(text)
-    if text in ("true", "false"):
-        return text == "true"
-    if re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text):
+        value = int(text[:20])  # 19 digits are past i64 already (and int() refuses past Python's digit limit)
+    elif text in ("true", "false"):
+        value = text == "true"
+    elif re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text):
         try:
-            number = float(text)
+            value = float(text)
         except ValueError:
-            number = math.nan
-        if not math.isfinite(number):
-            raise UsageError(f"--widen {whole!r}: {text[:30]!r} is not a finite number")
-        return number
-    if not text or not text.isprintable():
-        raise UsageError(f"--widen {whole!r}: {text!r} is not a value (a number, true, false or printable text)")
-    return text
+            value = float("nan")
+    problem = widen_problem(value)
+    if problem is not None:
+        raise UsageError(f"--widen {whole!r}: {problem}")
+    return value
 
 
 def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list[Compilation]:
@@ -69,7 +67,7 @@ def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list
         for name, values in widen.items():
             if name in consts:
                 have = consts[name] if isinstance(consts[name], list) else [consts[name]]
-                consts[name] = sorted(dict.fromkeys([*have, *values]), key=lambda v: (str(type(v)), v))
+                consts[name] = widened_values(have, values)
         c = replace(c, constexprs=tuple(consts.items()))
         same = out.get(c.variant)
         out[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
