@@ -418,11 +418,13 @@ def test_widen_builds_the_set_of_values_a_deployment_needs(tmp_path):
     text = path.read_text()
     again = recorded([hook_call(jit, "fp32", "D", 512), hook_call(jit, "fp32", "D", 4096)])  # one is in the set
     merged = record.recipe_text(again.events.compilations(), again.events.picks, yaml.safe_load(text))
-    rows = yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]
-    assert sorted(str(r["config"]["BLOCK"]) for r in rows) == ["4096", "[256, 512, 1024, 2048]",
+    rows = yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]  # the recipe keeps widen:, which takes 4096's
+    assert yaml.safe_load(text)["widen"] == {"BLOCK": [256, 512, 1024, 2048]}  # row too; it covers the old D row
+    assert sorted(str(r["config"]["BLOCK"]) for r in rows) == ["[256, 512, 1024, 2048, 4096]",
                                                                 "[256, 512, 1024, 2048]"]  # fmt: skip
     with pytest.raises(RecipeError, match="more than 65536 variants"):
-        recipe.parse(text.replace("[256, 512, 1024, 2048]", str(list(range(1, 70000)))), path)
+        rows_only = "".join(line for line in text.splitlines(True) if not line.startswith("widen:"))
+        recipe.parse(rows_only.replace("[256, 512, 1024, 2048]", str(list(range(1, 70000)))), path)
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,7 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
             )
         rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen)
         widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
-        rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
+        rows = [c for c in rows if not any(w is not c and _covers(w, c) for w in widened_rows)]
         picked = list((old or {}).get("autotuned") or ())  # a key picked already keeps its pick, as a row does
         seen = {_tuned_key(p) for p in picked}
         for pick in tuned[source]:  # (an autotuner times anew each run, and may pick another config for a key)
@@ -96,13 +96,10 @@ def _check_widen(widen: dict[str, list[Scalar]], kernels: dict[str, Any]) -> Non
         for row in kernel.get("variants") or ()
         for n in row.get("config") or {}
     } - {"num_warps", "num_stages"}
-    for name in widen:
-        if name not in names:
-            raise RecordError(
-                f"--widen {name}=...: no recorded kernel takes a constexpr {name!r}"
-                + (f" (their constexprs: {', '.join(sorted(names))})" if names else "")
-                + "; widen one of theirs"
-            )
+    for name in sorted(set(widen) - names):
+        theirs = f" (their constexprs: {', '.join(sorted(names))})" if names else ""
+        raise RecordError(f"--widen {name}=...: no recorded kernel takes a constexpr {name!r}{theirs}; widen one of "
+                          "theirs")  # fmt: skip
 
 
 def _release(named: Any, ran: set[str]) -> str | None:
@@ -122,7 +119,7 @@ def _release(named: Any, ran: set[str]) -> str | None:
 
 
 def _covers(wide: Compilation, c: Compilation) -> bool:
-    """Whether a widened row's product holds compilation ``c``."""
+    """Whether a widened row's product holds compilation ``c``'s (a row of a value, or widened to fewer)."""
     if (wide.types, wide.states, wide.num_warps, wide.num_stages, wide.options) != (
         c.types,
         c.states,
@@ -132,7 +129,14 @@ def _covers(wide: Compilation, c: Compilation) -> bool:
     ):
         return False
     mine = dict(c.constexprs)
-    return all(mine.get(n) in v if isinstance(v, list) else mine.get(n) == v for n, v in wide.constexprs)
+    return set(mine) == {n for n, _ in wide.constexprs} and all(
+        _value_keys(mine[n]) <= _value_keys(v) for n, v in wide.constexprs
+    )
+
+
+def _value_keys(value: Json) -> set[str]:
+    """A constexpr's value, or its values where widened, as comparable keys (1 and true are two values)."""
+    return {json.dumps([str(type(v)), v], sort_keys=True) for v in (value if isinstance(value, list) else [value])}
 
 
 def _target(arch: int) -> str:
