@@ -346,18 +346,19 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
 def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...], root: Path,
             widen: dict[str, tuple[Widened, ...]]) -> list[Point]:  # fmt: skip
     """``variants:``: what a recording saw compiled, each listed once, and each row widened as the recipe's
-    ``widen:`` says; a variant that widening gives twice is built once (rows ``bs: 1`` and ``bs: 2`` widened
-    to ``[1, 2, 4]`` are one product)."""
+    ``widen:`` says. A variant two rows of single values give is refused (a row copied by hand); one that a
+    product gives again is built once: the products of rows widened overlap (rows ``bs: 1`` and ``bs: 2``
+    widened to ``[1, 2, 4]`` are one product)."""
     points: list[Point] = []
     seen: dict[tuple[Any, ...], tuple[Node, bool]] = {}
     for row in node.sequence():
-        for point, written in _point(row, args, types, names, root, widen):
+        for point, alone in _point(row, args, types, names, root, widen):
             ident = (point.binding, point.config, point.states)
-            if ident in seen and written and seen[ident][1]:
+            if ident in seen and alone and seen[ident][1]:
                 raise row.fail(f"the same variant is listed twice (first at line {seen[ident][0].where.line})")
             if ident in seen:
                 continue
-            seen[ident] = (row, written)
+            seen[ident] = (row, alone)
             points.append(point)
         if len(points) > MAX_RECORDED_VARIANTS:
             raise row.fail(f"more than {MAX_RECORDED_VARIANTS} variants: widen fewer constexprs, or by fewer values")
@@ -395,7 +396,7 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
            widen: dict[str, tuple[Widened, ...]]) -> list[tuple[Point, bool]]:  # fmt: skip
     """A ``variants:`` row: its variant, or the product of the values a constexpr given as a list takes (a
     deployment's set of batch sizes, say: ``aotpack record --widen``), a constexpr the recipe's ``widen:`` names
-    taking its values too; each with whether the row gives it as written (not only by ``widen:``)."""
+    taking its values too; each with whether it is the variant the row writes alone (each constexpr one value)."""
     fields = row.mapping(_POINT_KEYS, required=("config", "class"))
     binding: list[tuple[str, str]] = []
     given = fields["types"].mapping(tuple(v for v, _ in types)) if "types" in fields else {}
@@ -416,10 +417,9 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
     values = [widened(have, list(widen[n])) if n in widen else have for n, have in zip(names, written, strict=True)]
     if math.prod(len(v) for v in values) > MAX_RECORDED_VARIANTS:
         raise cfg[names[0]].fail(f"the widened values make more than {MAX_RECORDED_VARIANTS} variants")
-    as_written = [{(type(v), v) for v in have} for have in written]
+    alone = tuple(v[0] for v in written) if all(len(v) == 1 for v in written) else None  # its variant, if one
     configs = [(Config(constexprs=tuple(zip(names, combo, strict=True)), num_warps=warps, num_stages=stages),
-                all((type(v), v) in mine for v, mine in zip(combo, as_written, strict=True)))
-               for combo in itertools.product(*values)]  # fmt: skip
+                combo == alone) for combo in itertools.product(*values)]  # fmt: skip
     spelled = fields["class"].string()
     runtime = [a for a in args if not a.launch_only]
     if len(spelled) != len(runtime) or any(c not in STATE_OF for c in spelled):
