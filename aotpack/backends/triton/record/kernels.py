@@ -14,13 +14,14 @@ from .... import facts
 from ....errors import RecordError
 from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
 from ....states import NONE
+from ....values import Widened
 from .events import Compilation, Function, Json, Row
-from .widen import Scalar, widened
+from .widen import widened
 
 
 def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
-                widen: dict[str, list[Scalar]] | None = None,
+                widen: dict[str, list[Widened]] | None = None,
                 dropped: dict[str, str] | None = None, tritons: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
@@ -76,7 +77,7 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
             "targets": sorted(targets), "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
 
 
-def _joined(kept: dict[str, list[Scalar]], given: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+def _joined(kept: dict[str, list[Widened]], given: dict[str, list[Widened]]) -> dict[str, list[Widened]]:
     """The recipe's ``widen:`` with what ``--widen`` adds: a constexpr's values as kept, then those new (1 and
     true are two values), so that a recipe widened once stays as it is."""
     out = {name: list(values) for name, values in kept.items()}
@@ -86,7 +87,7 @@ def _joined(kept: dict[str, list[Scalar]], given: dict[str, list[Scalar]]) -> di
     return out
 
 
-def _check_widen(widen: dict[str, list[Scalar]], kernels: dict[str, Any]) -> None:
+def _check_widen(widen: dict[str, list[Widened]], kernels: dict[str, Any]) -> None:
     """Each constexpr widened is one of a recorded kernel's, as the build checks (``recipe.read``): written
     into the recipe, a misspelt name would make it one no build reads."""
     names = {
