@@ -76,6 +76,8 @@ class FunctionConst:
 
 # a constexpr's value: plain, or (recorded kernels) None, a dtype, a @triton.jit function or a tuple of values
 ConstValue = int | float | bool | str | None | DtypeConst | FunctionConst | tuple["ConstValue", ...]
+# a recipe's ``widen:``: constexprs of its recorded kernels, each with the values every row of it takes too
+Widen = tuple[tuple[str, tuple[int | float | bool | str, ...]], ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,6 +301,7 @@ class Recipe:
     license: str | None = None  # an SPDX license expression, normalized
     cuda_floor: int | None = None  # the oldest CUDA driver the wheel must load on (1000*major + 10*minor)
     triton: str | None = None  # the Triton release to build with (X.Y or X.Y.Z; backends/triton/toolchain.py)
+    widen: Widen = ()  # the constexprs every row of a `launch: triton` kernel takes these values of too
 
 
 def const_text(value: ConstValue) -> str:

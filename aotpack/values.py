@@ -1,7 +1,7 @@
 """One reader for each kind of value a user gives as text, wherever it is given: a size (``aotpack cache --trim``,
 ``$AOTPACK_CACHE_SIZE``), a count (``-j``, ``jobs`` in ``[tool.aotpack]`` or ``-C jobs=``, ``tune --reps``), a
-boolean (``-C strict=``), a path on the command line; and the one way aotpack opens a file it reads but did not
-write (``open_regular``).
+boolean (``-C strict=``), a path on the command line, a value a constexpr is widened to (``--widen``, a recipe's
+``widen:``); and the one way aotpack opens a file it reads but did not write (``open_regular``).
 
 A number is ASCII digits only, at most ``limits.MAX_DIGITS`` of them: no sign, spaces, underscores, exponent,
 ``0x``, ``inf`` or ``nan`` (which ``int()`` or ``float()`` would take) and no other script's digits (which
@@ -11,6 +11,7 @@ got; the caller names the place (an option, a setting, a variable) and raises it
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .limits import MAX_DIGITS, MAX_JOBS, MAX_RECORD_BYTES, MAX_SIZE, MAX_TUNE_RUNS
+
+Widened = int | float | bool | str  # a value a constexpr is widened to
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _SIZE = re.compile(r"([0-9]+)(?:\.([0-9]+))?([KMGT]?)B?", re.IGNORECASE)
@@ -69,6 +72,27 @@ def boolean(value: str | bool, what: str) -> bool:
     if isinstance(value, str) and value.lower() in _BOOLEANS:
         return _BOOLEANS[value.lower()]
     raise ValueError(f"expected {what}: true or false (or 1 or 0, in any case); got {value!r}")
+
+
+def widen_problem(value: object) -> str | None:
+    """Why ``value`` cannot be one a constexpr is widened to (``--widen``, a recipe's ``widen:``), or None: it is a
+    whole number of at most 18 digits (within i64), a finite number, true/false, or non-empty printable text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if abs(value) < 10**18 else f"{str(value)[:30]}... is past a 64-bit integer"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    if isinstance(value, str) and value and value.isprintable():
+        return None
+    return f"{repr(value)[:40]} is not a value (a number, true, false or printable text)"
+
+
+def widened(have: list[Any], values: list[Widened]) -> list[Any]:
+    """A constexpr's values (``have``) with those it is widened to: each once (1 and true are two values), in
+    one order (by kind, then value), so that widening twice, at record time and at build time, changes nothing."""
+    unique = {(type(v), v): v for v in [*have, *values]}
+    return sorted(unique.values(), key=lambda v: (str(type(v)), v if isinstance(v, (int, float, str)) else repr(v)))
 
 
 def path(text: str) -> Path:

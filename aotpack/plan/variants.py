@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import expr
 from ..errors import RecipeError
-from ..model import Arg, Config, Kernel, Recipe
+from ..model import Arg, Config, Kernel, Recipe, const_text
 from ..states import NONE
 from .classes import Spec, recorded_floors, specs
 
@@ -178,7 +178,7 @@ def select(recipe: Recipe, patterns: tuple[str, ...], winners_only: bool = False
 
 def plan_summary(recipe: Recipe, variants: tuple[Variant, ...]) -> list[str]:
     """Per kernel: the variants planned, its specialization classes, and the combinations skipped
-    because no call can select them (with one reason)."""
+    because no call can select them (with one reason); then what the recipe's ``widen:`` widens."""
     lines = []
     for kernel in recipe.kernels:
         mine = sum(v.kernel is kernel for v in variants)
@@ -189,6 +189,10 @@ def plan_summary(recipe: Recipe, variants: tuple[Variant, ...]) -> list[str]:
         groups = [(what, [s.name for s in classes if s.origin == origin]) for origin, what in _ORIGINS]
         shown = "; ".join(f"{what} {', '.join(names)}" for what, names in groups if names)
         lines.append(f"{kernel.name}: {mine} variants; {len(classes)} classes: {shown}{why}")
+    for name, values in recipe.widen:  # its effect is in the variants above; this says where it comes from
+        reached = [k.name for k in recipe.kernels if k.points and name in k.constexpr_names]
+        shown = ", ".join(const_text(v) for v in values[:8]) + (", ..." if len(values) > 8 else "")
+        lines.append(f"widen: {name} takes {shown} in every row of {', '.join(reached)}")
     return lines
 
 

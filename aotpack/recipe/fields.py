@@ -8,9 +8,9 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import expr, facts, limits
+from .. import expr, facts, limits, values
 from ..errors import Location, RecipeError
-from ..model import Source
+from ..model import Source, Widen
 from .yamlnodes import Node, control_character, suggest
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
@@ -35,6 +35,33 @@ def const(node: Node) -> int | float | bool | str:
     if not isinstance(value, (int, float, bool, str)):
         raise node.fail(f"expected a number, boolean or string, got {value!r}")
     return value
+
+
+def widen(node: Node) -> Widen:
+    """``widen:``: each constexpr named (an identifier) with the values it is widened to, the values ``aotpack
+    record --widen`` takes (whole numbers within i64, finite numbers, true/false, printable text), each once,
+    from 1 to ``limits.MAX_WIDEN`` of them."""
+    out: list[tuple[str, tuple[values.Widened, ...]]] = []
+    for name, given, where in node.items():
+        if not IDENT.match(name):
+            raise RecipeError(f"{node.path}: {name!r} is not a constexpr's name (a Python identifier)", where)
+        if not given.is_sequence():
+            raise given.fail("expected a list of the values the constexpr takes, such as [1, 2, 4, 8]")
+        items = given.sequence()
+        if not 1 <= len(items) <= limits.MAX_WIDEN:
+            raise given.fail(f"give between 1 and {limits.MAX_WIDEN} values (aotpack's limits.MAX_WIDEN); "
+                             f"{len(items)} are given")  # fmt: skip
+        found: dict[tuple[type, values.Widened], Node] = {}
+        for item in items:
+            value = item.scalar()
+            problem = values.widen_problem(value)
+            if problem is not None:
+                raise item.fail(problem + item.as_written())
+            if (type(value), value) in found:
+                raise item.fail(f"{value!r} is listed twice (first at line {found[type(value), value].where.line})")
+            found[type(value), value] = item
+        out.append((name, tuple(v for _, v in found)))
+    return tuple(out)
 
 
 def text(node: Node, one_line: bool) -> str:

@@ -19,12 +19,12 @@ import packaging.version
 
 from .. import facts, limits
 from ..errors import Location, RecipeError
-from ..model import LAZY_NAMES, PACKAGE_NAMES, Kernel, Recipe
+from ..model import LAZY_NAMES, PACKAGE_NAMES, Kernel, Recipe, Widen
 from . import fields as _fields
 from . import kernel as _kernel
 from . import tables, yamlnodes
 from .readers import KernelEntry, Readers
-from .yamlnodes import Node
+from .yamlnodes import Node, suggest
 
 # a module name that is also a distribution name (PEP 508: it starts and ends with a letter or digit)
 _PACKAGE = re.compile(r"^[a-z]([a-z0-9_]*[a-z0-9])?$")
@@ -33,7 +33,7 @@ _PACKAGE = re.compile(r"^[a-z]([a-z0-9_]*[a-z0-9])?$")
 def _top_keys(readers: Readers) -> tuple[str, ...]:
     """The recipe's own keys, each backend's among them (Triton's release)."""
     own = (key for r in readers.values() for key in r.RECIPE_KEYS)
-    return ("package", "version", "summary", "license", "cuda", *own, "targets", "kernels", "tables")
+    return ("package", "version", "summary", "license", "cuda", *own, "widen", "targets", "kernels", "tables")
 
 
 def load(path: str | Path, readers: Readers) -> Recipe:
@@ -56,15 +56,18 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
         raise top["package"].fail(problem)
     version = _version(top["version"])
     targets = _fields.targets(top["targets"]) if "targets" in top else ()
+    widen = _fields.widen(top["widen"]) if "widen" in top else ()
     kernels: list[Kernel] = []
     for name, node, where in top["kernels"].items():
         if not _fields.IDENT.match(name) or keyword.iskeyword(name) or name.startswith("_"):
             raise RecipeError(f"kernel name {name!r} must be a Python identifier not starting with '_'", where)
         if name in PACKAGE_NAMES or name in LAZY_NAMES:
             raise RecipeError(f"kernel name {name!r} would hide the package's own {name!r}; rename the kernel", where)
-        kernels.append(_kernel_of(name, node, where, path.parent, targets, top.get("targets"), readers))
+        kernels.append(_kernel_of(name, node, where, path.parent, targets, top.get("targets"), widen, readers))
     if not kernels:
         raise top["kernels"].fail("the recipe lists no kernels")
+    if widen:
+        _check_widen(top["widen"], widen, kernels)
     summary = f"Ahead-of-time compiled GPU kernels: {package}"
     if "summary" in top:
         summary = _fields.text(top["summary"], one_line=True)
@@ -83,7 +86,7 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
     releases = {name: reader.release(top) for name, reader in readers.items()}
     return Recipe(
         path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
-        tables=tuple(table_paths), license=spdx, cuda_floor=cuda, triton=releases.get("triton"),
+        tables=tuple(table_paths), license=spdx, cuda_floor=cuda, triton=releases.get("triton"), widen=widen,
     )  # fmt: skip
 
 
@@ -94,6 +97,7 @@ def _kernel_of(
     root: Path,
     recipe_targets: tuple[str, ...],
     targets_at: Node | None,
+    widen: Widen,
     readers: Readers,
 ) -> Kernel:
     """A kernel: read whole by the backend that claims it, else by the shared steps and its backend's own."""
@@ -103,12 +107,25 @@ def _kernel_of(
         sources = " or ".join(f"{backend!r} ({reader.SOURCE})" for backend, reader in readers.items())
         raise node.fail(f"give exactly one of {sources}")
     entry = KernelEntry(name=name, keys=k, node=node, where=where, root=root, targets=recipe_targets,
-                        targets_at=targets_at)  # fmt: skip
+                        targets_at=targets_at, widen=widen)  # fmt: skip
     for reader in readers.values():
         claimed = reader.claim(entry)
         if claimed is not None:
             return claimed
     return _kernel.called(entry, given[0], readers)
+
+
+def _check_widen(node: Node, widen: Widen, kernels: list[Kernel]) -> None:
+    """Each constexpr ``widen:`` names is one of a recorded kernel's (``launch: triton``: each of its rows takes
+    the values). One that none has is refused, not passed over: a misspelt name would build nothing more, and
+    the deployment would find out as compilations (or MissingVariant) at its next batch size."""
+    recorded = [k for k in kernels if k.points]
+    names = sorted({n for k in recorded for n in k.constexpr_names})
+    for (name, _), (_, _, where) in zip(widen, node.items(), strict=True):
+        if name not in names:
+            have = suggest(name, names, "their constexprs") if names else " (the recipe has none)"
+            raise RecipeError(f"{node.path}: no kernel built from a recording ('launch: triton') takes a "
+                              f"constexpr {name!r}{have}; widen one of theirs, or remove {name!r}", where)  # fmt: skip
 
 
 def package_problem(name: str) -> str | None:

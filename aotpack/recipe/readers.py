@@ -11,7 +11,7 @@ from typing import Protocol
 
 from .. import expr
 from ..errors import Location
-from ..model import Arg, Backend, Config, ConstValue, CudaLaunch, Kernel, Source, TritonKernel
+from ..model import Arg, Backend, Config, ConstValue, CudaLaunch, Kernel, Source, TritonKernel, Widen
 from ..states import SpecRule
 from .yamlnodes import Node
 
@@ -29,6 +29,7 @@ class KernelEntry:
     root: Path  # the recipe's folder: paths in the entry are relative to it
     targets: tuple[str, ...]  # the recipe's, where the entry gives none
     targets_at: Node | None
+    widen: Widen = ()  # the recipe's ``widen:``: what each row of a kernel built from a recording takes too
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,10 @@ import yaml
 from aotpack import build, model
 from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import record
+from aotpack.backends.triton.record import agent as record_agent
+from aotpack.commands import cli
 from aotpack.errors import RecipeError
+from aotpack.manifest import read_wheel
 from aotpack.plan import variants as plan
 
 from .helpers import CAI_ARRAY, install_wheel, recorded_variants, run_on_fake_driver
@@ -418,11 +421,47 @@ def test_widen_builds_the_set_of_values_a_deployment_needs(tmp_path):
     text = path.read_text()
     again = recorded([hook_call(jit, "fp32", "D", 512), hook_call(jit, "fp32", "D", 4096)])  # one is in the set
     merged = record.recipe_text(again.events.compilations(), again.events.picks, yaml.safe_load(text))
-    rows = yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]
-    assert sorted(str(r["config"]["BLOCK"]) for r in rows) == ["4096", "[256, 512, 1024, 2048]",
+    rows = yaml.safe_load(merged)["kernels"]["add_kernel"]["variants"]  # the recipe keeps widen:, which takes 4096's
+    assert yaml.safe_load(text)["widen"] == {"BLOCK": [256, 512, 1024, 2048]}  # row too; it covers the old D row
+    assert sorted(str(r["config"]["BLOCK"]) for r in rows) == ["[256, 512, 1024, 2048, 4096]",
                                                                 "[256, 512, 1024, 2048]"]  # fmt: skip
     with pytest.raises(RecipeError, match="more than 65536 variants"):
-        recipe.parse(text.replace("[256, 512, 1024, 2048]", str(list(range(1, 70000)))), path)
+        rows_only = "".join(line for line in text.splitlines(True) if not line.startswith("widen:"))
+        recipe.parse(rows_only.replace("[256, 512, 1024, 2048]", str(list(range(1, 70000)))), path)
+
+
+def test_a_report_merged_later_is_built_as_the_recipes_widen(tmp_path, capsys):
+    """The issue's case: recorded with --widen, then a report (AOTPACK_REPORT) of another value merged with
+    ``record --report`` (no --widen): its row takes the recipe's widen: too, and plan and the wheel build the
+    product of every row, not the reported value alone."""
+    jit = add_kernel()
+    path = tmp_path / "r.yaml"
+    rec = recorded([hook_call(jit, "fp32", "D", 1024)])
+    assert record.write(path, rec.events, "recorded_kernels", widen=dict([record.parse_widen("BLOCK=256,512")]))
+    sent: list = []
+    record_agent.Agent(sink=sent.append).on_compile(**hook_call(jit, "fp32", "", 2048))
+    report = tmp_path / "reports" / "recorded_kernels.1.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps({"format": "aotpack-report/1", "package": "recorded_kernels", "class_misses": [],
+                                  "compilations": [e for e in sent if e.get("event") == "compile"]}))  # fmt: skip
+    assert cli.main(["record", "-o", str(path), "--report", str(report.parent)]) == 0
+    data = yaml.safe_load(path.read_text())
+    assert data["widen"] == {"BLOCK": [256, 512]}
+    assert [(r["config"]["BLOCK"], r["class"]) for r in data["kernels"]["add_kernel"]["variants"]] == [
+        ([256, 512, 1024], "DDDD"), ([256, 512, 2048], "DDD_")]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(["plan", str(path)]) == 0
+    out, err = capsys.readouterr()
+    exact = {v.id for v in recorded_variants(recipe.load(path))}  # the rows' own classes (not their floors)
+    assert exact == {
+        f"add_kernel/BLOCK={b},w4,s3/sm_90a/{c}"
+        for b, c in ((256, "DDDD"), (512, "DDDD"), (1024, "DDDD"), (256, "DDD_"), (512, "DDD_"), (2048, "DDD_"))
+    }
+    assert exact <= set(out.splitlines())
+    assert "widen: BLOCK takes 256, 512 in every row of add_kernel" in err
+    wheel = build(path, tmp_path / "dist", jobs=2).wheel
+    built = {v["id"] for k in read_wheel(wheel)["kernels"].values() for v in k["variants"]}
+    assert set(exact) <= built
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ from ...recipe.readers import Grid, Jit, KernelEntry
 from ...recipe.yamlnodes import Node, suggest
 from ...runtime import aot_kernels
 from ...states import NONE, STATE_OF, SpecRule, State
+from ...values import Widened, widened
 from . import introspect, toolchain
 
 TITLE = "Triton"
@@ -321,7 +322,7 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
             raise RecipeError(f"kernels.{name}.args.{arg.name}: a 'launch: triton' argument takes a plain type "
                               "(the JIT's own specialization is recorded per variant)", arg.where)  # fmt: skip
     args = _jit_args(k["args"], args, info)
-    points = _points(k["variants"], args, types, constexpr_names, root)
+    points = _points(k["variants"], args, types, constexpr_names, root, dict(entry.widen))
     optional = {a.name for p in points for a, st in zip(args, p.states, strict=True) if st == NONE}
     args = [dataclasses.replace(a, optional=a.name in optional) for a in args]
     configs = tuple(dict.fromkeys(p.config for p in points))
@@ -342,16 +343,22 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
     )  # fmt: skip
 
 
-def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...], root: Path) -> list[Point]:
-    """``variants:``: what a recording saw compiled, each listed once."""
+def _points(node: Node, args: list[Arg], types: TypeVars, names: tuple[str, ...], root: Path,
+            widen: dict[str, tuple[Widened, ...]]) -> list[Point]:  # fmt: skip
+    """``variants:``: what a recording saw compiled, each listed once, and each row widened as the recipe's
+    ``widen:`` says. A variant two rows of single values give is refused (a row copied by hand); one that a
+    product gives again is built once: the products of rows widened overlap (rows ``bs: 1`` and ``bs: 2``
+    widened to ``[1, 2, 4]`` are one product)."""
     points: list[Point] = []
-    seen: dict[tuple[Any, ...], Node] = {}
+    seen: dict[tuple[Any, ...], tuple[Node, bool]] = {}
     for row in node.sequence():
-        for point in _point(row, args, types, names, root):
+        for point, alone in _point(row, args, types, names, root, widen):
             ident = (point.binding, point.config, point.states)
+            if ident in seen and alone and seen[ident][1]:
+                raise row.fail(f"the same variant is listed twice (first at line {seen[ident][0].where.line})")
             if ident in seen:
-                raise row.fail(f"the same variant is listed twice (first at line {seen[ident].where.line})")
-            seen[ident] = row
+                continue
+            seen[ident] = (row, alone)
             points.append(point)
         if len(points) > MAX_RECORDED_VARIANTS:
             raise row.fail(f"more than {MAX_RECORDED_VARIANTS} variants: widen fewer constexprs, or by fewer values")
@@ -385,11 +392,11 @@ def _pick(row: Node, root: Path, params: tuple[str, ...]) -> Pick:
     return Pick(key=key, kwargs=kwargs, num_warps=warps, num_stages=stages)
 
 
-def _point(
-    row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...], root: Path
-) -> list[Point]:
+def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]], names: tuple[str, ...], root: Path,
+           widen: dict[str, tuple[Widened, ...]]) -> list[tuple[Point, bool]]:  # fmt: skip
     """A ``variants:`` row: its variant, or the product of the values a constexpr given as a list takes (a
-    deployment's set of batch sizes, say: ``aotpack record --widen``)."""
+    deployment's set of batch sizes, say: ``aotpack record --widen``), a constexpr the recipe's ``widen:`` names
+    taking its values too; each with whether it is the variant the row writes alone (each constexpr one value)."""
     fields = row.mapping(_POINT_KEYS, required=("config", "class"))
     binding: list[tuple[str, str]] = []
     given = fields["types"].mapping(tuple(v for v, _ in types)) if "types" in fields else {}
@@ -405,12 +412,14 @@ def _point(
     if warps & (warps - 1) or warps > MAX_WARPS:
         raise cfg["num_warps"].fail(f"expected a power of two up to {MAX_WARPS}, got {warps}")
     stages = cfg["num_stages"].integer(minimum=1) if "num_stages" in cfg else TRITON_DEFAULT_STAGES
-    values = [[_recorded_const(v, root) for v in cfg[n].sequence()] if cfg[n].is_sequence()
-              else [_recorded_const(cfg[n], root)] for n in names]  # fmt: skip
+    written = [[_recorded_const(v, root) for v in cfg[n].sequence()] if cfg[n].is_sequence()
+               else [_recorded_const(cfg[n], root)] for n in names]  # fmt: skip
+    values = [widened(have, list(widen[n])) if n in widen else have for n, have in zip(names, written, strict=True)]
     if math.prod(len(v) for v in values) > MAX_RECORDED_VARIANTS:
         raise cfg[names[0]].fail(f"the widened values make more than {MAX_RECORDED_VARIANTS} variants")
-    configs = [Config(constexprs=tuple(zip(names, combo, strict=True)), num_warps=warps, num_stages=stages)
-               for combo in itertools.product(*values)]  # fmt: skip
+    alone = tuple(v[0] for v in written) if all(len(v) == 1 for v in written) else None  # its variant, if one
+    configs = [(Config(constexprs=tuple(zip(names, combo, strict=True)), num_warps=warps, num_stages=stages),
+                combo == alone) for combo in itertools.product(*values)]  # fmt: skip
     spelled = fields["class"].string()
     runtime = [a for a in args if not a.launch_only]
     if len(spelled) != len(runtime) or any(c not in STATE_OF for c in spelled):
@@ -427,7 +436,8 @@ def _point(
                                        f"{', '.join(s or '_' for s in arg.jit_states)})")  # fmt: skip
         states.append(state)
     launches = fields["launches"].integer(minimum=0) if "launches" in fields else 0
-    return [Point(binding=tuple(binding), config=c, states=tuple(states), launches=launches) for c in configs]
+    return [(Point(binding=tuple(binding), config=c, states=tuple(states), launches=launches), mine)
+            for c, mine in configs]  # fmt: skip
 
 
 _RECORDED_TAGS = ("dtype", "torch_dtype", "tuple", "function")

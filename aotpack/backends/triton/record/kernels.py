@@ -14,18 +14,21 @@ from .... import facts
 from ....errors import RecordError
 from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
 from ....states import NONE
+from ....values import Widened
 from .events import Compilation, Function, Json, Row
-from .widen import Scalar, widened
+from .widen import widened
 
 
 def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
-                widen: dict[str, list[Scalar]] | None = None,
+                widen: dict[str, list[Widened]] | None = None,
                 dropped: dict[str, str] | None = None, tritons: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
-    the program ran (the recipe's ``triton:``)."""
+    the program ran (the recipe's ``triton:``). ``widen`` joins the recipe's ``widen:``, which it keeps, and the
+    rows of every kernel recorded take its values (those kept, those new, those a report adds)."""
     base = existing or {}
+    widen = _joined(base.get("widen") or {}, widen or {})
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
     by_source = {str(v.get("triton")): n for n, v in kernels.items() if isinstance(v, dict) and v.get("launch")}
     targets = set(listed(base.get("targets")))
@@ -52,9 +55,9 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 f"{source} now takes ({', '.join(now)}): delete kernel {name} from the "
                 "recipe (or record into another recipe) and record again"
             )
-        rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen or {})
+        rows = widened([*kept.values(), *(c for v, c in fresh.items() if v not in kept)], widen)
         widened_rows = [c for c in rows if any(isinstance(v, list) for _, v in c.constexprs)]
-        rows = [c for c in rows if c in widened_rows or not any(_covers(w, c) for w in widened_rows)]
+        rows = [c for c in rows if not any(w is not c and _covers(w, c) for w in widened_rows)]
         picked = list((old or {}).get("autotuned") or ())  # a key picked already keeps its pick, as a row does
         seen = {_tuned_key(p) for p in picked}
         for pick in tuned[source]:  # (an autotuner times anew each run, and may pick another config for a key)
@@ -69,8 +72,35 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
         "summary": base.get("summary", "Kernels recorded from a running workload by aotpack record"),
     }
     release = _release(base.get("triton"), tritons or set())
-    return {**head, **({"triton": release} if release else {}), "targets": sorted(targets),
-            "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
+    _check_widen(widen, kernels)
+    return {**head, **({"triton": release} if release else {}), **({"widen": widen} if widen else {}),
+            "targets": sorted(targets), "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
+
+
+def _joined(kept: dict[str, list[Widened]], given: dict[str, list[Widened]]) -> dict[str, list[Widened]]:
+    """The recipe's ``widen:`` with what ``--widen`` adds: a constexpr's values as kept, then those new (1 and
+    true are two values), so that a recipe widened once stays as it is."""
+    out = {name: list(values) for name, values in kept.items()}
+    for name, values in given.items():
+        have = out.setdefault(name, [])
+        have += [v for v in values if (type(v), v) not in {(type(h), h) for h in have}]
+    return out
+
+
+def _check_widen(widen: dict[str, list[Widened]], kernels: dict[str, Any]) -> None:
+    """Each constexpr widened is one of a recorded kernel's, as the build checks (``recipe.read``): written
+    into the recipe, a misspelt name would make it one no build reads."""
+    names = {
+        str(n)
+        for kernel in kernels.values()
+        if isinstance(kernel, dict) and kernel.get("launch")
+        for row in kernel.get("variants") or ()
+        for n in row.get("config") or {}
+    } - {"num_warps", "num_stages"}
+    for name in sorted(set(widen) - names):
+        theirs = f" (their constexprs: {', '.join(sorted(names))})" if names else ""
+        raise RecordError(f"--widen {name}=...: no recorded kernel takes a constexpr {name!r}{theirs}; widen one of "
+                          "theirs")  # fmt: skip
 
 
 def _release(named: Any, ran: set[str]) -> str | None:
@@ -90,7 +120,7 @@ def _release(named: Any, ran: set[str]) -> str | None:
 
 
 def _covers(wide: Compilation, c: Compilation) -> bool:
-    """Whether a widened row's product holds compilation ``c``."""
+    """Whether a widened row's product holds compilation ``c``'s (a row of a value, or widened to fewer)."""
     if (wide.types, wide.states, wide.num_warps, wide.num_stages, wide.options) != (
         c.types,
         c.states,
@@ -100,7 +130,14 @@ def _covers(wide: Compilation, c: Compilation) -> bool:
     ):
         return False
     mine = dict(c.constexprs)
-    return all(mine.get(n) in v if isinstance(v, list) else mine.get(n) == v for n, v in wide.constexprs)
+    return set(mine) == {n for n, _ in wide.constexprs} and all(
+        _value_keys(mine[n]) <= _value_keys(v) for n, v in wide.constexprs
+    )
+
+
+def _value_keys(value: Json) -> set[str]:
+    """A constexpr's value, or its values where widened, as comparable keys (1 and true are two values)."""
+    return {json.dumps([str(type(v)), v], sort_keys=True) for v in (value if isinstance(value, list) else [value])}
 
 
 def _target(arch: int) -> str:

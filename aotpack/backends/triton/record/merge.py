@@ -1,10 +1,10 @@
 """Merging a recording into a recipe as it is written: only what the recording adds changes (targets, kernels,
-rows and autotuner picks it lacks, and a recorded kernel's ``types``, ``args`` and ``options`` where a new row
-needs them, such as a new dtype). Everything else stays as written (comments, key order, quoting, keys record
-does not write, kernels written by hand): ruamel.yaml's round trip edits those nodes, and only the lines it
-changed replace the file's. A row already there is kept as written, its launch count included: the count is what
-the recording that added the row saw, and re-recording what a recipe holds leaves the file byte-identical (it is
-not written at all)."""
+rows and autotuner picks it lacks, ``widen:`` where --widen adds to it, and a recorded kernel's ``types``,
+``args`` and ``options`` where a new row needs them, such as a new dtype). Everything else stays as written
+(comments, key order, quoting, keys record does not write, kernels written by hand): ruamel.yaml's round trip
+edits those nodes, and only the lines it changed replace the file's. A row already there is kept as written, its
+launch count included: the count is what the recording that added the row saw, and re-recording what a recipe
+holds leaves the file byte-identical (it is not written at all)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from .existing import Existing
 from .kernels import compilations_of, listed, row_key
 from .yamlio import flow, render, round_trip, said
 
-_TOP_ORDER = ("package", "version", "summary", "triton", "targets", "kernels")  # where dump writes them
+_TOP_ORDER = ("package", "version", "summary", "triton", "widen", "targets", "kernels")  # where dump writes them
 _KERNEL_ORDER = ("triton", "launch", "types", "args", "options", "variants", "autotuned")
 
 
@@ -62,6 +62,9 @@ def _merge(new: _Verbatim, doc: CommentedMap, data: dict[str, Any], wanted: dict
     changed = False  # package, version, summary and every other key it does not add to stay as written
     if "triton" in wanted and "triton" not in data:  # the release the recording ran (one named already stays)
         _put(doc, "triton", wanted["triton"], _TOP_ORDER)
+        changed = True
+    if wanted.get("widen", {}) != (data.get("widen") or {}):  # values --widen adds to those kept
+        _put(doc, "widen", new(wanted["widen"]), _TOP_ORDER)
         changed = True
     targets = [t for t in wanted["targets"] if t not in listed(data.get("targets"))]
     if targets and (doc.get("targets") is None or isinstance(doc.get("targets"), str)):  # none yet, or one alone

@@ -30,13 +30,13 @@ from typing import Any
 from ...._temp import write_file
 from ....errors import RecipeError, RecordError, UsageError
 from ....runtime import PYTHON_HELPERS, aot_kernels
+from ....values import Widened
 from ... import recipes as recipe
 from .. import releases
 from . import agent as record_agent
 from . import misses as misses_
 from .events import Events, read_events
 from .existing import existing_recipe
-from .widen import Scalar
 from .write import write
 
 RUNTIME_FILE = Path(aot_kernels.__file__)
@@ -149,7 +149,7 @@ class Summary:
     written: bool
 
 
-def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Scalar]] | None = None) -> Summary:
+def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Widened]] | None = None) -> Summary:
     """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
     outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
     check_package(package)

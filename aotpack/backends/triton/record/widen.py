@@ -4,18 +4,17 @@ to a recording's compilations (``widened``)."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import replace
 
 from ....errors import UsageError
 from ....limits import MAX_WIDEN
+from ....values import Widened, widen_problem
+from ....values import widened as widened_values
 from .events import Compilation, Json, Row
 
-Scalar = int | float | bool | str  # a value --widen gives
 
-
-def parse_widen(text: str) -> tuple[str, list[Scalar]]:
+def parse_widen(text: str) -> tuple[str, list[Widened]]:
     """``NAME=VALUES`` of ``--widen``: VALUES a comma-separated list (``1,2,4,8``), a range of integers
     (``1..64``), or of powers of two (``1..256:pow2``). UsageError says what is wrong."""
     shown = text if len(text) <= 60 else f"{text[:60]}..."  # what messages quote of it
@@ -23,7 +22,7 @@ def parse_widen(text: str) -> tuple[str, list[Scalar]]:
     if not sep or not name.isidentifier():
         raise UsageError(f"--widen {shown!r}: expected NAME=VALUES, e.g. bs=1,2,4,8 or bs=1..256:pow2")
     ranged = re.fullmatch(r"(-?[0-9]{1,18})\.\.(-?[0-9]{1,18})(:pow2)?", values)
-    found: list[Scalar]
+    found: list[Widened]
     if ranged:
         low, high, pow2 = int(ranged[1]), int(ranged[2]), bool(ranged[3])
         if pow2 and low <= 0:
@@ -37,30 +36,27 @@ def parse_widen(text: str) -> tuple[str, list[Scalar]]:
     return name, list({(type(v), v): v for v in found}.values())  # 1 and true are two values
 
 
-def _widen_value(text: str, whole: str) -> Scalar:
+def _widen_value(text: str, whole: str) -> Widened:
     """One value of ``--widen``: a whole number of i64, a finite number, true/false, or a string of printable
     characters (a constexpr Triton takes as text)."""
     text = text.strip()
+    value: Widened = text
     if re.fullmatch(r"-?[0-9]+", text):
-        if len(text.lstrip("-")) > 18:
-            raise UsageError(f"--widen {whole!r}: {text[:30]!r}... is past a 64-bit integer")
-        return int(text)
-    if text in ("true", "false"):
-        return text == "true"
-    if re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text):
+        value = int(text[:20])  # 19 digits are past i64 already (and int() refuses past Python's digit limit)
+    elif text in ("true", "false"):
+        value = text == "true"
+    elif re.fullmatch(r"-?[0-9.]+([eE][-+]?[0-9]+)?", text):
         try:
-            number = float(text)
+            value = float(text)
         except ValueError:
-            number = math.nan
-        if not math.isfinite(number):
-            raise UsageError(f"--widen {whole!r}: {text[:30]!r} is not a finite number")
-        return number
-    if not text or not text.isprintable():
-        raise UsageError(f"--widen {whole!r}: {text!r} is not a value (a number, true, false or printable text)")
-    return text
+            value = float("nan")
+    problem = widen_problem(value)
+    if problem is not None:
+        raise UsageError(f"--widen {whole!r}: {problem}")
+    return value
 
 
-def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list[Compilation]:
+def widened(compiled: list[Compilation], widen: dict[str, list[Widened]]) -> list[Compilation]:
     """Each compilation with a widened constexpr takes the set of values (a list: the recipe builds their
     product); compilations that a widened one covers are folded into it (their launches added)."""
     out: dict[Row, Compilation] = {}
@@ -69,7 +65,7 @@ def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list
         for name, values in widen.items():
             if name in consts:
                 have = consts[name] if isinstance(consts[name], list) else [consts[name]]
-                consts[name] = sorted(dict.fromkeys([*have, *values]), key=lambda v: (str(type(v)), v))
+                consts[name] = widened_values(have, values)
         c = replace(c, constexprs=tuple(consts.items()))
         same = out.get(c.variant)
         out[c.variant] = replace(c, launches=c.launches + (same.launches if same else 0))
@@ -77,7 +73,7 @@ def widened(compiled: list[Compilation], widen: dict[str, list[Scalar]]) -> list
 
 
 def varying(compiled: list[Compilation], picks: dict[str, list[Json]],
-            widen: dict[str, list[Scalar]]) -> list[tuple[str, str, list[int]]]:  # fmt: skip
+            widen: dict[str, list[Widened]]) -> list[tuple[str, str, list[int]]]:  # fmt: skip
     """(kernel, constexpr, its values) for each integer constexpr that took several values across one kernel's
     calls and that no --widen and no autotuner config gives: one that follows the problem (a batch size, a
     length), where a deployment's next value would be a compilation the recording never saw."""

@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from ...._temp import atomic_file
+from ....values import Widened
 from .events import Compilation, Events, Json
 from .existing import existing_recipe
 from .kernels import recipe_data
 from .merge import merged_text
-from .widen import Scalar
 from .yamlio import dump
 
 
 def write(path: Path, events: Events, package: str, merge: bool = True,
-          widen: dict[str, list[Scalar]] | None = None) -> bool:  # fmt: skip
+          widen: dict[str, list[Widened]] | None = None) -> bool:  # fmt: skip
     """Write the recipe of a recording to ``path``, merged into what is there (``widen``: constexprs given sets
     of values), with the sources it names written out beside it (``kernels/``; each file atomically). False:
     the recipe already held all of it, and was not written."""
@@ -67,7 +67,7 @@ def _function_sources(compiled: list[Compilation]) -> set[str]:
 
 def recipe_text(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
-                widen: dict[str, list[Scalar]] | None = None,
+                widen: dict[str, list[Widened]] | None = None,
                 dropped: dict[str, str] | None = None) -> str:  # fmt: skip
     """The recipe (YAML text, as a new file has it) of these compilations, merged into ``existing`` (a loaded
     recipe); what the recipe cannot say goes into ``dropped`` (what -> why)."""

@@ -22,11 +22,15 @@ from ....errors import Location, RecipeError
 
 def dump(recipe: dict[str, Any]) -> str:
     """YAML with one line per variant and per autotuner pick (diff-friendly)."""
-    head = {k: v for k, v in recipe.items() if k != "kernels"}
     lines = ["# Written by aotpack record: the kernels a workload ran under Triton's JIT, each variant as the",
              "# JIT compiled it (types, constexprs and options, and its class: per argument D = 16-divisible or",
-             "# aligned, 1 = equal to 1, N = None, _ = nothing). Build it with: aotpack build <this file>",
-             yaml.safe_dump(head, sort_keys=False, width=1 << 16).rstrip(), "kernels:"]  # fmt: skip
+             "# aligned, 1 = equal to 1, N = None, _ = nothing). Build it with: aotpack build <this file>"]  # fmt: skip
+    for key, value in recipe.items():  # widen: a line, as a row's lists are
+        if key == "widen":
+            lines.append(f"widen: {flow(value)}")
+        elif key != "kernels":
+            lines.append(yaml.safe_dump({key: value}, sort_keys=False, width=1 << 16).rstrip())
+    lines.append("kernels:")
     for name, kernel in recipe["kernels"].items():
         lines += _kernel_lines(name, kernel)
     return "\n".join(lines) + "\n"
