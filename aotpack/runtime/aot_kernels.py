@@ -269,6 +269,7 @@ class _Activation:
         self.launchers: dict[str, tuple[Launcher, Any]] = {}  # identity -> (launcher, its runner once made)
         self.jit_run: Any = None
         self.untune: Any = None  # gives Autotuner and its subclasses their runs back
+        self.unguard: Any = None  # gives Triton's cache manager back (_aotpack_guard)
         self.patched: list[Any] = []  # weak references to JITFunctions given a run of their own
         self.hook: Any = None  # the jit_cache_hook installed
         self.previous_hook: Any = None
@@ -311,6 +312,9 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
                     jit.__dict__.pop("run", None)
             state.patched.clear()
             state.launchers = {i: (launch, None) for i, (launch, _) in state.launchers.items()}
+            if state.unguard is not None:
+                state.unguard()
+            state.unguard = _guard().install(fallback)  # every other caller of triton.compile, in every process
         _activation = state
     return [launch.__name__ for launch in launchers]
 
@@ -348,6 +352,7 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
             state.coverage.append(payload(hook["key"], fn, hook["compile"]))
         except Exception:  # reporting is best effort; the compile goes on
             pass
+        _guard().jit_compiles()
         if where not in state.logged:
             state.logged.add(where)
             import logging
@@ -387,6 +392,16 @@ def _seed_tuners(state: _Activation, autotuner: Any) -> None:
     state.untune = wrap_tuner_runs(autotuner, seeding)
 
 
+def _guard() -> Any:
+    """The cache manager that refuses (or says) what callers of triton.compile other than the JIT compile; it
+    imports Triton."""
+    try:
+        from . import _aotpack_guard as guard
+    except ImportError:  # a top-level module beside aotpack record's agent
+        import _aotpack_guard as guard  # type: ignore[import-not-found,no-redef]
+    return guard
+
+
 def _jit_instead(state: _Activation, jit: Any) -> Any:
     """The launcher's fallback: the JIT's own run for a call no variant matches (its compile goes through the
     hook, which logs it and keeps it for coverage())."""
@@ -423,6 +438,8 @@ def deactivate() -> None:
         JITFunction.run = state.jit_run
         if state.untune is not None:
             state.untune()
+        if state.unguard is not None:
+            state.unguard()
         if knobs.runtime.jit_cache_hook is state.hook:
             knobs.runtime.jit_cache_hook = state.previous_hook
         if state.unname is not None:
@@ -437,6 +454,8 @@ def coverage() -> list[dict[str, Any]]:
     """What Triton's JIT compiled while activated with ``fallback="jit"``, as ``aotpack record`` reads it (each
     written-out source's text in the first event that names it)."""
     events = list(_activation.coverage) if _activation is not None else []
+    if "triton" in sys.modules:  # and what callers of triton.compile other than the JIT compiled (Inductor)
+        events += _guard().compiled
     out, sent = [], set()
     for event in events:
         names = [n for n in source_names(event) if n not in sent]

@@ -172,11 +172,22 @@ class Triton:
 
 _RELEASE = re.compile(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?")  # what a recipe's triton: takes (a local tag is no release)
 
+
+def _compiled_elsewhere(event: Mapping[str, Any]) -> Skipped:
+    """A kernel Triton compiled outside its JIT while a package was active with ``fallback="jit"``
+    (_aotpack_guard): said, not recorded."""
+    why = (
+        "Triton compiled it outside its JIT (Inductor under torch.compile, or another caller of triton.compile): "
+        "aotpack records what the JIT compiles"
+    )
+    return Skipped(function=str(event.get("name")), why=why)
+
+
 Event = Compile | Launches | Picks | Skipped | Refused | Triton
 READERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {  # by the kind an event's "event" names
     "triton": Triton.from_json,
     "compile": Compile.from_json, "launches": Launches.from_json, "picks": Picks.from_json,
-    "skipped": Skipped.from_json, "refused": Refused.from_json,
+    "skipped": Skipped.from_json, "refused": Refused.from_json, "compiled": _compiled_elsewhere,
 }  # fmt: skip
 
 

@@ -1,0 +1,129 @@
+"""``fallback="error"`` for every compilation in the process tree, not only the JIT's: whatever calls
+``triton.compile`` (Triton's JIT, Inductor in the program and in its compile workers, a DSL) asks Triton's cache
+manager for the kernel first, and a kernel the cache does not hold is compiled next. ``activate()`` makes Triton
+use ``Guard`` as its cache manager through ``TRITON_CACHE_MANAGER``, which every process the program starts
+inherits: a lookup that misses raises ``CompilationRefused`` before anything is compiled (``fallback="error"``),
+or is said and kept for ``coverage()`` (``fallback="jit"``). A kernel Triton's cache holds loads from it: no
+compilation. The program's own cache manager, if it had one, still serves every lookup behind the guard.
+
+Shipped in each wheel beside the runtime; imported only where Triton is (it subclasses Triton's manager)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+from triton import knobs
+from triton.runtime.cache import CacheManager, FileCacheManager
+
+ENV_MANAGER = "TRITON_CACHE_MANAGER"  # Triton reads it on every lookup, in every process
+ENV_FALLBACK = "AOTPACK_FALLBACK"  # error | jit: what a miss does, in this process and those it starts
+ENV_PROGRAMS = "AOTPACK_CACHE_MANAGER"  # the manager the program had (MODULE:CLASS), which serves behind the guard
+
+
+class CompilationRefused(RuntimeError):
+    """Triton was asked to compile a kernel while a package was activated with ``fallback="error"``."""
+
+
+_state = threading.local()  # .jit: the JIT's hook let this thread's next compilation through (said there already)
+compiled: list[dict[str, Any]] = []  # what this process compiled outside the JIT while fallback="jit"
+_said: set[str] = set()
+
+
+_here: Any = None  # a manager class the program set in this process (knobs), serving behind the guard here
+
+
+def _programs_manager() -> Any:
+    """The manager the program had: set in this process, named by TRITON_CACHE_MANAGER, or Triton's own."""
+    if _here is not None:
+        return _here
+    named = os.environ.get(ENV_PROGRAMS)
+    if not named:
+        return FileCacheManager
+    module, _, name = named.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class Guard(CacheManager):  # type: ignore[misc]
+    """Triton's cache manager while a package is active: the program's manager behind it, and a lookup of a
+    kernel it does not hold refused (or said) before Triton compiles it."""
+
+    def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
+        self.key = key
+        self.looking = not (override or dump)  # (the managers for TRITON_KERNEL_OVERRIDE and dumps: no lookups)
+        self.inner = _programs_manager()(key, override=override, dump=dump)
+
+    def get_group(self, filename: str) -> Any:
+        group = self.inner.get_group(filename)
+        if self.looking and (not (group or {}).get(filename) or knobs.compilation.always_compile):
+            _compiling(filename.removesuffix(".json"), self.key)
+        return group
+
+    def get_file(self, filename: str) -> Any:
+        return self.inner.get_file(filename)
+
+    def put(self, data: Any, filename: str, binary: bool = True) -> Any:
+        return self.inner.put(data, filename, binary)
+
+    def put_group(self, filename: str, group: Any) -> Any:
+        return self.inner.put_group(filename, group)
+
+    def __getattr__(self, name: str) -> Any:  # what a manager of the program's offers besides
+        return getattr(self.inner, name)
+
+
+def _compiling(name: str, key: str) -> None:
+    if getattr(_state, "jit", False):  # the JIT's own compilation: its hook refused it or said it already
+        _state.jit = False
+        return
+    where = f"{name} (Triton cache key {key}) in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
+    if os.environ.get(ENV_FALLBACK) == "error":
+        raise CompilationRefused(
+            f"Triton would compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "
+            "triton.compile); activate(fallback='error') allows no compilation in this process or the processes "
+            "it starts. aotpack packages what Triton's JIT compiles; run with fallback='jit' to list the others "
+            "(coverage())"
+        )
+    compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
+    if name not in _said:
+        _said.add(name)
+        logging.getLogger("aotpack").warning("%s: Triton compiles it outside the JIT (no activated package has it)",
+                                             where)  # fmt: skip
+
+
+def jit_compiles() -> None:
+    """The JIT's hook let its compilation through (fallback="jit"; said there): not said again here."""
+    _state.jit = True
+
+
+def install(fallback: str) -> Any:
+    """Guard every lookup of this process (and the processes it starts) with ``fallback``; returns the undo."""
+    global _here
+    was = {name: os.environ.get(name) for name in (ENV_MANAGER, ENV_FALLBACK, ENV_PROGRAMS)}
+    mine = f"{__name__}:Guard"
+    programs = was[ENV_MANAGER]
+    if programs != mine:  # (activated again: the program's manager stays the one behind)
+        if programs:
+            os.environ[ENV_PROGRAMS] = programs
+        os.environ[ENV_MANAGER] = mine
+    os.environ[ENV_FALLBACK] = fallback
+    set_here = knobs.cache.__dict__.get("manager_class")  # a class the program set in this process, not by name
+    if set_here is not None and set_here is not Guard:
+        _here = set_here
+        knobs.cache.manager_class = Guard
+
+    def undo() -> None:
+        global _here
+        for name, value in was.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if _here is not None and knobs.cache.__dict__.get("manager_class") is Guard:
+            knobs.cache.manager_class, _here = _here, None
+
+    return undo

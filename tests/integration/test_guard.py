@@ -1,0 +1,142 @@
+"""``fallback="error"`` holds for every caller of ``triton.compile``, not only Triton's JIT: Inductor compiles its
+kernels (and its copies of user kernels) by calling ``triton.compile`` itself, in the program and in compile-worker
+processes. Here a plain ``triton.compile`` (what Inductor's ``CachingAutotuner._precompile_config`` calls) stands in
+for it, in the activating process and in a process it starts afterwards, on this GPU-less host (Triton compiles for
+a target without a device)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def guarded_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+# compile the kernel as Inductor does: triton.compile(ASTSource(...)) with an explicit target
+COMPILE = """
+import sys
+sys.path.insert(0, {folder!r})
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import guarded_kernel
+
+
+def compile_it(block):
+    src = ASTSource(guarded_kernel.guarded_copy, {{"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}},
+                    {{(3,): block}})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32))
+"""
+
+
+def run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=300)  # fmt: skip
+
+
+@pytest.fixture
+def setting(tmp_path):
+    (tmp_path / "guarded_kernel.py").write_text(KERNEL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    for name in ("TRITON_CACHE_MANAGER", "AOTPACK_FALLBACK", "AOTPACK_CACHE_MANAGER"):
+        env.pop(name, None)
+    return COMPILE.format(folder=str(tmp_path)), env
+
+
+def test_error_refuses_every_compilation_in_the_process_and_those_it_starts(setting):
+    compile_code, env = setting
+    code = compile_code + textwrap.dedent("""
+    import os, subprocess
+    from aotpack.runtime import aot_kernels, _aotpack_guard
+    aot_kernels.activate([], "error", LookupError)
+    try:
+        compile_it(64)
+    except _aotpack_guard.CompilationRefused as exc:
+        print("refused:", exc)
+    # a compile worker: a process started afterwards, which knows nothing of activate() but its environment
+    worker = subprocess.run([sys.executable, "-c", {worker!r}], capture_output=True, text=True)
+    print("worker:", worker.returncode, worker.stderr.strip().splitlines()[-1])
+    aot_kernels.deactivate()
+    print("after:", os.environ.get("TRITON_CACHE_MANAGER"), os.environ.get("AOTPACK_FALLBACK"))
+    print("compiled:", compile_it(64).name)
+    """).format(worker=compile_code + "\ncompile_it(128)\n")
+    done = run(code, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused, worker, after, compiled = done.stdout.splitlines()
+    assert refused.startswith("refused: Triton would compile guarded_copy (Triton cache key ")
+    assert "outside Triton's JIT (Inductor for torch.compile" in refused and "fallback='error'" in refused
+    assert worker.startswith("worker: 1 ") and "CompilationRefused: Triton would compile guarded_copy" in worker
+    assert after == "after: None None"  # deactivate() gives the environment back: compiling works again
+    assert compiled == "compiled: guarded_copy"
+
+
+def test_error_lets_a_kernel_the_cache_holds_load_and_jit_lists_what_compiled(setting):
+    compile_code, env = setting
+    code = compile_code + textwrap.dedent("""
+    import json
+    from aotpack.runtime import aot_kernels, _aotpack_guard
+    compile_it(64)  # Triton's cache holds it now
+    aot_kernels.activate([], "error", LookupError)
+    print("hit:", compile_it(64).name)  # loaded, not compiled
+    aot_kernels.activate([], "jit", LookupError)
+    compile_it(32)
+    compile_it(32)  # the second time Triton's cache holds it
+    _aotpack_guard.jit_compiles()  # the JIT's hook let its compilation through and listed it: not twice
+    compile_it(16)
+    print(json.dumps([{k: e[k] for k in ("event", "name")} for e in aot_kernels.coverage()]))
+    """)
+    done = run(code, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    hit, listed = done.stdout.splitlines()
+    assert hit == "hit: guarded_copy"
+    assert json.loads(listed) == [{"event": "compiled", "name": "guarded_copy"}]
+    assert done.stderr.count("Triton compiles it outside the JIT") == 1  # said once per kernel
+
+
+MANAGER = """
+from triton.runtime.cache import FileCacheManager
+
+class Counting(FileCacheManager):
+    def get_group(self, filename):
+        print("program's manager:", filename)
+        return super().get_group(filename)
+"""
+
+
+def test_the_program_s_own_cache_manager_still_serves_behind_the_guard(setting, tmp_path):
+    compile_code, env = setting
+    (tmp_path / "programs_manager.py").write_text(MANAGER)
+    env = {**env, "TRITON_CACHE_MANAGER": "programs_manager:Counting"}
+    code = compile_code + textwrap.dedent("""
+    import os
+    from aotpack.runtime import aot_kernels, _aotpack_guard
+    aot_kernels.activate([], "error", LookupError)
+    try:
+        compile_it(64)
+    except _aotpack_guard.CompilationRefused:
+        print("refused")
+    aot_kernels.deactivate()
+    print(os.environ["TRITON_CACHE_MANAGER"])
+    """)
+    done = run(code, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["program's manager: guarded_copy.json", "refused", "programs_manager:Counting"]
