@@ -17,132 +17,20 @@ from aotpack.runtime import _aotpack_jit
 
 DEVICE = "FAKELIB_DEVICE"  # without it, importing the fake library raises as FlagGems does on a host without a GPU
 
-LIBRARY = {
-    "__init__.py": f"""
-import os
-if not os.environ.get({DEVICE!r}):
-    raise RuntimeError("No device were detected on your machine!")
-""",
-    "ext.py": """
-import triton
-from triton import language as tl
-import triton.language.extra.cuda.libdevice as shim
-from fakelib import sub
-
-WIDTH = tl.constexpr(4)
-ZERO = 0
-HANDLE = object()  # only the library has it
-
-
-@triton.jit
-def program_id(axis: int) -> tl.tensor:
-    return tl.program_id(axis).to(tl.int64)
-
-
-@triton.jit
-def promote_to_tensor(x):
-    return x + tl.zeros((1,), tl.int1)
-
-
-@triton.jit
-def is_floating(x):
-    return promote_to_tensor(x).dtype.is_floating()
-
-
-div_rn = shim.div_rn  # a name swapped for the libdevice builtin, as FlagGems' use_tl_extra does
-""",
-    "sub.py": """
-import triton
-import triton.language as tl
-
-SCALE = tl.constexpr(2.5)
-
-
-@triton.jit(noinline=True)
-def twice(x):
-    return x * SCALE
-""",
-    "other.py": """
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def program_id(axis: int) -> tl.tensor:
-    return tl.program_id(axis)
-""",
-    "ops.py": """
-import triton
-import triton.language as tl
-import fakelib.ext as tle
-
-
-@triton.jit
-def scale(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tle.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * tle.WIDTH, mask=offs < n)
-""",
-}
-
-KERNEL = """
-import triton
-import triton.language as tl
-import fakelib
-import fakelib.ext as tle
-import fakelib.other as other
-
-HANDLE = tle.HANDLE
-
-
-@triton.jit(do_not_specialize=["n"])
-def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tle.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n)
-    if tle.is_floating(x):
-        x = tle.div_rn(x, 3.0) + tle.WIDTH + tle.ZERO
-    x = fakelib.ext.sub.twice(x) + tle.sub.SCALE
-    tl.store(out_ptr + offs, x, mask=offs < n)
-
-
-@triton.jit
-def two_program_ids(x_ptr):  # two helpers named program_id, of two modules: one file cannot hold both
-    tl.store(x_ptr + tle.program_id(0), other.program_id(0))
-
-
-@triton.jit
-def shadowing(x_ptr, SCALE: tl.constexpr):  # a parameter named as a constant twice() reads (a global there)
-    tl.store(x_ptr, fakelib.ext.sub.twice(SCALE))
-
-
-@triton.jit
-def reads_a_library_object(x_ptr):
-    tl.store(x_ptr, tle.HANDLE)
-
-
-@triton.jit
-def hides_a_library_object(x_ptr, HANDLE):  # the library's HANDLE is a global, hidden by the parameter
-    tl.store(x_ptr + tle.program_id(0), HANDLE)
-"""
+FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_only"  # fakelib/, and generated.py using it
 
 
 @pytest.fixture
-def library(tmp_path, monkeypatch):
-    """The fake library on sys.path (importable while the device variable is set), and a kernel module
-    generated under a made-up name that uses it (as FlagGems' pointwise_dynamic writes and imports one)."""
-    site = tmp_path / "site"
-    (site / "fakelib").mkdir(parents=True)
-    for name, text in LIBRARY.items():
-        (site / "fakelib" / name).write_text(text)
-    monkeypatch.syspath_prepend(str(site))
+def library(monkeypatch):
+    """The fake library on sys.path (importable while the device variable is set), and its generated kernel
+    module imported under a made-up name (as FlagGems' pointwise_dynamic imports one)."""
+    monkeypatch.syspath_prepend(str(FOLDER))
     monkeypatch.setenv(DEVICE, "1")
-    name = f"_gen_{uuid.uuid4().hex}"
-    (tmp_path / f"{name}.py").write_text(KERNEL)
-    spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_gen_{uuid.uuid4().hex}", FOLDER / "generated.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    yield module, site
+    yield module
     for loaded in [m for m in sys.modules if m == "fakelib" or m.startswith("fakelib.")]:
         sys.modules.pop(loaded)
 
@@ -165,7 +53,7 @@ def load_without_library(text: str, folder: Path, monkeypatch) -> ModuleType:
 
 
 def test_the_closure_needs_only_triton_and_keeps_the_source_identity(library, tmp_path, monkeypatch):
-    module, _ = library
+    module = library
     text = _aotpack_jit._closure(module.kernel)
     assert text is not None
     assert text.splitlines()[0].startswith(f"# {module.__name__}:kernel: written out by aotpack")
@@ -187,7 +75,7 @@ def test_the_closure_needs_only_triton_and_keeps_the_source_identity(library, tm
 
 
 def test_a_global_hidden_by_a_parameter_is_not_needed(library, tmp_path, monkeypatch):
-    module, _ = library
+    module = library
     text = _aotpack_jit._closure(module.hides_a_library_object)
     assert text is not None and "HANDLE" not in text.split("@triton.jit")[0]
     original = _aotpack_jit.identity(module.hides_a_library_object)
@@ -202,7 +90,7 @@ def test_a_global_hidden_by_a_parameter_is_not_needed(library, tmp_path, monkeyp
 def test_a_closure_that_would_change_a_name_or_needs_the_library_is_not_written(library, function):
     """Two helpers named program_id; a helper's constant named as the kernel's parameter (the written-out
     kernel would read it: another identity); an object only the library has."""
-    module, _ = library
+    module = library
     assert _aotpack_jit._closure(getattr(module, function)) is None
     # today's form then: the library's modules imported by name (the build host needs the library)
     described = _aotpack_jit.describe(getattr(module, function))
@@ -212,8 +100,7 @@ def test_a_closure_that_would_change_a_name_or_needs_the_library_is_not_written(
 
 def test_a_kernel_of_an_installed_module_is_written_out_too(library, monkeypatch):
     """Recorded by module path, it would need the library (whose import needs a GPU) on the build host."""
-    _, site = library
-    monkeypatch.setattr(_aotpack_jit, "_installed_roots", lambda: (str(site.resolve()),))
+    monkeypatch.setattr(_aotpack_jit, "_installed_roots", lambda: (str(FOLDER) + "/",))
     ops = importlib.import_module("fakelib.ops")
     assert _aotpack_jit._importable(ops.scale.fn)
     described = _aotpack_jit.describe(ops.scale)
