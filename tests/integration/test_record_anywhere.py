@@ -81,7 +81,10 @@ def test_a_recording_of_a_library_that_needs_a_gpu_builds_where_it_cannot_be_imp
         assert kernel["triton"].startswith("kernels/")
         written = (tmp_path / kernel["triton"].partition(":")[0]).read_text()
         assert "import fakelib" not in written and "= type(triton)('fakelib.ext')  # the module's namespace" in written
-    assert "# fakelib.ops:scale: written out by aotpack" in (tmp_path / kernels["scale"]["triton"].partition(":")[0]).read_text()
+    assert (
+        "# fakelib.ops:scale: written out by aotpack"
+        in (tmp_path / kernels["scale"]["triton"].partition(":")[0]).read_text()
+    )
 
     refused = run("-c", "import fakelib", device=False)
     assert refused.returncode != 0 and "No device were detected" in refused.stderr
