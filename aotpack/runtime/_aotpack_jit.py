@@ -313,13 +313,13 @@ class _Closure:
 
     def function(self, jit: Any) -> str:
         """Write out a @triton.jit function and all it reads; the name it is defined under."""
+        import ast
+
         name = jit.fn.__name__
         if id(jit) in self.done:
             return str(name)
         self.done.add(id(jit))
         self.bind(name, jit)
-        import ast
-
         tree = ast.parse(jit.src)
         found = dict(reads(jit))
         local = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
