@@ -130,8 +130,10 @@ _described_lock = threading.Lock()
 
 
 def describe(jit: Any) -> dict[str, Any]:
-    """Where a @triton.jit function is (its module path, or ``source``: the name of its source written out,
-    ``source_text()`` has it) and what it is."""
+    """Where a @triton.jit function is (``source``: the name of its source written out, ``source_text()`` has
+    it; else its module path) and what it is. The source is written out whenever it can need only Triton
+    (``_closure``), so that a build host without the function's library (one that needs a GPU to import) builds
+    it; else where no module path names it elsewhere (``_source_of``)."""
     with _described_lock:
         if id(jit) in _described:
             return _described[id(jit)]
@@ -143,8 +145,10 @@ def describe(jit: Any) -> dict[str, Any]:
         "params": [[p.name, bool(p.is_constexpr)] for p in jit.params],
         "identity": identity(jit),
     }
-    if not _importable(fn):
+    text = _closure(jit)
+    if text is None and not _importable(fn):
         text = _source_of(jit)
+    if text is not None:
         out["source"] = hashlib.sha256(text.encode()).hexdigest()[:16] + ".py"
         _sources[out["source"]] = text
     with _described_lock:
@@ -199,7 +203,7 @@ def _installed_roots() -> tuple[str, ...]:
 def _source_of(jit: Any) -> str:
     """A module holding the function and what it reads: modules imported by name, @triton.jit functions
     (imported where installed, else their source, recursively), constants."""
-    lines = ["# Written by aotpack: a @triton.jit function and what it reads, as the recorded program had it.",
+    lines = [f"# {_origin(jit)}: written out by aotpack with what it reads, as the recorded program had it",
              "import triton", "import triton.language as tl", ""]  # fmt: skip
     body: list[str] = []
     _emit(jit, lines, body, set())
@@ -240,12 +244,20 @@ def _emit(jit: Any, head: list[str], body: list[str], done: set[int]) -> None:
             body.append(f"{name} = tl.constexpr({text})" if wrapped else f"{name} = {text}")
         elif (imported := _import_line(name, value)) is not None and imported not in head:
             head.append(imported)  # a function or object of a module (libdevice's rsqrt, say)
-    decorator = "@triton.jit"
+    body += ["", "", _decorator(jit), jit.src.rstrip(), ""]
+
+
+def _origin(jit: Any) -> str:
+    return f"{jit.fn.__module__}:{jit.fn.__qualname__}"
+
+
+def _decorator(jit: Any) -> str:
+    """``@triton.jit`` with the options the function was given."""
     options = {k: getattr(jit, k, None) for k in ("do_not_specialize", "do_not_specialize_on_alignment")}
     given = ", ".join(f"{k}={sorted(_param_names(jit, v))!r}" for k, v in options.items() if v)
     if getattr(jit, "noinline", None):
         given = ", ".join(filter(None, [given, "noinline=True"]))
-    body += ["", "", f"{decorator}({given})" if given else decorator, jit.src.rstrip(), ""]
+    return f"@triton.jit({given})" if given else "@triton.jit"
 
 
 def _import_line(name: str, value: Any) -> str | None:
@@ -261,6 +273,145 @@ def _import_line(name: str, value: Any) -> str | None:
 def _param_names(jit: Any, which: Any) -> list[str]:
     names = [p.name for p in jit.params]
     return [names[w] if isinstance(w, int) else w for w in which]
+
+
+# ---------------------------------------------------------------- the closure, written out
+# What Triton compiles of a function: its source and every @triton.jit function and constant it reads, through
+# modules too (``tle.program_id``). Written out alone, needing only Triton, it builds where the function's library
+# cannot be imported (one whose __init__ wants a GPU) and keeps the function's source identity.
+
+
+class _Open(Exception):
+    """The function reads what only its program has (said in the message): its closure needs the program."""
+
+
+def _closure(jit: Any) -> str | None:
+    """The function and all it reads as a module that needs only Triton: @triton.jit functions (their source,
+    recursively), constants, Triton's own objects, and each other module read through as a namespace (a module
+    of only what is read of it); None where it reads anything else, or where one name would mean two things."""
+    closure = _Closure()
+    try:
+        closure.function(jit)
+        return closure.text(_origin(jit))
+    except _Open:
+        return None
+
+
+class _Closure:
+    """One written-out module's globals, as they are gathered: a name keeps one meaning throughout."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, Any] = {"triton": ("=", "triton"), "tl": ("=", "triton.language")}
+        self.imports = ["import triton", "import triton.language as tl"]
+        self.head: list[str] = []  # namespaces and constants
+        self.body: list[str] = []  # the functions
+        self.tail: list[str] = []  # names for functions, namespaces' functions: after the functions
+        self.spaces: dict[int, str] = {}  # id(module) -> where its namespace is in the file
+        self.attributes: set[str] = set()  # the namespaces' attributes given (``tle.program_id``)
+        self.unread: set[str] = set()  # names a function's source uses that its scope lacks (a local, say)
+        self.done: set[int] = set()
+
+    def function(self, jit: Any) -> str:
+        """Write out a @triton.jit function and all it reads; the name it is defined under."""
+        import ast
+
+        name = jit.fn.__name__
+        if id(jit) in self.done:
+            return str(name)
+        self.done.add(id(jit))
+        self.bind(name, jit)
+        tree = ast.parse(jit.src)
+        found = dict(reads(jit))
+        local = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+        local |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self.unread |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - found.keys()
+        for read, value in sorted(found.items()):  # a module's name sorts before what is read through it
+            holder, _, attr = read.rpartition(".")
+            if not holder:
+                self.place(read, value, read in local)
+            elif id(found.get(holder)) in self.spaces:
+                self.place(f"{self.spaces[id(found[holder])]}.{attr}", value, False)
+        self.body += ["", "", _decorator(jit), jit.src.rstrip()]
+        return str(name)
+
+    def place(self, where: str, value: Any, local: bool) -> None:
+        """Give ``where`` (a global name, or a namespace's attribute) ``value``."""
+        import types
+
+        named = "." not in where
+        if not named:  # one module, one value: given once
+            if where in self.attributes:
+                return
+            self.attributes.add(where)
+        text = _value_text(value)
+        inner = jit_of(value) if text is None else None
+        if inner is not None:
+            defined = self.function(inner)
+            if where != defined and (not named or self.bind(where, inner)):
+                self.tail.append(f"{where} = {defined}")
+        elif isinstance(value, types.ModuleType) and text is None:
+            if not named or self.bind(where, value):
+                known = self.spaces.setdefault(id(value), where)
+                self.head.append(f"{where} = {known}" if known != where else
+                                 f"{where} = type(triton)({value.__name__!r})  # the module's namespace")  # fmt: skip
+        elif text is not None:
+            if not named or self.bind(where, ("=", text[0])):
+                if text[1] not in ("triton", "triton.language", None) and f"import {text[1]}" not in self.imports:
+                    self.imports.append(f"import {text[1]}")
+                self.head.append(f"{where} = {text[0]}")
+        elif named and local:  # a global that a parameter or local variable of the same name hides
+            self.unread.add(where)
+        else:
+            raise _Open(f"{where} is a {type(value).__module__}.{type(value).__qualname__}")
+
+    def bind(self, name: str, value: Any) -> bool:
+        """Name ``value`` (a constant as ``("=", its text)``) in the module; False where it has that name already.
+        A name given another value would change what a function reads."""
+        if name not in self.names:
+            self.names[name] = value
+            return True
+        known = self.names[name]
+        if known is value or (type(known) is tuple and known == value):
+            return False
+        raise _Open(f"{name} names two things")
+
+    def text(self, origin: str) -> str:
+        clash = sorted(self.unread & self.names.keys())
+        if clash:  # a name the module binds that a function reads as its own (or nothing): it would read another
+            raise _Open(f"{', '.join(clash)} would change meaning")
+        first = f"# {origin}: written out by aotpack with every @triton.jit function and constant it reads"
+        return "\n".join([first, *self.imports, "", *self.head, *self.body, "", *self.tail]) + "\n"
+
+
+def _value_text(value: Any) -> tuple[str, str | None] | None:
+    """A constant's or a Triton object's text in a written-out module, and the module to import for it."""
+    if type(value).__name__ == "constexpr" and hasattr(value, "value"):
+        inner = _value_text(value.value)
+        return (f"tl.constexpr({inner[0]})", inner[1]) if inner is not None else None
+    if isinstance(value, float) and (value != value or abs(value) == float("inf")):
+        return f"float({repr(value)!r})", None  # repr gives nan, inf: no Python names
+    if value is None or isinstance(value, _PLAIN):
+        return repr(value), None
+    path = _triton_path(value)
+    return (path, path if type(value).__name__ == "module" else path.rpartition(".")[0]) if path else None
+
+
+def _of_triton(module: str) -> bool:
+    return module == "triton" or module.startswith("triton.")
+
+
+def _triton_path(value: Any) -> str | None:
+    """Where Triton itself has ``value`` (``triton.language.extra.cuda.libdevice.div_rn``): a module of Triton's,
+    an object its module has under its own name, or a name of triton.language (a dtype)."""
+    module, own = getattr(value, "__module__", None), getattr(value, "__name__", None)
+    if type(value).__name__ == "module":
+        return str(own) if _of_triton(str(own)) else None
+    if isinstance(module, str) and _of_triton(module) and isinstance(own, str):
+        return f"{module}.{own}" if getattr(sys.modules.get(module), own, None) is value else None
+    language = sys.modules.get("triton.language")
+    names = sorted(n for n, v in vars(language).items() if v is value and n[0] != "_") if language else []
+    return f"triton.language.{names[0]}" if names else None
+
 
 def payload(key: Any, fn: Any, compile: dict[str, Any]) -> dict[str, Any]:
     """A compilation, from the arguments Triton's JIT passes its ``jit_cache_hook``, as JSON: the function

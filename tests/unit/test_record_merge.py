@@ -642,3 +642,24 @@ def test_a_constexpr_that_took_several_values_is_said_with_the_widen_that_covers
     picked: dict[str, list[Any]] = {"x": [{"key": [1], "config": {"BLOCK": 64, "num_warps": 4, "num_stages": 3}}]}
     assert widen.varying(compiled, picked, {}) == []  # an autotuner's config: it varies by design
     assert widen.varying(events(event(block=64), event(block=64, warps=8)).compilations(), {}, {}) == []
+
+
+def test_a_kernel_recorded_by_module_path_takes_the_rows_of_its_written_out_recording(tmp_path, monkeypatch):
+    """An earlier recording named a library's kernel ``module:qualname``; one now writes its source out: its rows
+    go to that kernel (no second kernel), whose ``triton:`` stays, and no unnamed source is written beside it."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "m.py").write_text(ADD)  # the events' module
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    path = tmp_path / "r.yaml"
+    assert record.write(path, events({**event(), "function": {**event()["function"], "source": None}}), "mine")
+    assert yaml.safe_load(path.read_text())["kernels"]["add_kernel"]["triton"] == "m:add_kernel"
+    assert record.write(path, events(event(block=512)), "mine")
+    kernels = yaml.safe_load(path.read_text())["kernels"]
+    assert list(kernels) == ["add_kernel"] and kernels["add_kernel"]["triton"] == "m:add_kernel"
+    assert sorted(r["config"]["BLOCK"] for r in kernels["add_kernel"]["variants"]) == [512, 1024]
+    assert not (tmp_path / "kernels").exists()
+    fresh = tmp_path / "new" / "r.yaml"
+    fresh.parent.mkdir()
+    assert record.write(fresh, events(event(block=512)), "mine")  # a new recipe names the written-out source
+    assert yaml.safe_load(fresh.read_text())["kernels"]["add_kernel"]["triton"] == REF
+    assert (fresh.parent / "kernels" / SOURCE).read_text() == ADD

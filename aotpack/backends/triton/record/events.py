@@ -51,7 +51,12 @@ class Function:
     @property
     def ref(self) -> str:
         """How a recipe names it: ``module:qualname``, or ``kernels/<file>:<name>``."""
-        return f"kernels/{self.source}:{self.name}" if self.source else f"{self.module}:{self.qualname}"
+        return f"kernels/{self.source}:{self.name}" if self.source else self.module_ref
+
+    @property
+    def module_ref(self) -> str:
+        """``module:qualname``: how a recipe recorded before its source was written out may name it."""
+        return f"{self.module}:{self.qualname}"
 
     @staticmethod
     def from_json(described: Mapping[str, Any]) -> Function:

@@ -41,7 +41,9 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
         if c.arch:
             targets.add(_target(c.arch))
     for source, group in sorted(groups.items()):
-        name = by_source.get(source) or _kernel_name(source.rpartition(":")[2], set(kernels))
+        # a kernel recorded by module path before its source was written out takes the rows (its triton: stays)
+        known = by_source.get(source) or by_source.get(group[0].function.module_ref)
+        name = known or _kernel_name(source.rpartition(":")[2], set(kernels))
         old = kernels.get(name) if isinstance(kernels.get(name), dict) else None
         kept = {c.variant: c for c in compilations_of(old)} if old is not None else {}
         fresh: dict[Row, Compilation] = {}
@@ -64,7 +66,8 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
             if _tuned_key(pick) not in seen:
                 seen.add(_tuned_key(pick))
                 picked.append(pick)
-        kernels[name] = _kernel(source, rows, picked, {} if dropped is None else dropped)
+        ref = str(old["triton"]) if old is not None else source
+        kernels[name] = _kernel(ref, rows, picked, {} if dropped is None else dropped)
         by_source[source] = name
     head = {
         "package": base.get("package", package),

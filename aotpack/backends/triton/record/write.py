@@ -22,12 +22,6 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
     the recipe already held all of it, and was not written."""
     existing = existing_recipe(path) if merge else None
     compiled = events.compilations()
-    for name in sorted({c.function.source for c in compiled if c.function.source} | _function_sources(compiled)):
-        source = path.parent / "kernels" / name
-        if name in events.sources and not (source.is_file() and source.read_bytes() == events.sources[name].encode()):
-            source.parent.mkdir(exist_ok=True)
-            with atomic_file(source) as f:
-                f.write(events.sources[name].encode())
     dropped, widen = events.skipped, widen or {}
     if existing is None or existing.data is None:  # a new recipe (under the comments of an empty file)
         lines = (existing.text if existing else "").splitlines(keepends=True)
@@ -37,11 +31,23 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
     else:
         data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons)
         text = merged_text(existing, path, data)
+    for name in sorted(_kernel_sources(data) | _function_sources(compiled)):  # before the recipe that names them
+        source = path.parent / "kernels" / name
+        if name in events.sources and not (source.is_file() and source.read_bytes() == events.sources[name].encode()):
+            source.parent.mkdir(exist_ok=True)
+            with atomic_file(source) as f:
+                f.write(events.sources[name].encode())
     if text is None:
         return False
     with atomic_file(path) as f:
         f.write(text.encode())
     return True
+
+
+def _kernel_sources(data: dict[str, Any]) -> set[str]:
+    """The written-out files the recipe's kernels name (a kernel recorded by module path keeps it)."""
+    refs = [str(k.get("triton")) for k in data["kernels"].values() if isinstance(k, dict)]
+    return {ref.split("/", 1)[1].partition(":")[0] for ref in refs if ref.startswith("kernels/")}
 
 
 def _function_sources(compiled: list[Compilation]) -> set[str]:
