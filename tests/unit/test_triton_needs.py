@@ -92,6 +92,24 @@ def test_a_ptxas_failure_is_pruned_for_ptxas_s_first_error():
     )
 
 
+class CompilationError(Exception):
+    def __init__(self, src: str, lineno: int) -> None:
+        super().__init__("at 9:4: an error in a helper the kernel calls")
+        self.src, self.node, self.error_message = src, SimpleNamespace(lineno=lineno), "an error in the helper"
+
+
+def test_a_compile_error_names_the_kernel_s_line_or_triton_s_message_where_the_line_is_elsewhere():
+    kernel = SimpleNamespace(source=SimpleNamespace(function="scale"))
+    src = "def scale(x):\n    y = helper(x)\n"
+    assert _reason(CompilationError(src, 2), kernel) == (  # type: ignore[arg-type]
+        "CompilationError in scale (line 2 of the function): y = helper(x): an error in the helper"
+    )
+    for past in (9, 0):  # a line of a helper's (Triton gives the kernel's source): Triton's own message
+        assert _reason(CompilationError(src, past), kernel) == (  # type: ignore[arg-type]
+            "CompilationError: at 9:4: an error in a helper the kernel calls"
+        )
+
+
 def test_a_compile_s_temporary_files_and_printing_stay_inside(tmp_path, capsys):
     """What Triton leaves in the temporary folder (a failed ptxas run's PTX) goes with the compile,
     and what it prints (the whole PTX) is not the build's output; tempfile and stdout are restored."""

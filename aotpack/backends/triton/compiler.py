@@ -393,8 +393,9 @@ def _reason(exc: Exception, kernel: Kernel) -> str:
     name = type(exc).__name__
     node, src = getattr(exc, "node", None), getattr(exc, "src", None)
     message = getattr(exc, "error_message", None)
-    if node is not None and src and hasattr(node, "lineno"):
-        line = src.splitlines()[node.lineno - 1].strip()
+    lines = src.splitlines() if isinstance(src, str) else []
+    if node is not None and isinstance(getattr(node, "lineno", None), int) and 0 < node.lineno <= len(lines):
+        line = lines[node.lineno - 1].strip()  # (an error in a helper it calls may name a line of the helper's)
         return f"{name} in {kernel.source.function} (line {node.lineno} of the function): {line}" + (
             f": {message}" if message else ""
         )
