@@ -24,8 +24,11 @@ work=$(mktemp -d)
 if [ "$mode" = record ] || [ "$mode" = jit ]; then
   names=${*:-llama helion fla}
   for name in $names; do
-    TRITON_CACHE_DIR=$work/cache-$name python3 -m tests.gpu.workloads "$name" jit "$work/jit/cold" 2>&1 | tail -3
-    TRITON_CACHE_DIR=$work/cache-$name python3 -m tests.gpu.workloads "$name" jit "$work/jit/warm" 2>&1 | tail -3
+    # each run a HOME of its own: a library's own caches there (FlagGems' autotuning database) start empty
+    HOME=$work/home-$name-cold TRITON_CACHE_DIR=$work/cache-$name \
+      python3 -m tests.gpu.workloads "$name" jit "$work/jit/cold" 2>&1 | tail -3
+    HOME=$work/home-$name-warm TRITON_CACHE_DIR=$work/cache-$name \
+      python3 -m tests.gpu.workloads "$name" jit "$work/jit/warm" 2>&1 | tail -3
     [ "$mode" = jit ] && continue
     case $name in
       *_served) continue ;;  # a server's shapes: replayed from the recording of the workload it serves
@@ -33,7 +36,7 @@ if [ "$mode" = record ] || [ "$mode" = jit ]; then
       *) widen=() ;;
     esac
     mkdir -p "$work/recipes/$name"
-    TRITON_CACHE_DIR=$work/cache-rec-$name python3 -m aotpack record -o "$work/recipes/$name/recipe.yaml" \
+    HOME=$work/home-$name-record TRITON_CACHE_DIR=$work/cache-rec-$name python3 -m aotpack record -o "$work/recipes/$name/recipe.yaml" \
       --package "${name}_kernels" "${widen[@]}" -- python -m tests.gpu.workloads "$name" jit "$work/recorded" \
       > "$work/recipes/$name/record.log" 2>&1
     tail -5 "$work/recipes/$name/record.log"

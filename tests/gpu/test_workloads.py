@@ -32,7 +32,12 @@ def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
     if not want_file.is_file():
         pytest.skip(f"{name} was not recorded")
     cache = tmp_path / "triton-cache"
-    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+    env = {
+        **os.environ,
+        "TRITON_CACHE_DIR": str(cache),
+        "HOME": str(tmp_path),  # (a library caches there)
+        "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}",
+    }
     done = subprocess.run([sys.executable, "-m", "tests.gpu.workloads", name, "replay", str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
