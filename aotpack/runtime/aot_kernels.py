@@ -13,9 +13,11 @@ import threading
 from typing import Any
 
 try:  # a module of a package: aotpack.runtime, or a generated package
+    from . import _aotpack_desc as _desc
     from . import _aotpack_jit as _jit
     from . import _aotpack_tune as _tune
 except ImportError:  # a top-level module beside aotpack record's agent
+    import _aotpack_desc as _desc  # type: ignore[import-not-found,no-redef]
     import _aotpack_jit as _jit  # type: ignore[import-not-found,no-redef]
     import _aotpack_tune as _tune  # type: ignore[import-not-found,no-redef]
 
@@ -118,14 +120,16 @@ class Launcher:
     ints or a callable of the call's arguments by name (constexprs included), as Triton's is. The
     constexprs and options pick the config; the C runtime computes the call's specialization class
     as the JIT does and launches the variant built for exactly that class, or raises MissingVariant.
-    ``run`` (Triton's ``JITFunction.run`` signature) is the C runner itself: no Python frame per launch."""
+    ``run`` (Triton's ``JITFunction.run`` signature) is the C runner itself: no Python frame per launch, but
+    for a kernel with tensor descriptor arguments, whose TensorDescriptors become tensors first (_aotpack_desc)."""
 
-    __slots__ = ("__name__", "_manifest", "_run", "_runner", "_spec")
+    __slots__ = ("__name__", "_manifest", "_missing", "_run", "_runner", "_spec")
 
     def __init__(self, name: str, native: Any, manifest: Manifest) -> None:
         self.__name__ = name
         self._manifest = manifest
         self._runner = getattr(native, "_runner_" + name)
+        self._missing: type[Exception] = native.MissingVariant
         self._spec: tuple[Any, ...] | None = None
         self._run: Any = None
 
@@ -154,7 +158,11 @@ class Launcher:
             }
             self._spec = (names, tuple(bool(is_arg) for _, is_arg in entry["params"]), dict(entry["defaults"]),
                           configs, {**LAUNCH_DEFAULTS, **entry["options"]}, tuple(LAUNCH_DEFAULTS), _plain)  # fmt: skip
-        return self._runner((*self._spec, fallback))
+        described = _desc.descriptors(self._entry["args"], self._spec[0])
+        if not described:
+            return self._runner((*self._spec, fallback))
+        return _desc.wrap(self._runner((*self._spec, None)), fallback, self._missing, self.__name__, self._spec[0],
+                          described, self._spec[2], _plain)  # fmt: skip
 
     def __getitem__(self, grid: Any) -> Any:
         return functools.partial(self.run, grid=grid)
