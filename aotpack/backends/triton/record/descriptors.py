@@ -52,8 +52,9 @@ def blocks(runtime: list[str], group: list[Compilation],
         if not any(parse(c.types[index][1]) for c in group):
             continue
         for c in [c for c in group if parse(c.types[index][1]) is None]:  # a pointer, or None (folded)
-            drop(c, f"{name} was {c.types[index][1] or 'None'} here and a tensor descriptor in the kernel's other "
-                    "variants: a recipe argument is one or the other; record this call into a recipe of its own")  # fmt: skip
+            was = c.types[index][1] or "None"
+            drop(c, f"{name} was {was} here and a tensor descriptor in the kernel's other variants: a recipe "
+                    "argument is one or the other; record this call into a recipe of its own")  # fmt: skip
             group = [r for r in group if r is not c]
         sizes = [tuple(int(d) for d in _parsed(c.types[index][1])[1]) for c in group]
         block = _named(sizes, group)
