@@ -207,7 +207,12 @@ def test_a_descriptor_the_variants_were_not_built_for_goes_to_the_fallback_as_ca
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     fell: list[Any] = []
-    run, got = launcher(lambda why, args, kwargs: fell.append((why, args, kwargs)) or "jit")
+
+    def jit(why: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        fell.append((why, args, kwargs))
+        return "jit"
+
+    run, got = launcher(jit)
     base = Base((256, 64), (64, 1))
     other_block = TensorDescriptor.from_tensor(base, [64, 64])
     nan = TensorDescriptor.from_tensor(base, [128, 64], padding="nan")
