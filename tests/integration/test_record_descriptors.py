@@ -126,6 +126,14 @@ for bad in (TensorDescriptor.from_tensor(a, [64, 64]), TensorDescriptor.from_ten
         m.matmul_tma_kernel[(4,)](bad, db, dc, 1000, 768, 512, 4, **blocks, num_warps=8)
     except k.MissingVariant as exc:
         print("missing:", exc)
+wide = [Base(A, (1000, 512), (512, 1)), Base(A, (512, 768), (768, 1)), Base(A, (1000, 768), (768, 1))]
+for t in wide:
+    t.__cuda_array_interface__.update(typestr="<f4", strides=tuple(4 * s for s in t.strides))
+try:  # a dtype no row has: as for a pointer argument, no binding (a TypeError), and no launch
+    m.matmul_tma_kernel[(4,)](*(TensorDescriptor.from_tensor(t, b) for t, b in zip(wide, ([128, 64], [64, 256],
+                              [128, 256]))), 1000, 768, 512, 4, **blocks, num_warps=8)
+except TypeError as exc:
+    print("TypeError:", exc)
 """
 
 
@@ -140,6 +148,7 @@ def test_activate_launches_a_tensor_descriptor_call_as_triton_encodes_it(site, f
                              "padding='nan', which aotpack does not encode")  # fmt: skip
     assert out[5].startswith("missing: matmul_tma_kernel[grid](...): argument a_desc is a Base; the variants were "
                              "built for a TensorDescriptor")  # fmt: skip
+    assert out[6].startswith("TypeError: matmul_tma_kernel(): no variant was built for T=fp32")
     tma = [line for line in log if line.startswith("tma")]
     # innermost dimension first; byte strides; the box Triton chose; b's view: 768 columns of rows of 1024
     assert tma[:3] == [
