@@ -1,9 +1,11 @@
-"""A host-TMA matmul (tests/gpu/tma_workload.py: TensorDescriptor arguments, desc.load/.store, tl.dot) recorded
-with `aotpack record`, built with the Triton release this environment's JIT runs, and replayed: in fresh
-processes with empty Triton caches, the workload at shapes the recording never saw under the JIT, and after
-`activate(fallback="error")`: no JIT compilation at all, and the same bits. Hopper (sm_90) only.
+"""A host-TMA matmul (tests/gpu/tma_workload.py: TensorDescriptor arguments, desc.load/.store, tl.dot) recorded,
+built with the Triton release this environment's JIT runs, and replayed: in fresh processes with empty Triton
+caches, the workload at shapes the recording never saw under the JIT, and after `activate(fallback="error")`:
+no JIT compilation at all, and the same bits. Hopper (sm_90) only.
 
-    python -m pytest tests/gpu/test_recorded_tma.py -s
+The package is tma_recorded as installed (tests/gpu/tma_recorded.yaml, built by `make recorded-matched` into
+dist/triton-X.Y/, which `make gpu-test` installs); where it is not, this GPU records the workload with `aotpack
+record` and builds it with `--triton` of the release here (which needs aotpack's build dependencies).
 """
 
 import os
@@ -15,7 +17,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
-yaml = pytest.importorskip("yaml")
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs a Hopper GPU (sm_90): host tensor descriptors lower to TMA there", allow_module_level=True)
 
@@ -40,7 +41,16 @@ def workload(tmp_path: Path, name: str, *extra: str, site: Path | None = None) -
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+def site(tmp_path_factory) -> Path | None:
+    """Where tma_recorded is installed (None: on the path already)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tma_recorded") is not None:
+        return None
+    for needed in ("yaml", "ruamel.yaml", "lz4", "ziglang"):
+        pytest.importorskip(needed, reason=f"install tma_recorded (make recorded-matched), or {needed} to build it")
+    import yaml
+
     folder = tmp_path_factory.mktemp("tma")
     recipe = folder / "tma.yaml"
     command(sys.executable, "-m", "aotpack", "record", "-o", str(recipe), "--package", "tma_recorded", "--",

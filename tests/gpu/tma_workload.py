@@ -8,8 +8,15 @@ block follows the problem (BM 64 for short M), the dtype the inputs. Run as a pr
 OUT.pt gets every result (CPU tensors). --unseen: shapes the recording never saw (other M, an input with a
 storage offset). --activate: PACKAGE.activate(fallback="error") first, so that any JIT compilation raises.
 Prints ``jit-compilations <n>``, counted through Triton's own hook.
+
+    python tests/gpu/tma_workload.py --record-without-gpu RECIPE
+
+records the workload's calls into RECIPE on a machine without a GPU: Triton's own JIT, with the stub driver of
+tests/jit_stub.py reporting an H100 (sm_90), compiles each call (``warmup``) and aotpack's record agent takes
+its hook, as ``aotpack record`` does on the GPU (tests/gpu/tma_recorded.yaml was made so, under Triton 3.6.0).
 """
 
+import functools
 import sys
 
 import torch
@@ -31,7 +38,7 @@ def matmul_tma(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.constex
     c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
 
 
-def matmul(a: torch.Tensor, b_wide: torch.Tensor, n: int) -> torch.Tensor:
+def matmul(a: torch.Tensor, b_wide: torch.Tensor, n: int, warmup: bool = False) -> torch.Tensor:
     """a @ b_wide[:, :n], as a library calls the kernel: descriptors built on the host, the grid from the blocks."""
     m, k = a.shape
     c = torch.empty(m, n, device=a.device, dtype=a.dtype)
@@ -40,7 +47,8 @@ def matmul(a: torch.Tensor, b_wide: torch.Tensor, n: int) -> torch.Tensor:
     b_desc = TensorDescriptor(b_wide, [k, n], list(b_wide.stride()), [bk, bn])  # the first n columns
     c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
-    matmul_tma[grid](a_desc, b_desc, c_desc, m, n, k, BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=3)
+    launch = functools.partial(matmul_tma.run, grid=grid, warmup=True) if warmup else matmul_tma[grid]
+    launch(a_desc, b_desc, c_desc, m, n, k, BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=3)
     return c
 
 
@@ -75,5 +83,22 @@ def main(argv: list[str]) -> None:
     print("jit-compilations", len(compiled))
 
 
+def record_without_gpu(recipe: str) -> None:
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from aotpack.backends.triton.record import program
+    from tests.jit_stub import jit_on
+
+    with tempfile.TemporaryDirectory() as cache, program.recording(recipe, "tma_recorded") as rec, jit_on(90, cache):
+        rec.events.tritons.add(triton.__version__)  # what the agent says of the process it runs in
+        for m, n, k, dtype in RECORDED:
+            matmul(torch.zeros(m, k, dtype=dtype), torch.zeros(k, n + 64, dtype=dtype), n, warmup=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1] == "--record-without-gpu":
+        record_without_gpu(sys.argv[2])
+    else:
+        main(sys.argv[1:])
