@@ -41,11 +41,12 @@ def wrap(run: Any, fallback: Any, missing: type[Exception], name: str, names: tu
     except ImportError:  # no Triton: no call site can make one
         kind = None
 
+    at = {d: names.index(d) for _, _, block in described for d in block if isinstance(d, str)}
+
     def constexpr(dim: int | str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if isinstance(dim, int):
             return dim
-        at = names.index(dim)
-        return plain(args[at] if at < len(args) else kwargs.get(dim, defaults.get(dim)))
+        return plain(args[at[dim]] if at[dim] < len(args) else kwargs.get(dim, defaults.get(dim)))
 
     def launch(*args: Any, **kwargs: Any) -> Any:
         given, named = list(args), dict(kwargs)
@@ -59,11 +60,13 @@ def wrap(run: Any, fallback: Any, missing: type[Exception], name: str, names: tu
             if why is not None:
                 why = f"{name}[grid](...): {why}; record a run that makes this call"
                 break
+        if why is None and fallback is None:
+            return run(*given, **named)
         if why is None:
             try:
                 return run(*given, **named)
             except missing as exc:
-                why = str(exc)
+                why = str(exc)  # the fallback runs outside this handler: its errors are its own
         if fallback is None:
             raise missing(why)
         return fallback(why, args, kwargs)
