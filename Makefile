@@ -52,12 +52,15 @@ variations-matched:
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build build/variations.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
 # The workload recorded on the H100 (tests/gpu/liger_recorded.yaml: `aotpack record` of
-# tests/gpu/record_workload.py), built by the Triton that recorded it, for tests/gpu/test_recorded.py
+# tests/gpu/record_workload.py), built by the Triton that recorded it, for tests/gpu/test_recorded.py; and the
+# host-TMA matmul recorded under Triton 3.6.0's JIT (tests/gpu/tma_recorded.yaml: tests/gpu/tma_workload.py
+# --record-without-gpu) for tests/gpu/test_recorded_tma.py
 recorded-matched:
 	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q 'torch==2.13.0'
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/liger_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
+	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/tma_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
 test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU), every Triton release
 	$(VENV)/bin/ruff check aotpack tests benchmarks

@@ -26,7 +26,8 @@ for folder in dist/triton-*/; do
   other=$(mktemp -d)
   python3 -m pip install -q --no-deps --no-index --target "$other" "$folder"*.whl || exit 1
   for entry in hopper_kernels:test_hopper.py:hopper.py thirdparty_kernels:test_thirdparty.py:thirdparty.py \
-               variations_kernels:test_variations.py: liger_recorded:test_recorded.py:launch.py; do
+               variations_kernels:test_variations.py: liger_recorded:test_recorded.py:launch.py \
+               tma_recorded:test_recorded_tma.py:; do
     IFS=: read -r package test bench <<< "$entry"
     [ -d "$other/$package" ] || continue
     PYTHONPATH="$other:$PYTHONPATH" python3 -m pytest "tests/gpu/$test" -m gpu -q -p no:cacheprovider 2>&1 \

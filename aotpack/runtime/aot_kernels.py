@@ -13,9 +13,11 @@ import threading
 from typing import Any
 
 try:  # a module of a package: aotpack.runtime, or a generated package
+    from . import _aotpack_desc as _desc
     from . import _aotpack_jit as _jit
     from . import _aotpack_tune as _tune
 except ImportError:  # a top-level module beside aotpack record's agent
+    import _aotpack_desc as _desc  # type: ignore[import-not-found,no-redef]
     import _aotpack_jit as _jit  # type: ignore[import-not-found,no-redef]
     import _aotpack_tune as _tune  # type: ignore[import-not-found,no-redef]
 
@@ -143,14 +145,16 @@ class Launcher:
     ints or a callable of the call's arguments by name (constexprs included), as Triton's is. The
     constexprs and options pick the config; the C runtime computes the call's specialization class
     as the JIT does and launches the variant built for exactly that class, or raises MissingVariant.
-    ``run`` (Triton's ``JITFunction.run`` signature) is the C runner itself: no Python frame per launch."""
+    ``run`` (Triton's ``JITFunction.run`` signature) is the C runner itself: no Python frame per launch, but
+    for a kernel with tensor descriptor arguments, whose TensorDescriptors become tensors first (_aotpack_desc)."""
 
-    __slots__ = ("__name__", "_manifest", "_run", "_runner", "_spec")
+    __slots__ = ("__name__", "_manifest", "_missing", "_run", "_runner", "_spec")
 
     def __init__(self, name: str, native: Any, manifest: Manifest) -> None:
         self.__name__ = name
         self._manifest = manifest
         self._runner = getattr(native, "_runner_" + name)
+        self._missing: type[Exception] = native.MissingVariant
         self._spec: tuple[Any, ...] | None = None
         self._run: Any = None
 
@@ -181,7 +185,10 @@ class Launcher:
                           configs, {**LAUNCH_DEFAULTS, **entry["options"]}, tuple(LAUNCH_DEFAULTS), _plain)  # fmt: skip
         names, runtime = self._spec[0], self._spec[1]
         compiled = tuple(Compiled(names, runtime, c) for c in self._entry["configs"])
-        run = self._runner((*self._spec, compiled, fallback))
+        described = _desc.descriptors(self._entry["args"], names)
+        run = self._runner((*self._spec, compiled, None if described else fallback))
+        if described:  # (host tensor descriptors: the wrapper hands the runner their tensors, and falls back)
+            run = _desc.wrap(run, fallback, self._missing, self.__name__, names, described, self._spec[2], _plain)
         for each in compiled:
             each.run = run
         return run

@@ -318,7 +318,7 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
     constexpr_names = tuple(p.name for p in info.params if p.constexpr)
     args = _args.read(k["args"], typevars, constexpr_names)
     for arg in args:
-        if arg.has_default or arg.extent is not None or arg.launch_only or arg.hint is not None or arg.descriptor:
+        if arg.has_default or arg.extent is not None or arg.launch_only or arg.hint is not None:
             raise RecipeError(f"kernels.{name}.args.{arg.name}: a 'launch: triton' argument takes a plain type "
                               "(the JIT's own specialization is recorded per variant)", arg.where)  # fmt: skip
     args = _jit_args(k["args"], args, info)
@@ -428,7 +428,7 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
     states: list[State] = []
     for arg, letter in zip(runtime, spelled, strict=True):
         state = STATE_OF[letter]
-        allowed = {"", NONE} if arg.pointer else set(arg.jit_states)
+        allowed = {""} if arg.descriptor else {"", NONE} if arg.pointer else set(arg.jit_states)
         if arg.pointer:
             allowed |= set(arg.jit_states)
         if state not in allowed:

@@ -241,7 +241,8 @@ class Compilation:
 
     function: Function
     params: tuple[tuple[str, bool], ...]  # (name, is a constexpr), in the signature's order
-    types: tuple[tuple[str, str], ...]  # runtime arguments: Triton type ('*fp16', 'i32'); '' when folded
+    # runtime arguments: Triton type ('*fp16', 'i32', 'tensordesc<fp16[64, 64]>'); '' when folded
+    types: tuple[tuple[str, str], ...]
     states: tuple[str, ...]  # runtime arguments: 'D', '1', 'N' or ''
     constexprs: tuple[tuple[str, Any], ...]  # values as recipes write them (plain, or tagged: see _recipe_value)
     num_warps: int
@@ -300,6 +301,10 @@ def compilation(event: Compile) -> Compilation:
             types.append((name, ""))
             states.append(ONE if value == 1 else NONE)
             continue
+        if kind.startswith("tensordesc"):  # a host TensorDescriptor: the JIT keys it on its type alone
+            types.append((name, descriptor_type(kind, name)))
+            states.append(ANY)
+            continue
         divisible = any(a[0] == "tt.divisibility" and a[1] == 16 for a in event.attrs.get((index,), ()))
         types.append((name, ("*" if kind.startswith("*") else "") + _dtype(kind.lstrip("*"))))
         states.append(DIV16 if divisible else ANY)
@@ -310,6 +315,24 @@ def compilation(event: Compile) -> Compilation:
         constexprs=tuple(consts), num_warps=event.num_warps, num_stages=event.num_stages, options=kept,
         arch=event.arch,
     )  # fmt: skip
+
+
+_DESCRIPTOR = re.compile(r"tensordesc<(?P<dtype>[^\[>,]+)\[(?P<block>[\d, ]+)\](?P<rest>.*)>")
+
+
+def descriptor_type(kind: str, name: str) -> str:
+    """A descriptor argument's type as recipes write it, ``tensordesc<bf16[64, 128]>``, from what the JIT's
+    signature says of a host ``TensorDescriptor`` (Triton 3.6 and 3.9 write exactly that form). A layout after
+    the block (``tensordesc<bf16[64, 128],#shared>``: Gluon's descriptors) is one aotpack cannot encode: a
+    ValueError that says so."""
+    m = _DESCRIPTOR.fullmatch(kind)
+    if m is None:
+        raise ValueError(f"argument {name} is a tensor descriptor of a form aotpack does not read ({kind!r:.80})")
+    if m["rest"].strip():
+        raise ValueError(f"argument {name} is a tensor descriptor with the layout {m['rest'].lstrip(', ')!r:.80}, "
+                         "which aotpack cannot encode (it encodes a host TensorDescriptor's tiled map)")  # fmt: skip
+    block = ", ".join(d.strip() for d in m["block"].split(","))
+    return f"tensordesc<{_dtype(m['dtype'].strip())}[{block}]>"
 
 
 def _dtype(triton_name: str) -> str:

@@ -15,6 +15,7 @@ from ....errors import RecordError
 from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
 from ....states import NONE
 from ....values import Widened
+from . import descriptors
 from .events import Compilation, Function, Json, Row
 from .widen import widened
 
@@ -171,6 +172,10 @@ def compilations_of(kernel: dict[str, Any]) -> list[Compilation]:
         letters = str(row["class"])
         types = []
         for (name, kind), letter in zip(args.items(), letters, strict=False):
+            desc = descriptors.parse(str(kind))
+            if desc is not None:  # the row's own dtype and block
+                types.append((name, descriptors.concrete(str(kind), binding.get(desc[0], desc[0]), config)))
+                continue
             dtype = str(kind).lstrip("*")
             dtype = binding.get(dtype, dtype)
             types.append((name, "" if letter in "1N" else ("*" if str(kind).startswith("*") else "") + dtype))
@@ -186,24 +191,23 @@ def compilations_of(kernel: dict[str, Any]) -> list[Compilation]:
 def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: dict[str, str]) -> Any:
     """A `launch: triton` kernel of the recipe from one function's compilations."""
     runtime = [n for n, _ in group[0].types]
-    # a pointer argument's dtype per compilation; arguments whose columns agree share a type variable
-    columns: dict[str, tuple[str, ...]] = {}
-    scalar: dict[str, str] = {}
-    for index, name in enumerate(runtime):
-        kinds = [c.types[index][1] for c in group]
-        known = [k for k in kinds if k]
-        if any(k.startswith("*") for k in known) or any(c.states[index] == NONE for c in group):
-            fill = next((k for k in known if k.startswith("*")), "*i8")  # always None: any pointer type serves
-            columns[name] = tuple((k or fill)[1:] for k in kinds)
-        else:
-            scalar[name] = max(set(known), key=known.count) if known else "i32"
+
+    def drop(c: Compilation, why: str) -> None:
+        config = ", ".join(f"{k}={v!r}" for k, v in c.constexprs)
+        dropped[f"{source} ({config or 'no constexprs'}, num_warps={c.num_warps})"] = why
+
+    group, blocks = descriptors.blocks(runtime, group, drop)
+    columns, scalar = _columns(runtime, group, blocks)
     typevars: dict[tuple[str, ...], str] = {}
     for col in columns.values():
         if len(set(col)) > 1 and col not in typevars:
             typevars[col] = "T" if not typevars else f"T{len(typevars)}"
     args = {}
     for name in runtime:
-        if name in columns:
+        if name in blocks:
+            col = columns[name]
+            args[name] = descriptors.spelled(typevars[col] if col in typevars else col[0], blocks[name])
+        elif name in columns:
             col = columns[name]
             args[name] = "*" + (typevars[col] if col in typevars else col[0])
         else:
@@ -212,13 +216,12 @@ def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: d
     rows = {}
     for i, c in enumerate(group):
         other = [(n, c.types[j][1]) for j, n in enumerate(runtime)
-                 if c.types[j][1] and not c.types[j][1].startswith("*") and c.types[j][1] != scalar.get(n)]  # fmt: skip
+                 if c.types[j][1] and not c.types[j][1].startswith("*") and n not in blocks
+                 and c.types[j][1] != scalar.get(n)]  # fmt: skip
         if other:  # a scalar the JIT typed otherwise here (an i64 past i32's range): one type per argument
-            config = ", ".join(f"{k}={v!r}" for k, v in c.constexprs)
-            dropped[f"{source} ({config or 'no constexprs'}, num_warps={c.num_warps})"] = (
-                ", ".join(f"{n} was {t}" for n, t in other) + " here, " + ", ".join(f"{scalar[n]} in the kernel's "
-                "other variants" for n, _ in other[:1]) + ": a recipe kernel takes one type per scalar argument; "
-                "record this call into a recipe of its own")  # fmt: skip
+            drop(c, ", ".join(f"{n} was {t}" for n, t in other) + " here, " + ", ".join(f"{scalar[n]} in the "
+                 "kernel's other variants" for n, _ in other[:1]) + ": a recipe kernel takes one type per scalar "
+                 "argument; record this call into a recipe of its own")  # fmt: skip
             continue
         row: dict[str, Any] = {}
         if typevars:
@@ -239,6 +242,25 @@ def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: d
         unique = {json.dumps(p, sort_keys=True, default=str): p for p in picks}
         kernel["autotuned"] = [unique[k] for k in sorted(unique)]
     return kernel
+
+
+def _columns(runtime: list[str], group: list[Compilation],
+             blocks: dict[str, descriptors.Block]) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:  # fmt: skip
+    """A pointer's (or descriptor's) dtype per compilation, by argument (arguments whose columns agree share a
+    type variable), and each scalar's type (the most frequent)."""
+    columns: dict[str, tuple[str, ...]] = {}
+    scalar: dict[str, str] = {}
+    for index, name in enumerate(runtime):
+        kinds = [c.types[index][1] for c in group]
+        known = [k for k in kinds if k]
+        if name in blocks:
+            columns[name] = tuple(descriptors.dtype(k) for k in kinds)
+        elif any(k.startswith("*") for k in known) or any(c.states[index] == NONE for c in group):
+            fill = next((k for k in known if k.startswith("*")), "*i8")  # always None: any pointer type serves
+            columns[name] = tuple((k or fill)[1:] for k in kinds)
+        else:
+            scalar[name] = max(set(known), key=known.count) if known else "i32"
+    return columns, scalar
 
 
 def row_key(row: dict[str, Any]) -> str:
