@@ -207,6 +207,34 @@ static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err
   return aot_pointer_device(t->ptr, arg, err);
 }
 
+/* An object Triton's JIT takes as a tensor: any with data_ptr() and a torch dtype (FlagGems' StridedBuffer, a
+ * library's tensor wrapper). Its device is the pointer's; its shape, where the kernel reads it, from shape and
+ * stride(), as a torch tensor's. */
+static int data_ptr_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, aot_error *err) {
+  PyObject *ptr = PyObject_CallMethodObjArgs(obj, s_data_ptr, NULL);
+  if (ptr == NULL) return -1;
+  t->ptr = PyLong_AsUnsignedLongLong(ptr);
+  Py_DECREF(ptr);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return aot_fail(err, AOT_E_VALUE, "argument %s: data_ptr() is not a non-negative 64-bit integer", arg);
+  }
+  PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
+  if (dtype == NULL) return -1;
+  t->dtype = -2;
+  for (int code = 0; torch_ready() && code < aot_num_dtypes; code++)
+    if (torch_dtypes[code] == dtype) t->dtype = code;
+  if (t->dtype == -2) {
+    char name[64];
+    bind_text_of(dtype, name, sizeof name);
+    Py_DECREF(dtype);
+    return aot_fail(err, AOT_E_TYPE, "argument %s has dtype %s, which no kernel here takes", arg, name);
+  }
+  Py_DECREF(dtype);
+  if (use != AOT_SHAPE_NONE && torch_shape(obj, t, AOT_SHAPE_FULL, arg, err) < 0) return -1;
+  return t->ptr == 0 ? -2 : aot_pointer_device(t->ptr, arg, err);
+}
+
 /* Fill one pointer argument; returns its device, -2 when it names none, -1 on error. */
 static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *is_torch, aot_error *err) {
   const char *arg = prm->name;
@@ -237,10 +265,12 @@ static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *
   }
   PyErr_Clear();
   if (PyObject_HasAttrString(obj, "__dlpack__")) return bind_dlpack_arg(obj, t, arg, err);
+  if (PyObject_HasAttr(obj, s_data_ptr) && PyObject_HasAttr(obj, s_dtype))
+    return data_ptr_arg(obj, t, prm->shape_use, arg, err);
   char tname[64];
   return aot_fail(err, AOT_E_TYPE,
-                  "argument %s: expected a CUDA tensor, an object with __cuda_array_interface__ or __dlpack__, "
-                  "or an integer device pointer, got %s",
+                  "argument %s: expected a CUDA tensor, an object with __cuda_array_interface__ or __dlpack__ or "
+                  "data_ptr() and dtype (as Triton takes), or an integer device pointer, got %s",
                   arg, bind_type_name(obj, tname, sizeof tname));
 }
 

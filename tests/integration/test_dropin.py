@@ -154,6 +154,22 @@ module._generated_scale[(16,)](x, o, 4001, BLOCK=256, DTYPE=tl.float32, ACT=modu
 # (Triton 3.6), or the runtime arguments alone (3.7 on)
 kept[(4, 1, 1)](x, o, 4096, 256, tl.float32, module._double, (2, 3), None)
 kept[(2, 1, 1)](x, o, 4096)
+import torch
+
+
+class Buffer:  # a library's tensor wrapper (FlagGems' StridedBuffer), as Triton's JIT takes it: data_ptr() and dtype
+    def __init__(self, ptr, dtype=torch.float32):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+
+kept[(3, 1, 1)](Buffer(A), Buffer(A + 0x1000000), 4096)
+try:
+    kept[(3, 1, 1)](Buffer(A, torch.complex128), o, 4096)
+except TypeError as exc:
+    print("wrapper:", exc)
 for bad in (dict(BLOCK=512, DTYPE=tl.float32, SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float16,
             SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float32, SHAPE=(3, 2), BIAS=None)):
     try:
@@ -177,9 +193,12 @@ def test_activate_finds_a_kernel_generated_anew_by_its_source(site, fake_driver,
     out, log = run_on_fake_driver(code, site, fake_driver, tmp_path / "cuda.log")
     assert out[0] == "['generated_scale']"
     launches = [line for line in log if line.startswith("launch")]
-    assert len(launches) == 4 and "grid=16,1,1 block=128,1,1" in launches[0] and "block=256,1,1" in launches[1]
+    assert len(launches) == 5 and "grid=16,1,1 block=128,1,1" in launches[0] and "block=256,1,1" in launches[1]
     assert "grid=4,1,1 block=128,1,1" in launches[2] and "grid=2,1,1 block=128,1,1" in launches[3]
+    assert "grid=3,1,1 block=128,1,1" in launches[4]  # through data_ptr() and dtype, as Triton's JIT takes it
     assert launches[2].split("grid=")[0] == launches[3].split("grid=")[0] == launches[0].split("grid=")[0]
+    assert out[1] == "wrapper: argument x_ptr has dtype torch.complex128, which no kernel here takes"
+    out = out[:1] + out[2:]
     assert [line.split(":")[0] for line in out[1:4]] == ["missing"] * 3
     assert out[4].startswith("refused: Triton's JIT would compile generated_") and "_double (" in out[4]
     assert "activate(fallback='error') allows no compilation" in out[4] and "aotpack record -o RECIPE" in out[4]
