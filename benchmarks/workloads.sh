@@ -33,11 +33,12 @@ if [ "$mode" = record ] || [ "$mode" = jit ]; then
     case $name in
       *_served) continue ;;  # a server's shapes: replayed from the recording of the workload it serves
       llama) widen=(--widen bs=1..8 --widen cos_bs=1..8) ;;  # Liger's RoPE takes the batch size as a constexpr
+      flaggems) widen=(--widen TILE_N=64..4096:pow2) ;;  # its softmax, sum and layer norm tile the row length
       *) widen=() ;;
     esac
     mkdir -p "$work/recipes/$name"
     HOME=$work/home-$name-record TRITON_CACHE_DIR=$work/cache-rec-$name python3 -m aotpack record -o "$work/recipes/$name/recipe.yaml" \
-      --package "${name}_kernels" "${widen[@]}" -- python -m tests.gpu.workloads "$name" jit "$work/recorded" \
+      --package "${name}_kernels" "${widen[@]}" -- python -m tests.gpu.workloads "$name" jit "$work/jit/recorded" \
       > "$work/recipes/$name/record.log" 2>&1
     tail -5 "$work/recipes/$name/record.log"
   done

@@ -114,11 +114,11 @@ def flaggems(mark: Callable[[str], None], shapes: Steps = ((256, 512), (1024, 76
     torch.manual_seed(0)
     out: dict[str, Any] = {}
     mark("ready")
-    with flag_gems.use_gems():
-        for i, (m, n) in enumerate(shapes):
-            a = torch.randn(m, 384, device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(384, n, device="cuda", dtype=torch.bfloat16)
-            x = torch.randn(m, n, device="cuda", dtype=torch.float16)
+    for i, (m, n) in enumerate(shapes):
+        a = torch.randn(m, 384, device="cuda", dtype=torch.bfloat16)  # torch's own generator: the same inputs
+        b = torch.randn(384, n, device="cuda", dtype=torch.bfloat16)  # in every run (FlagGems' randn draws per
+        x = torch.randn(m, n, device="cuda", dtype=torch.float16)  # the config its autotuner picked)
+        with flag_gems.use_gems():
             out[f"mm{i}"] = torch.mm(a, b)
             out[f"abs{i}"] = torch.abs(x)
             out[f"add{i}"] = x + 0.5 * torch.abs(x)
