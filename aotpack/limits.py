@@ -27,6 +27,7 @@ MAX_TOKENS = 256  # the longest expression (real grids and keys use a dozen)
 MAX_DEPTH = 32  # parentheses, calls and signs nested in one expression
 
 # what the planner evaluates
+MAX_ONE_INT_FLOORS = 4  # a recorded class gets a floor per 16-divisible integer relaxed alone up to this many of them
 MAX_CLASSES = 256  # `specialize: all` past this many classes is refused
 MAX_EVERY_COMBINATION = 4  # symbols of a kind whose every combination is evaluated; past that, all but one alike
 MAX_CALLS = 4096  # typical calls evaluated per choice of None arguments

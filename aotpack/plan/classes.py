@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import RecipeError
-from ..limits import MAX_CLASSES
+from ..limits import MAX_CLASSES, MAX_ONE_INT_FLOORS
 from ..model import Arg, Kernel
 from ..states import ANY, DIV16, LETTER, NONE, ONE, STATE_OF
 from . import typical
@@ -262,17 +262,23 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
 
 
 def recorded_floors(kernel: Kernel, states: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """What a call with a recorded config and types but values the recording never saw runs: the recorded class
-    with nothing assumed of the integers' divisibility (an odd length or batch: the very class the JIT compiles
-    for it, pointers aligned as allocators give them), then with nothing assumed of the pointers' alignment
-    either (a sliced tensor: a class miss). What is folded into the code (an argument equal to 1, or None)
-    stays: another value is another signature."""
+    """What a call with a recorded config and types but values the recording never saw runs: where the recorded
+    class has at most MAX_ONE_INT_FLOORS 16-divisible integers, the class with one of them not (a server's next
+    request changes one size, the batch or the length, the others stay: the very class the JIT compiles for
+    it); the class with nothing assumed of the integers' divisibility (pointers aligned as allocators give
+    them); then with nothing assumed of the pointers' alignment either (a sliced tensor: a class miss). What is
+    folded into the code (an argument equal to 1, or None) stays: another value is another signature. At most
+    MAX_ONE_INT_FLOORS + 2 floors a recorded class."""
+    relaxable = [i for i, (a, s) in enumerate(zip(kernel.args, states, strict=True))
+                 if s == DIV16 and ANY in a.jit_states]  # fmt: skip
+    ints = [i for i in relaxable if not kernel.args[i].pointer]
 
-    def relaxed(pointers: bool) -> tuple[str, ...]:
-        return tuple(ANY if s == DIV16 and ANY in a.jit_states and (pointers or not a.pointer) else s
-                     for a, s in zip(kernel.args, states, strict=True))  # fmt: skip
+    def relaxed(which: list[int]) -> tuple[str, ...]:
+        return tuple(ANY if i in which else s for i, s in enumerate(states))
 
-    return [floor for floor in dict.fromkeys((relaxed(False), relaxed(True))) if floor != states]
+    singles = [relaxed([i]) for i in ints] if 1 < len(ints) <= MAX_ONE_INT_FLOORS else []
+    floors = (*singles, relaxed(ints), relaxed(relaxable))
+    return [floor for floor in dict.fromkeys(floors) if floor != states]
 
 
 def _recorded_name(kernel: Kernel, states: tuple[str, ...]) -> str:

@@ -11,7 +11,7 @@ from aotpack import expr
 from aotpack.backends import recipes as recipe
 from aotpack.errors import RecipeError
 from aotpack.plan import classes, typical
-from aotpack.states import ANY, DIV16, ONE
+from aotpack.states import ANY, DIV16, LETTER, ONE
 
 # liger-kernel's RMSNorm forward, as a user writes its recipe; $Y, $RSTD, ... are replaced per case. The
 # kernel is a stand-in with the same parameters (the recipe loader reads its signature).
@@ -187,3 +187,35 @@ def test_recipe_classes_are_read_and_refused_with_the_fix(kernel_dir):
     (kernel,) = recipe.parse(added_text, kernel_dir / "r.yaml").kernels
     added = next(s for s in classes.specs(kernel) if s.name == "DDD_D1D1D")
     assert added.origin == "recipe" and not added.picked_only
+
+
+def _recorded(*kinds):
+    """A recorded kernel's arguments as recorded_floors reads them: pointers ('p') and integers ('i')."""
+    from types import SimpleNamespace
+
+    args = [
+        SimpleNamespace(pointer=k == "p", jit_states=(DIV16, ANY) if k == "p" else (DIV16, ONE, ANY)) for k in kinds
+    ]
+    return SimpleNamespace(args=args)
+
+
+def test_a_recorded_class_gets_a_floor_per_integer_then_all_integers_then_pointers_too():
+    """A server's next call changes one size (the batch or the length): the class with that integer alone not
+    16-divisible is the JIT's own; then every integer, then the pointers too. What is folded (1) stays."""
+    kernel = _recorded("p", "p", "i", "i", "i")
+    floors = ["".join(LETTER[s] for s in f) for f in classes.recorded_floors(kernel, (DIV16, DIV16, DIV16, ONE, DIV16))]
+    assert floors == ["DD_1D", "DDD1_", "DD_1_", "__" + "_1_"]
+
+
+def test_one_integer_floors_are_bounded():
+    """Past MAX_ONE_INT_FLOORS divisible integers, a class gets the two wide floors alone (the variants a recorded
+    row builds stay at most MAX_ONE_INT_FLOORS + 3 per config)."""
+    from aotpack.limits import MAX_ONE_INT_FLOORS
+
+    many = _recorded("p", *("i" * (MAX_ONE_INT_FLOORS + 1)))
+    states = (DIV16,) * (MAX_ONE_INT_FLOORS + 2)
+    assert len(classes.recorded_floors(many, states)) == 2
+    few = _recorded("p", *("i" * MAX_ONE_INT_FLOORS))
+    assert len(classes.recorded_floors(few, states[:-1])) == MAX_ONE_INT_FLOORS + 2
+    one = _recorded("p", "i")  # a single integer: its one floor is the every-integer floor
+    assert len(classes.recorded_floors(one, (DIV16, DIV16))) == 2
