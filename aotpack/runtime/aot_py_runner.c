@@ -2,6 +2,7 @@
  * package's Python side makes (aot_python.h describes it). */
 #include "aot_py_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* A runner is a builtin bound to (capsule of the kernel, spec); see aot_python.h for the spec. */
@@ -102,6 +103,16 @@ static int run_keywords(const aot_kernel *k, PyObject *spec, PyObject *kwargs, P
   return 0;
 }
 
+/* An argument of a type no recorded row had (another dtype, a float where an integer ran) is a call no variant
+ * was built for, as the JIT sees it (it compiles another signature): MissingVariant, which the fallback takes. */
+static PyObject *call_raise(const aot_kernel *k, const aot_error *err) {
+  if (err->status != AOT_E_TYPE) return bind_raise(err);
+  aot_error missing = {AOT_E_MISSING, ""};
+  snprintf(missing.message, sizeof missing.message, "%s[grid](...): %s; record a run that makes this call", k->name,
+           err->message);
+  return bind_raise(&missing);
+}
+
 static PyObject *run_launch(PyObject *self, PyObject *args, PyObject *kwargs) {
   const aot_kernel *k = PyCapsule_GetPointer(PyTuple_GetItem(self, 0), NULL);
   PyObject *spec = PyTuple_GetItem(self, 1);
@@ -163,10 +174,10 @@ static PyObject *run_launch(PyObject *self, PyObject *args, PyObject *kwargs) {
   uint64_t stream;
   int forced;
   int device = bind_parse(k, rest, nrest, NULL, &call, &stream, &forced);
-  if (device < 0) return PyErr_Occurred() ? NULL : bind_raise(&err);
+  if (device < 0) return PyErr_Occurred() ? NULL : call_raise(k, &err);
   call.launch_config = (int)config + 1;
   memcpy(call.grid, dims, sizeof dims);
-  if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, -1) != 0) return bind_raise(&err);
+  if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, -1) != 0) return call_raise(k, &err);
   Py_INCREF(compiled);
   return compiled;
 }

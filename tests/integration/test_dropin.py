@@ -166,9 +166,9 @@ class Buffer:  # a library's tensor wrapper (FlagGems' StridedBuffer), as Triton
 
 
 kept[(3, 1, 1)](Buffer(A), Buffer(A + 0x1000000), 4096)
-try:
+try:  # a dtype no row has: a call no variant was built for, as the JIT sees it
     kept[(3, 1, 1)](Buffer(A, torch.complex128), o, 4096)
-except TypeError as exc:
+except k.MissingVariant as exc:
     print("wrapper:", exc)
 for bad in (dict(BLOCK=512, DTYPE=tl.float32, SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float16,
             SHAPE=(2, 3), BIAS=None), dict(BLOCK=256, DTYPE=tl.float32, SHAPE=(3, 2), BIAS=None)):
@@ -197,7 +197,10 @@ def test_activate_finds_a_kernel_generated_anew_by_its_source(site, fake_driver,
     assert "grid=4,1,1 block=128,1,1" in launches[2] and "grid=2,1,1 block=128,1,1" in launches[3]
     assert "grid=3,1,1 block=128,1,1" in launches[4]  # through data_ptr() and dtype, as Triton's JIT takes it
     assert launches[2].split("grid=")[0] == launches[3].split("grid=")[0] == launches[0].split("grid=")[0]
-    assert out[1] == "wrapper: argument x_ptr has dtype torch.complex128, which no kernel here takes"
+    assert out[1] == (
+        "wrapper: generated_scale[grid](...): argument x_ptr has dtype torch.complex128, which no "
+        "kernel here takes; record a run that makes this call"
+    )
     out = out[:1] + out[2:]
     assert [line.split(":")[0] for line in out[1:4]] == ["missing"] * 3
     assert out[4].startswith("refused: Triton's JIT would compile generated_") and "_double (" in out[4]
