@@ -14,9 +14,9 @@ TensorDescriptor is a miss: the fallback (the JIT), or MissingVariant."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Union
 
-Descriptor = tuple[int, str, tuple[int | str, ...]]  # (position among the parameters, name, block)
+Descriptor = tuple[int, str, tuple[Union[int, str], ...]]  # (position, name, block); Union: wheels run on 3.9
 
 
 def descriptors(args: list[dict[str, Any]], names: tuple[str, ...]) -> tuple[Descriptor, ...]:

@@ -111,7 +111,7 @@ class Compiled:
 
     def __init__(self, names: tuple[str, ...], runtime: tuple[bool, ...], config: dict[str, Any]) -> None:
         self._names = names
-        self._runtime = tuple(n for n, is_arg in zip(names, runtime) if is_arg)  # noqa: B905 (wheels run on 3.9)
+        self._runtime = tuple(n for n, is_arg in zip(names, runtime) if is_arg)
         self._constexprs = {n: _Keyed(_keyed(v)) for n, v in config["constexprs"].items()}
         self._options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
         self.run: Any = None  # the runner, once made
@@ -119,7 +119,7 @@ class Compiled:
     def __getitem__(self, grid: Any) -> Any:
         def launch(*args: Any, **_: Any) -> Any:  # (CompiledKernel's runner takes stream=: the caller's is current)
             if len(args) == len(self._runtime) < len(self._names):
-                given = dict(zip(self._runtime, args))  # noqa: B905
+                given = dict(zip(self._runtime, args))
                 return self.run(**given, **self._constexprs, grid=grid, **self._options)
             return self.run(*args, grid=grid, **self._options)
 
@@ -569,7 +569,7 @@ def _register(torch: Any, qualname: str, function: Any, info: dict[str, Any]) ->
     for arg in sorted(info["args"], key=lambda a: "default" in a):
         kind: Any = torch.Tensor if arg["kind"] == "tensor" else _SCHEMA_TYPES[arg["kind"]]
         if "default" in arg or arg.get("optional", False):  # left out, or (optional tensors) None
-            kind = Optional[kind]  # noqa: UP045 - torch.library reads typing.Optional
+            kind = Optional[kind]  # torch.library reads typing.Optional
         default = None if "default" in arg else inspect.Parameter.empty
         params.append(inspect.Parameter(arg["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
                                         default=default))  # fmt: skip
