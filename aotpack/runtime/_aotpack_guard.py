@@ -115,6 +115,7 @@ def install(fallback: str) -> Any:
     if set_here is not None and set_here is not Guard:
         _here = set_here
         knobs.cache.manager_class = Guard
+    _restart_compile_workers()
 
     def undo() -> None:
         global _here
@@ -125,5 +126,20 @@ def install(fallback: str) -> Any:
                 os.environ[name] = value
         if _here is not None and knobs.cache.__dict__.get("manager_class") is Guard:
             knobs.cache.manager_class, _here = _here, None
+        _restart_compile_workers()
 
     return undo
+
+
+def _restart_compile_workers() -> None:
+    """Inductor's compile workers started before now have the environment as it was: stop them, and the next
+    compilation starts them anew with this one (torch.compile's pools; a program without torch has none)."""
+    inductor = sys.modules.get("torch._inductor.async_compile")
+    if inductor is None or not getattr(inductor, "_pool_set", None):
+        return
+    shutdown = getattr(inductor, "shutdown_compile_workers", None)
+    if shutdown is None:
+        said = "torch.compile's compile workers started before activate() and this torch cannot restart them"
+        logging.getLogger("aotpack").warning("%s: they compile unguarded; activate() first", said)
+        return
+    shutdown()
