@@ -18,6 +18,7 @@ START = time.perf_counter()
 
 import functools  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -27,7 +28,7 @@ Steps = tuple[tuple[int, int], ...]
 
 
 def llama(mark: Callable[[str], None], steps: Steps = ((2, 64), (4, 128), (1, 200)),
-          prompts: tuple[int, ...] = (1, 3)) -> dict[str, Any]:  # fmt: skip
+          prompts: tuple[int, ...] = (1, 3), compiled: bool = False) -> dict[str, Any]:  # fmt: skip
     import torch
     from liger_kernel.transformers import apply_liger_kernel_to_llama
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -39,6 +40,8 @@ def llama(mark: Callable[[str], None], steps: Steps = ((2, 64), (4, 128), (1, 20
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)  # fmt: skip
     model = LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    if compiled:  # as training loops and servers run it: Inductor compiles its own kernels and its copies of Liger's
+        model.forward = torch.compile(model.forward)
     out: dict[str, Any] = {}
     mark("ready")
     for step, (batch, seq) in enumerate(steps):
@@ -134,7 +137,9 @@ def flaggems(mark: Callable[[str], None], shapes: Steps = ((256, 512), (1024, 76
 Workload = Callable[[Callable[[str], None]], dict[str, Any]]
 WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, "flaggems": flaggems,
              "llama_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(2, 5)),
-             "flaggems_served": functools.partial(flaggems, shapes=((200, 512), (768, 1024), (64, 256)))}  # fmt: skip
+             "flaggems_served": functools.partial(flaggems, shapes=((200, 512), (768, 1024), (64, 256))),
+             "llama_compiled": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2,),
+                                                 compiled=True)}  # fmt: skip
 RECORDED_AS = {"llama_served": "llama", "flaggems_served": "flaggems"}  # whose recording serves it
 
 
@@ -177,7 +182,11 @@ def main(name: str, mode: str, folder: Path) -> None:
     times["total_s"] = time.perf_counter() - START
     folder.mkdir(parents=True, exist_ok=True)
     misses = package.stats()["class_misses"] if package is not None else []  # calls that ran a floor
-    report = {**times, "compilations": len(compiled), "compiled": sorted(set(compiled)), "class_misses": misses,
+    # every kernel in Triton's cache, whoever compiled it in whichever process (the JIT, Inductor's workers)
+    cache = os.environ.get("TRITON_CACHE_DIR")
+    cubins = sum(1 for _ in Path(cache).rglob("*.cubin")) if cache and Path(cache).is_dir() else -1
+    report = {**times, "compilations": len(compiled), "cubins": cubins, "compiled": sorted(set(compiled)),
+              "class_misses": misses,
               "outputs": {key: digest(value) for key, value in sorted(out.items())}}  # fmt: skip
     (folder / f"{name}-{mode}.json").write_text(json.dumps(report, indent=1))
     print(json.dumps({k: v for k, v in report.items() if k not in ("compiled", "outputs", "class_misses")}))
