@@ -283,9 +283,14 @@ def activate(fallback=None):
     found by their source (also functions made later, under any module name), with no compilation.
     While active, any compilation by Triton's JIT (a call no variant matches, or another kernel) raises
     MissingVariant before compiling (``fallback="error"``, the default where Triton is not installed) or
-    compiles, logged once per kernel and listed by ``coverage()`` (``fallback="jit"``). Returns the kernels."""
+    compiles, logged once per kernel and listed by ``coverage()`` (``fallback="jit"``). What else compiled
+    Triton kernels when the package was recorded (torch.compile's Inductor, in the program and its compile
+    workers) is served from the copies of Triton's cache the package holds: the same kernels, with the same
+    torch, Triton and GPU, load with no compilation; any other is refused (or listed) the same way. Returns the
+    kernels."""
+    caches = _os.path.join(_os.path.dirname(__file__), "_triton_cache")
     return _runtime.activate([k for k in globals().values() if isinstance(k, _runtime.Launcher)], fallback,
-                             MissingVariant)
+                             MissingVariant, [caches] if _os.path.isdir(caches) else [])
 
 
 def coverage():
