@@ -326,7 +326,8 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
             state.launchers = {i: (launch, None) for i, (launch, _) in state.launchers.items()}
             if state.unguard is not None:
                 state.unguard()
-            state.unguard = _guard().install(fallback, state.caches)  # every other caller of triton.compile, in every process
+            # every other caller of triton.compile, in every process; the packages' Triton cache entries served
+            state.unguard = _guard().install(fallback, state.caches)
         _activation = state
     return [launch.__name__ for launch in launchers]
 
