@@ -50,3 +50,109 @@ def test_a_key_no_package_holds_is_refused_and_install_s_undo_gives_the_environm
         guard.Guard(KEY).get_group("other.json")
     guard.install("jit")()
     assert os.environ["AOTPACK_CACHE_ENTRIES"].endswith("_triton_cache")  # an undo restores what was there
+
+
+# ---------------------------------------------------------------- recorded: the agent's listener, read back
+
+
+def entry_of(tmp_path, name="k"):
+    """A kernel's entry as Triton's cache holds it, and the metadata the listener is given with it."""
+    folder = tmp_path / "program-cache" / KEY
+    folder.mkdir(parents=True)
+    (folder / f"{name}.json").write_text("{}")
+    (folder / f"{name}.cubin").write_bytes(b"cubin")
+    (folder / f"__grp__{name}.json").write_text("{}")  # (not a file of the group)
+    group = {f"{name}.json": str(folder / f"{name}.json"), f"{name}.cubin": str(folder / f"{name}.cubin")}
+    return {"name": name, "target": {"backend": "cuda", "arch": 90, "warp_size": 32}, "triton_version": "3.6.0"}, group
+
+
+def test_the_agent_copies_an_entry_at_once_and_reads_back_as_cached_and_chains_the_previous_listener(tmp_path):
+    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.backends.triton.record.events import read_events
+
+    agent, heard = record_agent.Agent(str(tmp_path / "events")), []
+    agent._previous_listener = lambda **given: heard.append(given["cache_hit"])
+    metadata, group = entry_of(tmp_path)
+    for hit in (True, False):  # a cache hit counts (a warm cache must not hide a kernel); copied once
+        agent.on_compiled(src=object(), metadata=metadata, metadata_group=group, times=None, cache_hit=hit)
+    assert heard == [True, False]
+    copied = tmp_path / "events" / "triton-cache" / KEY
+    assert sorted(p.name for p in copied.iterdir()) == ["k.cubin", "k.json"]
+    assert (copied / "k.cubin").read_bytes() == b"cubin"
+    events = read_events(tmp_path / "events")
+    assert [(c.name, c.key, c.files, c.triton, c.target) for c in events.cached.values()] == [
+        ("k", KEY, ("k.cubin", "k.json"), "3.6.0", "cuda:90")
+    ]
+    assert events.entries == tmp_path / "events" / "triton-cache"
+
+
+def test_an_entry_the_agent_cannot_copy_is_said_never_raised(tmp_path):
+    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.backends.triton.record.events import read_events
+
+    agent = record_agent.Agent(str(tmp_path / "events"))
+    metadata, group = entry_of(tmp_path)
+    group["k.cubin"] = str(tmp_path / "elsewhere" / "k.cubin")  # two folders: not one entry
+    agent.on_compiled(src=object(), metadata=metadata, metadata_group=group, times=None, cache_hit=False)
+    events = read_events(tmp_path / "events")
+    assert not events.cached
+    assert "not in one cache folder" in events.skipped["triton.compile of k"]
+
+
+@pytest.mark.parametrize(
+    ("event", "why"),
+    [
+        ({"key": "../x", "files": ["k.json"]}, "not a Triton cache key"),
+        ({"key": KEY, "files": ["../k.json"]}, "not an entry's"),
+        ({"key": KEY, "files": ["k.cubin"]}, "not an entry's"),  # its kernel's metadata is not among them
+    ],
+)
+def test_a_cached_event_that_is_not_an_entry_s_is_skipped(event, why):
+    from aotpack.backends.triton.record.events import Events
+
+    events = Events()
+    events.add({"event": "cached", "name": "k", "triton": "3.6.0", "target": "cuda:90", **event}, "7")
+    assert not events.cached and why in next(iter(events.skipped.values()))
+
+
+# ---------------------------------------------------------------- the recipe's triton_cache:
+
+RECIPE = "package: served\nversion: '1'\ntriton_cache: {folder}\nkernels: {{}}\n"
+
+
+def read_recipe(tmp_path, folder="triton-cache"):
+    from aotpack.backends import recipes
+
+    return recipes.parse(RECIPE.format(folder=folder), tmp_path / "r.yaml")
+
+
+def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
+    for key, name in (("B" * 52, "b"), (KEY, "a")):
+        (tmp_path / "triton-cache" / key).mkdir(parents=True)
+        (tmp_path / "triton-cache" / key / f"{name}.json").write_text("{}")
+        (tmp_path / "triton-cache" / key / f"{name}.cubin").write_bytes(b"c")
+    read = read_recipe(tmp_path)
+    assert [(e.name, e.key, e.files) for e in read.triton_cache] == [
+        ("a", KEY, ("a.cubin", "a.json")), ("b", "B" * 52, ("b.cubin", "b.json"))
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("make", "folder", "message"),
+    [
+        (lambda t: (t / "x").mkdir(), "..", "is outside the recipe's folder"),
+        (lambda t: None, "triton-cache", "no folder 'triton-cache' beside the recipe"),
+        (lambda t: (t / "triton-cache" / "notakey").mkdir(parents=True), "triton-cache", "not a Triton cache entry"),
+        (lambda t: (t / "triton-cache" / KEY).mkdir(parents=True), "triton-cache", "holds one kernel's files"),
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(""),
+                    (t / "triton-cache" / KEY / "a b").write_text("")), "triton-cache", "not a plain file"),
+    ],
+)  # fmt: skip
+def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make, folder, message):
+    from aotpack.errors import RecipeError
+
+    (tmp_path / "in").mkdir()
+    make(tmp_path / "in")
+    with pytest.raises(RecipeError, match=message) as caught:
+        read_recipe(tmp_path / "in", folder)
+    assert "r.yaml:3" in str(caught.value)

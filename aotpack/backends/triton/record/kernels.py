@@ -23,11 +23,13 @@ from .widen import widened
 def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
                 widen: dict[str, list[Widened]] | None = None,
-                dropped: dict[str, str] | None = None, tritons: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
+                dropped: dict[str, str] | None = None, tritons: set[str] | None = None,
+                cached: bool = False) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
     the program ran (the recipe's ``triton:``). ``widen`` joins the recipe's ``widen:``, which it keeps, and the
-    rows of every kernel recorded take its values (those kept, those new, those a report adds)."""
+    rows of every kernel recorded take its values (those kept, those new, those a report adds). ``cached``: the
+    recording copied Triton cache entries, which the recipe's ``triton_cache:`` folder holds (kept as named)."""
     base = existing or {}
     widen = _joined(base.get("widen") or {}, widen or {})
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
@@ -77,7 +79,9 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
     }
     release = _release(base.get("triton"), tritons or set())
     _check_widen(widen, kernels)
-    return {**head, **({"triton": release} if release else {}), **({"widen": widen} if widen else {}),
+    folder = base.get("triton_cache") or ("triton-cache" if cached else None)
+    return {**head, **({"triton": release} if release else {}), **({"triton_cache": folder} if folder else {}),
+            **({"widen": widen} if widen else {}),
             "targets": sorted(targets), "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
 
 
