@@ -298,6 +298,8 @@ class CacheEntry:
     key: str  # Triton's cache key, as its folder is named
     folder: Path
     files: tuple[str, ...]  # sorted
+    triton: str  # the release that compiled it (its metadata's)
+    target: str  # backend:arch, e.g. cuda:90
 
 
 @dataclass(frozen=True, kw_only=True)

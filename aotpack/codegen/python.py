@@ -141,7 +141,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
         }
         if kb.caller_launches:
             _add_launch(kernels[k.name], k)
-    return {
+    out: Manifest = {
         "schema": manifest_types.SCHEMA,
         "package": recipe.package,
         "version": recipe.version,
@@ -155,6 +155,10 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
         "sources": dict(build.sources),
         "kernels": kernels,
     }
+    if recipe.triton_cache:
+        out["triton_cache"] = [{"name": e.name, "key": e.key, "files": list(e.files), "triton": e.triton,
+                                "target": e.target} for e in recipe.triton_cache]  # fmt: skip
+    return out
 
 
 def _add_launch(entry: manifest_types.Kernel, kernel: Kernel) -> None:

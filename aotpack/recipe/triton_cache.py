@@ -8,6 +8,7 @@ cache key holding plain files (its kernel's ``<name>.json`` among them), with bo
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -51,5 +52,20 @@ def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
         if total > limits.MAX_CACHE_BYTES:
             raise node.fail(f"{folder} holds more than {limits.MAX_CACHE_BYTES >> 20} MiB (aotpack's "
                             "limits.MAX_CACHE_BYTES): is it the right folder?")  # fmt: skip
-        out.append(CacheEntry(name=names[0], key=entry.name, folder=entry, files=tuple(files)))
+        triton, target = _compiled_by(node, entry / f"{names[0]}.json")
+        out.append(CacheEntry(name=names[0], key=entry.name, folder=entry, files=tuple(files), triton=triton,
+                              target=target))  # fmt: skip
     return tuple(out)
+
+
+def _compiled_by(node: Node, metadata: Path) -> tuple[str, str]:
+    """The Triton release and the target (backend:arch) an entry's metadata (Triton's ``<name>.json``) names."""
+    try:
+        if metadata.stat().st_size > limits.MAX_RECORD_BYTES << 4:
+            raise ValueError("larger than a kernel's metadata")
+        data = json.loads(metadata.read_bytes())
+        target = data["target"]
+        return str(data["triton_version"]), f"{target['backend']}:{target['arch']}"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise node.fail(f"{metadata}: not Triton's metadata of a kernel ({type(exc).__name__}: {exc}); record "
+                        "again") from None  # fmt: skip

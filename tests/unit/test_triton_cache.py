@@ -117,6 +117,7 @@ def test_a_cached_event_that_is_not_an_entry_s_is_skipped(event, why):
 
 # ---------------------------------------------------------------- the recipe's triton_cache:
 
+METADATA = '{"triton_version": "3.6.0", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}}'
 RECIPE = "package: served\nversion: '1'\ntriton_cache: {folder}\nkernels: {{}}\n"
 
 
@@ -129,11 +130,11 @@ def read_recipe(tmp_path, folder="triton-cache"):
 def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
     for key, name in (("B" * 52, "b"), (KEY, "a")):
         (tmp_path / "triton-cache" / key).mkdir(parents=True)
-        (tmp_path / "triton-cache" / key / f"{name}.json").write_text("{}")
+        (tmp_path / "triton-cache" / key / f"{name}.json").write_text(METADATA)
         (tmp_path / "triton-cache" / key / f"{name}.cubin").write_bytes(b"c")
     read = read_recipe(tmp_path)
-    assert [(e.name, e.key, e.files) for e in read.triton_cache] == [
-        ("a", KEY, ("a.cubin", "a.json")), ("b", "B" * 52, ("b.cubin", "b.json"))
+    assert [(e.name, e.key, e.files, e.triton, e.target) for e in read.triton_cache] == [
+        ("a", KEY, ("a.cubin", "a.json"), "3.6.0", "cuda:90"), ("b", "B" * 52, ("b.cubin", "b.json"), "3.6.0", "cuda:90")
     ]  # fmt: skip
 
 
@@ -146,6 +147,8 @@ def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
         (lambda t: (t / "triton-cache" / KEY).mkdir(parents=True), "triton-cache", "holds one kernel's files"),
         (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(""),
                     (t / "triton-cache" / KEY / "a b").write_text("")), "triton-cache", "not a plain file"),
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
+            "[]")), "triton-cache", "not Triton's metadata of a kernel"),
     ],
 )  # fmt: skip
 def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make, folder, message):
