@@ -28,11 +28,20 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
     if existing is None or existing.data is None:  # a new recipe (under the comments of an empty file)
         lines = (existing.text if existing else "").splitlines(keepends=True)
         kept = "".join(line for line in lines if line.lstrip().startswith("#"))
-        data = recipe_data(compiled, events.picks, None, package, widen, dropped, events.tritons, bool(events.cached))
+        data = recipe_data(
+            compiled,
+            events.picks,
+            None,
+            package,
+            widen,
+            dropped,
+            events.tritons,
+            [c.target for c in events.cached.values()],
+        )
         text: str | None = kept + dump(data)
     else:
         data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons,
-                           bool(events.cached))  # fmt: skip
+                           [c.target for c in events.cached.values()])  # fmt: skip
         text = merged_text(existing, path, data)
     added = _write_entries(path.parent / str(data.get("triton_cache")), events) if events.cached else False
     for name in sorted(_kernel_sources(data) | _function_sources(compiled)):  # before the recipe that names them
