@@ -13,14 +13,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
-from aotpack import build
+from aotpack import build, manifest
 
 from .helpers import install_wheel
 
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,11 @@ def test_kernels_compiled_outside_the_jit_are_recorded_shipped_and_served_with_n
     assert "triton_cache: 3 Triton cache entries shipped as recorded (Triton " in plan.stderr, plan.stderr
 
     wheel = build(recipe, tmp_path / "dist", jobs=1).wheel
+    listed = manifest.read_wheel(wheel)
+    jsonschema.validate(listed, manifest.json_schema())
+    assert [(e["key"], e["triton"], e["target"]) for e in listed["triton_cache"]] == [
+        (key, triton.__version__, "cuda:90") for key in now
+    ]
     site = install_wheel(wheel, tmp_path / "site")
     assert sorted(p.name for p in (site / "served" / "_triton_cache").iterdir()) == now
     serve_env = {**env, "PYTHONPATH": os.pathsep.join([str(site), str(tmp_path / "code")]),

@@ -159,3 +159,22 @@ def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make
     with pytest.raises(RecipeError, match=message) as caught:
         read_recipe(tmp_path / "in", folder)
     assert "r.yaml:3" in str(caught.value)
+
+
+def test_the_jit_s_own_compilation_is_not_copied_and_the_next_one_in_the_thread_is(tmp_path):
+    from types import SimpleNamespace
+
+    from aotpack.backends.triton.record import agent as record_agent
+
+    events: list[dict] = []
+    agent = record_agent.Agent(str(tmp_path / "events"), sink=events.append)
+    jit = object()  # the JITFunction: the hook's fn.jit_function, and the ASTSource's fn
+    agent.on_compile(key="k", repr="", fn=SimpleNamespace(module="m", name="f", jit_function=jit), compile={},
+                     is_manual_warmup=False, already_compiled=False)  # fmt: skip
+    metadata, group = entry_of(tmp_path)
+    seen = []
+    for _ in range(2):  # the JIT's triton.compile, then another caller's of the same function
+        agent.on_compiled(src=SimpleNamespace(fn=jit), metadata=metadata, metadata_group=group, times=None,
+                          cache_hit=False)  # fmt: skip
+        seen.append([e["event"] for e in events if e["event"] != "skipped"])
+    assert seen == [[], ["cached"]]
