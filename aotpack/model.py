@@ -298,8 +298,8 @@ class CacheEntry:
     key: str  # Triton's cache key, as its folder is named
     folder: Path
     files: tuple[str, ...]  # sorted
-    triton: str  # the release that compiled it (its metadata's)
-    target: str  # backend:arch, e.g. cuda:90
+    triton: str  # the release that compiled it (its metadata's); "" for a module (.so), which has none
+    target: str  # backend:arch, e.g. cuda:90; host: a module Triton built with a C compiler
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,9 @@
 """``triton_cache:``: the folder (beside the recipe) of Triton cache entries ``aotpack record`` copied out of the
 recorded program's Triton cache — kernels another caller of ``triton.compile`` than the JIT compiled (Inductor
-under torch.compile, in the program and its compile workers), by Triton's cache key. A build ships them as
-they are (``<package>/_triton_cache/<key>/<files>``) and ``activate()`` serves them as Triton cache hits.
+under torch.compile, in the program and its compile workers), by Triton's cache key, and the modules Triton
+built with a C compiler (kernel launchers, its driver's utilities), which a program served without one needs.
+A build ships them as they are (``<package>/_triton_cache/<key>/<files>``) and ``activate()`` serves them as
+Triton cache hits.
 
 The folder is read like any input of a build: inside the recipe's folder, each entry a folder named by a
 cache key holding plain files (its kernel's ``<name>.json`` among them), with bounded counts and sizes."""
@@ -41,9 +43,11 @@ def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
                             "'AB2C...'); remove it")  # fmt: skip
         files = sorted(f.name for f in entry.iterdir())
         names = [f.removesuffix(".json") for f in files if f.endswith(".json") and not f.startswith("__grp__")]
-        if len(files) > limits.MAX_CACHE_FILES or len(names) != 1:
+        module = not names and len(files) == 1 and files[0].endswith(".so")  # a launcher, the driver's utilities
+        if len(files) > limits.MAX_CACHE_FILES or not (len(names) == 1 or module):
             raise node.fail(f"{entry}: a Triton cache entry holds one kernel's files (its <name>.json, at most "
-                            f"{limits.MAX_CACHE_FILES} files); it holds {', '.join(files[:8]) or 'none'}")  # fmt: skip
+                            f"{limits.MAX_CACHE_FILES} files) or one module (.so); it holds "
+                            f"{', '.join(files[:8]) or 'none'}")  # fmt: skip
         for name in files:
             file = entry / name
             if not FILE.fullmatch(name) or file.is_symlink() or not file.is_file():
@@ -52,9 +56,9 @@ def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
         if total > limits.MAX_CACHE_BYTES:
             raise node.fail(f"{folder} holds more than {limits.MAX_CACHE_BYTES >> 20} MiB (aotpack's "
                             "limits.MAX_CACHE_BYTES): is it the right folder?")  # fmt: skip
-        triton, target = _compiled_by(node, entry / f"{names[0]}.json")
-        out.append(CacheEntry(name=names[0], key=entry.name, folder=entry, files=tuple(files), triton=triton,
-                              target=target))  # fmt: skip
+        triton, target = ("", "host") if module else _compiled_by(node, entry / f"{names[0]}.json")
+        out.append(CacheEntry(name=files[0] if module else names[0], key=entry.name, folder=entry,
+                              files=tuple(files), triton=triton, target=target))  # fmt: skip
     return tuple(out)
 
 

@@ -91,7 +91,16 @@ class Guard(CacheManager):  # type: ignore[misc]
         return None
 
     def get_file(self, filename: str) -> Any:
-        return self.inner.get_file(filename)
+        """A file; a module Triton builds with a C compiler (a launcher, its driver's utilities) that the program's
+        cache lacks comes from the packages' entries where they hold it (a program served without a compiler)."""
+        path = self.inner.get_file(filename)
+        if path is None and self.looking:
+            for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
+                packaged = os.path.join(folder, self.key, filename)
+                if os.path.isfile(packaged):
+                    with open(packaged, "rb") as f:
+                        return self.inner.put(f.read(), filename, binary=True)
+        return path
 
     def put(self, data: Any, filename: str, binary: bool = True) -> Any:
         return self.inner.put(data, filename, binary)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -178,3 +179,54 @@ def test_the_jit_s_own_compilation_is_not_copied_and_the_next_one_in_the_thread_
                           cache_hit=False)  # fmt: skip
         seen.append([e["event"] for e in events if e["event"] != "skipped"])
     assert seen == [[], ["cached"]]
+
+
+# ---------------------------------------------------------------- modules Triton builds with a C compiler
+
+MODULE = "__triton_launcher.cpython-311-x86_64-linux-gnu.so"
+
+
+def test_a_module_the_program_s_cache_lacks_comes_from_the_package(guard, tmp_path):
+    entry = tmp_path / "package" / "_triton_cache" / ("M" * 52)
+    entry.mkdir()
+    (entry / MODULE).write_bytes(b"\x7fELF launcher")
+    path = guard.Guard("M" * 52).get_file(MODULE)
+    assert path == str(tmp_path / "cache" / ("M" * 52) / MODULE)
+    assert Path(path).read_bytes() == b"\x7fELF launcher"
+    assert guard.Guard("N" * 52).get_file(MODULE) is None  # not held: Triton builds it (with a C compiler)
+
+
+def test_the_agent_copies_each_module_triton_builds_or_finds_and_the_recipe_reads_it(tmp_path):
+    from types import SimpleNamespace
+
+    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.backends.triton.record.events import read_events
+
+    built = tmp_path / "program-cache" / ("M" * 52)
+    built.mkdir(parents=True)
+
+    class Manager:  # Triton's, as triton.runtime.build asks for it
+        def __init__(self, key):
+            self.key = key
+
+        def get_file(self, filename):
+            return str(built / filename) if (built / filename).exists() else None
+
+        def put(self, data, filename, binary=True):
+            (built / filename).write_bytes(data)
+            return str(built / filename)
+
+    build = SimpleNamespace(get_cache_manager=Manager)
+    agent = record_agent.Agent(str(tmp_path / "events"))
+    agent.watch_builds(build)
+    manager = build.get_cache_manager("M" * 52)
+    assert manager.get_file(MODULE) is None  # a miss: Triton builds it, then puts it
+    manager.put(b"\x7fELF launcher", MODULE)
+    events = read_events(tmp_path / "events")
+    assert [(c.name, c.files, c.target) for c in events.cached.values()] == [(MODULE, (MODULE,), "host")]
+    copied = tmp_path / "events" / "triton-cache"
+    assert (copied / ("M" * 52) / MODULE).read_bytes() == b"\x7fELF launcher"
+    (tmp_path / "r").mkdir()
+    (copied).rename(tmp_path / "r" / "triton-cache")
+    read = read_recipe(tmp_path / "r")
+    assert [(e.name, e.triton, e.target) for e in read.triton_cache] == [(MODULE, "", "host")]

@@ -9,7 +9,9 @@ installs the hooks as soon as it imports Triton, and appends one JSON line per e
 ``jit_cache_hook`` gives them, each value encoded by ``encode``) as it happens, so that a program that crashes
 keeps what it compiled; ``cached``: a kernel ``triton.compile`` returned to another caller (Inductor under
 torch.compile, a DSL; compiled or loaded from Triton's cache), whose cache entry, every file, is copied at once
-into ``<dir>/triton-cache/<key>/`` (a compile worker may end without running ``atexit``); ``launches`` and
+into ``<dir>/triton-cache/<key>/`` (a compile worker may end without running ``atexit``), and so is each module
+Triton builds with a C compiler or loads from its cache (a kernel launcher, its driver's utilities: a program
+served without a C compiler needs them); ``launches`` and
 ``picks`` (what each ``@triton.autotune`` chose) at exit. aotpack,
 the parent, reads them into typed events (``aotpack/backends/triton/record/events.py``) and turns them into a
 recipe.
@@ -70,6 +72,7 @@ class Agent:
         self._jit = threading.local()  # .fn: the function the JIT's hook saw this thread compile next
         self._cached: set[str] = set()  # cache keys copied already by this process
         self._unname: Any = None
+        self._unbuild: Any = None
         self._untap: Any = None
         self._tapped: dict[int, dict[str, dict[str, Any]]] = {}  # function -> its autotuners' picks seen, by key
         self._lock = threading.Lock()
@@ -116,12 +119,12 @@ class Agent:
                                            cache_hit=cache_hit, **more)  # fmt: skip
         return None
 
-    def _copy_entry(self, metadata: dict[str, Any], group: dict[str, str]) -> None:
+    def _copy_entry(self, metadata: dict[str, Any], group: dict[str, str], key: str | None = None) -> None:
         """Every file of the kernel's cache entry into ``<entries>/<key>/`` (each atomically), then its event."""
         folders = {os.path.dirname(path) for path in group.values()}
         if len(folders) != 1 or self.entries is None:
             raise ValueError(f"its files are not in one cache folder: {sorted(folders)}")
-        key = os.path.basename(folders.pop())
+        key = key or os.path.basename(folders.pop())
         if key in self._cached:
             return
         into = os.path.join(self.entries, key)
@@ -139,7 +142,7 @@ class Agent:
         backend = target.get("backend") if isinstance(target, dict) else getattr(target, "backend", None)
         version = metadata.get("triton_version") or importlib.metadata.version("triton")
         self.sink({"event": "cached", "name": str(metadata.get("name")), "key": key, "files": sorted(group),
-                   "triton": str(version), "target": f"{backend}:{arch}"})  # fmt: skip
+                   "triton": str(version), "target": f"{backend}:{arch}" if target else "host"})  # fmt: skip
 
     def _with_sources(self, event: dict[str, Any]) -> dict[str, Any]:
         """The event, with the text of every written-out source it names and no earlier event carried."""
@@ -182,11 +185,36 @@ class Agent:
         elif self.entries is not None:
             self._previous_listener = compilation.listener
             compilation.listener = self.on_compiled
+        if hasattr(sys.modules.get("triton.runtime.build"), "get_cache_manager"):  # else when it is imported
+            self.watch_builds(sys.modules["triton.runtime.build"])
         if "triton.runtime.jit" in sys.modules:  # else when it is imported (_WhenImported)
             self.adapt(sys.modules["triton.runtime.jit"])
         autotuner = sys.modules.get("triton.runtime.autotuner")
         if hasattr(autotuner, "Autotuner"):  # (else still being imported, knobs first: tapped once it is)
             self.tap(autotuner)
+
+    def watch_builds(self, build_module: Any) -> None:
+        """Triton's cache manager as ``triton.runtime.build`` asks for it (by its module global, in every
+        release): each module it builds or finds there is copied (``_Modules``)."""
+        if self.entries is None or self._unbuild is not None:
+            return
+        original, agent = build_module.get_cache_manager, self
+
+        def get_cache_manager(key: Any) -> Any:
+            return _Modules(original(key), agent)
+
+        build_module.get_cache_manager = get_cache_manager
+        self._unbuild = lambda: setattr(build_module, "get_cache_manager", original)
+
+    def copy_module(self, key: Any, filename: str, path: Any) -> None:
+        """A module Triton built or found in its cache, copied into ``<entries>/<key>/`` with its event."""
+        try:
+            if not isinstance(key, str) or not isinstance(path, str) or key in self._cached:
+                return
+            self._copy_entry({"name": filename, "target": None}, {filename: path}, key)
+        except Exception as exc:  # never into the program: said
+            self.sink({"event": "skipped", "function": f"Triton's module {filename}",
+                       "why": f"it was not copied: {type(exc).__name__}: {exc}"})  # fmt: skip
 
     def adapt(self, jit_module: Any) -> None:
         """What this Triton release needs so that the hook sees every compilation (name_function_constexprs)."""
@@ -237,6 +265,8 @@ class Agent:
             self._unname()
         if self._untap is not None:
             self._untap()
+        if self._unbuild is not None:
+            self._unbuild()
 
     def finish(self) -> None:
         """At exit (or when a recording stops): launch counts and what each autotuner picked."""
@@ -259,6 +289,28 @@ class Agent:
             except Exception as exc:  # the program's exit goes on
                 function = f"{getattr(jit, '__module__', '?')}:{getattr(jit, '__name__', '?')}"
                 self.sink({"event": "skipped", "function": function, "why": f"autotuner picks: {exc}"})
+
+
+class _Modules:
+    """Triton's cache manager for the modules ``triton.runtime.build`` makes (a kernel launcher, the driver's
+    utilities): each one it finds there or puts there after building it is copied by the agent."""
+
+    def __init__(self, inner: Any, agent: Agent) -> None:
+        self.inner, self.agent = inner, agent
+
+    def get_file(self, filename: str) -> Any:
+        path = self.inner.get_file(filename)
+        if path is not None:
+            self.agent.copy_module(getattr(self.inner, "key", None), filename, path)
+        return path
+
+    def put(self, data: Any, filename: str, binary: bool = True) -> Any:
+        path = self.inner.put(data, filename, binary=binary)
+        self.agent.copy_module(getattr(self.inner, "key", None), filename, path)
+        return path
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 # ---------------------------------------------------------------- starting in a recorded process
@@ -327,8 +379,13 @@ def _when_triton_is_imported(folder: str) -> None:
         if agents:
             agents[0].tap(autotuner_module)
 
+    def built(build_module: Any) -> None:  # imported after knobs; before: install() watches
+        if agents:
+            agents[0].watch_builds(build_module)
+
     sys.meta_path.insert(0, _WhenImported({"triton.knobs": started, "triton.runtime.jit": adapted,
-                                           "triton.runtime.autotuner": tapped}))  # fmt: skip
+                                           "triton.runtime.autotuner": tapped,
+                                           "triton.runtime.build": built}))  # fmt: skip
 
 
 def _chain_sitecustomize() -> None:

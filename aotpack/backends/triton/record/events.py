@@ -185,20 +185,22 @@ _RELEASE = re.compile(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?")  # what a recipe's triton
 @dataclass(frozen=True, kw_only=True)
 class Cached:
     """A kernel ``triton.compile`` returned to a caller other than the JIT (Inductor under torch.compile, a
-    DSL): its Triton cache entry, copied by the agent, by Triton's cache key (the folder's name) and its files."""
+    DSL): its Triton cache entry, copied by the agent, by Triton's cache key (the folder's name) and its files;
+    or a module Triton built with a C compiler (its name the file's, its target ``host``)."""
 
     name: str
     key: str
     files: tuple[str, ...]
     triton: str  # the release that compiled it
-    target: str  # backend:arch, e.g. cuda:90
+    target: str  # backend:arch, e.g. cuda:90; host: a module
 
     @staticmethod
     def from_json(event: Mapping[str, Any]) -> Cached:
         key, files = str(event["key"]), tuple(str(f) for f in event["files"])
         if not KEY.fullmatch(key):
             raise ValueError(f"{key!r:.80} is not a Triton cache key")
-        if not files or not all(FILE.fullmatch(f) for f in files) or f"{event['name']}.json" not in files:
+        module = files == (event["name"],) and files[0].endswith(".so")  # a launcher, the driver's utilities
+        if not all(FILE.fullmatch(f) for f in files) or not (module or f"{event['name']}.json" in files):
             raise ValueError(f"not an entry's files: {files!r:.200}")
         return Cached(name=str(event["name"]), key=key, files=files, triton=str(event["triton"]),
                       target=str(event["target"]))  # fmt: skip
