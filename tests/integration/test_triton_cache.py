@@ -117,6 +117,11 @@ def test_kernels_compiled_outside_the_jit_are_recorded_shipped_and_served_with_n
     assert [(e["key"], e["triton"], e["target"]) for e in listed["triton_cache"]] == [
         (key, triton.__version__, "cuda:90") for key in now
     ]
+    rebuilt = build(recipe, tmp_path / "dist2", jobs=1, use_cache=False).wheel
+    assert rebuilt.read_bytes() == wheel.read_bytes()  # reproducible
+    inspected = subprocess.run([sys.executable, "-m", "aotpack", "inspect", str(wheel)], capture_output=True,
+                               text=True, env=env)  # fmt: skip
+    assert "Triton cache entries: 3 (3 cuda:90)" in inspected.stdout, inspected.stderr
     site = install_wheel(wheel, tmp_path / "site")
     assert sorted(p.name for p in (site / "served" / "_triton_cache").iterdir()) == now
     serve_env = {**env, "PYTHONPATH": os.pathsep.join([str(site), str(tmp_path / "code")]),
