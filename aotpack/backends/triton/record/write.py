@@ -58,17 +58,17 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
 
 
 def _write_entries(folder: Path, events: Events) -> bool:
-    """The cache entries the recording copied, each file the agent listed, into ``folder/<key>/`` (an entry
-    there already is Triton's for the same key: kept); whether any was added."""
+    """The cache entries the recording copied, each file the agent listed, into ``folder/<key>/`` (a file there
+    already is Triton's for the same key: kept); whether any was added."""
     added = False
     for key, entry in sorted(events.cached.items()):
-        if events.entries is None or (folder / key).is_dir():
-            continue
         for name in entry.files:
+            if events.entries is None or (folder / key / name).is_file():
+                continue
             (folder / key).mkdir(parents=True, exist_ok=True)
             with atomic_file(folder / key / name) as f:
                 f.write((events.entries / key / name).read_bytes())
-        added = True
+            added = True
     return added
 
 
