@@ -134,3 +134,52 @@ def test_kernels_compiled_outside_the_jit_are_recorded_shipped_and_served_with_n
     assert [first, second] == hashes  # the kernels recorded, loaded from the cache: no compilation refused
     assert refused == "refused True"  # a kernel the package does not hold stays refused
     assert set(keys) <= set(eval(landed))  # the entries landed in the program's own Triton cache
+
+
+MODULE = r'''
+import os, sys
+from triton.runtime import build
+SRC = """
+#include <Python.h>
+static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "tiny", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_tiny(void) { return PyModule_Create(&m); }
+"""
+if sys.argv[1:] == ["serve"]:
+    from aotpack.runtime import aot_kernels
+    aot_kernels.activate([], "error", LookupError, [os.environ["ENTRIES"]])
+print(build.compile_module_from_src(SRC, "tiny").__file__)
+'''
+
+
+def test_a_module_triton_builds_with_a_c_compiler_is_recorded_and_served_where_there_is_none(tmp_path):
+    """A kernel's launcher and Triton's driver utilities are C that Triton compiles on first use (then caches):
+    recorded where a compiler is, served where none is."""
+    import shutil
+
+    if not (shutil.which("gcc") or shutil.which("cc") or shutil.which("clang")):
+        pytest.skip("no C compiler to build the module while recording")
+    (tmp_path / "prog.py").write_text(MODULE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "TRITON_CACHE_DIR": str(tmp_path / "c1")}
+    for name in ("TRITON_CACHE_MANAGER", "AOTPACK_FALLBACK", "AOTPACK_CACHE_MANAGER", "AOTPACK_CACHE_ENTRIES", "CC"):
+        env.pop(name, None)
+    recipe = tmp_path / "r" / "recipe.yaml"
+    recipe.parent.mkdir()
+    done = subprocess.run([sys.executable, "-m", "aotpack", "record", "-o", str(recipe), "--", "python",
+                           str(tmp_path / "prog.py")], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    entries = recipe.parent / "triton-cache"
+    (key,) = [p.name for p in entries.iterdir()]
+    (module,) = [p.name for p in (entries / key).iterdir()]
+    assert module.startswith("tiny.") and module.endswith(".so")
+    # no C compiler; `file` stays (Triton's platform_key, in a module's cache key, has platform.architecture()
+    # run it: a machine without it gives other keys)
+    (tmp_path / "bin").mkdir()
+    if shutil.which("file"):
+        (tmp_path / "bin" / "file").symlink_to(shutil.which("file") or "")
+    bare = {**env, "TRITON_CACHE_DIR": str(tmp_path / "c2"), "PATH": str(tmp_path / "bin"),
+            "CC": str(tmp_path / "bin" / "cc"), "ENTRIES": str(entries)}  # fmt: skip
+    served = subprocess.run([sys.executable, str(tmp_path / "prog.py"), "serve"], capture_output=True, text=True,
+                            env=bare, timeout=300)  # fmt: skip
+    assert served.returncode == 0, served.stderr[-3000:]
+    assert served.stdout.strip() == str(tmp_path / "c2" / key / module)
+    assert (tmp_path / "c2" / key / module).read_bytes() == (entries / key / module).read_bytes()
