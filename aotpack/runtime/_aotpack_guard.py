@@ -77,30 +77,26 @@ class Guard(CacheManager):  # type: ignore[misc]
     def _packaged(self, filename: str) -> Any:
         """The entry a package holds for this key, put into the program's cache (each file, then its group with
         the paths they have there), or None."""
-        for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
-            entry = os.path.join(folder, self.key)
-            if not os.path.isfile(os.path.join(entry, filename)):
-                continue
-            group = {}
-            for name in sorted(os.listdir(entry)):
-                if not name.startswith("__grp__"):
-                    with open(os.path.join(entry, name), "rb") as f:
-                        group[name] = self.inner.put(f.read(), name, binary=True)
-            self.inner.put_group(filename, group)
-            return self.inner.get_group(filename)
-        return None
+        held = _held(self.key, filename)
+        if held is None:
+            return None
+        entry, group = os.path.dirname(held), {}
+        for name in sorted(os.listdir(entry)):
+            if not name.startswith("__grp__"):
+                with open(os.path.join(entry, name), "rb") as f:
+                    group[name] = self.inner.put(f.read(), name, binary=True)
+        self.inner.put_group(filename, group)
+        return self.inner.get_group(filename)
 
     def get_file(self, filename: str) -> Any:
         """A file; a module Triton builds with a C compiler (a launcher, its driver's utilities) that the program's
         cache lacks comes from the packages' entries where they hold it (a program served without a compiler)."""
         path = self.inner.get_file(filename)
-        if path is None and self.looking:
-            for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
-                packaged = os.path.join(folder, self.key, filename)
-                if os.path.isfile(packaged):
-                    with open(packaged, "rb") as f:
-                        return self.inner.put(f.read(), filename, binary=True)
-        return path
+        held = _held(self.key, filename) if path is None and self.looking else None
+        if held is None:
+            return path
+        with open(held, "rb") as f:
+            return self.inner.put(f.read(), filename, binary=True)
 
     def put(self, data: Any, filename: str, binary: bool = True) -> Any:
         return self.inner.put(data, filename, binary)
@@ -110,6 +106,15 @@ class Guard(CacheManager):  # type: ignore[misc]
 
     def __getattr__(self, name: str) -> Any:  # what a manager of the program's offers besides
         return getattr(self.inner, name)
+
+
+def _held(key: str, filename: str) -> str | None:
+    """Where an activated package holds this file of the entry ``key``, or None."""
+    for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
+        path = os.path.join(folder, key, filename)
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def _compiling(name: str, key: str) -> None:

@@ -11,10 +11,9 @@ keeps what it compiled; ``cached``: a kernel ``triton.compile`` returned to anot
 torch.compile, a DSL; compiled or loaded from Triton's cache), whose cache entry, every file, is copied at once
 into ``<dir>/triton-cache/<key>/`` (a compile worker may end without running ``atexit``), and so is each module
 Triton builds with a C compiler or loads from its cache (a kernel launcher, its driver's utilities: a program
-served without a C compiler needs them); ``launches`` and
-``picks`` (what each ``@triton.autotune`` chose) at exit. aotpack,
-the parent, reads them into typed events (``aotpack/backends/triton/record/events.py``) and turns them into a
-recipe.
+served without a C compiler needs them); ``launches`` and ``picks`` (what each ``@triton.autotune`` chose) at
+exit. aotpack, the parent, reads them into typed events (``aotpack/backends/triton/record/events.py``) and
+turns them into a recipe.
 
 A function that a fresh process could not import by its module path (defined in ``__main__``, generated into a
 temporary module, loaded from a file outside any installed package, made with ``exec``) is written out as
