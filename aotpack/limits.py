@@ -48,6 +48,10 @@ MAX_RECORD_BYTES = 1 << 16  # a record the cache keeps for itself (size.json, a 
 MAX_WIDEN = 4096  # values one --widen may give
 MAX_REPORT_BYTES = 64 << 20  # a report lists at most 64 class misses per kernel, and what the JIT compiled
 MAX_REPORTS = 4096  # report files read from one folder
+# Triton cache entries a recipe ships (triton_cache:): a torch.compile'd model records a few hundred kernels
+MAX_CACHE_ENTRIES = 65536
+MAX_CACHE_FILES = 16  # files of one entry: its IRs, binary and metadata (Triton writes 7 for CUDA)
+MAX_CACHE_BYTES = 2 << 30  # all of them together (a cubin and its IRs are kilobytes to a few megabytes)
 
 
 def header() -> str:

@@ -142,7 +142,18 @@ class Kernel(_Kernel, total=False):
     tuned: list[Tuned]
 
 
-class Manifest(TypedDict):
+class CacheEntry(TypedDict):
+    """A Triton cache entry the wheel ships (``<package>/_triton_cache/<key>/<files>``): a kernel another caller
+    of triton.compile (Inductor) compiled when the program was recorded."""
+
+    name: str
+    key: str
+    files: list[str]
+    triton: str
+    target: str
+
+
+class _Manifest(TypedDict):
     schema: str
     package: str
     version: str
@@ -152,6 +163,10 @@ class Manifest(TypedDict):
     min_driver_cuda: dict[str, str]
     sources: dict[str, str]
     kernels: dict[str, Kernel]
+
+
+class Manifest(_Manifest, total=False):
+    triton_cache: list[CacheEntry]  # where the recipe has triton_cache:
 
 
 def dumps(manifest: Manifest) -> str:

@@ -290,6 +290,19 @@ class Kernel:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CacheEntry:
+    """A kernel of Triton's cache that a caller other than the JIT (Inductor) compiled when the program was
+    recorded: shipped as it is, served as a cache hit (recipe/triton_cache.py)."""
+
+    name: str  # the kernel's
+    key: str  # Triton's cache key, as its folder is named
+    folder: Path
+    files: tuple[str, ...]  # sorted
+    triton: str  # the release that compiled it (its metadata's); "" for a module (.so), which has none
+    target: str  # backend:arch, e.g. cuda:90; host: a module Triton built with a C compiler
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     path: Path
     package: str
@@ -302,6 +315,7 @@ class Recipe:
     cuda_floor: int | None = None  # the oldest CUDA driver the wheel must load on (1000*major + 10*minor)
     triton: str | None = None  # the Triton release to build with (X.Y or X.Y.Z; backends/triton/toolchain.py)
     widen: Widen = ()  # the constexprs every row of a `launch: triton` kernel takes these values of too
+    triton_cache: tuple[CacheEntry, ...] = ()  # Triton cache entries shipped as they are (triton_cache:)
 
 
 def const_text(value: ConstValue) -> str:

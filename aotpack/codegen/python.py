@@ -141,7 +141,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
         }
         if kb.caller_launches:
             _add_launch(kernels[k.name], k)
-    return {
+    out: Manifest = {
         "schema": manifest_types.SCHEMA,
         "package": recipe.package,
         "version": recipe.version,
@@ -155,6 +155,10 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
         "sources": dict(build.sources),
         "kernels": kernels,
     }
+    if recipe.triton_cache:
+        out["triton_cache"] = [{"name": e.name, "key": e.key, "files": list(e.files), "triton": e.triton,
+                                "target": e.target} for e in recipe.triton_cache]  # fmt: skip
+    return out
 
 
 def _add_launch(entry: manifest_types.Kernel, kernel: Kernel) -> None:
@@ -283,9 +287,14 @@ def activate(fallback=None):
     found by their source (also functions made later, under any module name), with no compilation.
     While active, any compilation by Triton's JIT (a call no variant matches, or another kernel) raises
     MissingVariant before compiling (``fallback="error"``, the default where Triton is not installed) or
-    compiles, logged once per kernel and listed by ``coverage()`` (``fallback="jit"``). Returns the kernels."""
+    compiles, logged once per kernel and listed by ``coverage()`` (``fallback="jit"``). What else compiled
+    Triton kernels when the package was recorded (torch.compile's Inductor, in the program and its compile
+    workers) is served from the copies of Triton's cache the package holds: the same kernels, with the same
+    torch, Triton and GPU, load with no compilation; any other is refused (or listed) the same way. Returns the
+    kernels."""
+    caches = _os.path.join(_os.path.dirname(__file__), "_triton_cache")
     return _runtime.activate([k for k in globals().values() if isinstance(k, _runtime.Launcher)], fallback,
-                             MissingVariant)
+                             MissingVariant, [caches] if _os.path.isdir(caches) else [])
 
 
 def coverage():

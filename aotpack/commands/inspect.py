@@ -51,6 +51,11 @@ def render(manifest: Manifest, wheel_name: str) -> str:
             terms = " ".join(f"{arg}={state}" for arg, state in spec["assumes"].items()) or "nothing assumed"
             out.append(f"  {name} {spec['name']}: {terms}")
     out.append("")
+    shipped = manifest.get("triton_cache") or []
+    if shipped:  # what activate() serves as Triton cache hits (torch.compile's kernels, Triton's modules)
+        kinds = Counter(e["target"] for e in shipped)
+        out += [f"Triton cache entries: {len(shipped)} ("
+                + ", ".join(f"{n} {t}" for t, n in sorted(kinds.items())) + ")", ""]  # fmt: skip
     pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
     if pruned:
         out += ["pruned variants:", *(f"  {p['id']}: {p['reason']}" for _, p in pruned), ""]

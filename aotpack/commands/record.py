@@ -39,11 +39,10 @@ def main(args: argparse.Namespace) -> None:
     if program or not args.report:
         summary = record(program, args.out, args.package, dict(args.widen))
         compiled = summary.events.compilations()
-        counts = (f"{len(compiled)} compilations of {len({c.function.identity for c in compiled})} kernels, "
-                  f"{sum(c.launches for c in compiled)} launches")  # fmt: skip
+        counts = _counts(summary.events)
         if summary.written:
             print(f"wrote {args.out}: {counts}")
-        elif compiled:
+        elif compiled or summary.events.cached:
             print(f"{args.out} unchanged: it holds the rows of all {counts}")
         else:
             print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
@@ -60,3 +59,12 @@ def main(args: argparse.Namespace) -> None:
             print(f"{args.out}: {line}")
     elif found:
         print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
+
+
+def _counts(events: Events) -> str:
+    """What a recording saw, in words: the JIT's compilations, and the Triton cache entries of what other callers
+    of triton.compile (Inductor) compiled and of Triton's modules."""
+    compiled = events.compilations()
+    counts = (f"{len(compiled)} compilations of {len({c.function.identity for c in compiled})} kernels, "
+              f"{sum(c.launches for c in compiled)} launches")  # fmt: skip
+    return counts + (f", {len(events.cached)} Triton cache entries" if events.cached else "")

@@ -292,7 +292,7 @@ def runtime_notice() -> bytes:
 
 def provenance(rec: model.Recipe) -> tuple[tuple[str, str], ...]:
     """Every file the build read, relative to the recipe, with its sha256."""
-    files = {rec.path.resolve(), *rec.tables}
+    files = {rec.path.resolve(), *rec.tables, *(e.folder / f for e in rec.triton_cache for f in e.files)}
     for kernel in rec.kernels:
         files.update(cache.source_files(kernel))
         if kernel.tune:
@@ -326,6 +326,8 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         (f"{pkg}/include/{pkg}.h", header.encode()),
         (f"{pkg}/_aotpack_runtime.py", native.runtime_text(runtime.PYTHON_MAIN).encode()),
         *((f"{pkg}/{name}", native.runtime_text(name).encode()) for name in runtime.PYTHON_HELPERS),
+        # Triton cache entries as recorded, which activate() serves as cache hits (_aotpack_guard)
+        *((f"{pkg}/_triton_cache/{e.key}/{f}", (e.folder / f).read_bytes()) for e in rec.triton_cache for f in e.files),
     )
     spec = wheel.WheelSpec(
         distribution=pkg, version=rec.version, tag="cp39-abi3-linux_x86_64", summary=rec.summary,

@@ -189,6 +189,11 @@ def plan_summary(recipe: Recipe, variants: tuple[Variant, ...]) -> list[str]:
         groups = [(what, [s.name for s in classes if s.origin == origin]) for origin, what in _ORIGINS]
         shown = "; ".join(f"{what} {', '.join(names)}" for what, names in groups if names)
         lines.append(f"{kernel.name}: {mine} variants; {len(classes)} classes: {shown}{why}")
+    if recipe.triton_cache:  # shipped as recorded, not planned
+        tritons = ", ".join(sorted({e.triton for e in recipe.triton_cache}))
+        targets = ", ".join(sorted({e.target for e in recipe.triton_cache}))
+        lines.append(f"triton_cache: {len(recipe.triton_cache)} Triton cache entries shipped as recorded (Triton "
+                     f"{tritons}; {targets}), served by activate() as cache hits")  # fmt: skip
     for name, values in recipe.widen:  # its effect is in the variants above; this says where it comes from
         reached = [k.name for k in recipe.kernels if k.points and name in k.constexpr_names]
         shown = ", ".join(const_text(v) for v in values[:8]) + (", ..." if len(values) > 8 else "")

@@ -22,7 +22,7 @@ from ..errors import Location, RecipeError
 from ..model import LAZY_NAMES, PACKAGE_NAMES, Kernel, Recipe, Widen
 from . import fields as _fields
 from . import kernel as _kernel
-from . import tables, yamlnodes
+from . import tables, triton_cache, yamlnodes
 from .readers import KernelEntry, Readers
 from .yamlnodes import Node, suggest
 
@@ -33,7 +33,8 @@ _PACKAGE = re.compile(r"^[a-z]([a-z0-9_]*[a-z0-9])?$")
 def _top_keys(readers: Readers) -> tuple[str, ...]:
     """The recipe's own keys, each backend's among them (Triton's release)."""
     own = (key for r in readers.values() for key in r.RECIPE_KEYS)
-    return ("package", "version", "summary", "license", "cuda", *own, "widen", "targets", "kernels", "tables")
+    return ("package", "version", "summary", "license", "cuda", *own, "widen", "targets", "kernels", "tables",
+            "triton_cache")  # fmt: skip
 
 
 def load(path: str | Path, readers: Readers) -> Recipe:
@@ -64,7 +65,8 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
         if name in PACKAGE_NAMES or name in LAZY_NAMES:
             raise RecipeError(f"kernel name {name!r} would hide the package's own {name!r}; rename the kernel", where)
         kernels.append(_kernel_of(name, node, where, path.parent, targets, top.get("targets"), widen, readers))
-    if not kernels:
+    cached = triton_cache.entries(top["triton_cache"], path.parent) if "triton_cache" in top else ()
+    if not kernels and not cached:
         raise top["kernels"].fail("the recipe lists no kernels")
     if widen:
         _check_widen(top["widen"], widen, kernels)
@@ -87,6 +89,7 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
     return Recipe(
         path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
         tables=tuple(table_paths), license=spdx, cuda_floor=cuda, triton=releases.get("triton"), widen=widen,
+        triton_cache=cached,
     )  # fmt: skip
 
 

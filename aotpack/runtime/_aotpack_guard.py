@@ -6,6 +6,14 @@ inherits: a lookup that misses raises ``CompilationRefused`` before anything is 
 or is said and kept for ``coverage()`` (``fallback="jit"``). A kernel Triton's cache holds loads from it: no
 compilation. The program's own cache manager, if it had one, still serves every lookup behind the guard.
 
+What the packages hold of Triton's cache (the kernels ``aotpack record`` copied out of it: Inductor's, a DSL's,
+keyed by Triton's own cache key, ``<folder>/<key>/<files>``) serves a lookup the program's cache misses:
+``AOTPACK_CACHE_ENTRIES`` (folders joined by ``os.pathsep``, inherited like the manager's name) says where they
+are, and the entry is put into the program's cache (its group rewritten to the new paths, since a group holds
+absolute ones) before Triton reads it. A hit: Triton compiles nothing, and Inductor finds the cubin where it
+looks, ``TRITON_CACHE_DIR/<key>/<name>.cubin``. The key covers Triton's version and files, the source, the
+options, the target and ptxas: another Triton, torch (Inductor's source) or GPU misses, and is refused.
+
 Shipped in each wheel beside the runtime; imported only where Triton is (it subclasses Triton's manager)."""
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from triton.runtime.cache import CacheManager, FileCacheManager
 ENV_MANAGER = "TRITON_CACHE_MANAGER"  # Triton reads it on every lookup, in every process
 ENV_FALLBACK = "AOTPACK_FALLBACK"  # error | jit: what a miss does, in this process and those it starts
 ENV_PROGRAMS = "AOTPACK_CACHE_MANAGER"  # the manager the program had (MODULE:CLASS), which serves behind the guard
+ENV_ENTRIES = "AOTPACK_CACHE_ENTRIES"  # the packages' copies of Triton cache entries: folders, os.pathsep between
 
 
 class CompilationRefused(RuntimeError):
@@ -59,12 +68,35 @@ class Guard(CacheManager):  # type: ignore[misc]
 
     def get_group(self, filename: str) -> Any:
         group = self.inner.get_group(filename)
+        if self.looking and not (group or {}).get(filename):
+            group = self._packaged(filename) or group
         if self.looking and (not (group or {}).get(filename) or knobs.compilation.always_compile):
             _compiling(filename.removesuffix(".json"), self.key)
         return group
 
+    def _packaged(self, filename: str) -> Any:
+        """The entry a package holds for this key, put into the program's cache (each file, then its group with
+        the paths they have there), or None."""
+        held = _held(self.key, filename)
+        if held is None:
+            return None
+        entry, group = os.path.dirname(held), {}
+        for name in sorted(os.listdir(entry)):
+            if not name.startswith("__grp__"):
+                with open(os.path.join(entry, name), "rb") as f:
+                    group[name] = self.inner.put(f.read(), name, binary=True)
+        self.inner.put_group(filename, group)
+        return self.inner.get_group(filename)
+
     def get_file(self, filename: str) -> Any:
-        return self.inner.get_file(filename)
+        """A file; a module Triton builds with a C compiler (a launcher, its driver's utilities) that the program's
+        cache lacks comes from the packages' entries where they hold it (a program served without a compiler)."""
+        path = self.inner.get_file(filename)
+        held = _held(self.key, filename) if path is None and self.looking else None
+        if held is None:
+            return path
+        with open(held, "rb") as f:
+            return self.inner.put(f.read(), filename, binary=True)
 
     def put(self, data: Any, filename: str, binary: bool = True) -> Any:
         return self.inner.put(data, filename, binary)
@@ -74,6 +106,15 @@ class Guard(CacheManager):  # type: ignore[misc]
 
     def __getattr__(self, name: str) -> Any:  # what a manager of the program's offers besides
         return getattr(self.inner, name)
+
+
+def _held(key: str, filename: str) -> str | None:
+    """Where an activated package holds this file of the entry ``key``, or None."""
+    for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
+        path = os.path.join(folder, key, filename)
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def _compiling(name: str, key: str) -> None:
@@ -100,10 +141,11 @@ def jit_compiles() -> None:
     _state.jit = True
 
 
-def install(fallback: str) -> Any:
-    """Guard every lookup of this process (and the processes it starts) with ``fallback``; returns the undo."""
+def install(fallback: str, entries: list[str] | None = None) -> Any:
+    """Guard every lookup of this process (and the processes it starts) with ``fallback``, the packages' cache
+    entries in ``entries`` (folders) serving behind the program's cache; returns the undo."""
     global _here
-    was = {name: os.environ.get(name) for name in (ENV_MANAGER, ENV_FALLBACK, ENV_PROGRAMS)}
+    was = {name: os.environ.get(name) for name in (ENV_MANAGER, ENV_FALLBACK, ENV_PROGRAMS, ENV_ENTRIES)}
     mine = f"{__name__}:Guard"
     programs = was[ENV_MANAGER]
     if programs != mine:  # (activated again: the program's manager stays the one behind)
@@ -111,6 +153,8 @@ def install(fallback: str) -> Any:
             os.environ[ENV_PROGRAMS] = programs
         os.environ[ENV_MANAGER] = mine
     os.environ[ENV_FALLBACK] = fallback
+    if entries:
+        os.environ[ENV_ENTRIES] = os.pathsep.join(entries)
     set_here = knobs.cache.__dict__.get("manager_class")  # a class the program set in this process, not by name
     if set_here is not None and set_here is not Guard:
         _here = set_here

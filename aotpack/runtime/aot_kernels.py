@@ -284,20 +284,24 @@ class _Activation:
         self.coverage: list[dict[str, Any]] = []  # what Triton compiled while active, as record_agent writes it
         self.logged: set[str] = set()
         self.unname: Any = None  # the undo of name_function_constexprs, where this release needs it
+        self.caches: list[str] = []  # the activated packages' Triton cache entries (folders; _aotpack_guard)
 
 
 _activation: _Activation | None = None
 _activation_lock = threading.Lock()
 
 
-def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exception]) -> list[str]:
+def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exception],
+             caches: list[str] | None = None) -> list[str]:  # fmt: skip
     """Make the original ``@triton.jit`` functions launch these kernels: every JITFunction, whether it exists now
     or is created later (a module imported or generated afterwards, under any name), is matched by its source
     identity on its first launch, and its ``run`` (what ``fn[grid](...)`` calls) becomes the launcher's when it
     is one of them; ``@triton.autotune`` wrappers around one get the recorded picks. While active, any
     compilation by Triton's JIT (of these kernels' calls no variant matches, or of any other kernel) raises
     ``missing`` before compiling (``fallback="error"``, the default without Triton), or compiles, logged once
-    per kernel and kept for ``coverage()`` (``fallback="jit"``, the default with Triton). Returns the names."""
+    per kernel and kept for ``coverage()`` (``fallback="jit"``, the default with Triton). ``caches``: folders of
+    Triton cache entries the package holds (what other callers of triton.compile compiled when it was recorded),
+    served to every process as cache hits. Returns the names."""
     global _activation
     have_triton = importlib.util.find_spec("triton") is not None
     fallback = fallback or ("jit" if have_triton else "error")
@@ -308,6 +312,7 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
     with _activation_lock:
         state = _activation or _Activation()
         state.fallback = fallback
+        state.caches += [c for c in caches or () if c not in state.caches]
         for launch in launchers:
             state.launchers.setdefault(launch.function["identity"], (launch, None))
         if have_triton:
@@ -321,7 +326,8 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
             state.launchers = {i: (launch, None) for i, (launch, _) in state.launchers.items()}
             if state.unguard is not None:
                 state.unguard()
-            state.unguard = _guard().install(fallback)  # every other caller of triton.compile, in every process
+            # every other caller of triton.compile, in every process; the packages' Triton cache entries served
+            state.unguard = _guard().install(fallback, state.caches)
         _activation = state
     return [launch.__name__ for launch in launchers]
 

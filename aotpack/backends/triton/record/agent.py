@@ -7,9 +7,13 @@ file as ``sitecustomize.py`` (the program's own ``sitecustomize``, if any, still
 installs the hooks as soon as it imports Triton, and appends one JSON line per event to ``<dir>/<pid>.jsonl``:
 ``compile`` (the function, its signature, constants, attributes, options and target, as Triton's
 ``jit_cache_hook`` gives them, each value encoded by ``encode``) as it happens, so that a program that crashes
-keeps what it compiled; ``launches`` and ``picks`` (what each ``@triton.autotune`` chose) at exit. aotpack,
-the parent, reads them into typed events (``aotpack/backends/triton/record/events.py``) and turns them into a
-recipe.
+keeps what it compiled; ``cached``: a kernel ``triton.compile`` returned to another caller (Inductor under
+torch.compile, a DSL; compiled or loaded from Triton's cache), whose cache entry, every file, is copied at once
+into ``<dir>/triton-cache/<key>/`` (a compile worker may end without running ``atexit``), and so is each module
+Triton builds with a C compiler or loads from its cache (a kernel launcher, its driver's utilities: a program
+served without a C compiler needs them); ``launches`` and ``picks`` (what each ``@triton.autotune`` chose) at
+exit. aotpack, the parent, reads them into typed events (``aotpack/backends/triton/record/events.py``) and
+turns them into a recipe.
 
 A function that a fresh process could not import by its module path (defined in ``__main__``, generated into a
 temporary module, loaded from a file outside any installed package, made with ``exec``) is written out as
@@ -41,6 +45,7 @@ except ImportError:  # in a recorded program: aotpack record puts the runtime's 
 
 ENV_DIR = "AOTPACK_RECORD_DIR"
 ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
+ENTRIES = "triton-cache"  # beside the events: the cache entries of kernels compiled outside the JIT, by key
 
 
 class Agent:
@@ -49,9 +54,11 @@ class Agent:
     each written-out source the first time it is needed."""
 
     def __init__(self, folder: str | None = None, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.entries: str | None = None  # where the cache entries of other callers' kernels are copied
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
             self.path = os.path.join(folder, f"{os.getpid()}.jsonl")
+            self.entries = os.path.join(folder, ENTRIES)
         self.sink = sink or self._append
         self.compiled = 0
         self._sent: set[str] = set()  # sources whose text went out already
@@ -60,7 +67,11 @@ class Agent:
         self._keys: dict[tuple[int, str], int] = {}
         self._functions: dict[int, Any] = {}
         self._previous: Any = None
+        self._previous_listener: Any = None
+        self._jit = threading.local()  # .fn: the function the JIT's hook saw this thread compile next
+        self._cached: set[str] = set()  # cache keys copied already by this process
         self._unname: Any = None
+        self._unbuild: Any = None
         self._untap: Any = None
         self._tapped: dict[int, dict[str, dict[str, Any]]] = {}  # function -> its autotuners' picks seen, by key
         self._lock = threading.Lock()
@@ -72,6 +83,7 @@ class Agent:
 
     def on_compile(self, *, key: Any, repr: str, fn: Any, compile: dict[str, Any], is_manual_warmup: bool,
                    already_compiled: bool) -> Any:  # fmt: skip
+        self._jit.fn = getattr(fn, "jit_function", None)  # its triton.compile is this one's: no cached event
         try:
             event = runtime.payload(key, fn, compile)
             with self._lock:
@@ -87,6 +99,49 @@ class Agent:
             return None
         return self._previous(key=key, repr=repr, fn=fn, compile=compile, is_manual_warmup=is_manual_warmup,
                               already_compiled=already_compiled)  # fmt: skip
+
+    def on_compiled(self, *, src: Any, metadata: Any, metadata_group: Any, times: Any, cache_hit: Any,
+                    **more: Any) -> Any:  # fmt: skip
+        """``knobs.compilation.listener``: every ``triton.compile``, compiled or a cache hit (a warm cache must not
+        hide a kernel), in every process. The JIT's own (its hook fired first, in this thread, for this
+        function) is recorded as a compile event already; any other's cache entry is copied now."""
+        jit, self._jit.fn = getattr(self._jit, "fn", None), None
+        if jit is None or getattr(src, "fn", None) is not jit:
+            try:
+                self._copy_entry(dict(metadata), dict(metadata_group))
+            except Exception as exc:  # never into the program: said
+                name = (metadata or {}).get("name", "?") if isinstance(metadata, dict) else "?"
+                self.sink({"event": "skipped", "function": f"triton.compile of {name}",
+                           "why": f"its Triton cache entry was not copied: {type(exc).__name__}: {exc}"})  # fmt: skip
+        if self._previous_listener is not None:
+            return self._previous_listener(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
+                                           cache_hit=cache_hit, **more)  # fmt: skip
+        return None
+
+    def _copy_entry(self, metadata: dict[str, Any], group: dict[str, str], key: str | None = None) -> None:
+        """Every file of the kernel's cache entry into ``<entries>/<key>/`` (each atomically), then its event."""
+        folders = {os.path.dirname(path) for path in group.values()}
+        if len(folders) != 1 or self.entries is None:
+            raise ValueError(f"its files are not in one cache folder: {sorted(folders)}")
+        key = key or os.path.basename(folders.pop())
+        if key in self._cached:
+            return
+        into = os.path.join(self.entries, key)
+        os.makedirs(into, exist_ok=True)
+        for file, path in sorted(group.items()):
+            if os.path.basename(file) != file or os.path.basename(path) != file:
+                raise ValueError(f"{file!r} is not the name of a file in the entry ({path})")
+            temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
+            with open(path, "rb") as f, open(temporary, "wb") as out:
+                out.write(f.read())
+            os.replace(temporary, os.path.join(into, file))
+        self._cached.add(key)
+        target = metadata.get("target")
+        arch = target.get("arch") if isinstance(target, dict) else getattr(target, "arch", None)
+        backend = target.get("backend") if isinstance(target, dict) else getattr(target, "backend", None)
+        version = metadata.get("triton_version") or importlib.metadata.version("triton")
+        self.sink({"event": "cached", "name": str(metadata.get("name")), "key": key, "files": sorted(group),
+                   "triton": str(version), "target": f"{backend}:{arch}" if target else "host"})  # fmt: skip
 
     def _with_sources(self, event: dict[str, Any]) -> dict[str, Any]:
         """The event, with the text of every written-out source it names and no earlier event carried."""
@@ -121,11 +176,44 @@ class Agent:
         self._previous = knobs.runtime.jit_cache_hook
         knobs.runtime.jit_cache_hook = self.on_compile
         knobs.runtime.launch_enter_hook.add(self.on_launch)
+        compilation: Any = getattr(knobs, "compilation", None)
+        if self.entries is not None and not hasattr(compilation, "listener"):
+            self.sink({"event": "skipped", "function": "triton.compile",
+                       "why": "this Triton has no knobs.compilation.listener: kernels compiled outside its JIT "
+                       "(Inductor under torch.compile) are not recorded"})  # fmt: skip
+        elif self.entries is not None:
+            self._previous_listener = compilation.listener
+            compilation.listener = self.on_compiled
+        if hasattr(sys.modules.get("triton.runtime.build"), "get_cache_manager"):  # else when it is imported
+            self.watch_builds(sys.modules["triton.runtime.build"])
         if "triton.runtime.jit" in sys.modules:  # else when it is imported (_WhenImported)
             self.adapt(sys.modules["triton.runtime.jit"])
         autotuner = sys.modules.get("triton.runtime.autotuner")
         if hasattr(autotuner, "Autotuner"):  # (else still being imported, knobs first: tapped once it is)
             self.tap(autotuner)
+
+    def watch_builds(self, build_module: Any) -> None:
+        """Triton's cache manager as ``triton.runtime.build`` asks for it (by its module global, in every
+        release): each module it builds or finds there is copied (``_Modules``)."""
+        if self.entries is None or self._unbuild is not None:
+            return
+        original, agent = build_module.get_cache_manager, self
+
+        def get_cache_manager(key: Any) -> Any:
+            return _Modules(original(key), agent)
+
+        build_module.get_cache_manager = get_cache_manager
+        self._unbuild = lambda: setattr(build_module, "get_cache_manager", original)
+
+    def copy_module(self, key: Any, filename: str, path: Any) -> None:
+        """A module Triton built or found in its cache, copied into ``<entries>/<key>/`` with its event."""
+        try:
+            if not isinstance(key, str) or not isinstance(path, str) or key in self._cached:
+                return
+            self._copy_entry({"name": filename, "target": None}, {filename: path}, key)
+        except Exception as exc:  # never into the program: said
+            self.sink({"event": "skipped", "function": f"Triton's module {filename}",
+                       "why": f"it was not copied: {type(exc).__name__}: {exc}"})  # fmt: skip
 
     def adapt(self, jit_module: Any) -> None:
         """What this Triton release needs so that the hook sees every compilation (name_function_constexprs)."""
@@ -170,10 +258,14 @@ class Agent:
 
         knobs.runtime.jit_cache_hook = self._previous
         knobs.runtime.launch_enter_hook.remove(self.on_launch)
+        if self.entries is not None and getattr(knobs.compilation, "listener", None) == self.on_compiled:
+            knobs.compilation.listener = self._previous_listener
         if self._unname is not None:
             self._unname()
         if self._untap is not None:
             self._untap()
+        if self._unbuild is not None:
+            self._unbuild()
 
     def finish(self) -> None:
         """At exit (or when a recording stops): launch counts and what each autotuner picked."""
@@ -196,6 +288,28 @@ class Agent:
             except Exception as exc:  # the program's exit goes on
                 function = f"{getattr(jit, '__module__', '?')}:{getattr(jit, '__name__', '?')}"
                 self.sink({"event": "skipped", "function": function, "why": f"autotuner picks: {exc}"})
+
+
+class _Modules:
+    """Triton's cache manager for the modules ``triton.runtime.build`` makes (a kernel launcher, the driver's
+    utilities): each one it finds there or puts there after building it is copied by the agent."""
+
+    def __init__(self, inner: Any, agent: Agent) -> None:
+        self.inner, self.agent = inner, agent
+
+    def get_file(self, filename: str) -> Any:
+        path = self.inner.get_file(filename)
+        if path is not None:
+            self.agent.copy_module(getattr(self.inner, "key", None), filename, path)
+        return path
+
+    def put(self, data: Any, filename: str, binary: bool = True) -> Any:
+        path = self.inner.put(data, filename, binary=binary)
+        self.agent.copy_module(getattr(self.inner, "key", None), filename, path)
+        return path
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 # ---------------------------------------------------------------- starting in a recorded process
@@ -264,8 +378,13 @@ def _when_triton_is_imported(folder: str) -> None:
         if agents:
             agents[0].tap(autotuner_module)
 
+    def built(build_module: Any) -> None:  # imported after knobs; before: install() watches
+        if agents:
+            agents[0].watch_builds(build_module)
+
     sys.meta_path.insert(0, _WhenImported({"triton.knobs": started, "triton.runtime.jit": adapted,
-                                           "triton.runtime.autotuner": tapped}))  # fmt: skip
+                                           "triton.runtime.autotuner": tapped,
+                                           "triton.runtime.build": built}))  # fmt: skip
 
 
 def _chain_sitecustomize() -> None:

@@ -9,6 +9,8 @@ by the runtime); this module is the one reader of that form, as the agent and th
   each written-out source the first time an event needs it);
 - ``launches``: at exit, how often each compilation (by its number) was launched;
 - ``picks``: at exit, what an ``@triton.autotune`` around a function chose, per key;
+- ``cached``: a kernel ``triton.compile`` returned to a caller other than the JIT (Inductor), whose Triton
+  cache entry the agent copied into ``<events>/triton-cache/<key>/`` (``Cached``);
 - ``skipped``: a hook that failed, and why; ``refused``: a process whose Triton aotpack is not tested with;
   ``triton``: the Triton release a process runs (the recipe's ``triton:``).
 
@@ -26,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from .... import facts
+from ....recipe.triton_cache import FILE, KEY
 from ....runtime import aot_kernels
 from ....states import ANY, DIV16, NONE, ONE, State
+from .agent import ENTRIES
 
 # a JSON value as the agent writes it
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
@@ -178,6 +182,30 @@ class Triton:
 _RELEASE = re.compile(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?")  # what a recipe's triton: takes (a local tag is no release)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Cached:
+    """A kernel ``triton.compile`` returned to a caller other than the JIT (Inductor under torch.compile, a
+    DSL): its Triton cache entry, copied by the agent, by Triton's cache key (the folder's name) and its files;
+    or a module Triton built with a C compiler (its name the file's, its target ``host``)."""
+
+    name: str
+    key: str
+    files: tuple[str, ...]
+    triton: str  # the release that compiled it
+    target: str  # backend:arch, e.g. cuda:90; host: a module
+
+    @staticmethod
+    def from_json(event: Mapping[str, Any]) -> Cached:
+        key, files = str(event["key"]), tuple(str(f) for f in event["files"])
+        if not KEY.fullmatch(key):
+            raise ValueError(f"{key!r:.80} is not a Triton cache key")
+        module = files == (event["name"],) and files[0].endswith(".so")  # a launcher, the driver's utilities
+        if not all(FILE.fullmatch(f) for f in files) or not (module or f"{event['name']}.json" in files):
+            raise ValueError(f"not an entry's files: {files!r:.200}")
+        return Cached(name=str(event["name"]), key=key, files=files, triton=str(event["triton"]),
+                      target=str(event["target"]))  # fmt: skip
+
+
 def _compiled_elsewhere(event: Mapping[str, Any]) -> Skipped:
     """A kernel Triton compiled outside its JIT while a package was active with ``fallback="jit"``
     (_aotpack_guard): said, not recorded."""
@@ -188,9 +216,9 @@ def _compiled_elsewhere(event: Mapping[str, Any]) -> Skipped:
     return Skipped(function=str(event.get("name")), why=why)
 
 
-Event = Compile | Launches | Picks | Skipped | Refused | Triton
+Event = Compile | Launches | Picks | Skipped | Refused | Triton | Cached
 READERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {  # by the kind an event's "event" names
-    "triton": Triton.from_json,
+    "triton": Triton.from_json, "cached": Cached.from_json,
     "compile": Compile.from_json, "launches": Launches.from_json, "picks": Picks.from_json,
     "skipped": Skipped.from_json, "refused": Refused.from_json, "compiled": _compiled_elsewhere,
 }  # fmt: skip
@@ -357,6 +385,8 @@ class Events:
     skipped: dict[str, str] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)  # a process whose Triton aotpack is not tested with
     tritons: set[str] = field(default_factory=set)  # the Triton releases the program's processes ran
+    cached: dict[str, Cached] = field(default_factory=dict)  # cache entries of other callers' kernels, by key
+    entries: Path | None = None  # the folder the agent copied them into (<key>/<files>)
     _numbers: dict[tuple[str, int], Ident] = field(default_factory=dict)  # (process, number) -> ident
     _launches: dict[Ident, int] = field(default_factory=dict)
 
@@ -397,6 +427,8 @@ class Events:
             self.skipped[event.function] = event.why
         elif isinstance(event, Triton):
             self.tritons.add(event.version)
+        elif isinstance(event, Cached):
+            self.cached.setdefault(event.key, event)
         elif event.why not in self.refused:
             self.refused.append(event.why)
 
@@ -407,7 +439,7 @@ class Events:
 def read_events(folder: Path) -> Events:
     """The events every process of a recorded program wrote into ``folder`` (a line each; a process killed
     while writing leaves at most its last line short, which is skipped)."""
-    events = Events()
+    events = Events(entries=folder / ENTRIES)
     for path in sorted(folder.glob("*.jsonl")):
         for line in path.read_text(errors="replace").splitlines():
             try:

@@ -7,6 +7,7 @@ rows and picks it lacks; the order is deterministic (diff-friendly)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -23,11 +24,14 @@ from .widen import widened
 def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
                 widen: dict[str, list[Widened]] | None = None,
-                dropped: dict[str, str] | None = None, tritons: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
+                dropped: dict[str, str] | None = None, tritons: set[str] | None = None,
+                cached: Iterable[str] = ()) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
     the program ran (the recipe's ``triton:``). ``widen`` joins the recipe's ``widen:``, which it keeps, and the
-    rows of every kernel recorded take its values (those kept, those new, those a report adds)."""
+    rows of every kernel recorded take its values (those kept, those new, those a report adds). ``cached``: the
+    targets (backend:arch) of Triton cache entries the recording copied, which the recipe's ``triton_cache:``
+    folder holds (kept as named); their CUDA archs join the targets."""
     base = existing or {}
     widen = _joined(base.get("widen") or {}, widen or {})
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
@@ -77,7 +81,12 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
     }
     release = _release(base.get("triton"), tritons or set())
     _check_widen(widen, kernels)
-    return {**head, **({"triton": release} if release else {}), **({"widen": widen} if widen else {}),
+    cached = list(cached)
+    targets.update(_target(int(arch)) for backend, _, arch in (t.partition(":") for t in cached)
+                   if backend == "cuda" and arch.isdigit())  # fmt: skip
+    folder = base.get("triton_cache") or ("triton-cache" if cached else None)
+    return {**head, **({"triton": release} if release else {}), **({"triton_cache": folder} if folder else {}),
+            **({"widen": widen} if widen else {}),
             "targets": sorted(targets), "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
 
 

@@ -25,7 +25,8 @@ from .existing import Existing
 from .kernels import compilations_of, listed, row_key
 from .yamlio import flow, render, round_trip, said
 
-_TOP_ORDER = ("package", "version", "summary", "triton", "widen", "targets", "kernels")  # where dump writes them
+# where dump writes them
+_TOP_ORDER = ("package", "version", "summary", "triton", "triton_cache", "widen", "targets", "kernels")
 _KERNEL_ORDER = ("triton", "launch", "types", "args", "options", "variants", "autotuned")
 
 
@@ -62,6 +63,9 @@ def _merge(new: _Verbatim, doc: CommentedMap, data: dict[str, Any], wanted: dict
     changed = False  # package, version, summary and every other key it does not add to stay as written
     if "triton" in wanted and "triton" not in data:  # the release the recording ran (one named already stays)
         _put(doc, "triton", wanted["triton"], _TOP_ORDER)
+        changed = True
+    if "triton_cache" in wanted and "triton_cache" not in data:  # the folder of cache entries (one named stays)
+        _put(doc, "triton_cache", wanted["triton_cache"], _TOP_ORDER)
         changed = True
     if wanted.get("widen", {}) != (data.get("widen") or {}):  # values --widen adds to those kept
         _put(doc, "widen", new(wanted["widen"]), _TOP_ORDER)

@@ -154,21 +154,21 @@ def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Widen
     outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
     check_package(package)
     existing_recipe(out)  # a malformed recipe fails before the program runs
-    with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:  # (the cache entries copied from it)
         folder = Path(tmp)
         outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports")})
         events = read_events(folder / "events") if (folder / "events").is_dir() else Events()
         # class misses of the aotpack packages it ran (what they let the JIT compile, the agent saw too)
         reported = misses_.read_reports([folder / "reports"]).misses if (folder / "reports").is_dir() else []
-    if events.refused:  # the program ran with a Triton aotpack is not tested with: nothing was recorded
-        raise RecordError(f"{events.refused[0]}; {out} is left as it was")
-    if not outcome.ok:
-        raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was"
-                          f"{_keep_partial(out, events, package)}")  # fmt: skip
-    try:
-        written = bool(events.compiled) and write(out, events, package, widen=widen)
-    except (RecordError, RecipeError) as exc:  # the recipe changed during the run, or cannot take these rows
-        raise type(exc)(f"{exc}{_keep_partial(out, events, package)}") from None
+        if events.refused:  # the program ran with a Triton aotpack is not tested with: nothing was recorded
+            raise RecordError(f"{events.refused[0]}; {out} is left as it was")
+        if not outcome.ok:
+            raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was"
+                              f"{_keep_partial(out, events, package)}")  # fmt: skip
+        try:
+            written = bool(events.compiled or events.cached) and write(out, events, package, widen=widen)
+        except (RecordError, RecipeError) as exc:  # the recipe changed during the run, or cannot take these rows
+            raise type(exc)(f"{exc}{_keep_partial(out, events, package)}") from None
     return Summary(events=events, misses=reported, written=written)
 
 

@@ -1,5 +1,7 @@
 """Writing a recording: the recipe written anew (``recipe_text``) or merged into the one there
-(``merge.merged_text``), and the sources it names written out beside it (``kernels/``), each file atomically."""
+(``merge.merged_text``), the sources it names written out beside it (``kernels/``) and the Triton cache entries
+of kernels compiled outside the JIT (``triton_cache:``, ``triton-cache/<key>/`` by default), each file
+atomically."""
 
 from __future__ import annotations
 
@@ -26,11 +28,22 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
     if existing is None or existing.data is None:  # a new recipe (under the comments of an empty file)
         lines = (existing.text if existing else "").splitlines(keepends=True)
         kept = "".join(line for line in lines if line.lstrip().startswith("#"))
-        data = recipe_data(compiled, events.picks, None, package, widen, dropped, events.tritons)
+        data = recipe_data(
+            compiled,
+            events.picks,
+            None,
+            package,
+            widen,
+            dropped,
+            events.tritons,
+            [c.target for c in events.cached.values()],
+        )
         text: str | None = kept + dump(data)
     else:
-        data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons)
+        data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons,
+                           [c.target for c in events.cached.values()])  # fmt: skip
         text = merged_text(existing, path, data)
+    added = _write_entries(path.parent / str(data.get("triton_cache")), events) if events.cached else False
     for name in sorted(_kernel_sources(data) | _function_sources(compiled)):  # before the recipe that names them
         source = path.parent / "kernels" / name
         if name in events.sources and not (source.is_file() and source.read_bytes() == events.sources[name].encode()):
@@ -38,10 +51,25 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
             with atomic_file(source) as f:
                 f.write(events.sources[name].encode())
     if text is None:
-        return False
+        return added
     with atomic_file(path) as f:
         f.write(text.encode())
     return True
+
+
+def _write_entries(folder: Path, events: Events) -> bool:
+    """The cache entries the recording copied, each file the agent listed, into ``folder/<key>/`` (a file there
+    already is Triton's for the same key: kept); whether any was added."""
+    added = False
+    for key, entry in sorted(events.cached.items()):
+        for name in entry.files:
+            if events.entries is None or (folder / key / name).is_file():
+                continue
+            (folder / key).mkdir(parents=True, exist_ok=True)
+            with atomic_file(folder / key / name) as f:
+                f.write((events.entries / key / name).read_bytes())
+            added = True
+    return added
 
 
 def _kernel_sources(data: dict[str, Any]) -> set[str]:

@@ -30,7 +30,7 @@ def dump(recipe: dict[str, Any]) -> str:
             lines.append(f"widen: {flow(value)}")
         elif key != "kernels":
             lines.append(yaml.safe_dump({key: value}, sort_keys=False, width=1 << 16).rstrip())
-    lines.append("kernels:")
+    lines.append("kernels:" if recipe["kernels"] else "kernels: {}")  # (only Triton cache entries recorded)
     for name, kernel in recipe["kernels"].items():
         lines += _kernel_lines(name, kernel)
     return "\n".join(lines) + "\n"

@@ -1,0 +1,75 @@
+"""``triton_cache:``: the folder (beside the recipe) of Triton cache entries ``aotpack record`` copied out of the
+recorded program's Triton cache — kernels another caller of ``triton.compile`` than the JIT compiled (Inductor
+under torch.compile, in the program and its compile workers), by Triton's cache key, and the modules Triton
+built with a C compiler (kernel launchers, its driver's utilities), which a program served without one needs.
+A build ships them as they are (``<package>/_triton_cache/<key>/<files>``) and ``activate()`` serves them as
+Triton cache hits.
+
+The folder is read like any input of a build: inside the recipe's folder, each entry a folder named by a
+cache key holding plain files (its kernel's ``<name>.json`` among them), with bounded counts and sizes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .. import limits
+from ..model import CacheEntry
+from . import fields
+from .yamlnodes import Node
+
+KEY = re.compile(r"[A-Z2-7]{1,128}")  # Triton's cache key as its folder is named (base32 of a sha256)
+FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")  # a file of an entry (the kernel's name, a suffix)
+
+
+def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
+    """The entries of the folder ``node`` names (relative to the recipe's folder ``root``), sorted by key."""
+    folder = fields.path(node, root)
+    if not folder.is_relative_to(root.resolve()):
+        raise node.fail(f"{node.string()!r} is outside the recipe's folder ({root}); keep the cache entries beside "
+                        "the recipe, as aotpack record writes them")  # fmt: skip
+    if not folder.is_dir():
+        raise node.fail(f"no folder {node.string()!r} beside the recipe (looked for {folder}); record again, or "
+                        "remove triton_cache:")  # fmt: skip
+    keys = sorted(p for p in folder.iterdir())
+    if len(keys) > limits.MAX_CACHE_ENTRIES:
+        raise node.fail(f"{folder} holds {len(keys)} entries; at most {limits.MAX_CACHE_ENTRIES} (aotpack's "
+                        "limits.MAX_CACHE_ENTRIES)")  # fmt: skip
+    out, total = [], 0
+    for entry in keys:
+        if not KEY.fullmatch(entry.name) or entry.is_symlink() or not entry.is_dir():
+            raise node.fail(f"{entry}: not a Triton cache entry (a folder named by its cache key, e.g. "
+                            "'AB2C...'); remove it")  # fmt: skip
+        files = sorted(f.name for f in entry.iterdir())
+        names = [f.removesuffix(".json") for f in files if f.endswith(".json") and not f.startswith("__grp__")]
+        module = not names and len(files) == 1 and files[0].endswith(".so")  # a launcher, the driver's utilities
+        if len(files) > limits.MAX_CACHE_FILES or not (len(names) == 1 or module):
+            raise node.fail(f"{entry}: a Triton cache entry holds one kernel's files (its <name>.json, at most "
+                            f"{limits.MAX_CACHE_FILES} files) or one module (.so); it holds "
+                            f"{', '.join(files[:8]) or 'none'}")  # fmt: skip
+        for name in files:
+            file = entry / name
+            if not FILE.fullmatch(name) or file.is_symlink() or not file.is_file():
+                raise node.fail(f"{file}: not a plain file of a Triton cache entry; remove it")
+            total += file.stat().st_size
+        if total > limits.MAX_CACHE_BYTES:
+            raise node.fail(f"{folder} holds more than {limits.MAX_CACHE_BYTES >> 20} MiB (aotpack's "
+                            "limits.MAX_CACHE_BYTES): is it the right folder?")  # fmt: skip
+        triton, target = ("", "host") if module else _compiled_by(node, entry / f"{names[0]}.json")
+        out.append(CacheEntry(name=files[0] if module else names[0], key=entry.name, folder=entry,
+                              files=tuple(files), triton=triton, target=target))  # fmt: skip
+    return tuple(out)
+
+
+def _compiled_by(node: Node, metadata: Path) -> tuple[str, str]:
+    """The Triton release and the target (backend:arch) an entry's metadata (Triton's ``<name>.json``) names."""
+    try:
+        if metadata.stat().st_size > limits.MAX_RECORD_BYTES << 4:
+            raise ValueError("larger than a kernel's metadata")
+        data = json.loads(metadata.read_bytes())
+        target = data["target"]
+        return str(data["triton_version"]), f"{target['backend']}:{target['arch']}"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise node.fail(f"{metadata}: not Triton's metadata of a kernel ({type(exc).__name__}: {exc}); record "
+                        "again") from None  # fmt: skip

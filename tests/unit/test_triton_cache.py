@@ -1,0 +1,232 @@
+"""Triton cache entries a package holds (what ``aotpack record`` copied out of Triton's cache: Inductor's kernels,
+keyed by Triton's cache key): the guard serves a lookup the program's cache misses from them, put into the
+program's cache with the group rewritten to the paths there; a key no package holds stays refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.unit
+
+KEY = "A" * 52
+
+
+@pytest.fixture
+def guard(tmp_path, monkeypatch):
+    from triton import knobs
+
+    from aotpack.runtime import _aotpack_guard
+
+    monkeypatch.setattr(knobs.cache, "dir", str(tmp_path / "cache"))
+    for name in ("TRITON_CACHE_MANAGER", "AOTPACK_FALLBACK", "AOTPACK_CACHE_MANAGER", "AOTPACK_CACHE_ENTRIES"):
+        monkeypatch.delenv(name, raising=False)
+    entry = tmp_path / "package" / "_triton_cache" / KEY
+    entry.mkdir(parents=True)
+    (entry / "k.json").write_text('{"name": "k"}')
+    (entry / "k.cubin").write_bytes(b"\x7fELF cubin")
+    undo = _aotpack_guard.install("error", [str(entry.parent)])
+    yield _aotpack_guard
+    undo()
+
+
+def test_a_packaged_entry_lands_in_the_program_s_cache_with_its_group_rewritten(guard, tmp_path):
+    group = guard.Guard(KEY).get_group("k.json")
+    where = tmp_path / "cache" / KEY
+    assert group == {"k.cubin": str(where / "k.cubin"), "k.json": str(where / "k.json")}
+    assert (where / "k.cubin").read_bytes() == b"\x7fELF cubin"
+    assert json.loads((where / "__grp__k.json").read_text()) == {"child_paths": group}
+    assert guard.Guard(KEY).get_group("k.json") == group  # the program's cache holds it now
+
+
+def test_a_key_no_package_holds_is_refused_and_install_s_undo_gives_the_environment_back(guard):
+    assert os.environ["AOTPACK_CACHE_ENTRIES"].endswith("_triton_cache")
+    with pytest.raises(guard.CompilationRefused, match="Triton would compile other"):
+        guard.Guard("B" * 52).get_group("other.json")
+    with pytest.raises(guard.CompilationRefused):  # the key holds another kernel's name: not served
+        guard.Guard(KEY).get_group("other.json")
+    guard.install("jit")()
+    assert os.environ["AOTPACK_CACHE_ENTRIES"].endswith("_triton_cache")  # an undo restores what was there
+
+
+# ---------------------------------------------------------------- recorded: the agent's listener, read back
+
+
+def entry_of(tmp_path, name="k"):
+    """A kernel's entry as Triton's cache holds it, and the metadata the listener is given with it."""
+    folder = tmp_path / "program-cache" / KEY
+    folder.mkdir(parents=True)
+    (folder / f"{name}.json").write_text("{}")
+    (folder / f"{name}.cubin").write_bytes(b"cubin")
+    (folder / f"__grp__{name}.json").write_text("{}")  # (not a file of the group)
+    group = {f"{name}.json": str(folder / f"{name}.json"), f"{name}.cubin": str(folder / f"{name}.cubin")}
+    return {"name": name, "target": {"backend": "cuda", "arch": 90, "warp_size": 32}, "triton_version": "3.6.0"}, group
+
+
+def test_the_agent_copies_an_entry_at_once_and_reads_back_as_cached_and_chains_the_previous_listener(tmp_path):
+    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.backends.triton.record.events import read_events
+
+    agent, heard = record_agent.Agent(str(tmp_path / "events")), []
+    agent._previous_listener = lambda **given: heard.append(given["cache_hit"])
+    metadata, group = entry_of(tmp_path)
+    for hit in (True, False):  # a cache hit counts (a warm cache must not hide a kernel); copied once
+        agent.on_compiled(src=object(), metadata=metadata, metadata_group=group, times=None, cache_hit=hit)
+    assert heard == [True, False]
+    copied = tmp_path / "events" / "triton-cache" / KEY
+    assert sorted(p.name for p in copied.iterdir()) == ["k.cubin", "k.json"]
+    assert (copied / "k.cubin").read_bytes() == b"cubin"
+    events = read_events(tmp_path / "events")
+    assert [(c.name, c.key, c.files, c.triton, c.target) for c in events.cached.values()] == [
+        ("k", KEY, ("k.cubin", "k.json"), "3.6.0", "cuda:90")
+    ]
+    assert events.entries == tmp_path / "events" / "triton-cache"
+
+
+def test_an_entry_the_agent_cannot_copy_is_said_never_raised(tmp_path):
+    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.backends.triton.record.events import read_events
+
+    agent = record_agent.Agent(str(tmp_path / "events"))
+    metadata, group = entry_of(tmp_path)
+    group["k.cubin"] = str(tmp_path / "elsewhere" / "k.cubin")  # two folders: not one entry
+    agent.on_compiled(src=object(), metadata=metadata, metadata_group=group, times=None, cache_hit=False)
+    events = read_events(tmp_path / "events")
+    assert not events.cached
+    assert "not in one cache folder" in events.skipped["triton.compile of k"]
+
+
+@pytest.mark.parametrize(
+    ("event", "why"),
+    [
+        ({"key": "../x", "files": ["k.json"]}, "not a Triton cache key"),
+        ({"key": KEY, "files": ["../k.json"]}, "not an entry's"),
+        ({"key": KEY, "files": ["k.cubin"]}, "not an entry's"),  # its kernel's metadata is not among them
+    ],
+)
+def test_a_cached_event_that_is_not_an_entry_s_is_skipped(event, why):
+    from aotpack.backends.triton.record.events import Events
+
+    events = Events()
+    events.add({"event": "cached", "name": "k", "triton": "3.6.0", "target": "cuda:90", **event}, "7")
+    assert not events.cached and why in next(iter(events.skipped.values()))
+
+
+# ---------------------------------------------------------------- the recipe's triton_cache:
+
+METADATA = '{"triton_version": "3.6.0", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}}'
+RECIPE = "package: served\nversion: '1'\ntriton_cache: {folder}\nkernels: {{}}\n"
+
+
+def read_recipe(tmp_path, folder="triton-cache"):
+    from aotpack.backends import recipes
+
+    return recipes.parse(RECIPE.format(folder=folder), tmp_path / "r.yaml")
+
+
+def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
+    for key, name in (("B" * 52, "b"), (KEY, "a")):
+        (tmp_path / "triton-cache" / key).mkdir(parents=True)
+        (tmp_path / "triton-cache" / key / f"{name}.json").write_text(METADATA)
+        (tmp_path / "triton-cache" / key / f"{name}.cubin").write_bytes(b"c")
+    read = read_recipe(tmp_path)
+    assert [(e.name, e.key, e.files, e.triton, e.target) for e in read.triton_cache] == [
+        ("a", KEY, ("a.cubin", "a.json"), "3.6.0", "cuda:90"), ("b", "B" * 52, ("b.cubin", "b.json"), "3.6.0", "cuda:90")
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("make", "folder", "message"),
+    [
+        (lambda t: (t / "x").mkdir(), "..", "is outside the recipe's folder"),
+        (lambda t: None, "triton-cache", "no folder 'triton-cache' beside the recipe"),
+        (lambda t: (t / "triton-cache" / "notakey").mkdir(parents=True), "triton-cache", "not a Triton cache entry"),
+        (lambda t: (t / "triton-cache" / KEY).mkdir(parents=True), "triton-cache", "holds one kernel's files"),
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(""),
+                    (t / "triton-cache" / KEY / "a b").write_text("")), "triton-cache", "not a plain file"),
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
+            "[]")), "triton-cache", "not Triton's metadata of a kernel"),
+    ],
+)  # fmt: skip
+def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make, folder, message):
+    from aotpack.errors import RecipeError
+
+    (tmp_path / "in").mkdir()
+    make(tmp_path / "in")
+    with pytest.raises(RecipeError, match=message) as caught:
+        read_recipe(tmp_path / "in", folder)
+    assert "r.yaml:3" in str(caught.value)
+
+
+def test_the_jit_s_own_compilation_is_not_copied_and_the_next_one_in_the_thread_is(tmp_path):
+    from types import SimpleNamespace
+
+    from aotpack.backends.triton.record import agent as record_agent
+
+    events: list[dict] = []
+    agent = record_agent.Agent(str(tmp_path / "events"), sink=events.append)
+    jit = object()  # the JITFunction: the hook's fn.jit_function, and the ASTSource's fn
+    agent.on_compile(key="k", repr="", fn=SimpleNamespace(module="m", name="f", jit_function=jit), compile={},
+                     is_manual_warmup=False, already_compiled=False)  # fmt: skip
+    metadata, group = entry_of(tmp_path)
+    seen = []
+    for _ in range(2):  # the JIT's triton.compile, then another caller's of the same function
+        agent.on_compiled(src=SimpleNamespace(fn=jit), metadata=metadata, metadata_group=group, times=None,
+                          cache_hit=False)  # fmt: skip
+        seen.append([e["event"] for e in events if e["event"] != "skipped"])
+    assert seen == [[], ["cached"]]
+
+
+# ---------------------------------------------------------------- modules Triton builds with a C compiler
+
+MODULE = "__triton_launcher.cpython-311-x86_64-linux-gnu.so"
+
+
+def test_a_module_the_program_s_cache_lacks_comes_from_the_package(guard, tmp_path):
+    entry = tmp_path / "package" / "_triton_cache" / ("M" * 52)
+    entry.mkdir()
+    (entry / MODULE).write_bytes(b"\x7fELF launcher")
+    path = guard.Guard("M" * 52).get_file(MODULE)
+    assert path == str(tmp_path / "cache" / ("M" * 52) / MODULE)
+    assert Path(path).read_bytes() == b"\x7fELF launcher"
+    assert guard.Guard("N" * 52).get_file(MODULE) is None  # not held: Triton builds it (with a C compiler)
+
+
+def test_the_agent_copies_each_module_triton_builds_or_finds_and_the_recipe_reads_it(tmp_path):
+    from types import SimpleNamespace
+
+    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.backends.triton.record.events import read_events
+
+    built = tmp_path / "program-cache" / ("M" * 52)
+    built.mkdir(parents=True)
+
+    class Manager:  # Triton's, as triton.runtime.build asks for it
+        def __init__(self, key):
+            self.key = key
+
+        def get_file(self, filename):
+            return str(built / filename) if (built / filename).exists() else None
+
+        def put(self, data, filename, binary=True):
+            (built / filename).write_bytes(data)
+            return str(built / filename)
+
+    build = SimpleNamespace(get_cache_manager=Manager)
+    agent = record_agent.Agent(str(tmp_path / "events"))
+    agent.watch_builds(build)
+    manager = build.get_cache_manager("M" * 52)
+    assert manager.get_file(MODULE) is None  # a miss: Triton builds it, then puts it
+    manager.put(b"\x7fELF launcher", MODULE)
+    events = read_events(tmp_path / "events")
+    assert [(c.name, c.files, c.target) for c in events.cached.values()] == [(MODULE, (MODULE,), "host")]
+    copied = tmp_path / "events" / "triton-cache"
+    assert (copied / ("M" * 52) / MODULE).read_bytes() == b"\x7fELF launcher"
+    (tmp_path / "r").mkdir()
+    (copied).rename(tmp_path / "r" / "triton-cache")
+    read = read_recipe(tmp_path / "r")
+    assert [(e.name, e.triton, e.target) for e in read.triton_cache] == [(MODULE, "", "host")]
