@@ -108,6 +108,82 @@ class Guard(CacheManager):  # type: ignore[misc]
         return getattr(self.inner, name)
 
 
+ENV_RECORDING = "AOTPACK_RECORD_DIR"  # aotpack record's events folder (the agent's): Recorder copies entries there
+ENV_RECORDED = "AOTPACK_RECORDED_CACHE_MANAGER"  # the manager the recorded program had (MODULE:CLASS)
+
+
+class Recorder(CacheManager):  # type: ignore[misc]
+    """Triton's cache manager while ``aotpack record`` runs a program, named in ``TRITON_CACHE_MANAGER`` and so
+    in every process the program starts, whether or not the agent runs there (a compile worker forked before it,
+    a listener another library replaced): each kernel entry Triton stores after compiling, or finds when it looks,
+    is copied into ``<events>/triton-cache/<key>/`` with a ``cached`` event, as the agent's listener copies it."""
+
+    def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
+        self.key = key
+        self.looking = not (override or dump)
+        named = os.environ.get(ENV_RECORDED)
+        module, _, name = (named or "").partition(":")
+        inner = getattr(importlib.import_module(module), name) if named else FileCacheManager
+        self.inner = inner(key, override=override, dump=dump)
+
+    def get_group(self, filename: str) -> Any:
+        group = self.inner.get_group(filename)
+        if self.looking and (group or {}).get(filename):
+            _recorded(self.key, filename, group)
+        return group
+
+    def put_group(self, filename: str, group: Any) -> Any:
+        stored = self.inner.put_group(filename, group)
+        if self.looking and isinstance(group, dict) and filename in group:
+            _recorded(self.key, filename, group)
+        return stored
+
+    def get_file(self, filename: str) -> Any:
+        return self.inner.get_file(filename)
+
+    def put(self, data: Any, filename: str, binary: bool = True) -> Any:
+        return self.inner.put(data, filename, binary)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+_copied: set[str] = set()
+
+
+def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
+    """The entry's files into the recording's ``triton-cache/<key>/`` (each atomically), then its ``cached``
+    event in this process's events file; never raises into the program (a failure is a ``skipped`` event)."""
+    import json
+
+    folder = os.environ.get(ENV_RECORDING)
+    if not folder or key in _copied:
+        return
+    _copied.add(key)
+    name = filename.removesuffix(".json")
+    try:
+        into = os.path.join(folder, "triton-cache", key)
+        os.makedirs(into, exist_ok=True)
+        for file, path in sorted(group.items()):
+            if os.path.basename(file) != file:
+                raise ValueError(f"{file!r} is not a file name")
+            temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
+            with open(path, "rb") as f, open(temporary, "wb") as out:
+                out.write(f.read())
+            os.replace(temporary, os.path.join(into, file))
+        with open(group[filename]) as f:
+            target = json.load(f).get("target") or {}
+        version = importlib.import_module("triton").__version__
+        event = {"event": "cached", "name": name, "key": key, "files": sorted(group), "triton": str(version),
+                 "target": f"{target.get('backend')}:{target.get('arch')}"}  # fmt: skip
+    except Exception as exc:  # never into the program: said
+        event = {"event": "skipped", "function": f"triton.compile of {name}",
+                 "why": f"its Triton cache entry was not copied: {type(exc).__name__}: {exc}"}  # fmt: skip
+    line = json.dumps(event, sort_keys=True, default=repr) + "\n"
+    with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:
+        f.write(line)
+
+
 def _held(key: str, filename: str) -> str | None:
     """Where an activated package holds this file of the entry ``key``, or None."""
     for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):

@@ -140,3 +140,27 @@ def test_the_program_s_own_cache_manager_still_serves_behind_the_guard(setting, 
     done = run(code, env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["program's manager: guarded_copy.json", "refused", "programs_manager:Counting"]
+
+
+def test_the_recorder_copies_what_a_process_without_the_agent_compiles_or_finds(setting, tmp_path):
+    """aotpack record names Recorder as Triton's cache manager for the whole program: a process the agent does
+    not run in (a compile worker forked before it started, a listener replaced) still has each entry it compiles,
+    or finds in its cache, copied into the recording, with its event."""
+    from aotpack.backends.triton.record import agent
+    from aotpack.runtime import _aotpack_guard
+
+    assert _aotpack_guard.ENV_RECORDING == agent.ENV_DIR
+    compile_code, env = setting
+    events = tmp_path / "events"
+    env = {**env, "TRITON_CACHE_MANAGER": "aotpack.runtime._aotpack_guard:Recorder", "AOTPACK_RECORD_DIR": str(events)}
+    done = run(compile_code + "\nprint(compile_it(64).hash)\nprint(compile_it(64).hash)\n", env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, again = done.stdout.split()
+    assert first == again
+    (lines,) = [p.read_text().splitlines() for p in events.glob("*.jsonl")]
+    (event,) = [json.loads(line) for line in lines]  # compiled, then found: one entry, said once
+    assert event["event"] == "cached" and event["name"] == "guarded_copy" and event["target"] == "cuda:90"
+    entry = events / "triton-cache" / event["key"]
+    assert sorted(p.name for p in entry.iterdir()) == event["files"] and "guarded_copy.cubin" in event["files"]
+    # the program's own manager, if it named one, still stores the entries
+    assert any((tmp_path / "cache").rglob("guarded_copy.cubin"))

@@ -117,6 +117,11 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(agent_dir), env.get("PYTHONPATH")]))
     env[record_agent.ENV_DIR] = str(folder / "events")
+    # Triton's cache manager in every process of the program: what any caller of triton.compile compiled or
+    # found is copied into the recording, also where the agent does not run (_aotpack_guard.Recorder)
+    if env.get("TRITON_CACHE_MANAGER"):
+        env["AOTPACK_RECORDED_CACHE_MANAGER"] = env["TRITON_CACHE_MANAGER"]
+    env["TRITON_CACHE_MANAGER"] = "_aotpack_guard:Recorder"
     env[record_agent.ENV_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
     env.update(extra_env or {})
     try:
