@@ -25,9 +25,9 @@ if [ "$mode" = record ] || [ "$mode" = jit ]; then
   names=${*:-llama helion fla}
   for name in $names; do
     # each run a HOME of its own: a library's own caches there (FlagGems' autotuning database) start empty
-    HOME=$work/home-$name-cold TRITON_CACHE_DIR=$work/cache-$name \
+    HOME=$work/home-$name-cold TRITON_CACHE_DIR=$work/cache-$name TORCHINDUCTOR_CACHE_DIR=$work/inductor-$name \
       python3 -m tests.gpu.workloads "$name" jit "$work/jit/cold" 2>&1 | tail -3
-    HOME=$work/home-$name-warm TRITON_CACHE_DIR=$work/cache-$name \
+    HOME=$work/home-$name-warm TRITON_CACHE_DIR=$work/cache-$name TORCHINDUCTOR_CACHE_DIR=$work/inductor-$name \
       python3 -m tests.gpu.workloads "$name" jit "$work/jit/warm" 2>&1 | tail -3
     [ "$mode" = jit ] && continue
     case $name in

@@ -35,6 +35,7 @@ def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
     env = {
         **os.environ,
         "TRITON_CACHE_DIR": str(cache),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache"),  # (a graph it holds brings its kernels back)
         "HOME": str(tmp_path),  # (a library caches there)
         "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}",
     }

@@ -122,6 +122,9 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     if env.get("TRITON_CACHE_MANAGER"):
         env["AOTPACK_RECORDED_CACHE_MANAGER"] = env["TRITON_CACHE_MANAGER"]
     env["TRITON_CACHE_MANAGER"] = "_aotpack_guard:Recorder"
+    # and an empty Inductor cache: a graph it holds already brings its kernels' Triton files back itself (its
+    # bundle, written into Triton's cache), so that triton.compile is never called for them and they go unrecorded
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor-cache")
     env[record_agent.ENV_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
     env.update(extra_env or {})
     try:
