@@ -133,9 +133,37 @@ def flaggems(mark: Callable[[str], None], shapes: Steps = ((256, 512), (1024, 76
     return out
 
 
+def compiled_small(mark: Callable[[str], None]) -> dict[str, Any]:
+    """A function under torch.compile with Liger's RMSNorm inside the graph (Dynamo captures the user kernel,
+    Inductor compiles its copy beside its own fused kernels), forward and backward at two shapes."""
+    import torch
+    from liger_kernel.transformers import LigerRMSNorm
+
+    torch.manual_seed(0)
+    norm = LigerRMSNorm(256).to(device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    @torch.compile
+    def step(x: Any) -> Any:
+        return torch.nn.functional.gelu(norm(x) @ weight).float().square().mean()
+
+    out: dict[str, Any] = {}
+    mark("ready")
+    for i, rows in enumerate((64, 192)):
+        x = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        loss = step(x)
+        loss.backward()
+        out[f"loss{i}"], out[f"grad{i}"] = loss.detach(), x.grad
+        if i == 0:
+            mark("first_step")
+    out["weight_grad"] = weight.grad
+    return out
+
+
 # a server's requests: batch sizes, lengths and matrix shapes the recording of the workload never saw
 Workload = Callable[[Callable[[str], None]], dict[str, Any]]
 WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, "flaggems": flaggems,
+             "compiled_small": compiled_small,
              "llama_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(2, 5)),
              "flaggems_served": functools.partial(flaggems, shapes=((200, 512), (768, 1024), (64, 256))),
              "llama_compiled": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2,),
