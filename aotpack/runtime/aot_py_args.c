@@ -140,6 +140,23 @@ static int torch_shape(PyObject *obj, aot_tensor *t, int use, const char *arg, a
   return ok ? 0 : -1;
 }
 
+/* The element type of a tensor, or of anything with a torch dtype, into t->dtype; -1 on error. */
+static int torch_dtype(PyObject *obj, aot_tensor *t, const char *arg, aot_error *err) {
+  PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
+  if (dtype == NULL) return -1;
+  t->dtype = -2;
+  for (int code = 0, known = torch_ready(); known && code < aot_num_dtypes; code++)
+    if (torch_dtypes[code] == dtype) t->dtype = code;
+  if (t->dtype == -2) {
+    char name[64];
+    bind_text_of(dtype, name, sizeof name);
+    Py_DECREF(dtype);
+    return aot_fail(err, AOT_E_TYPE, "argument %s has dtype %s, which no kernel here takes", arg, name);
+  }
+  Py_DECREF(dtype);
+  return 0;
+}
+
 static int torch_arg(PyObject *obj, aot_tensor *t, int shape_use, const char *arg, aot_error *err) {
   long device = tensor_int(obj, GET_DEVICE, s_get_device);
   if (device == -1 && PyErr_Occurred()) return -1;
@@ -155,18 +172,7 @@ static int torch_arg(PyObject *obj, aot_tensor *t, int shape_use, const char *ar
   t->ptr = PyLong_AsUnsignedLong(ptr); /* 64 bits (LP64); unlike ...LongLong, no byte-array detour */
   Py_DECREF(ptr);
   if (PyErr_Occurred()) return -1;
-  PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
-  if (dtype == NULL) return -1;
-  t->dtype = -2;
-  for (int code = 0; code < aot_num_dtypes; code++)
-    if (torch_dtypes[code] == dtype) t->dtype = code;
-  if (t->dtype == -2) {
-    char name[64];
-    bind_text_of(dtype, name, sizeof name);
-    Py_DECREF(dtype);
-    return aot_fail(err, AOT_E_TYPE, "argument %s has dtype %s, which no kernel here takes", arg, name);
-  }
-  Py_DECREF(dtype);
+  if (torch_dtype(obj, t, arg, err) < 0) return -1;
   return torch_shape(obj, t, shape_use, arg, err) < 0 ? -1 : (int)device;
 }
 
@@ -219,18 +225,7 @@ static int data_ptr_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, 
     PyErr_Clear();
     return aot_fail(err, AOT_E_VALUE, "argument %s: data_ptr() is not a non-negative 64-bit integer", arg);
   }
-  PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
-  if (dtype == NULL) return -1;
-  t->dtype = -2;
-  for (int code = 0; torch_ready() && code < aot_num_dtypes; code++)
-    if (torch_dtypes[code] == dtype) t->dtype = code;
-  if (t->dtype == -2) {
-    char name[64];
-    bind_text_of(dtype, name, sizeof name);
-    Py_DECREF(dtype);
-    return aot_fail(err, AOT_E_TYPE, "argument %s has dtype %s, which no kernel here takes", arg, name);
-  }
-  Py_DECREF(dtype);
+  if (torch_dtype(obj, t, arg, err) < 0) return -1;
   if (use != AOT_SHAPE_NONE && torch_shape(obj, t, AOT_SHAPE_FULL, arg, err) < 0) return -1;
   return t->ptr == 0 ? -2 : aot_pointer_device(t->ptr, arg, err);
 }
