@@ -38,7 +38,7 @@ class CompilationRefused(RuntimeError):
     """Triton was asked to compile a kernel while a package was activated with ``fallback="error"``."""
 
 
-_state = threading.local()  # .jit: the JIT's hook let this thread's next compilation through (said there already)
+_state = threading.local()  # .jit, .recorded: the JIT's hook let this thread's next compilation through
 compiled: list[dict[str, Any]] = []  # what this process compiled outside the JIT while fallback="jit"
 _said: set[str] = set()
 
@@ -46,31 +46,66 @@ _said: set[str] = set()
 _here: Any = None  # a manager class the program set in this process (knobs), serving behind the guard here
 
 
-def _programs_manager() -> Any:
-    """The manager the program had: set in this process, named by TRITON_CACHE_MANAGER, or Triton's own."""
-    if _here is not None:
-        return _here
-    named = os.environ.get(ENV_PROGRAMS)
+def _named(env: str) -> Any:
+    """The manager class an environment variable names (MODULE:CLASS), or Triton's own."""
+    named = os.environ.get(env)
     if not named:
         return FileCacheManager
     module, _, name = named.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-class Guard(CacheManager):  # type: ignore[misc]
-    """Triton's cache manager while a package is active: the program's manager behind it, and a lookup of a
-    kernel it does not hold refused (or said) before Triton compiles it."""
+def _jit_took(which: str) -> bool:
+    """Whether the JIT's hook said this thread's compilation is the JIT's own (``jit_compiles``): asked once per
+    compilation, by its first lookup, for the guard (``jit``) or the recorder (``recorded``)."""
+    took = bool(getattr(_state, which, False))
+    setattr(_state, which, False)
+    return took
+
+
+class _Behind(CacheManager):  # type: ignore[misc]
+    """A cache manager with the program's own behind it (``_programs``), which stores and finds everything."""
 
     def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
         self.key = key
         self.looking = not (override or dump)  # (the managers for TRITON_KERNEL_OVERRIDE and dumps: no lookups)
-        self.inner = _programs_manager()(key, override=override, dump=dump)
+        self.inner = self._programs()(key, override=override, dump=dump)
+
+    def _programs(self) -> Any:
+        raise NotImplementedError
+
+    def get_group(self, filename: str) -> Any:
+        return self.inner.get_group(filename)
+
+    def get_file(self, filename: str) -> Any:
+        return self.inner.get_file(filename)
+
+    def put(self, data: Any, filename: str, binary: bool = True) -> Any:
+        return self.inner.put(data, filename, binary)
+
+    def put_group(self, filename: str, group: Any) -> Any:
+        return self.inner.put_group(filename, group)
+
+    def __getattr__(self, name: str) -> Any:  # what a manager of the program's offers besides
+        return getattr(self.inner, name)
+
+
+class Guard(_Behind):
+    """Triton's cache manager while a package is active: the program's manager behind it (set in this process,
+    or named by TRITON_CACHE_MANAGER), and a lookup of a kernel it does not hold refused (or said) before
+    Triton compiles it."""
+
+    def _programs(self) -> Any:
+        return _here if _here is not None else _named(ENV_PROGRAMS)
 
     def get_group(self, filename: str) -> Any:
         group = self.inner.get_group(filename)
-        if self.looking and not (group or {}).get(filename):
+        if not self.looking:
+            return group
+        jit = _jit_took("jit")
+        if not (group or {}).get(filename):
             group = self._packaged(filename) or group
-        if self.looking and (not (group or {}).get(filename) or knobs.compilation.always_compile):
+        if not jit and (not (group or {}).get(filename) or knobs.compilation.always_compile):
             _compiling(filename.removesuffix(".json"), self.key)
         return group
 
@@ -98,54 +133,36 @@ class Guard(CacheManager):  # type: ignore[misc]
         with open(held, "rb") as f:
             return self.inner.put(f.read(), filename, binary=True)
 
-    def put(self, data: Any, filename: str, binary: bool = True) -> Any:
-        return self.inner.put(data, filename, binary)
-
-    def put_group(self, filename: str, group: Any) -> Any:
-        return self.inner.put_group(filename, group)
-
-    def __getattr__(self, name: str) -> Any:  # what a manager of the program's offers besides
-        return getattr(self.inner, name)
-
 
 ENV_RECORDING = "AOTPACK_RECORD_DIR"  # aotpack record's events folder (the agent's): Recorder copies entries there
 ENV_RECORDED = "AOTPACK_RECORDED_CACHE_MANAGER"  # the manager the recorded program had (MODULE:CLASS)
 
 
-class Recorder(CacheManager):  # type: ignore[misc]
+class Recorder(_Behind):
     """Triton's cache manager while ``aotpack record`` runs a program, named in ``TRITON_CACHE_MANAGER`` and so
     in every process the program starts, whether or not the agent runs there (a compile worker forked before it,
     a listener another library replaced): each kernel entry Triton stores after compiling, or finds when it looks,
-    is copied into ``<events>/triton-cache/<key>/`` with a ``cached`` event, as the agent's listener copies it."""
+    is copied into ``<events>/triton-cache/<key>/`` with a ``cached`` event, as the agent's listener copies it;
+    not the JIT's own compilations (the agent records those as compile events)."""
 
-    def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
-        self.key = key
-        self.looking = not (override or dump)
-        named = os.environ.get(ENV_RECORDED)
-        module, _, name = (named or "").partition(":")
-        inner = getattr(importlib.import_module(module), name) if named else FileCacheManager
-        self.inner = inner(key, override=override, dump=dump)
+    jit = False  # this compilation is the JIT's (its first lookup asked)
+
+    def _programs(self) -> Any:
+        return _named(ENV_RECORDED)
 
     def get_group(self, filename: str) -> Any:
         group = self.inner.get_group(filename)
-        if self.looking and (group or {}).get(filename):
-            _recorded(self.key, filename, group)
+        if self.looking:
+            self.jit = _jit_took("recorded")
+            if (group or {}).get(filename) and not self.jit:
+                _recorded(self.key, filename, group)
         return group
 
     def put_group(self, filename: str, group: Any) -> Any:
         stored = self.inner.put_group(filename, group)
-        if self.looking and isinstance(group, dict) and filename in group:
+        if self.looking and not self.jit and isinstance(group, dict) and filename in group:
             _recorded(self.key, filename, group)
         return stored
-
-    def get_file(self, filename: str) -> Any:
-        return self.inner.get_file(filename)
-
-    def put(self, data: Any, filename: str, binary: bool = True) -> Any:
-        return self.inner.put(data, filename, binary)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 _copied: set[str] = set()
@@ -194,9 +211,6 @@ def _held(key: str, filename: str) -> str | None:
 
 
 def _compiling(name: str, key: str) -> None:
-    if getattr(_state, "jit", False):  # the JIT's own compilation: its hook refused it or said it already
-        _state.jit = False
-        return
     where = f"{name} (Triton cache key {key}) in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
     if os.environ.get(ENV_FALLBACK) == "error":
         raise CompilationRefused(
@@ -213,14 +227,16 @@ def _compiling(name: str, key: str) -> None:
 
 
 def jit_compiles() -> None:
-    """The JIT's hook let its compilation through (fallback="jit"; said there): not said again here."""
-    _state.jit = True
+    """The JIT's hook let this thread's next compilation through: the guard does not say it again (the hook
+    said it, fallback="jit"), the recorder does not copy it (the agent records it as a compile event)."""
+    _state.jit = _state.recorded = True
 
 
 def install(fallback: str, entries: list[str] | None = None) -> Any:
     """Guard every lookup of this process (and the processes it starts) with ``fallback``, the packages' cache
     entries in ``entries`` (folders) serving behind the program's cache; returns the undo."""
     global _here
+    _state.jit = False  # (a mark no lookup of an earlier manager took)
     was = {name: os.environ.get(name) for name in (ENV_MANAGER, ENV_FALLBACK, ENV_PROGRAMS, ENV_ENTRIES)}
     mine = f"{__name__}:Guard"
     programs = was[ENV_MANAGER]

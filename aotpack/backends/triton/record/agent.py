@@ -48,6 +48,13 @@ ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tes
 ENTRIES = "triton-cache"  # beside the events: the cache entries of kernels compiled outside the JIT, by key
 
 
+def _recorder_serves() -> bool:
+    """Whether Triton's cache manager in this process is aotpack record's Recorder (_aotpack_guard), which copies
+    the entries of other callers' kernels itself (the listener copies them where a program set another)."""
+    knobs = sys.modules.get("triton.knobs")
+    return getattr(getattr(getattr(knobs, "cache", None), "manager_class", None), "__name__", None) == "Recorder"
+
+
 class Agent:
     """Triton's hooks, chained after any already installed; each event goes to ``sink`` (by default a line of
     ``<folder>/<pid>.jsonl``). A compile event carries a ``number`` (launch counts refer to it) and the text of
@@ -85,6 +92,8 @@ class Agent:
                    already_compiled: bool) -> Any:  # fmt: skip
         self._jit.fn = getattr(fn, "jit_function", None)  # its triton.compile is this one's: no cached event
         try:
+            if _recorder_serves():  # nor does the Recorder copy its entry
+                runtime._guard().jit_compiles()
             event = runtime.payload(key, fn, compile)
             with self._lock:
                 event["number"] = self.compiled
@@ -106,7 +115,7 @@ class Agent:
         hide a kernel), in every process. The JIT's own (its hook fired first, in this thread, for this
         function) is recorded as a compile event already; any other's cache entry is copied now."""
         jit, self._jit.fn = getattr(self._jit, "fn", None), None
-        if jit is None or getattr(src, "fn", None) is not jit:
+        if (jit is None or getattr(src, "fn", None) is not jit) and not _recorder_serves():  # (it copies them)
             try:
                 self._copy_entry(dict(metadata), dict(metadata_group))
             except Exception as exc:  # never into the program: said
