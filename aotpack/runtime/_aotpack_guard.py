@@ -28,6 +28,11 @@ from typing import Any
 from triton import knobs
 from triton.runtime.cache import CacheManager, FileCacheManager
 
+try:  # a module of a package: aotpack.runtime, or a generated package
+    from . import _aotpack_jit as _jit
+except ImportError:  # a top-level module beside aotpack record's agent
+    import _aotpack_jit as _jit  # type: ignore[import-not-found,no-redef]
+
 ENV_MANAGER = "TRITON_CACHE_MANAGER"  # Triton reads it on every lookup, in every process
 ENV_FALLBACK = "AOTPACK_FALLBACK"  # error | jit: what a miss does, in this process and those it starts
 ENV_PROGRAMS = "AOTPACK_CACHE_MANAGER"  # the manager the program had (MODULE:CLASS), which serves behind the guard
@@ -179,15 +184,7 @@ def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
     _copied.add(key)
     name = filename.removesuffix(".json")
     try:
-        into = os.path.join(folder, "triton-cache", key)
-        os.makedirs(into, exist_ok=True)
-        for file, path in sorted(group.items()):
-            if os.path.basename(file) != file:
-                raise ValueError(f"{file!r} is not a file name")
-            temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
-            with open(path, "rb") as f, open(temporary, "wb") as out:
-                out.write(f.read())
-            os.replace(temporary, os.path.join(into, file))
+        _jit.copy_entry(os.path.join(folder, "triton-cache", key), group)
         with open(group[filename]) as f:
             target = json.load(f).get("target") or {}
         version = importlib.import_module("triton").__version__

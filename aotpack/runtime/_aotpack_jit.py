@@ -413,6 +413,19 @@ def _triton_path(value: Any) -> str | None:
     return f"triton.language.{names[0]}" if names else None
 
 
+def copy_entry(into: str, group: dict[str, str]) -> None:
+    """Each file of a Triton cache entry (file name -> its path) into the folder ``into``, each atomically: a
+    process copying the same entry beside this one (a compile worker) never leaves half a file."""
+    os.makedirs(into, exist_ok=True)
+    for file, path in sorted(group.items()):
+        if os.path.basename(file) != file:
+            raise ValueError(f"{file!r} is not a file name")
+        temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
+        with open(path, "rb") as f, open(temporary, "wb") as out:
+            out.write(f.read())
+        os.replace(temporary, os.path.join(into, file))
+
+
 def payload(key: Any, fn: Any, compile: dict[str, Any]) -> dict[str, Any]:
     """A compilation, from the arguments Triton's JIT passes its ``jit_cache_hook``, as JSON: the function
     (``describe``), its signature, constants (``encode``), attributes, options and target architecture."""

@@ -25,7 +25,7 @@ except ImportError:  # a top-level module beside aotpack record's agent
 jit_of, identity_of, identity, describe = _jit.jit_of, _jit.identity_of, _jit.identity, _jit.describe
 payload, source_names, source_text, picks = _jit.payload, _jit.source_names, _jit.source_text, _jit.picks
 tuner_of, name_function_constexprs = _jit.tuner_of, _jit.name_function_constexprs
-wrap_tuner_runs, pick_of, KeyTap = _jit.wrap_tuner_runs, _jit.pick_of, _jit.KeyTap
+wrap_tuner_runs, pick_of, KeyTap, copy_entry = _jit.wrap_tuner_runs, _jit.pick_of, _jit.KeyTap, _jit.copy_entry
 # runtime autotuning and its cache file: what a generated package's autotune() calls
 autotune, save_autotune, CACHE_FORMAT = _tune.autotune, _tune.save_autotune, _tune.CACHE_FORMAT
 
@@ -395,8 +395,8 @@ def _seed_tuners(state: _Activation, autotuner: Any) -> None:
                 found = state.launchers.get(identity_of(inner)) if inner is not None else None
                 if found is not None:
                     _seed_autotuner(self, found[0].tuned)
-                    built = [c for c in self.configs if found[0].holds(c)]
-                    if state.fallback == "error" and built:
+                    built = [c for c in self.configs if found[0].holds(c)] if state.fallback == "error" else []
+                    if built:
                         self.configs = built
             return original(self, *args, **kwargs)
 

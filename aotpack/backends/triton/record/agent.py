@@ -135,15 +135,10 @@ class Agent:
         key = key or os.path.basename(folders.pop())
         if key in self._cached:
             return
-        into = os.path.join(self.entries, key)
-        os.makedirs(into, exist_ok=True)
-        for file, path in sorted(group.items()):
-            if os.path.basename(file) != file or os.path.basename(path) != file:
+        for file, path in group.items():
+            if os.path.basename(path) != file:
                 raise ValueError(f"{file!r} is not the name of a file in the entry ({path})")
-            temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
-            with open(path, "rb") as f, open(temporary, "wb") as out:
-                out.write(f.read())
-            os.replace(temporary, os.path.join(into, file))
+        runtime.copy_entry(os.path.join(self.entries, key), group)
         self._cached.add(key)
         target = metadata.get("target")
         arch = target.get("arch") if isinstance(target, dict) else getattr(target, "arch", None)
