@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cluster():
-    with dask.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+    # The scheduler serves HTTP (metrics) even without a dashboard, on 8787 unless told: a port of the
+    # system's choosing keeps this from failing when another cluster (another test run) holds 8787.
+    with dask.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         yield c
 
 
