@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from . import expr, facts
 from .errors import Location
@@ -299,7 +299,14 @@ class CacheEntry:
     folder: Path
     files: tuple[str, ...]  # sorted
     triton: str  # the release that compiled it (its metadata's); "" for a module (.so), which has none
-    target: str  # backend:arch, e.g. cuda:90; host: a module Triton built with a C compiler
+    target: str  # backend:arch, e.g. cuda:90; HOST: a module Triton built with a C compiler
+
+    HOST: ClassVar[str] = "host"
+
+    @property
+    def module(self) -> bool:
+        """A C module (a kernel launcher, the driver's utilities) built on the recording machine."""
+        return self.target == self.HOST
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -336,4 +336,4 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
     )  # fmt: skip
     raw = wheel.write_wheel(spec, work / "raw")
     log.info("repairing %s with auditwheel", raw.name)
-    return repair.repair(raw, work / "repaired")
+    return repair.repair(raw, work / "repaired", recorded_modules=any(e.module for e in rec.triton_cache))

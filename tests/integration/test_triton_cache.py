@@ -183,3 +183,18 @@ def test_a_module_triton_builds_with_a_c_compiler_is_recorded_and_served_where_t
     assert served.returncode == 0, served.stderr[-3000:]
     assert served.stdout.strip() == str(tmp_path / "c2" / key / module)
     assert (tmp_path / "c2" / key / module).read_bytes() == (entries / key / module).read_bytes()
+    # the wheel ships the module as recorded; its tag is the lowest its glibc allows (auditwheel's), and nothing
+    # is grafted beside it
+    import zipfile
+
+    from aotpack.pipeline import repair
+
+    # (a recording of modules alone names no target: any will do)
+    recipe.write_text(recipe.read_text().replace("targets: []", "targets: [sm_80]"))
+    wheel = build(recipe, tmp_path / "dist", jobs=1, use_cache=False).wheel
+    tag = next(t for t in repair.platform_tags(wheel) if t.startswith("manylinux_"))
+    shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True)
+    assert f'"{tag}"' in " ".join(shown.stdout.split()), shown.stdout  # the tag auditwheel finds the module needs
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(f"/_triton_cache/{key}/{module}") for n in names), names
+    assert not [n for n in names if ".libs/" in n], names
