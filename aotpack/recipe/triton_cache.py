@@ -42,7 +42,7 @@ def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
             raise node.fail(f"{entry}: not a Triton cache entry (a folder named by its cache key, e.g. "
                             "'AB2C...'); remove it")  # fmt: skip
         files = sorted(f.name for f in entry.iterdir())
-        names = [f.removesuffix(".json") for f in files if f.endswith(".json") and not f.startswith("__grp__")]
+        names = [f.removesuffix(".json") for f in files if f.endswith(".json") and not f.startswith("__")]
         module = not names and len(files) == 1 and files[0].endswith(".so")  # a launcher, the driver's utilities
         if len(files) > limits.MAX_CACHE_FILES or not (len(names) == 1 or module):
             raise node.fail(f"{entry}: a Triton cache entry holds one kernel's files (its <name>.json, at most "

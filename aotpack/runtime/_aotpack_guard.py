@@ -122,7 +122,7 @@ class Guard(_Behind):
             return None
         entry, group = os.path.dirname(held), {}
         for name in sorted(os.listdir(entry)):
-            if not name.startswith("__grp__"):
+            if not name.startswith("__grp__") and name != _jit.KEY_PARTS:
                 with open(os.path.join(entry, name), "rb") as f:
                     group[name] = self.inner.put(f.read(), name, binary=True)
         self.inner.put_group(filename, group)
@@ -160,22 +160,23 @@ class Recorder(_Behind):
         if self.looking:
             self.jit = _jit_took("recorded")
             if (group or {}).get(filename) and not self.jit:
-                _recorded(self.key, filename, group)
+                _recorded(self.key, filename, group, _jit.key_parts(self.key))
         return group
 
     def put_group(self, filename: str, group: Any) -> Any:
         stored = self.inner.put_group(filename, group)
         if self.looking and not self.jit and isinstance(group, dict) and filename in group:
-            _recorded(self.key, filename, group)
+            _recorded(self.key, filename, group, _jit.key_parts(self.key))
         return stored
 
 
 _copied: set[str] = set()
 
 
-def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
-    """The entry's files into the recording's ``triton-cache/<key>/`` (each atomically), then its ``cached``
-    event in this process's events file; never raises into the program (a failure is a ``skipped`` event)."""
+def _recorded(key: str, filename: str, group: dict[str, str], parts: dict[str, str]) -> None:
+    """The entry's files into the recording's ``triton-cache/<key>/`` (each atomically) with what its key was
+    made of (``parts``, where known), then its ``cached`` event in this process's events file; never raises into
+    the program (a failure is a ``skipped`` event)."""
     import json
 
     folder = os.environ.get(ENV_RECORDING)
@@ -184,11 +185,16 @@ def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
     _copied.add(key)
     name = filename.removesuffix(".json")
     try:
-        _jit.copy_entry(os.path.join(folder, "triton-cache", key), group)
+        into = os.path.join(folder, "triton-cache", key)
+        _jit.copy_entry(into, group)
+        if parts:
+            with open(os.path.join(into, _jit.KEY_PARTS), "w") as f:
+                json.dump(parts, f, sort_keys=True)
         with open(group[filename]) as f:
             target = json.load(f).get("target") or {}
         version = importlib.import_module("triton").__version__
-        event = {"event": "cached", "name": name, "key": key, "files": sorted(group), "triton": str(version),
+        files = sorted([*group, *([_jit.KEY_PARTS] if parts else [])])
+        event = {"event": "cached", "name": name, "key": key, "files": files, "triton": str(version),
                  "target": f"{target.get('backend')}:{target.get('arch')}"}  # fmt: skip
     except Exception as exc:  # never into the program: said
         event = {"event": "skipped", "function": f"triton.compile of {name}",
@@ -207,8 +213,34 @@ def _held(key: str, filename: str) -> str | None:
     return None
 
 
+def _others(name: str, key: str) -> str:
+    """What the packages hold of kernel ``name`` under other keys, and which parts of the key (``key_parts``)
+    differ from the nearest of them: why a recorded kernel was not found ("" where they hold none)."""
+    import json
+
+    mine, nearest, count = _jit.key_parts(key), None, 0
+    for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
+        for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            if entry == key or not os.path.isfile(os.path.join(folder, entry, f"{name}.json")):
+                continue
+            count += 1
+            try:
+                with open(os.path.join(folder, entry, _jit.KEY_PARTS)) as f:
+                    theirs = json.load(f)
+            except (OSError, ValueError):
+                continue
+            differ = sorted(p for p in set(mine) | set(theirs) if mine.get(p) != theirs.get(p))
+            if mine and isinstance(theirs, dict) and (nearest is None or len(differ) < len(nearest)):
+                nearest = differ
+    if not count:
+        return ""
+    why = f"; the nearest differs in its key's {', '.join(nearest)}" if nearest else ""
+    return f" (the packages hold {name} under {count} other key{'s' * (count > 1)}{why})"
+
+
 def _compiling(name: str, key: str) -> None:
-    where = f"{name} (Triton cache key {key}) in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
+    where = (f"{name} (Triton cache key {key}) in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
+             f"{_others(name, key)}")  # fmt: skip
     if os.environ.get(ENV_FALLBACK) == "error":
         raise CompilationRefused(
             f"Triton would compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "

@@ -413,6 +413,41 @@ def _triton_path(value: Any) -> str | None:
     return f"triton.language.{names[0]}" if names else None
 
 
+KEY_PARTS = "__aotpack_key__.json"  # beside a recorded Triton cache entry: what its key was made of (key_parts)
+
+
+def key_parts(key: str) -> dict[str, str]:
+    """What Triton's cache key ``key`` was made of, part by part, read from the ``triton.compile`` call asking
+    for it (a cache manager is made there): Triton's own files, the function with what it calls, its
+    attributes, signature and constants, the backend (ptxas and target), the options, the environment; each a
+    short digest (the backend as it is). Empty where no such call is on this thread's stack. Recorded beside an
+    entry, they tell a later miss of the same kernel which part changed."""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "compile" and
+                                     frame.f_globals.get("__name__") == "triton.compiler.compiler"):  # fmt: skip
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None or frame.f_locals.get("hash") != key:
+        return {}
+    local = frame.f_locals
+
+    def digest(text: Any) -> str:
+        return hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:16]
+
+    try:
+        src, fn = local["src"], getattr(local["src"], "fn", None)
+        if fn is not None:  # an ASTSource: Triton's ASTSource.hash() of these parts
+            constants = sorted((str(k), getattr(v, "cache_key", str(v))) for k, v in src.constants.items())
+            source = {"function": digest(fn.cache_key), "attrs": digest(src.attrs),
+                      "signature": digest(sorted(src.signature.items())), "constants": digest(constants)}  # fmt: skip
+        else:
+            source = {"source": digest(src.hash())}
+        return {"triton": digest(importlib.import_module("triton.runtime.cache").triton_key()), **source,
+                "backend": str(local["backend"].hash())[:200], "options": digest(local["options"].hash()),
+                "environment": digest(sorted(local["env_vars"].items()))}  # fmt: skip
+    except Exception:  # (another Triton's compile: no parts, nothing worse)
+        return {}
+
+
 def copy_entry(into: str, group: dict[str, str]) -> None:
     """Each file of a Triton cache entry (file name -> its path) into the folder ``into``, each atomically: a
     process copying the same entry beside this one (a compile worker) never leaves half a file."""

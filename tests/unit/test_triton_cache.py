@@ -230,3 +230,49 @@ def test_the_agent_copies_each_module_triton_builds_or_finds_and_the_recipe_read
     (copied).rename(tmp_path / "r" / "triton-cache")
     read = read_recipe(tmp_path / "r")
     assert [(e.name, e.triton, e.target) for e in read.triton_cache] == [(MODULE, "", "host")]
+
+
+# ---------------------------------------------------------------- what a key was made of: why a recorded kernel missed
+
+COMPILE = """
+def compile(src, backend, options, env_vars, hash, lookup):
+    return lookup()
+"""
+
+
+def compiling(function_key: str, key: str, lookup):
+    """``lookup`` called from inside a stand-in for ``triton.compile`` (its module's name, its locals: the
+    source, backend, options and environment a cache key is made of, and the key's ``hash``)."""
+    from types import SimpleNamespace
+
+    scope: dict = {"__name__": "triton.compiler.compiler"}
+    exec(COMPILE, scope)
+    src = SimpleNamespace(fn=SimpleNamespace(cache_key=function_key), attrs={(0,): [["tt.divisibility", 16]]},
+                          signature={"x": "*fp32"}, constants={"BLOCK": 64})  # fmt: skip
+    return scope["compile"](src, SimpleNamespace(hash=lambda: "12.9-90"), SimpleNamespace(hash=lambda: "o"), {},
+                            key, lookup)  # fmt: skip
+
+
+def test_a_recorded_entry_keeps_its_key_s_parts_and_a_later_miss_names_the_part_that_changed(guard, tmp_path,
+                                                                                                monkeypatch):  # fmt: skip
+    events = tmp_path / "events"
+    events.mkdir()
+    monkeypatch.setenv("AOTPACK_RECORD_DIR", str(events))
+    _, group = entry_of(tmp_path)
+    recorded = "R" * 52
+    compiling("function-as-recorded", recorded, lambda: guard.Recorder(recorded).put_group("k.json", group))
+    parts = json.loads((events / "triton-cache" / recorded / "__aotpack_key__.json").read_text())
+    assert parts["function"] and parts["backend"] == "12.9-90" and {"attrs", "constants", "options"} <= set(parts)
+    (event,) = [json.loads(line) for f in events.glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert "__aotpack_key__.json" in event["files"]
+    # the package holds it (its parts beside it); the program compiles the same kernel whose function changed
+    held = tmp_path / "package" / "_triton_cache" / recorded
+    held.mkdir()
+    for f in (events / "triton-cache" / recorded).iterdir():
+        (held / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(
+        guard.CompilationRefused, match=r"under 2 other keys; the nearest differs in its key's function\)"
+    ):
+        compiling("function-changed", "C" * 52, lambda: guard.Guard("C" * 52).get_group("k.json"))
+    served = guard.Guard(recorded).get_group("k.json")  # the recorded key is served, its parts left behind
+    assert served and not (tmp_path / "cache" / recorded / "__aotpack_key__.json").exists()
