@@ -213,6 +213,14 @@ def _held(key: str, filename: str) -> str | None:
     return None
 
 
+_PARTS = {  # what a change in each part of Triton's cache key (_aotpack_jit.key_parts) means
+    "triton": "another Triton release or build", "function": "the kernel's source or a function it calls: "
+    "another torch (Inductor's code) or library", "attrs": "which arguments are 16-divisible or aligned",
+    "signature": "argument types", "constants": "constexpr values: a config or size hint", "source": "its IR",
+    "backend": "another ptxas or GPU", "options": "compile options", "environment": "Triton's environment variables",
+}  # fmt: skip
+
+
 def _others(name: str, key: str) -> str:
     """What the packages hold of kernel ``name`` under other keys, and which parts of the key (``key_parts``)
     differ from the nearest of them: why a recorded kernel was not found ("" where they hold none)."""
@@ -234,7 +242,8 @@ def _others(name: str, key: str) -> str:
                 nearest = differ
     if not count:
         return ""
-    why = f"; the nearest differs in its key's {', '.join(nearest)}" if nearest else ""
+    parts = ", ".join(f"{p} ({_PARTS.get(p, p)})" for p in nearest or ())
+    why = f"; the nearest differs in its key's {parts}" if parts else ""
     return f" (the packages hold {name} under {count} other key{'s' * (count > 1)}{why})"
 
 

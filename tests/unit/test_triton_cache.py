@@ -271,7 +271,8 @@ def test_a_recorded_entry_keeps_its_key_s_parts_and_a_later_miss_names_the_part_
     for f in (events / "triton-cache" / recorded).iterdir():
         (held / f.name).write_bytes(f.read_bytes())
     with pytest.raises(
-        guard.CompilationRefused, match=r"under 2 other keys; the nearest differs in its key's function\)"
+        guard.CompilationRefused,
+        match=r"under 2 other keys; the nearest differs in its key.s function \(the kernel.s source",
     ):
         compiling("function-changed", "C" * 52, lambda: guard.Guard("C" * 52).get_group("k.json"))
     served = guard.Guard(recorded).get_group("k.json")  # the recorded key is served, its parts left behind
