@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from .. import facts, values
 from .._version import __version__
@@ -22,7 +22,7 @@ from ..backends.recipes import load
 from ..backends.triton import toolchain
 from ..backends.triton.recipe import wanted_triton
 from ..backends.triton.record import parse_widen
-from ..errors import AotpackError, UsageError
+from ..errors import AotpackError, OutputError, UsageError
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
@@ -32,6 +32,9 @@ from .checks import writable_folder
 from .inspect import describe
 from .new import scaffold
 from .tune import Options, tune
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 
 class Progress:
@@ -87,8 +90,17 @@ class Progress:
         print(f"\r\033[K{cut}", end="\n" if final else "", file=self.stream, flush=True)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that help and usage that cannot be written (standard output on a full disk) are
+    an error said by main(), not dropped with the command ending well."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message:
+            (file or sys.stderr).write(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="aotpack", description="Ahead-of-time GPU kernel bundles as wheels.")
+    parser = _Parser(prog="aotpack", description="Ahead-of-time GPU kernel bundles as wheels.")
     parser.add_argument("--version", action="version", version=f"aotpack {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile a recipe into a repaired manylinux wheel")
@@ -304,12 +316,18 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = _parser().parse_args(argv)  # an option's reader may raise aotpack's own error (--widen)
+        try:
+            args = _parser().parse_args(argv)  # an option's reader may raise aotpack's own error (--widen)
+        except SystemExit:  # --help, --version, a usage error: what argparse printed reaches its reader, or is
+            sys.stdout.flush()  # an OSError said below
+            raise
         args.argv = list(sys.argv[1:] if argv is None else argv)
         verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
-        return COMMANDS[args.command](args) or 0
+        code = COMMANDS[args.command](args) or 0
+        sys.stdout.flush()  # (what it printed reaches its reader now, or fails here, not at exit)
+        return code
     except AotpackError as exc:
         # a message may quote what a file held (a lone surrogate, say): printed escaped, whatever stderr's encoding
         print(f"aotpack: error: {exc}".encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
@@ -320,6 +338,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`aotpack plan ... | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
+    except OSError as exc:  # the system refused what no reader or writer of aotpack's turned into its own error
+        if exc.filename:  # (a file: named)
+            print(f"aotpack: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            return AotpackError.exit_code
+        # what the command prints cannot be written (standard output on a full disk, closed): said once
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"aotpack: error: cannot write standard output: {exc.strerror or exc}", file=sys.stderr)
+        return OutputError.exit_code
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from ..backends.triton.record import Events, check_package, misses, record, widen, write
 from ..errors import UsageError
@@ -15,14 +16,8 @@ from .checks import writable_folder
 
 def main(args: argparse.Namespace) -> None:
     check_package(args.package)
-    out = args.out  # checked before the program runs: what it records would have nowhere to go
-    if out.is_dir():
-        raise UsageError(f"-o {out}: a folder; give the recipe file to write, e.g. -o {out / 'recipe.yaml'}")
-    if out.is_symlink() and not out.exists():
-        raise UsageError(f"-o {out}: a symlink to {os.readlink(out)}, which does not exist; give the recipe file "
-                         "itself, or remove the link")  # fmt: skip
-    if out.exists() and not out.is_file():
-        raise UsageError(f"-o {out}: not a regular file (a FIFO, socket or device); give the recipe file to write")
+    out = args.out
+    _check_out(out)
     writable_folder(out.parent, "-o")
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     reported = misses.read_reports(args.report)
@@ -59,6 +54,24 @@ def main(args: argparse.Namespace) -> None:
             print(f"{args.out}: {line}")
     elif found:
         print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
+
+
+def _check_out(out: Path) -> None:
+    """The recipe to write, checked before the program runs: what it records would have nowhere to go."""
+    try:
+        os.lstat(out)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a name the system refuses (too long, a folder in the path that is a file)
+        raise UsageError(f"-o {str(out)[:200]}: {exc.strerror or exc}; give a recipe file the system can "
+                         "create") from None  # fmt: skip
+    if out.is_dir():
+        raise UsageError(f"-o {out}: a folder; give the recipe file to write, e.g. -o {out / 'recipe.yaml'}")
+    if out.is_symlink() and not out.exists():
+        raise UsageError(f"-o {out}: a symlink to {os.readlink(out)}, which does not exist; give the recipe file "
+                         "itself, or remove the link")  # fmt: skip
+    if out.exists() and not out.is_file():
+        raise UsageError(f"-o {out}: not a regular file (a FIFO, socket or device); give the recipe file to write")
 
 
 def _counts(events: Events) -> str:

@@ -429,5 +429,23 @@ def env_surface() -> Iterator[Case]:
                        env=((var, value or " "),), budget=1.0)  # fmt: skip
 
 
+# ---------------------------------------------------------------- standard output that cannot be written
+
+
+def stdout_surface() -> Iterator[Case]:
+    """Every command that prints, with standard output on a full device (/dev/full): aotpack's own error and exit
+    code, never a traceback, never an exit 0 with its output lost."""
+    recorded, _ = base_files(BASES["recorded"])
+    commands = {
+        "help": (("--help",), {}), "version": (("--version",), {}), "plan-help": (("plan", "--help"), {}),
+        "cache": (("cache", "--cache-dir", CACHE), CACHE_FILES), "new": (("new", "my_kernels"), {}),
+        "record-report": (("record", "-o", "recipe.yaml", "--report", "rep.json"),
+                          {**recorded, "rep.json": report([EVENT])}),
+    }  # fmt: skip
+    for key, (argv, files) in commands.items():
+        yield _case("stdout", key, "stdout-full", argv, files, inject="stdout-full", locate="any",
+                    may_write=("my_kernels", "recipe.yaml", "kernels"))  # fmt: skip
+
+
 SURFACES = {"cache": cache_surface, "inspect": inspect_surface, "new": new_surface, "record": record_surface,
-            "project": project_surface, "env": env_surface}  # fmt: skip
+            "project": project_surface, "env": env_surface, "stdout": stdout_surface}  # fmt: skip

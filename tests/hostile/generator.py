@@ -69,7 +69,8 @@ class Case:
     env: tuple[tuple[str, str], ...] = ()  # variables set (placeholders as argv; "" value: unset)
     may_write: tuple[str, ...] = ()  # paths in the case's folder the command may change (besides out/)
     names: tuple[str, ...] = ()  # locate="value": what a good message names (any of them)
-    inject: str = ""  # "full-disk": every write through aotpack's atomic helper fails with ENOSPC
+    inject: str = ""  # "full-disk": every write through aotpack's atomic helper fails with ENOSPC; "stdout-full":
+    # standard output is /dev/full
     program: str = ""  # a recorded program's file: its own CPU time is added to the budget
 
     @property

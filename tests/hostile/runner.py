@@ -265,6 +265,8 @@ class _OsOnAFullDisk:
 
 
 def _inject(case: Case) -> None:
+    if case.inject == "stdout-full":  # standard output on a full device: every write of it fails with ENOSPC
+        os.dup2(os.open("/dev/full", os.O_WRONLY), 1)
     if case.inject == "full-disk":
         from aotpack import _temp
 

@@ -350,7 +350,7 @@ def test_a_program_that_fails_leaves_the_recipe_and_keeps_its_capture_beside_it(
     assert f"the recorded program {status}: {out} is left as it was" in done.stderr
     assert out.read_text() == "# the team's recipe, not to be touched\n"
     partial = tmp_path / "r.partial.yaml"
-    assert f"what it compiled (1 compilations) is in {partial}" in done.stderr
+    assert f"what it recorded (1 compilations) is in {partial}" in done.stderr
     assert yaml.safe_load(partial.read_text())["kernels"]["add_kernel"]["variants"]
 
 

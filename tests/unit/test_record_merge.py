@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -390,12 +391,40 @@ def test_a_recording_that_ran_well_but_cannot_be_merged_is_kept_beside_the_recip
     path = recipe_dir(tmp_path, BASE)
     before = path.read_bytes()
     monkeypatch.setattr(program, "run", fake_run(0, False, _renamed(event(block=512))))
-    with pytest.raises(RecordError, match=r"delete kernel add_kernel .*; what it compiled \(1 compilations\) is in "
+    with pytest.raises(RecordError, match=r"delete kernel add_kernel .*; what it recorded \(1 compilations\) is in "
                        r".*r.partial.yaml$"):  # fmt: skip
         record.record(["python", "prog.py"], path, "recorded_kernels")
     assert path.read_bytes() == before
     partial = yaml.safe_load((tmp_path / "r.partial.yaml").read_text())
     assert list(partial["kernels"]["add_kernel"]["args"]) == ["x_ptr", "y_ptr", "out_ptr", "n"]
+
+
+@pytest.mark.parametrize("fails", ["recipe", "folder"])
+def test_a_recording_whose_recipe_cannot_be_written_is_kept_and_said_where(tmp_path, monkeypatch, fails):
+    """Any OS error writing the recipe (an unwritable, full or vanished folder, an immutable file, a name too long):
+    the recording is kept beside it, or where nothing can be written beside it, in a folder of its own."""
+    path = recipe_dir(tmp_path, BASE)
+    before = path.read_bytes()
+    monkeypatch.setattr(program, "run", fake_run(0, False, event(block=512, n="", arch=80)))
+    real = program.write  # type: ignore[attr-defined]
+
+    def write(out: Path, *args: Any, **kwargs: Any) -> bool:
+        if out == path or (fails == "folder" and out.parent == tmp_path):
+            raise OSError(28, "No space left on device", str(out))
+        return real(out, *args, **kwargs)
+
+    monkeypatch.setattr(program, "write", write)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "system-tmp"))  # (where a folder of its own goes)
+    (tmp_path / "system-tmp").mkdir()
+    with pytest.raises(RecordError, match=r"cannot write .*r.yaml: No space left on device; .*; what it recorded "
+                       r"\(1 compilations\) is in (?P<where>.*)$") as caught:  # fmt: skip
+        record.record(["python", "prog.py"], path, "recorded_kernels")
+    where = Path(str(caught.value).rsplit(" is in ", 1)[1])
+    assert path.read_bytes() == before
+    assert where.parent == tmp_path if fails == "recipe" else where.parent.parent == tmp_path / "system-tmp"
+    assert [v["config"]["BLOCK"] for v in yaml.safe_load(where.read_text())["kernels"]["add_kernel"]["variants"]] == [
+        512
+    ]
 
 
 def fake_run(status: int, stopped: bool, *recorded: dict[str, Any]) -> Any:

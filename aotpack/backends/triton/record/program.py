@@ -28,7 +28,7 @@ from types import FrameType
 from typing import Any
 
 from ...._temp import write_file
-from ....errors import RecipeError, RecordError, UsageError
+from ....errors import AotpackError, OutputError, RecipeError, RecordError, UsageError
 from ....runtime import PYTHON_HELPERS, aot_kernels
 from ....values import Widened
 from ... import recipes as recipe
@@ -177,6 +177,10 @@ def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Widen
             written = bool(events.compiled or events.cached) and write(out, events, package, widen=widen)
         except (RecordError, RecipeError) as exc:  # the recipe changed during the run, or cannot take these rows
             raise type(exc)(f"{exc}{_keep_partial(out, events, package)}") from None
+        except OSError as exc:  # its folder cannot take it (read-only, full, not a folder, an immutable file)
+            error = exc if isinstance(exc, OutputError) else OutputError(exc.errno, exc.strerror or str(exc),
+                                                                         str(exc.filename or out))  # fmt: skip
+            raise RecordError(f"{error}{_keep_partial(out, events, package)}") from None
     return Summary(events=events, misses=reported, written=written)
 
 
@@ -188,13 +192,22 @@ def check_package(package: str) -> None:
 
 
 def _keep_partial(out: Path, events: Events, package: str) -> str:
-    """What a recording that cannot be merged captured, written beside ``out`` as ``<out>.partial.yaml``; the
-    words that say so (none when nothing was compiled)."""
-    if not events.compiled:
+    """What a recording that cannot be merged captured (the JIT's compilations, Triton cache entries), written
+    beside ``out`` as ``<out>.partial.yaml``, or where that cannot be written either, into a folder of its own
+    in the system's temporary folder (kept); the words that say where (none when nothing was recorded)."""
+    if not (events.compiled or events.cached):
         return ""
     partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
-    write(partial, events, package, merge=False)
-    return f"; what it compiled ({len(events.compiled)} compilations) is in {partial}"
+    try:
+        write(partial, events, package, merge=False)
+    except (OSError, AotpackError) as beside:  # (a name too long, a folder that takes nothing)
+        try:
+            partial = Path(tempfile.mkdtemp(prefix="aotpack-recording-")) / "recipe.yaml"
+            write(partial, events, package, merge=False)
+        except (OSError, AotpackError) as exc:
+            return f"; what it recorded could not be kept ({beside}; {exc})"
+    cached = f", {len(events.cached)} Triton cache entries" if events.cached else ""
+    return f"; what it recorded ({len(events.compiled)} compilations{cached}) is in {partial}"
 
 
 def _status(status: int) -> str:
