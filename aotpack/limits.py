@@ -23,6 +23,8 @@ MAX_NAME = 100  # a package's name: it is in file names (of at most 255 bytes) w
 MAX_RECORDED_VARIANTS = 65536  # a `launch: triton` kernel's variants, widened rows multiplied out
 MAX_DESC_RANK = 5  # what cuTensorMapEncodeTiled takes
 MAX_WARPS = 32  # 32 warps of 32 threads: CUDA's 1024 threads per block
+MAX_STAGES = 32  # Triton's software pipelining depth: real kernels use 1 to 7; each stage holds more shared memory
+MAX_CONSTEXPR_TEXT = 1024  # a string constexpr (an activation's name): it is in the variant's name and the manifest
 MAX_TOKENS = 256  # the longest expression (real grids and keys use a dozen)
 MAX_DEPTH = 32  # parentheses, calls and signs nested in one expression
 

@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .limits import MAX_DIGITS, MAX_JOBS, MAX_RECORD_BYTES, MAX_SIZE, MAX_TUNE_RUNS
+from .limits import MAX_CONSTEXPR_TEXT, MAX_DIGITS, MAX_JOBS, MAX_RECORD_BYTES, MAX_SIZE, MAX_TUNE_RUNS
 
 Widened = int | float | bool | str  # a value a constexpr is widened to
 
@@ -74,9 +74,10 @@ def boolean(value: str | bool, what: str) -> bool:
     raise ValueError(f"expected {what}: true or false (or 1 or 0, in any case); got {value!r}")
 
 
-def widen_problem(value: object) -> str | None:
-    """Why ``value`` cannot be one a constexpr is widened to (``--widen``, a recipe's ``widen:``), or None: it is a
-    whole number of at most 18 digits (within i64), a finite number, true/false, or non-empty printable text."""
+def constexpr_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a constexpr's (in a recipe's grid, a recorded row, ``widen:`` and ``--widen``), or
+    None: a whole number of at most 18 digits (within i64), a finite number, true/false, or non-empty printable
+    text of at most ``limits.MAX_CONSTEXPR_TEXT`` characters."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -84,6 +85,9 @@ def widen_problem(value: object) -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value!r} is not a finite number"
     if isinstance(value, str) and value and value.isprintable():
+        if len(value) > MAX_CONSTEXPR_TEXT:
+            return (f"{value[:30]!r}... has {len(value)} characters; a constexpr's text has at most "
+                    f"{MAX_CONSTEXPR_TEXT} (aotpack's limits.MAX_CONSTEXPR_TEXT)")  # fmt: skip
         return None
     return f"{repr(value)[:40]} is not a value (a number, true, false or printable text)"
 

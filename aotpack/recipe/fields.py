@@ -31,9 +31,12 @@ def int_list(node: Node, power_of_two: bool = False, maximum: int | None = None)
 
 
 def const(node: Node) -> int | float | bool | str:
+    """A constexpr's value in a recipe (values.constexpr_problem: what the build can take)."""
     value = node.scalar()
-    if not isinstance(value, (int, float, bool, str)):
-        raise node.fail(f"expected a number, boolean or string, got {value!r}")
+    problem = values.constexpr_problem(value)
+    if problem is not None:
+        raise node.fail(problem)
+    assert isinstance(value, (int, float, bool, str))  # (what constexpr_problem lets through)
     return value
 
 
@@ -54,7 +57,7 @@ def widen(node: Node) -> Widen:
         found: dict[tuple[type, values.Widened], Node] = {}
         for item in items:
             value = item.scalar()
-            problem = values.widen_problem(value)
+            problem = values.constexpr_problem(value)
             if problem is not None:
                 raise item.fail(problem + item.as_written())
             if (type(value), value) in found:

@@ -692,3 +692,18 @@ def test_a_kernel_recorded_by_module_path_takes_the_rows_of_its_written_out_reco
     assert record.write(fresh, events(event(block=512)), "mine")  # a new recipe names the written-out source
     assert yaml.safe_load(fresh.read_text())["kernels"]["add_kernel"]["triton"] == REF
     assert (fresh.parent / "kernels" / SOURCE).read_text() == ADD
+
+
+def test_a_program_that_is_a_file_the_shell_would_not_run_says_how_to_run_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    with pytest.raises(RecordError, match=r"program prog.py is a file that is not executable: record `-- python "
+                       r"prog.py`"):  # fmt: skip
+        program.command(["prog.py"])
+    (tmp_path / "run").write_text("#!/bin/sh\n")
+    os.chmod(tmp_path / "run", 0o755)
+    with pytest.raises(RecordError, match=r"no such program on PATH: run; give ./run to run the file here"):
+        program.command(["run"])
+    assert program.command(["./run", "x"]) == ["./run", "x"]
+    with pytest.raises(RecordError, match=r"no such program: nothing-here \(not a file, and not on PATH\)"):
+        program.command(["nothing-here"])

@@ -153,3 +153,36 @@ def test_record_refuses_a_widen_no_recorded_kernel_takes(tmp_path):
     assert record.write(path, events(event()), "recorded_kernels", widen={"BLOCK": [1, 2]})
     assert yaml.safe_load(path.read_text())["widen"] == {"BLOCK": [1, 2]}
     assert [b for b, _ in blocks(path)] == [1, 2, 1024]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("BLOCK: 1180591620717411303424, num_warps: 4, num_stages: 3", "1180591620717411303424... is past a 64-bit"),
+        ("BLOCK: '" + "x" * 100_000 + "', num_warps: 4, num_stages: 3", "has 100000 characters; a constexpr's text "
+         "has at most 1024"),
+        ("BLOCK: .inf, num_warps: 4, num_stages: 3", "inf is not a finite number"),
+        ("BLOCK: 1024, num_warps: 4, num_stages: 100000000000000000000", r"expected num_stages from 1 to 32 "
+         r"\(aotpack's limits.MAX_STAGES\), got 100000000000000000000"),
+        ("BLOCK: 1024, num_warps: 4, num_stages: 1e20", "expected an integer"),
+    ],
+)  # fmt: skip
+def test_a_recorded_row_past_what_the_build_takes_is_a_located_error_when_read(tmp_path, row, message):
+    """plan (and every reader) applies the build's own bounds to recorded rows, as to a grid written by hand."""
+    path = recipe_dir(tmp_path, RECIPE.replace("widen: {BLOCK: [256, 512]}\n", "").replace(
+        "BLOCK: 1024, num_warps: 4, num_stages: 3", row))  # fmt: skip
+    with pytest.raises(RecipeError, match=rf"r.yaml:10:\d+: .*{message}"):
+        recipe.load(path)
+
+
+def test_a_grid_written_by_hand_has_the_same_bounds(tmp_path):
+    text = RECIPE.split("  add_kernel:")[0].replace("widen: {BLOCK: [256, 512]}\n", "") + (
+        "  hand:\n    triton: kernels/add_copy.py:add_kernel\n    args: {x_ptr: '*fp32', y_ptr: '*fp32', out_ptr: "
+        "'*fp32', n_elements: i32}\n    constexprs: {BLOCK: [1024, 1180591620717411303424]}\n    num_stages: [3, 99]\n"
+        "    grid: ['cdiv(n_elements, BLOCK)']\n")  # fmt: skip
+    path = recipe_dir(tmp_path, text)
+    with pytest.raises(RecipeError, match=r"constexprs.BLOCK\[1\]: 1180591620717411303424... is past a 64-bit"):
+        recipe.load(path)
+    path.write_text(text.replace(", 1180591620717411303424", ""))
+    with pytest.raises(RecipeError, match=r"num_stages\[1\]: .*32"):
+        recipe.load(path)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ... import expr, facts
 from ...errors import RecipeError
-from ...limits import MAX_RECORDED_VARIANTS, MAX_WARPS
+from ...limits import MAX_RECORDED_VARIANTS, MAX_STAGES, MAX_WARPS
 from ...model import (  # fmt: skip
     TRITON_DEFAULT_STAGES,
     TRITON_DEFAULT_WARPS,
@@ -42,7 +42,7 @@ from ...recipe.readers import Grid, Jit, KernelEntry
 from ...recipe.yamlnodes import Node, suggest
 from ...runtime import aot_kernels
 from ...states import NONE, STATE_OF, SpecRule, State
-from ...values import Widened, widened
+from ...values import Widened, constexpr_problem, widened
 from . import introspect, toolchain
 
 TITLE = "Triton"
@@ -165,7 +165,8 @@ class TritonFields:
         k = self.entry.keys
         warps = (_fields.int_list(k["num_warps"], power_of_two=True, maximum=MAX_WARPS)
                  if "num_warps" in k else (TRITON_DEFAULT_WARPS,))  # fmt: skip
-        stages = _fields.int_list(k["num_stages"]) if "num_stages" in k else (TRITON_DEFAULT_STAGES,)
+        stages = (_fields.int_list(k["num_stages"], maximum=MAX_STAGES)
+                  if "num_stages" in k else (TRITON_DEFAULT_STAGES,))  # fmt: skip
         return warps, stages
 
     def launch(
@@ -388,7 +389,7 @@ def _pick(row: Node, root: Path, params: tuple[str, ...]) -> Pick:
                               f"launch option{suggest(name, [*params, *CONFIG_LAUNCH])}", where)  # fmt: skip
     kwargs = tuple((n, _recorded_const(v, root)) for n, v in config.items() if n not in CONFIG_LAUNCH)
     warps = config["num_warps"].integer(minimum=1) if "num_warps" in config else TRITON_DEFAULT_WARPS
-    stages = config["num_stages"].integer(minimum=1) if "num_stages" in config else TRITON_DEFAULT_STAGES
+    stages = _stages(config["num_stages"]) if "num_stages" in config else TRITON_DEFAULT_STAGES
     return Pick(key=key, kwargs=kwargs, num_warps=warps, num_stages=stages)
 
 
@@ -411,7 +412,7 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
     warps = cfg["num_warps"].integer(minimum=1) if "num_warps" in cfg else TRITON_DEFAULT_WARPS
     if warps & (warps - 1) or warps > MAX_WARPS:
         raise cfg["num_warps"].fail(f"expected a power of two up to {MAX_WARPS}, got {warps}")
-    stages = cfg["num_stages"].integer(minimum=1) if "num_stages" in cfg else TRITON_DEFAULT_STAGES
+    stages = _stages(cfg["num_stages"]) if "num_stages" in cfg else TRITON_DEFAULT_STAGES
     written = [[_recorded_const(v, root) for v in cfg[n].sequence()] if cfg[n].is_sequence()
                else [_recorded_const(cfg[n], root)] for n in names]  # fmt: skip
     values = [widened(have, list(widen[n])) if n in widen else have for n, have in zip(names, written, strict=True)]
@@ -454,14 +455,24 @@ def _triton_dtype(name: str) -> bool:
     return True
 
 
+def _stages(node: Node) -> int:
+    """A row's or pick's num_stages: 1 to ``limits.MAX_STAGES``."""
+    stages = node.integer(minimum=1)
+    if stages > MAX_STAGES:
+        raise node.fail(f"expected num_stages from 1 to {MAX_STAGES} (aotpack's limits.MAX_STAGES), got {stages}")
+    return stages
+
+
 def _recorded_const(node: Node, root: Path) -> ConstValue:
     """A constexpr's value as a recording writes it: a number, boolean, string or null, or one of
     ``{dtype: fp16}`` (Triton's dtype), ``{torch_dtype: float16}``, ``{tuple: [...]}`` and
     ``{function: module:name}`` (a @triton.jit function, or ``kernels/file.py:name``)."""
     if not node.is_mapping():
         value = node.scalar()
-        if value is not None and not isinstance(value, (int, float, bool, str)):
-            raise node.fail(f"expected a number, boolean, string or null, got {value!r}")
+        problem = constexpr_problem(value) if value is not None else None
+        if problem is not None:
+            raise node.fail(problem)
+        assert value is None or isinstance(value, (int, float, bool, str))  # (what constexpr_problem lets through)
         return value
     fields = node.mapping(_RECORDED_TAGS)
     if len(fields) != 1:

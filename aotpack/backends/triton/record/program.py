@@ -101,6 +101,12 @@ def command(argv: list[str]) -> list[str]:
         return [sys.executable, *argv[1:]]
     found = shutil.which(first)
     if found is None:
+        path = Path(first)
+        if path.is_file() and not os.access(path, os.X_OK):
+            hint = f"-- python {first}" if first.endswith(".py") else f"chmod +x {first} first"
+            raise RecordError(f"program {first} is a file that is not executable: record `{hint}`")
+        if path.is_file():  # (the shell runs a file here only by a path: ./prog)
+            raise RecordError(f"no such program on PATH: {first}; give ./{first} to run the file here")
         raise RecordError(f"no such program: {first} (not a file, and not on PATH)")
     return [found, *argv[1:]]
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ....errors import UsageError
 from ....limits import MAX_WIDEN
-from ....values import Widened, widen_problem
+from ....values import Widened, constexpr_problem
 from ....values import widened as widened_values
 from .events import Compilation, Json, Row
 
@@ -50,7 +50,7 @@ def _widen_value(text: str, whole: str) -> Widened:
             value = float(text)
         except ValueError:
             value = float("nan")
-    problem = widen_problem(value)
+    problem = constexpr_problem(value)
     if problem is not None:
         raise UsageError(f"--widen {whole!r}: {problem}")
     return value
