@@ -1,14 +1,17 @@
 """The reference pages say what the code does: every recipe key the loader accepts is in docs/recipe.md and every
 key documented there is one it accepts; every command and option of the CLI's parser is in docs/cli.md, and no
-option it lacks; the exit codes there are the ones the CLI returns."""
+option it lacks; the exit codes there are the ones the CLI returns. And the site holds together as strict MkDocs
+requires (its build, `make docs`, is not part of the suite)."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aotpack import errors
 from aotpack.backends import recipes
@@ -116,3 +119,45 @@ def test_the_cli_page_lists_every_exit_code_as_the_cli_returns_it() -> None:
         cls.exit_code: cls.__name__ for cls in errors.EXIT_CODES
     }
     assert re.search(r"^\| 130 \| \| interrupted", text, re.M), "Ctrl-C's code, cli.main's own"
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as MkDocs' toc extension makes it (Python-Markdown's slugify)."""
+    text = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode()
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
+
+
+def links(text: str) -> list[str]:
+    """The targets of the Markdown links of a page, outside code."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    prose = re.sub(r"`[^`]*`", "", prose)
+    return re.findall(r"\]\(([^)\s]+)\)", prose)
+
+
+def test_the_site_builds_what_strict_mkdocs_checks() -> None:
+    """What `mkdocs build --strict` would refuse, checked without MkDocs: a page left out of nav, a nav entry
+    without its page, a link to a page or anchor that does not exist; and the changelog's snippet's file."""
+    config = yaml.safe_load((DOCS.parent / "mkdocs.yml").read_text())
+    assert config["strict"] is True and config["docs_dir"] == "docs"
+    in_nav = {page for entry in config["nav"] for page in entry.values()}
+    pages = {p.name for p in DOCS.glob("*.md")}
+    assert in_nav == pages
+    anchors = {p: {slug(h) for h in re.findall(r"^#+ (.+)$", (DOCS / p).read_text(), re.M)} for p in pages}
+    for page in pages:
+        for target in links((DOCS / page).read_text()):
+            if target.startswith(("http://", "https://")):
+                continue
+            name, _, anchor = target.partition("#")
+            name = name or page
+            assert name in pages, f"docs/{page} links to {target}, which is no page"
+            assert not anchor or anchor in anchors[name], f"docs/{page} links to {target}, which is no heading"
+    snippet = re.fullmatch(r'--8<-- "([^"]+)"\n', (DOCS / "changelog.md").read_text())
+    assert snippet is not None and (DOCS.parent / snippet.group(1)).is_file()
+
+
+def test_the_readme_links_to_pages_that_exist() -> None:
+    readme = (DOCS.parent / "README.md").read_text()
+    targets = [t for t in links(readme) if not t.startswith(("http://", "https://"))]
+    assert targets, "the README links to the docs"
+    missing = [t for t in targets if not (DOCS.parent / t.partition("#")[0]).is_file()]
+    assert missing == []
