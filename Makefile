@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test test-releases unit lint gpu-test clean
+.PHONY: docs demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test test-releases unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,5 +81,12 @@ unit: $(STAMP)
 gpu-test:
 	bash benchmarks/gpu_round.sh
 
+# The documentation site (mkdocs.yml, docs/) into site/, with MkDocs in a venv of its own; not part of `make test`
+DOCS_VENV := .venv-docs
+docs:
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install -q 'mkdocs==1.6.1' 'pymdown-extensions>=10'
+	$(DOCS_VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf dist build site .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
 """The one error hierarchy of aotpack.
 
 Every error a user can cause or fix is an ``AotpackError``; the CLI's ``main()`` catches it once,
-prints its message and exits with its ``exit_code``, one per class (``EXIT_CODES``; the README's
+prints its message and exits with its ``exit_code``, one per class (``EXIT_CODES``; docs/cli.md's
 "Exit codes" lists them). Messages say what is wrong, where, and what to do next.
 """
 

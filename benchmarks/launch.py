@@ -170,7 +170,7 @@ def dropin(raw: float | None) -> None:
         import liger_recorded
         from liger_kernel.ops.swiglu import _swiglu_forward_kernel
     except ImportError:
-        print("\n(drop-in launch: liger_recorded is not installed; see README: From a running workload to a wheel)")
+        print("\n(drop-in launch: liger_recorded is not installed; see docs/dropin.md)")
         return
     import torch
 

@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
     i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
     i.add_argument("wheel", type=_path)
-    i.add_argument("--json", action="store_true", help="print the manifest itself (schema: README.md)")
+    i.add_argument("--json", action="store_true", help="print the manifest itself (schema: docs/build.md)")
     n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
     n.add_argument("name", help="the Python package name (lower case, digits, _)")
     n.add_argument("--dir", type=_path, default=None, help="where to write it (default: ./NAME)")

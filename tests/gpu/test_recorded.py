@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("liger_kernel")
-pytest.importorskip("liger_recorded", reason="build the recorded recipe (README: From a running workload to a wheel)")
+pytest.importorskip("liger_recorded", reason="build the recorded recipe (docs/dropin.md)")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 

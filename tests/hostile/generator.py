@@ -126,7 +126,7 @@ TRITON = {
     }},
 }  # fmt: skip
 
-DESCRIPTORS = {  # bound constexprs, optional pointers, launch_only and the Triton-only keys of the README
+DESCRIPTORS = {  # bound constexprs, optional pointers, launch_only and the Triton-only keys of docs/recipe.md
     "package": "desc_kernels", "version": "0.1.0", "targets": ["sm_90a"],
     "kernels": {"add": {
         "triton": "kernels/add.py:add_kernel", "types": {"T": ["fp16"]}, "targets": ["sm_90a"],

@@ -1,5 +1,5 @@
 """The manifest's one shape: what codegen writes validates against the shipped JSON Schema, what the
-schema refuses is refused, the generated runtime reads only declared fields, and README names them."""
+schema refuses is refused, the generated runtime reads only declared fields, and docs/build.md names them."""
 
 import copy
 import re
@@ -81,8 +81,8 @@ def test_the_runtime_reads_only_declared_fields():
     assert read - declared(manifest.json_schema()) - cache_file - not_manifest - hook - own - compiling == set()
 
 
-def test_the_readme_names_every_field():
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("The manifest (`pkg.__aotpack__`") : text.index("## The generated package at run time")]
+def test_the_docs_name_every_field():
+    text = (ROOT / "docs" / "build.md").read_text()
+    section = text[text.index("## The manifest") :]
     words = set(re.findall(r"\w+", section))
     assert declared(manifest.json_schema()) - words == set()

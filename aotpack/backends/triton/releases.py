@@ -38,7 +38,7 @@ from ...errors import ToolNotFound
 class Release:
     minor: tuple[int, int]
     tested: str  # the exact release CI tests (the one torch pins, where one does: tests/releases.py)
-    torch: str  # the torch releases that pin it (messages, README)
+    torch: str  # the torch releases that pin it (messages, docs/triton-releases.md)
     pythons: tuple[tuple[int, int], ...]  # the CPython versions PyPI has its wheels for (of those aotpack runs on)
 
 
