@@ -707,3 +707,33 @@ def test_a_program_that_is_a_file_the_shell_would_not_run_says_how_to_run_it(tmp
     assert program.command(["./run", "x"]) == ["./run", "x"]
     with pytest.raises(RecordError, match=r"no such program: nothing-here \(not a file, and not on PATH\)"):
         program.command(["nothing-here"])
+
+
+def test_a_function_the_recipe_names_by_hand_is_matched_by_its_source_not_its_text(tmp_path):
+    """The recipe names add.py:add_kernel (by hand); the program compiled that function, which a recording names by
+    its written-out copy: the same source identity activate() uses, so no second kernel (add_kernel_2) is added,
+    and the recording says why its rows are not."""
+    pytest.importorskip("triton")
+    from aotpack.backends.triton import introspect
+    from aotpack.model import Source
+    from aotpack.recipe import sources
+    from aotpack.runtime import aot_kernels
+
+    (tmp_path / "add.py").write_text(ADD)
+    path = tmp_path / "r.yaml"
+    path.write_text("package: k\nversion: 0.1.0\ntargets: [sm_90a]\nkernels:\n  add:\n    triton: add.py:add_kernel\n"
+                    "    args: {x_ptr: '*fp32', y_ptr: '*fp32', out_ptr: '*fp32', n_elements: i32}\n"
+                    "    constexprs: {BLOCK: [1024]}\n    grid: ['cdiv(n_elements, BLOCK)']\n")  # fmt: skip
+    before = path.read_text()
+    fn = introspect.unwrap(sources.load(Source(path=tmp_path / "add.py", module=None, function="add_kernel")))
+    compiled = event(block=512)
+    compiled["function"]["identity"] = aot_kernels.identity(fn)
+    recorded = events(compiled)
+    record.write(path, recorded, "recorded_kernels")
+    assert path.read_text() == before and not (tmp_path / "kernels").exists()
+    (why,) = recorded.skipped.values()
+    assert why.startswith("the recipe's kernel 'add', written by hand, is this function: its grid builds it")
+    # another function (another source) is still a kernel of its own
+    other = event(block=512, source="other.py")
+    record.write(path, events(other), "recorded_kernels")
+    assert sorted(yaml.safe_load(path.read_text())["kernels"]) == ["add", "add_kernel"]

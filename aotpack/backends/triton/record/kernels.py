@@ -25,13 +25,15 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
                 widen: dict[str, list[Widened]] | None = None,
                 dropped: dict[str, str] | None = None, tritons: set[str] | None = None,
-                cached: Iterable[str] = ()) -> dict[str, Any]:  # fmt: skip
+                cached: Iterable[str] = (), identities: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
     the program ran (the recipe's ``triton:``). ``widen`` joins the recipe's ``widen:``, which it keeps, and the
     rows of every kernel recorded take its values (those kept, those new, those a report adds). ``cached``: the
     targets (backend:arch) of Triton cache entries the recording copied, which the recipe's ``triton_cache:``
-    folder holds (kept as named); their CUDA archs join the targets."""
+    folder holds (kept as named); their CUDA archs join the targets. ``identities``: the source identity
+    (``activate()``'s) of each of ``existing``'s kernels -> its name: a compiled function is the kernel of the same
+    source however the recipe spells its file; one written by hand keeps its grid (the rows are said dropped)."""
     base = existing or {}
     widen = _joined(base.get("widen") or {}, widen or {})
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
@@ -47,7 +49,13 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
             targets.add(_target(c.arch))
     for source, group in sorted(groups.items()):
         # a kernel recorded by module path before its source was written out takes the rows (its triton: stays)
-        known = by_source.get(source) or by_source.get(group[0].function.module_ref)
+        known = (by_source.get(source) or by_source.get(group[0].function.module_ref)
+                 or (identities or {}).get(group[0].function.identity))  # fmt: skip
+        if known is not None and not (isinstance(kernels.get(known), dict) and kernels[known].get("launch")):
+            if dropped is not None:  # written by hand: the recipe's grid is what the build makes of it
+                dropped[source] = (f"the recipe's kernel {known!r}, written by hand, is this function: its grid "
+                                   f"builds it, and these {len(group)} compilations are not added as rows")  # fmt: skip
+            continue
         name = known or _kernel_name(source.rpartition(":")[2], set(kernels))
         old = kernels.get(name) if isinstance(kernels.get(name), dict) else None
         kept = {c.variant: c for c in compilations_of(old)} if old is not None else {}

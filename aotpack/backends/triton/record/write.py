@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ...._temp import atomic_file
+from ....model import Source
+from ....recipe import sources
+from ....runtime import aot_kernels
 from ....values import Widened
+from .. import introspect
 from .events import Compilation, Events, Json
 from .existing import existing_recipe
 from .kernels import recipe_data
@@ -40,8 +44,9 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
         )
         text: str | None = kept + dump(data)
     else:
-        data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons,
-                           [c.target for c in events.cached.values()])  # fmt: skip
+        cached = [c.target for c in events.cached.values()]
+        data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons, cached,
+                           _identities(existing.data, path.parent))  # fmt: skip
         text = merged_text(existing, path, data)
     added = _write_entries(path.parent / str(data.get("triton_cache")), events) if events.cached else False
     for name in sorted(_kernel_sources(data) | _function_sources(compiled)):  # before the recipe that names them
@@ -55,6 +60,26 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
     with atomic_file(path) as f:
         f.write(text.encode())
     return True
+
+
+def _identities(data: dict[str, Any], root: Path) -> dict[str, str]:
+    """``activate()``'s source identity of each kernel of the recipe whose function loads here -> its name (the
+    first of a source named twice): what a recording matches its functions by, however the recipe spells them."""
+    out: dict[str, str] = {}
+    for name, kernel in (data.get("kernels") or {}).items():
+        ref = kernel.get("triton") if isinstance(kernel, dict) else None
+        where, sep, function = ref.rpartition(":") if isinstance(ref, str) else ("", "", "")
+        if not (sep and where and function):
+            continue
+        file = where.endswith(".py") or "/" in where
+        source = Source(path=root / where if file else None, module=None if file else where, function=function)
+        try:
+            fn = introspect.unwrap(sources.load(source))
+        except Exception:  # (the recipe's own module, imported: whatever it raises, it is matched by its text)
+            continue
+        if fn is not None:
+            out.setdefault(aot_kernels.identity(fn), str(name))
+    return out
 
 
 def _write_entries(folder: Path, events: Events) -> bool:
