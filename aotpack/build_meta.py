@@ -28,7 +28,6 @@ import io
 import os
 import shutil
 import sys
-import sysconfig
 import tarfile
 import tempfile
 from collections.abc import Mapping
@@ -37,12 +36,12 @@ from typing import Any
 
 from . import model, values
 from ._temp import atomic_file
-from .backends import recipes
+from .backends import BACKENDS, recipes
 from .backends.triton import releases, toolchain
 from .errors import RecipeError, UsageError
 from .pipeline import build as pipeline
 from .pipeline import cache, wheel
-from .recipe.read import cuda_floor
+from .recipe.read import Sources, cuda_floor
 from .recipe.yamlnodes import read_text
 
 if sys.version_info >= (3, 11):
@@ -111,11 +110,6 @@ def _checked(key: str, value: Any, source: str) -> Any:
     return value
 
 
-def _installed(path: Path) -> bool:
-    paths = sysconfig.get_paths()
-    return any(path.is_relative_to(Path(paths[k]).resolve()) for k in ("purelib", "platlib"))
-
-
 def _triton(s: dict[str, Any]) -> toolchain.Request:
     """The Triton release the build uses: the ``triton`` setting, else the newest tested for this Python."""
     text = s.get("triton") or ".".join(map(str, releases.newest_supported(sys.version_info[:2])))
@@ -153,23 +147,37 @@ def build_wheel(
 
 
 def _project_recipe(setting: str) -> model.Recipe:
-    """The recipe ``recipe =`` names, loaded, with every file it names by path inside the project (the current
-    folder), links followed: a wheel and an sdist are built from the project's own files, never from one elsewhere
-    that a setting, the recipe or a link points at. Kernels named by module are found as in any build (an installed
-    package, the project's own), and never checked here."""
+    """The recipe ``recipe =`` names, loaded, once every file it names is found inside the project
+    (``_project_sources``)."""
+    _project_sources(setting)
+    return recipes.load(setting)
+
+
+def _project_sources(setting: str) -> Sources:
+    """The files of the recipe ``recipe =`` names, read without importing a kernel, each by path inside the project
+    (the current folder), links followed: a wheel and an sdist are built from the project's own files, never from
+    one elsewhere that a setting, the recipe or a link points at. Kernels named by module are found as in any build
+    (an installed package, the project's own), and never checked or packed here: finding one imports its package."""
     root = Path.cwd().resolve()
     _inside(root, Path(setting), "pyproject.toml: [tool.aotpack] recipe =")
-    rec = recipes.load(setting)
-    named = [(t, "tables:") for t in rec.tables]
-    for k in rec.kernels:
-        if k.source.path is not None:  # its file, and the helpers and headers beside it the build reads
-            named += [(f, f"kernel {k.name}:") for f in cache.source_files(k)]
-        named += [(d, f"kernel {k.name}: include") for d in (k.cuda.include_dirs if k.cuda else ())]
-        tuned = (k.tune.inputs, k.tune.reference) if k.tune else ()
-        named += [(t.path, f"kernel {k.name}: tune:") for t in tuned if t is not None and t.path is not None]
-    for path, what in named:
-        _inside(root, path, f"{rec.path}: {what}")
-    return rec
+    found = recipes.sources(setting)
+    for path, what in _named(found):
+        _inside(root, path, f"{found.path}: {what}")
+    return found
+
+
+def _named(found: Sources) -> list[tuple[Path, str]]:
+    """Every file (or include folder) the recipe names, with what names it: its tables, each kernel's file and the
+    helpers and headers beside it the build reads, its include folders and tuning hooks, the Triton cache entries."""
+    named = [(t, "tables:") for t in found.tables]
+    for k in found.kernels:
+        if k.source.path is not None:
+            beside = cache.files_beside(BACKENDS[k.backend].source_suffixes, k.source.path.parent, k.include_dirs)
+            named += [(f, f"kernel {k.name}:") for f in beside]
+        named += [(d, f"kernel {k.name}: include") for d in k.include_dirs]
+        named += [(t.path, f"kernel {k.name}: tune:") for t in k.tune if t.path is not None]
+    named += [(e.folder / f, "triton_cache:") for e in found.triton_cache for f in e.files]
+    return named
 
 
 def _inside(root: Path, path: Path, what: str) -> None:
@@ -200,28 +208,23 @@ def _in_toolchain(kept: toolchain.Toolchain, s: dict[str, Any], wheel_directory:
 
 
 def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None = None) -> str:
-    """``<name>-<version>.tar.gz``: the recipe and every file of the project it reads (the recipe's
-    provenance), plus pyproject.toml, README and LICENSE; reproducible (sorted, fixed times and owners)."""
+    """``<name>-<version>.tar.gz``: the recipe and every file of the project it names, plus pyproject.toml, README
+    and LICENSE; reproducible (sorted, fixed times and owners). Found without importing a kernel: an isolated
+    front end installs no build requirement for it (``get_requires_for_build_sdist``), so neither Triton nor the
+    kernels' own imports are there."""
     s = _settings(config_settings)
-    rec = _project_recipe(s["recipe"])
+    found = _project_sources(s["recipe"])
     root = Path.cwd().resolve()
-    files = set()
+    files = {found.path.resolve(), *(path.resolve() for path, _ in _named(found) if not path.is_dir())}
     for name in EXTRA_FILES:
         if os.path.lexists(name):
             _inside(root, Path(name), "the project's")
             if not (root / name).is_file():  # a folder, a FIFO (never opened: it would wait for a writer)
                 raise UsageError(f"the project's {name} is not a file; make it one, or remove it")
             files.add(root / name)  # packed under its own name, whatever it links to inside
-    base = rec.path.resolve().parent
-    for relative, _ in pipeline.provenance(rec):
-        path = (base / relative).resolve()
-        if path.is_relative_to(root):
-            files.add(path)
-        elif not _installed(path):  # an installed kernel package is a build requirement, not a source
-            raise UsageError(f"{path} is read by the recipe but lies outside the project ({root}); move it in")
-    name = f"{rec.package}-{rec.version}"
-    spec = wheel.WheelSpec(distribution=rec.package, version=rec.version, tag="", summary=rec.summary,
-                           requires_python=">=3.9", generator="", files=(), license=rec.license)  # fmt: skip
+    name = f"{found.package}-{found.version}"
+    spec = wheel.WheelSpec(distribution=found.package, version=found.version, tag="", summary=found.summary,
+                           requires_python=">=3.9", generator="", files=(), license=found.license)  # fmt: skip
     entries = [(f"{name}/PKG-INFO", wheel.core_metadata(spec).encode())]
     for p in sorted(files):
         try:
