@@ -56,7 +56,8 @@ def find_nvcc(explicit: str | None = None) -> Path:
     raise ToolNotFound(
         "nvcc not found (looked at $CUDA_HOME/bin, PATH and the nvidia-cuda-nvcc package); CUDA kernels need "
         "it: run pip install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-cccl (aotpack's cuda extra), "
-        "install a CUDA toolkit, or pass --nvcc PATH"
+        "install a CUDA toolkit, or pass --nvcc PATH",
+        extra="cuda",
     )
 
 
