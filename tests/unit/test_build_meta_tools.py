@@ -6,6 +6,7 @@ with one (``--triton``, the ``triton`` extra), and ``aotpack plan`` takes --trit
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,11 @@ from aotpack.commands import cli
 from aotpack.errors import ToolNotFound
 
 from ..shared import ROOT, SMALL
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 
 def find_no_nvcc(rec, options, progress=None):
@@ -113,3 +119,15 @@ def test_plan_refuses_a_triton_it_is_not_tested_with(tmp_path, capsys):
     recipe.write_text("package: p\nversion: 0.1.0\nkernels: {}\n")
     assert cli.main(["plan", str(recipe), "--triton", "4.0"]) == 2
     assert "--triton 4.0: Triton 4.0 is not a release aotpack is tested with" in capsys.readouterr().err
+
+
+def test_the_nvcc_advice_installs_the_extra_whose_pin_keeps_the_floor_it_states():
+    """`pip install nvidia-cuda-nvcc` takes the newest nvcc, whose wheels need the newest driver; the extra pins
+    the release the message names."""
+    with pytest.raises(ToolNotFound) as info:
+        find_no_nvcc(None, None)
+    said = re.search(r"run pip install 'aotpack\[cuda\]' \(nvcc (\d+\.\d+) from PyPI, pinned there: its wheels need "
+                     r"a CUDA (\d+\.\d+) driver", str(info.value))  # fmt: skip
+    assert said is not None and said[1] == said[2]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert f"nvidia-cuda-nvcc=={said[1]}.*" in extras["cuda"]
