@@ -2,7 +2,7 @@
 standard CI build. Its ``pyproject.toml``::
 
     [build-system]
-    requires = ["aotpack"]
+    requires = ["aotpack[cuda]"]   # [cuda]: nvcc, for CUDA kernels; Triton is asked for by the backend
     build-backend = "aotpack.build_meta"
 
     [tool.aotpack]
@@ -12,37 +12,44 @@ standard CI build. Its ``pyproject.toml``::
     strict = false           # fail when a variant fails to compile
     cache = true             # use aotpack's cache of compiled variants (~/.cache/aotpack)
     line-info = false        # keep line info in Triton's cubins (profiling builds)
-    triton = "3.8"           # the Triton release to build with (default: the newest tested for this Python)
+    triton = "3.8"           # the Triton release to build with (default: the recipe's triton:, else the newest
+                             # tested for this Python)
 
 Every setting can also come as a config setting (``pip wheel . -C cuda=12.2``, ``python -m build
 -C jobs=4``), which wins. ``build_wheel`` gives the same repaired manylinux abi3 wheel as ``aotpack
 build``; ``build_sdist`` packs the recipe, its tables, the kernel sources it reads and pyproject.toml,
-from which the same wheel builds again. No editable hook: the package is compiled code, there is
-nothing to edit in place.
+from which the same wheel builds again, read without importing a kernel (no Triton is needed for it). No
+editable hook: the package is compiled code, there is nothing to edit in place. An aotpack error that ends a
+hook's process is one line naming what to fix (a missing nvcc: the ``requires`` that installs it), not a traceback.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import shutil
 import sys
-import sysconfig
 import tarfile
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-from . import model, values
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from . import values
 from ._temp import atomic_file
-from .backends import recipes
+from .backends import BACKENDS, recipes
 from .backends.triton import releases, toolchain
-from .errors import RecipeError, UsageError
+from .backends.triton.recipe import wanted_triton
+from .errors import AotpackError, RecipeError, ToolNotFound, UsageError, shown
 from .pipeline import build as pipeline
 from .pipeline import cache, wheel
-from .recipe.read import cuda_floor
+from .recipe.read import Sources, cuda_floor
 from .recipe.yamlnodes import read_text
 
 if sys.version_info >= (3, 11):
@@ -50,20 +57,28 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10
     import tomli as tomllib
 
+
+def _report(
+    kind: type[BaseException], exc: BaseException, tb: TracebackType | None, *, rest: Any = sys.excepthook
+) -> None:
+    """A front end runs each hook in a process of its own and shows what it prints: an aotpack error that ends
+    that process is one line, as the CLI prints it (the message says what to fix; aotpack's frames above it would
+    bury it). Any other error keeps its traceback. Set when a front end imports the backend; only an error nothing
+    caught reaches it."""
+    if isinstance(exc, AotpackError):
+        print(shown(exc), file=sys.stderr)
+    else:
+        rest(kind, exc, tb)
+
+
+sys.excepthook = _report
 SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool, "triton": str}
 EXTRA_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt")  # into the sdist, when present
 
 
 def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """[tool.aotpack] of ./pyproject.toml, then the config settings (text, as front ends pass them)."""
-    try:
-        project = tomllib.loads(read_text(Path("pyproject.toml"), "project file"))
-    except RecipeError as exc:  # not found, not a file, too large, not UTF-8 (located)
-        raise UsageError(str(exc)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"pyproject.toml: {exc}") from None
-    except RecursionError:
-        raise UsageError("pyproject.toml: nested too deeply to read; write its arrays and tables flatter") from None
+    project = _project()
     tool = project.get("tool", {})
     if not isinstance(tool, dict):
         raise UsageError("pyproject.toml: tool must be a table ([tool.aotpack], not tool = ...)")
@@ -81,6 +96,18 @@ def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
     if "recipe" not in out:
         raise UsageError('pyproject.toml: [tool.aotpack] needs recipe = "<the recipe file>"')
     return out
+
+
+def _project() -> dict[str, Any]:
+    """./pyproject.toml, read."""
+    try:
+        return tomllib.loads(read_text(Path("pyproject.toml"), "project file"))
+    except RecipeError as exc:  # not found, not a file, too large, not UTF-8 (located)
+        raise UsageError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"pyproject.toml: {exc}") from None
+    except RecursionError:
+        raise UsageError("pyproject.toml: nested too deeply to read; write its arrays and tables flatter") from None
 
 
 def _typed(key: str, value: Any, kind: type, source: str) -> Any:
@@ -111,18 +138,22 @@ def _checked(key: str, value: Any, source: str) -> Any:
     return value
 
 
-def _installed(path: Path) -> bool:
-    paths = sysconfig.get_paths()
-    return any(path.is_relative_to(Path(paths[k]).resolve()) for k in ("purelib", "platlib"))
-
-
 def _triton(s: dict[str, Any]) -> toolchain.Request:
-    """The Triton release the build uses: the ``triton`` setting, else the newest tested for this Python."""
-    text = s.get("triton") or ".".join(map(str, releases.newest_supported(sys.version_info[:2])))
+    """The Triton release the build uses: the project's (``_wanted``), else the newest tested for this Python."""
+    text = _wanted(s) or ".".join(map(str, releases.newest_supported(sys.version_info[:2])))
     try:
         return toolchain.Request.parse(text)
     except ValueError as exc:
         raise UsageError(f"pyproject.toml: triton = {text!r}: {exc}") from None
+
+
+def _wanted(s: dict[str, Any]) -> str | None:
+    """The Triton release the project names: the ``triton`` setting, else the recipe's ``triton:`` (checked where
+    it is written), as ``aotpack build`` takes --triton, else the recipe's."""
+    if "triton" in s:
+        return str(s["triton"])
+    _inside(Path.cwd().resolve(), Path(s["recipe"]), "pyproject.toml: [tool.aotpack] recipe =")
+    return wanted_triton(Path(s["recipe"]))
 
 
 def get_requires_for_build_wheel(config_settings: Mapping[str, Any] | None = None) -> list[str]:
@@ -140,8 +171,8 @@ def build_wheel(
 ) -> str:
     s = _settings(config_settings)
     floor = cuda_floor(s["cuda"]) if "cuda" in s else None  # checked by _settings
-    rec = _project_recipe(s["recipe"])
-    if "triton" in s and toolchain.check_active() is None:  # without isolation, another Triton may be installed
+    _project_sources(s["recipe"])  # every file inside the project, before a kernel is imported
+    if _wanted(s) is not None and toolchain.check_active() is None:  # without isolation, another may be installed
         kept = toolchain.needed(_triton(s), cache.default_dir(), None)
         if kept is not None:
             return _in_toolchain(kept, s, wheel_directory)
@@ -149,27 +180,64 @@ def build_wheel(
         out_dir=Path(wheel_directory), jobs=s.get("jobs"), strict=s.get("strict", False),
         use_cache=s.get("cache", True), line_info=s.get("line-info", False), cuda_floor=floor,
     )  # fmt: skip
-    return pipeline.run(rec, options).wheel.name
+    try:
+        return pipeline.run(recipes.load(s["recipe"]), options).wheel.name
+    except ToolNotFound as exc:
+        raise _located(exc) from None
 
 
-def _project_recipe(setting: str) -> model.Recipe:
-    """The recipe ``recipe =`` names, loaded, with every file it names by path inside the project (the current
-    folder), links followed: a wheel and an sdist are built from the project's own files, never from one elsewhere
-    that a setting, the recipe or a link points at. Kernels named by module are found as in any build (an installed
-    package, the project's own), and never checked here."""
+def _located(exc: ToolNotFound) -> ToolNotFound:
+    """A missing tool that an aotpack extra installs, said as a kernel project gets it: through its
+    ``[build-system] requires``. An isolated build holds only what those name (and the Triton the backend asks
+    for), so advice to install something by hand cannot reach it."""
+    if exc.extra in (None, "triton"):  # Triton: asked for by the backend, so missing only without isolation,
+        return exc  # where its message's [tool.aotpack] triton = fixes it
+    requires = _project().get("build-system", {}).get("requires", [])
+    fixed = [_with_extra(r, exc.extra) for r in requires]
+    if fixed == requires:
+        fixed.append(f"aotpack[{exc.extra}]")
+    return ToolNotFound(f"pyproject.toml: [build-system] requires = {json.dumps(requires)}: the build needs "
+                        f"aotpack's {exc.extra} extra; write requires = {json.dumps(fixed)} (an isolated build holds "
+                        f"only what requires names). The build said: {exc}", exc.extra)  # fmt: skip
+
+
+def _with_extra(requirement: Any, extra: str) -> Any:
+    """``requirement`` with ``extra`` among its extras where it names aotpack; as it was otherwise."""
+    try:
+        req = Requirement(requirement)
+    except (InvalidRequirement, TypeError):
+        return requirement
+    if canonicalize_name(req.name) != "aotpack" or extra in req.extras:
+        return requirement
+    req.extras.add(extra)
+    return str(req)
+
+
+def _project_sources(setting: str) -> Sources:
+    """The files of the recipe ``recipe =`` names, read without importing a kernel, each by path inside the project
+    (the current folder), links followed: a wheel and an sdist are built from the project's own files, never from
+    one elsewhere that a setting, the recipe or a link points at. Kernels named by module are found as in any build
+    (an installed package, the project's own), and never checked or packed here: finding one imports its package."""
     root = Path.cwd().resolve()
     _inside(root, Path(setting), "pyproject.toml: [tool.aotpack] recipe =")
-    rec = recipes.load(setting)
-    named = [(t, "tables:") for t in rec.tables]
-    for k in rec.kernels:
-        if k.source.path is not None:  # its file, and the helpers and headers beside it the build reads
-            named += [(f, f"kernel {k.name}:") for f in cache.source_files(k)]
-        named += [(d, f"kernel {k.name}: include") for d in (k.cuda.include_dirs if k.cuda else ())]
-        tuned = (k.tune.inputs, k.tune.reference) if k.tune else ()
-        named += [(t.path, f"kernel {k.name}: tune:") for t in tuned if t is not None and t.path is not None]
-    for path, what in named:
-        _inside(root, path, f"{rec.path}: {what}")
-    return rec
+    found = recipes.sources(setting)
+    for path, what in _named(found):
+        _inside(root, path, f"{found.path}: {what}")
+    return found
+
+
+def _named(found: Sources) -> list[tuple[Path, str]]:
+    """Every file (or include folder) the recipe names, with what names it: its tables, each kernel's file and the
+    helpers and headers beside it the build reads, its include folders and tuning hooks, the Triton cache entries."""
+    named = [(t, "tables:") for t in found.tables]
+    for k in found.kernels:
+        if k.source.path is not None:
+            beside = cache.files_beside(BACKENDS[k.backend].source_suffixes, k.source.path.parent, k.include_dirs)
+            named += [(f, f"kernel {k.name}:") for f in beside]
+        named += [(d, f"kernel {k.name}: include") for d in k.include_dirs]
+        named += [(t.path, f"kernel {k.name}: tune:") for t in k.tune if t.path is not None]
+    named += [(e.folder / f, "triton_cache:") for e in found.triton_cache for f in e.files]
+    return named
 
 
 def _inside(root: Path, path: Path, what: str) -> None:
@@ -200,28 +268,23 @@ def _in_toolchain(kept: toolchain.Toolchain, s: dict[str, Any], wheel_directory:
 
 
 def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None = None) -> str:
-    """``<name>-<version>.tar.gz``: the recipe and every file of the project it reads (the recipe's
-    provenance), plus pyproject.toml, README and LICENSE; reproducible (sorted, fixed times and owners)."""
+    """``<name>-<version>.tar.gz``: the recipe and every file of the project it names, plus pyproject.toml, README
+    and LICENSE; reproducible (sorted, fixed times and owners). Found without importing a kernel: an isolated
+    front end installs no build requirement for it (``get_requires_for_build_sdist``), so neither Triton nor the
+    kernels' own imports are there."""
     s = _settings(config_settings)
-    rec = _project_recipe(s["recipe"])
+    found = _project_sources(s["recipe"])
     root = Path.cwd().resolve()
-    files = set()
+    files = {found.path.resolve(), *(path.resolve() for path, _ in _named(found) if not path.is_dir())}
     for name in EXTRA_FILES:
         if os.path.lexists(name):
             _inside(root, Path(name), "the project's")
             if not (root / name).is_file():  # a folder, a FIFO (never opened: it would wait for a writer)
                 raise UsageError(f"the project's {name} is not a file; make it one, or remove it")
             files.add(root / name)  # packed under its own name, whatever it links to inside
-    base = rec.path.resolve().parent
-    for relative, _ in pipeline.provenance(rec):
-        path = (base / relative).resolve()
-        if path.is_relative_to(root):
-            files.add(path)
-        elif not _installed(path):  # an installed kernel package is a build requirement, not a source
-            raise UsageError(f"{path} is read by the recipe but lies outside the project ({root}); move it in")
-    name = f"{rec.package}-{rec.version}"
-    spec = wheel.WheelSpec(distribution=rec.package, version=rec.version, tag="", summary=rec.summary,
-                           requires_python=">=3.9", generator="", files=(), license=rec.license)  # fmt: skip
+    name = f"{found.package}-{found.version}"
+    spec = wheel.WheelSpec(distribution=found.package, version=found.version, tag="", summary=found.summary,
+                           requires_python=">=3.9", generator="", files=(), license=found.license)  # fmt: skip
     entries = [(f"{name}/PKG-INFO", wheel.core_metadata(spec).encode())]
     for p in sorted(files):
         try:

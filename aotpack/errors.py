@@ -50,9 +50,18 @@ class UsageError(AotpackError):
 
 
 class ToolNotFound(AotpackError):
-    """A tool aotpack needs (Triton, a C compiler, auditwheel) is missing or too old."""
+    """A tool aotpack needs (Triton, a C compiler, auditwheel) is missing or too old. ``extra`` names aotpack's
+    extra that installs it, where one does: a kernel project's PEP 517 build names it in its ``requires``, as
+    nothing installed by hand reaches an isolated build (``build_meta``)."""
 
     exit_code = 3
+
+    def __init__(self, message: str, extra: str | None = None) -> None:
+        self.extra = extra
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[ToolNotFound], tuple[str, str | None]]:
+        return (type(self), (str(self), self.extra))
 
 
 class ToolFailed(AotpackError):
@@ -113,6 +122,12 @@ class ScaffoldError(AotpackError):
     """``aotpack new`` cannot write the project (an invalid name, a folder in the way)."""
 
     exit_code = 11
+
+
+def shown(exc: AotpackError) -> str:
+    """The line that reports ``exc`` (the CLI's, the PEP 517 backend's): a message may quote what a file held (a
+    lone surrogate, say), printed escaped, whatever stderr's encoding."""
+    return f"aotpack: error: {exc}".encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # every class's exit code, the documented table (tests check each class has its own)

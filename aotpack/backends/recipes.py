@@ -12,7 +12,7 @@ from ..recipe.readers import Readers
 from ..recipe.yamlnodes import Node
 from . import BACKENDS
 
-__all__ = ["READERS", "from_nodes", "load", "package_problem", "parse"]
+__all__ = ["READERS", "from_nodes", "load", "package_problem", "parse", "sources"]
 
 # each backend's part (BackendModule.recipe), in the order messages list them: Triton's keys before CUDA's
 READERS: Readers = {name: backend.recipe for name, backend in BACKENDS.items()}
@@ -21,6 +21,11 @@ READERS: Readers = {name: backend.recipe for name, backend in BACKENDS.items()}
 def load(path: str | Path) -> Recipe:
     """Read and validate a recipe file."""
     return read.load(path, READERS)
+
+
+def sources(path: str | Path) -> read.Sources:
+    """A recipe's metadata and the files it names, read without importing a kernel (``read.Sources``)."""
+    return read.sources(path, READERS)
 
 
 def parse(text: str, path: Path) -> Recipe:

@@ -22,7 +22,7 @@ from ..backends.recipes import load
 from ..backends.triton import toolchain
 from ..backends.triton.recipe import wanted_triton
 from ..backends.triton.record import parse_widen
-from ..errors import AotpackError, OutputError, UsageError
+from ..errors import AotpackError, OutputError, UsageError, shown
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
@@ -118,13 +118,7 @@ def _parser() -> argparse.ArgumentParser:
         "--cache-dir", type=_path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
     )
     b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
-    b.add_argument("--triton", default=None, metavar="X.Y[.Z]",
-                   help="build with this Triton release (default: the recipe's triton:, else the installed one); "
-                        "another than the installed one is kept in the cache and used there, this environment "
-                        "untouched")  # fmt: skip
-    b.add_argument("--wheelhouse", type=_path, default=None, metavar="DIR",
-                   help=f"install --triton's release only from this folder of wheels (default: "
-                        f"${toolchain.WHEELHOUSE}, else pip's index)")  # fmt: skip
+    _triton_options(b, "build")
     b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="compile on this Dask cluster (pip install 'aotpack[dask]'; workers need aotpack and the "
                         "same toolchain)")  # fmt: skip
@@ -176,7 +170,21 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
     p.add_argument("recipe", type=_path)
     p.add_argument("--only", action="append", default=[], metavar="GLOB")
+    _triton_options(p, "plan")
+    p.add_argument("--cache-dir", type=_path, default=None,
+                   help="where --triton's release is kept (default: ~/.cache/aotpack)")  # fmt: skip
     return parser
+
+
+def _triton_options(verb: argparse.ArgumentParser, what: str) -> None:
+    """--triton and --wheelhouse: the Triton release a verb that imports the kernels runs with (``_release``)."""
+    verb.add_argument("--triton", default=None, metavar="X.Y[.Z]",
+                      help=f"{what} with this Triton release (default: the recipe's triton:, else the installed "
+                           "one); another than the installed one is kept in the cache and used there, this "
+                           "environment untouched")  # fmt: skip
+    verb.add_argument("--wheelhouse", type=_path, default=None, metavar="DIR",
+                      help=f"install --triton's release only from this folder of wheels (default: "
+                           f"${toolchain.WHEELHOUSE}, else pip's index)")  # fmt: skip
 
 
 def _cuda(text: str) -> int:
@@ -234,12 +242,17 @@ def _cache_command(folder: Path | None, trim: int | None) -> str:
     )
 
 
-def _plan(args: argparse.Namespace) -> None:
+def _plan(args: argparse.Namespace) -> int | None:
+    release = _release(args)
+    if release is not None:  # the kernels are read as that release reads them, in a child
+        print(f"planning with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
+        return toolchain.run_build(release, args.argv)
     rec, variants = select(load(args.recipe), tuple(args.only))
     for variant in variants:
         print(variant.id)
     for line in plan_summary(rec, variants):  # on stderr: the ids stay a clean list
         print(line, file=sys.stderr)
+    return None
 
 
 def _new(args: argparse.Namespace) -> None:
@@ -329,8 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # (what it printed reaches its reader now, or fails here, not at exit)
         return code
     except AotpackError as exc:
-        # a message may quote what a file held (a lone surrogate, say): printed escaped, whatever stderr's encoding
-        print(f"aotpack: error: {exc}".encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
+        print(shown(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("aotpack: interrupted", file=sys.stderr)

@@ -24,7 +24,7 @@ import pickle
 import shutil
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -88,9 +88,13 @@ def source_files(kernel: Kernel) -> list[Path]:
     """The kernel's source file and every source file of its language beside it (helper modules,
     headers) and in its include folders: a conservative reading of "what the kernel uses"."""
     backend = backends.of(kernel)
-    suffixes = backend.source_suffixes
-    found = [p for p in _folder(kernel).glob("*") if p.is_file() and p.suffix in suffixes]
-    for include in backend.include_dirs(kernel):
+    return files_beside(backend.source_suffixes, _folder(kernel), backend.include_dirs(kernel))
+
+
+def files_beside(suffixes: frozenset[str], folder: Path, includes: Sequence[Path]) -> list[Path]:
+    """The files with one of ``suffixes`` in ``folder`` and anywhere under ``includes``."""
+    found = [p for p in folder.glob("*") if p.is_file() and p.suffix in suffixes]
+    for include in includes:
         found += [p for p in include.rglob("*") if p.is_file() and p.suffix in suffixes]
     return sorted(set(found))
 

@@ -40,7 +40,7 @@ _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
     "specialize",
 )  # fmt: skip
-_TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
+TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
 _RULE_KEYS = ("key", "config", "arch", "types")
 CONFIG_LAUNCH = ("num_warps", "num_stages")
 
@@ -452,7 +452,7 @@ def _mutates(node: Node, pointers: set[str]) -> tuple[str, ...]:
 
 
 def _tune(node: Node, root: Path, key_length: int) -> TuneSpec:
-    fields = node.mapping(_TUNE_KEYS, required=("inputs", "keys"))
+    fields = node.mapping(TUNE_KEYS, required=("inputs", "keys"))
     if key_length == 0:
         raise node.fail("tuning needs a 'key' on the kernel")
     keys = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import keyword
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import packaging.licenses
@@ -19,7 +20,7 @@ import packaging.version
 
 from .. import facts, limits
 from ..errors import Location, RecipeError
-from ..model import LAZY_NAMES, PACKAGE_NAMES, Kernel, Recipe, Widen
+from ..model import LAZY_NAMES, PACKAGE_NAMES, Backend, CacheEntry, Kernel, Recipe, Source, Widen
 from . import fields as _fields
 from . import kernel as _kernel
 from . import tables, triton_cache, yamlnodes
@@ -51,11 +52,7 @@ def parse(text: str, path: Path, readers: Readers) -> Recipe:
 def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
     """Validate a recipe already read into nodes (``yamlnodes.parse``: a reader that checks more of it first)."""
     top = root.mapping(_top_keys(readers), required=("package", "version", "kernels"))
-    package = top["package"].string()
-    problem = package_problem(package)
-    if problem is not None:
-        raise top["package"].fail(problem)
-    version = _version(top["version"])
+    package, version, summary = _about(top)
     targets = _fields.targets(top["targets"]) if "targets" in top else ()
     widen = _fields.widen(top["widen"]) if "widen" in top else ()
     kernels: list[Kernel] = []
@@ -70,9 +67,6 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
         raise top["kernels"].fail("the recipe lists no kernels")
     if widen:
         _check_widen(top["widen"], widen, kernels)
-    summary = f"Ahead-of-time compiled GPU kernels: {package}"
-    if "summary" in top:
-        summary = _fields.text(top["summary"], one_line=True)
     table_paths: list[Path] = []
     for item in top["tables"].sequence(allow_scalar=True) if "tables" in top else ():
         table_path = _fields.path(item, path.parent)
@@ -93,6 +87,71 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
     )  # fmt: skip
 
 
+def _about(top: dict[str, Node]) -> tuple[str, str, str]:
+    """The package's name, version and summary."""
+    package = top["package"].string()
+    problem = package_problem(package)
+    if problem is not None:
+        raise top["package"].fail(problem)
+    version = _version(top["version"])
+    summary = _fields.text(top["summary"], one_line=True) if "summary" in top else None
+    return package, version, summary or f"Ahead-of-time compiled GPU kernels: {package}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelFiles:
+    """What a kernel's entry names: its source, its include folders, its tuning hooks."""
+
+    name: str
+    backend: Backend
+    source: Source
+    include_dirs: tuple[Path, ...]
+    tune: tuple[Source, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sources:
+    """A recipe's package metadata and the files it names, read without importing any kernel: an sdist is built
+    where neither Triton nor the kernels' own imports need be installed (``build_meta.build_sdist``). The recipe is
+    checked only as far as that reading goes; the wheel's build reads it whole."""
+
+    path: Path
+    package: str
+    version: str
+    summary: str
+    license: str | None
+    tables: tuple[Path, ...]
+    triton_cache: tuple[CacheEntry, ...]
+    kernels: tuple[KernelFiles, ...]
+
+
+def sources(path: str | Path, readers: Readers) -> Sources:
+    """The recipe at ``path`` read as ``Sources``: each kernel's source through its backend's reader (which
+    imports nothing), the rest as ``from_nodes`` reads it."""
+    path = Path(path)
+    top = yamlnodes.read(path, "recipe").mapping(_top_keys(readers), required=("package", "version", "kernels"))
+    package, version, summary = _about(top)
+    root, kernels = path.parent, []
+    for name, node, where in top["kernels"].items():
+        k = node.mapping(_kernel.keys(readers), required=("args",))
+        entry = KernelEntry(name=name, keys=k, node=node, where=where, root=root, targets=(), targets_at=None)
+        backend = _backend(k, node, readers)
+        includes = k["include_dirs"].sequence(allow_scalar=True) if "include_dirs" in k else ()
+        tune = k["tune"].mapping(_kernel.TUNE_KEYS, required=("inputs", "keys")) if "tune" in k else {}
+        kernels.append(KernelFiles(name=name, backend=backend, source=readers[backend].source(entry),
+                                   include_dirs=tuple(_fields.path(item, root) for item in includes),
+                                   tune=tuple(_fields.source(tune[t], root) for t in ("inputs", "reference")
+                                              if t in tune)))  # fmt: skip
+    tabled = top["tables"].sequence(allow_scalar=True) if "tables" in top else ()
+    return Sources(
+        path=path, package=package, version=version, summary=summary,
+        license=_license(top["license"]) if "license" in top else None,
+        tables=tuple(_fields.path(item, root) for item in tabled),
+        triton_cache=triton_cache.entries(top["triton_cache"], root) if "triton_cache" in top else (),
+        kernels=tuple(kernels),
+    )  # fmt: skip
+
+
 def _kernel_of(
     name: str,
     node: Node,
@@ -105,17 +164,23 @@ def _kernel_of(
 ) -> Kernel:
     """A kernel: read whole by the backend that claims it, else by the shared steps and its backend's own."""
     k = node.mapping(_kernel.keys(readers), required=("args",))
-    given = [backend for backend in readers if backend in k]
-    if len(given) != 1:
-        sources = " or ".join(f"{backend!r} ({reader.SOURCE})" for backend, reader in readers.items())
-        raise node.fail(f"give exactly one of {sources}")
+    backend = _backend(k, node, readers)
     entry = KernelEntry(name=name, keys=k, node=node, where=where, root=root, targets=recipe_targets,
                         targets_at=targets_at, widen=widen)  # fmt: skip
     for reader in readers.values():
         claimed = reader.claim(entry)
         if claimed is not None:
             return claimed
-    return _kernel.called(entry, given[0], readers)
+    return _kernel.called(entry, backend, readers)
+
+
+def _backend(k: dict[str, Node], node: Node, readers: Readers) -> Backend:
+    """The backend whose source key the kernel's entry gives (exactly one)."""
+    given = [backend for backend in readers if backend in k]
+    if len(given) != 1:
+        sources = " or ".join(f"{backend!r} ({reader.SOURCE})" for backend, reader in readers.items())
+        raise node.fail(f"give exactly one of {sources}")
+    return given[0]
 
 
 def _check_widen(node: Node, widen: Widen, kernels: list[Kernel]) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from aotpack._version import __version__
 from aotpack.commands import cli
 
+from ..shared import ROOT
 from .helpers import install_wheel
 
 
@@ -109,3 +111,20 @@ def test_an_installed_aotpack_scaffolds_builds_and_tests_a_package(tmp_path):
                             cwd=tmp_path / "kit", env={**env, "PYTHONPATH": str(target)}, capture_output=True,
                             text=True)  # fmt: skip
     assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_scaffold_s_sdist_builds_with_isolation_from_a_wheelhouse(tmp_path, capsys):
+    """As a user before aotpack is published: aotpack's wheel, built from this checkout, in a local wheelhouse;
+    ``python -m build --sdist`` with isolation installs only what the scaffold's requires names (aotpack[cuda],
+    its dependencies from pip's index), no Triton, and packs the project without importing its kernel."""
+    house, project = tmp_path / "house", tmp_path / "kit"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(house), str(ROOT)], check=True)
+    assert cli.main(["new", "iso_kit", "--dir", str(project)]) == 0
+    links = " ".join(filter(None, [str(house), os.environ.get("PIP_FIND_LINKS")]))
+    built = subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path / "out"), str(project)],
+                           env={**os.environ, "PIP_FIND_LINKS": links}, capture_output=True, text=True)  # fmt: skip
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert f"aotpack=={__version__}" in built.stderr  # the checkout's, from the wheelhouse
+    with tarfile.open(tmp_path / "out" / "iso_kit-0.1.0.tar.gz") as tar:
+        members = sorted(m.removeprefix("iso_kit-0.1.0/") for m in tar.getnames())
+    assert members == ["PKG-INFO", "README.md", "kernels/axpy.py", "kernels/relu.cu", "pyproject.toml", "recipe.yaml"]

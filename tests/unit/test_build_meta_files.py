@@ -5,6 +5,7 @@ is read or written; links inside the project are followed."""
 from __future__ import annotations
 
 import os
+import sys
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from aotpack import build_meta
-from aotpack.errors import UsageError
+from aotpack.errors import ToolNotFound, UsageError
 
 from ..shared import ROOT, SMALL
 
@@ -115,3 +116,41 @@ def test_a_recipe_setting_no_file_system_can_hold_is_refused(project):
     with pytest.raises(UsageError, match=r"^pyproject.toml: \[tool.aotpack\] recipe = 'a\\x00b': cannot use the path"):
         build_meta.build_wheel(str(project.out), {"recipe": "a\x00b"})
     assert not project.out.exists()
+
+
+def test_the_sdist_imports_no_kernel_and_needs_no_triton(project, monkeypatch):
+    """An isolated front end installs nothing for the sdist: Triton is missing there, and so may be whatever the
+    kernels import. The sdist is packed all the same, with the helper beside the kernel, the tuning hook and a
+    CUDA kernel's include folder; the wheel's build still reads the recipe whole (and imports the kernel)."""
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
+    kernel = project.root / "kernels" / "add.py"
+    kernel.write_text("import triton\n" + kernel.read_text())
+    (project.root / "kernels" / "helper.py").write_text("raise SystemExit('imported')\n")
+    (project.root / "include").mkdir()
+    (project.root / "include" / "common.cuh").write_text("#define K 1\n")
+    (project.root / "kernels" / "relu.cu").write_text('#include "common.cuh"\n__global__ void relu() {}\n')
+    (project.root / "tuning").mkdir()
+    (project.root / "tuning" / "inputs.py").write_text("raise SystemExit('imported')\n")
+    (project.root / "recipe.yaml").write_text(SMALL.replace("license: MIT", RELU.lstrip("\n") + "license: MIT"))
+    name = build_meta.build_sdist(str(project.out))
+    with tarfile.open(project.out / name) as tar:
+        members = sorted(m.removeprefix("small_kernels-0.2.0/") for m in tar.getnames())
+    assert members == ["PKG-INFO", "include/common.cuh", "kernels/add.py", "kernels/helper.py", "kernels/relu.cu",
+                       "pyproject.toml", "recipe.yaml", "tuning/inputs.py"]  # fmt: skip
+    with pytest.raises(ToolNotFound, match=r"recipe.yaml:6:13: kernels.add.triton: importing kernels/add.py:add_kernel "
+                       r"failed: .*; Triton is not installed: .* under \[tool.aotpack\]"):  # fmt: skip
+        build_meta.build_wheel(str(project.out))
+
+
+RELU = """
+  relu:
+    cuda: kernels/relu.cu
+    entry: relu
+    include_dirs: [include]
+    args:
+      n: i32
+    grid: [1]
+    block: [32]
+    key: [n]
+    tune: {inputs: "tuning/inputs.py:make", keys: [[1024]]}
+"""

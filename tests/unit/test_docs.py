@@ -30,7 +30,7 @@ LOADER_KEYS: dict[str, tuple[str, ...]] = {
     "Kernel keys": kernel.keys(recipes.READERS),
     "Argument keys": args._ARG_KEYS,
     "Dispatch row keys": kernel._RULE_KEYS,
-    "Tune keys": kernel._TUNE_KEYS,
+    "Tune keys": kernel.TUNE_KEYS,
     "Option keys (Triton)": triton_recipe._OPTION_KEYS,
     "Recorded row keys (`launch: triton`)": (*triton_recipe._POINT_KEYS, *triton_recipe._PICK_KEYS),
     "Recorded constexpr value keys": triton_recipe._RECORDED_TAGS,

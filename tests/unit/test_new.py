@@ -4,6 +4,7 @@ new folder whole or not at all, never through a link."""
 import contextlib
 import errno
 import os
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -15,6 +16,11 @@ from aotpack.commands import cli, new
 from ..shared import put_in_the_way
 from . import test_cache
 from .test_cache import as_nobody
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 open_tmp = test_cache.open_tmp  # a fixture: a folder the user nobody can pass through
 
@@ -116,3 +122,19 @@ def test_a_failed_scaffold_leaves_no_file_half_written_and_none_at_all(tmp_path,
                               "written: give a folder you can write with --dir\n")  # fmt: skip
     assert (list(dest.iterdir()) == []) if existing else not dest.exists()
     assert list(tmp_path.iterdir()) == ([dest] if existing else [])
+
+
+def test_the_scaffold_s_build_requires_name_what_its_kernels_need(tmp_path):
+    """Its CUDA kernel needs nvcc: requires names aotpack's cuda extra (one aotpack defines), which an isolated
+    build installs; no Triton there, since the backend asks for the recipe's release (test_toolchain); and its
+    sdist packs every file the wheel's build reads, with no kernel imported (test_build_meta_files)."""
+    from aotpack.backends import recipes
+
+    new.scaffold("mykernels", tmp_path / "p")
+    requires = tomllib.loads((tmp_path / "p" / "pyproject.toml").read_text())["build-system"]["requires"]
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    found = recipes.sources(tmp_path / "p" / "recipe.yaml")
+    assert {k.backend for k in found.kernels} == {"triton", "cuda"}
+    assert requires == ["aotpack[cuda]"] and "cuda" in extras

@@ -146,14 +146,20 @@ def test_the_child_runs_this_python_with_the_release_first_on_its_path(monkeypat
     json.dumps(seen["env"])  # plain strings only
 
 
-@pytest.mark.parametrize(("setting", "wanted"), [(None, None), ("3.8", "triton~=3.8.0"), ("3.7.1", "triton==3.7.1")])
-def test_a_kernel_project_asks_its_build_front_end_for_its_triton(tmp_path, monkeypatch, setting, wanted):
+@pytest.mark.parametrize(("setting", "in_recipe", "wanted"), [
+    (None, None, None), ("3.8", None, "triton~=3.8.0"), ("3.7.1", None, "triton==3.7.1"),
+    (None, "3.7", "triton~=3.7.0"), ("3.8", "3.7", "triton~=3.8.0"),
+])  # fmt: skip
+def test_a_kernel_project_asks_its_build_front_end_for_its_triton(tmp_path, monkeypatch, setting, in_recipe, wanted):
     """PEP 517: with build isolation the front end installs what get_requires_for_build_wheel names; aotpack
-    requires no Triton itself, so the project's setting (else the newest tested release) is that requirement."""
+    requires no Triton itself, so the project's setting, else the recipe's triton: (as `aotpack build` takes
+    --triton, else the recipe's), else the newest tested release is that requirement."""
     from aotpack import build_meta
 
     line = f'triton = "{setting}"\n' if setting else ""
     (tmp_path / "pyproject.toml").write_text(f'[tool.aotpack]\nrecipe = "r.yaml"\n{line}')
+    release = f'triton: "{in_recipe}"\n' if in_recipe else ""
+    (tmp_path / "r.yaml").write_text(f"package: p\nversion: 0.1.0\n{release}kernels: {{}}\n")
     monkeypatch.chdir(tmp_path)
     newest = releases.newest_supported(sys.version_info[:2])
     assert build_meta.get_requires_for_build_wheel() == [wanted or f"triton~={newest[0]}.{newest[1]}.0"]

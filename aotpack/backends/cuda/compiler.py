@@ -55,8 +55,9 @@ def find_nvcc(explicit: str | None = None) -> Path:
         raise ToolNotFound(f"--nvcc {explicit} is not an executable file")
     raise ToolNotFound(
         "nvcc not found (looked at $CUDA_HOME/bin, PATH and the nvidia-cuda-nvcc package); CUDA kernels need "
-        "it: run pip install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-cccl (aotpack's cuda extra), "
-        "install a CUDA toolkit, or pass --nvcc PATH"
+        "it: run pip install 'aotpack[cuda]' (nvcc 13.0 from PyPI, pinned there: its wheels need a CUDA 13.0 "
+        "driver; PyPI has no CUDA 12 nvcc), install a CUDA toolkit, or pass --nvcc PATH",
+        extra="cuda",
     )
 
 

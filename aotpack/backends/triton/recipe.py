@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import expr, facts
-from ...errors import RecipeError
+from ...errors import RecipeError, ToolNotFound
 from ...limits import MAX_RECORDED_VARIANTS, MAX_STAGES, MAX_WARPS
 from ...model import (  # fmt: skip
     TRITON_DEFAULT_STAGES,
@@ -43,7 +43,7 @@ from ...recipe.yamlnodes import Node, suggest
 from ...runtime import aot_kernels
 from ...states import NONE, STATE_OF, SpecRule, State
 from ...values import Widened, constexpr_problem, widened
-from . import introspect, toolchain
+from . import introspect, releases, toolchain
 
 TITLE = "Triton"
 KEYS: tuple[str, ...] = (
@@ -189,7 +189,10 @@ def _describe(node: Node, source: Source) -> introspect.KernelInfo:
     except BaseException as exc:  # the user's module: ImportError, SyntaxError, SystemExit, anything
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise node.fail(f"importing {node.string()} failed: {type(exc).__name__}: {exc}") from None
+        failed = node.fail(f"importing {node.string()} failed: {type(exc).__name__}: {exc}")
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").partition(".")[0] == "triton":
+            raise ToolNotFound(f"{failed}; {releases.not_installed()}", extra="triton") from None
+        raise failed from None
     if obj is None:
         raise node.fail(f"{node.string().rpartition(':')[0]} has no {source.function!r}")
     try:

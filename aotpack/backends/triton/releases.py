@@ -29,6 +29,7 @@ aotpack's cache (toolchain.py), whatever Triton is installed.
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 from dataclasses import dataclass
 
 from ...errors import ToolNotFound
@@ -71,15 +72,20 @@ def tested() -> str:
                      for r in RELEASES for a, b in [r.minor])  # fmt: skip
 
 
+def not_installed() -> str:
+    """What to do where no Triton is installed: the extra that brings one, or a release the build keeps apart."""
+    newest = ".".join(map(str, newest_supported(sys.version_info[:2])))
+    return ("Triton is not installed: install the release your torch pins (pip install 'aotpack[triton]' where "
+            f"nothing pins one), or build with a release kept in aotpack's cache: aotpack build --triton {newest} "
+            f'(a kernel project: triton = "{newest}" under [tool.aotpack] in its pyproject.toml)')  # fmt: skip
+
+
 def installed_version() -> str:
     """The installed Triton's version, refused unless aotpack is tested with its minor release."""
     try:
         version = importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:
-        raise ToolNotFound(
-            "Triton is not installed: install the release your torch pins (pip install 'aotpack[triton]' where "
-            "nothing pins one), or build with a release kept in aotpack's cache: aotpack build --triton 3.9"
-        ) from None
+        raise ToolNotFound(not_installed(), extra="triton") from None
     try:
         known = minor(version) in SUPPORTED
     except ValueError:
