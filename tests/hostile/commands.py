@@ -26,7 +26,7 @@ from typing import Any
 
 from aotpack.pipeline.cache import MARKER, MARKER_TEXT
 
-from .generator import BASES, Case, Expect, Special, _json_set, _json_walk, base_files, recipe_surface
+from .generator import BASES, SHADOWED, Case, Expect, Special, _json_set, _json_walk, base_files, recipe_surface
 
 # ---------------------------------------------------------------- values of each kind
 
@@ -261,6 +261,11 @@ def new_surface() -> Iterator[Case]:
                 may_write=("my_kernels",))  # fmt: skip
     for mutation, name in NAMES_BAD.items():
         yield _case("new", "name", mutation, ("new", name), {}, locate="any")
+    for name in SHADOWED:
+        yield _case("new", "name", f"shadows-{name}", ("new", name), {}, locate="any")
+    yield _case("new", "name", "fork-replaces", ("new", "triton", "--replaces", "triton"), {}, "valid",
+                reason="a deliberate fork says what it replaces", may_write=("triton",))  # fmt: skip
+    yield _case("new", "name", "fork-replaces-other", ("new", "triton", "--replaces", "torch"), {}, locate="any")
     for mutation, files, dest in (
         ("existing-file", {"d": b"mine\n"}, "d"), ("non-empty", {"d/mine.txt": b"mine\n"}, "d"),
         ("dangling", {"d": Special("symlink", "@outside/nope")}, "d"),
