@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 import zipfile
 from collections.abc import Iterator, Mapping
 from functools import partial
@@ -243,8 +244,19 @@ def inspect_surface() -> Iterator[Case]:
             for tag, new in (("type:int", 7), ("type:str", "zz"), ("type:list", ["zz"]), ("type:null", None),
                              ("type:map", {"zz": 1}), ("huge:string", "z" * 100_000)):  # fmt: skip
                 if json.dumps(new) != json.dumps(value):
-                    yield case(f"manifest.{dotted}", tag, {WHEEL: _manifest(_json_set(MANIFEST, path, new))}, "either",
-                               reason="a manifest of another shape: rendered, or refused as not aotpack's")  # fmt: skip
+                    retyped = not flag and new is not None and type(new) is not type(value)
+                    yield case(f"manifest.{dotted}", tag, {WHEEL: _manifest(_json_set(MANIFEST, path, new))},
+                               "invalid" if retyped else "either", names=(dotted.split(".")[-1],),
+                               reason="a field of another type is refused naming it (--json shows what is there)")  # fmt: skip
+        for field in ("package", "version", "aotpack"):  # controls and escape sequences: shown escaped, never run
+            yield case(f"manifest.{field}", "escapes", {WHEEL: _manifest({**MANIFEST, field: "x\x1b[2J\x1b]0;t\x07\u202e"})},
+                       "valid", reason="terminal controls in a manifest are printed escaped")  # fmt: skip
+        twice = io.BytesIO()
+        with warnings.catch_warnings(), zipfile.ZipFile(twice, "w") as zf:  # pip and zipfile take the last of two
+            warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
+            zf.writestr("small_kernels/manifest.json", json.dumps(MANIFEST))
+            zf.writestr("small_kernels/manifest.json", json.dumps({**MANIFEST, "package": "other"}))
+        yield case("member", "duplicate-manifest", {WHEEL: twice.getvalue()})
 
 
 # ---------------------------------------------------------------- aotpack new
