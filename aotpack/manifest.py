@@ -13,8 +13,11 @@ from __future__ import annotations
 import functools
 import json
 import lzma
+import types
+import typing
 import zipfile
 import zlib
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypedDict, cast
@@ -213,6 +216,10 @@ def _manifest_bytes(wheel: Path) -> bytes:
                              f"({MAX_WHEEL_BYTES}, limits.MAX_WHEEL_BYTES)")  # fmt: skip
         try:
             with zipfile.ZipFile(opened) as zf:
+                twice = next((n for n, c in Counter(i.filename for i in zf.infolist()).items() if c > 1), None)
+                if twice is not None:  # pip and zipfile take the last of them: a check reading one would lie
+                    raise WheelError(f"{wheel} holds {values.shown(twice)!r} more than once: a wheel holds each name "
+                                     "once; rebuild it")  # fmt: skip
                 info = next((i for i in zf.infolist() if i.filename.endswith("/manifest.json")
                              and i.filename.count("/") == 1), None)  # fmt: skip
                 if info is None:
@@ -229,7 +236,7 @@ def _manifest_bytes(wheel: Path) -> bytes:
         except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error, lzma.LZMAError) as exc:
             raise WheelError(f"cannot read {wheel}: it is not a whole zip file ({exc}); rebuild the wheel") from None
     if info.file_size > MAX_MANIFEST_BYTES or len(data) > MAX_MANIFEST_BYTES:
-        raise WheelError(f"{wheel}: its {info.filename} unpacks to more than {MAX_MANIFEST_BYTES} bytes "
+        raise WheelError(f"{wheel}: its {values.shown(info.filename)} unpacks to more than {MAX_MANIFEST_BYTES} bytes "
                          "(limits.MAX_MANIFEST_BYTES): aotpack did not write it; rebuild the wheel")  # fmt: skip
     return data
 
@@ -252,3 +259,60 @@ def _depth(value: object) -> int:
             deepest = max(deepest, depth)
             stack += [(child, depth + 1) for child in children]
     return deepest
+
+
+def type_problem(value: object, shape: object = Manifest, where: str = "") -> str | None:
+    """Where ``value`` (a manifest read from a wheel) is not of the type ``shape`` (this module's TypedDicts)
+    says, and what it is instead: "kernels.add.variants[0].target: a number, not text"; None where every field
+    present is (a field missing is for the reader: an older manifest may lack one)."""
+    origin, args = typing.get_origin(shape), typing.get_args(shape)
+    if shape is Any:
+        return None
+    if typing.is_typeddict(shape):
+        if not isinstance(value, dict):
+            return _mistyped(where, value, "an object")
+        hints = typing.get_type_hints(shape)
+        for name, field in hints.items():
+            if name in value:
+                found = type_problem(value[name], field, f"{where}.{name}" if where else name)
+                if found is not None:
+                    return found
+        return None
+    if origin in (typing.Union, types.UnionType):
+        problems = [type_problem(value, a, where) for a in args]
+        return None if None in problems else _mistyped(where, value, " or ".join(map(_wanted, args)))
+    if origin is Literal:
+        return None if value in args else _mistyped(where, value, _wanted(shape))
+    if origin is list:
+        if not isinstance(value, list):
+            return _mistyped(where, value, "a list")
+        return next((p for i, v in enumerate(value) if (p := type_problem(v, args[0], f"{where}[{i}]"))), None)
+    if origin is dict:
+        if not isinstance(value, dict):
+            return _mistyped(where, value, "an object")
+        return next((p for k, v in value.items() if (p := type_problem(v, args[1], f"{where}.{k}"))), None)
+    if shape is float and isinstance(value, int) and not isinstance(value, bool):
+        return None
+    if isinstance(shape, type) and isinstance(value, shape) and (shape is bool or not isinstance(value, bool)):
+        return None
+    return _mistyped(where, value, _wanted(shape))
+
+
+def _wanted(shape: object) -> str:
+    """A type of ``type_problem``'s, in words."""
+    origin = typing.get_origin(shape)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(shape))
+    if origin is list:
+        return "a list"
+    if origin is dict or typing.is_typeddict(shape):
+        return "an object"
+    named: dict[object, str] = {str: "text", int: "a whole number", float: "a number", bool: "true or false",
+                                type(None): "null"}  # fmt: skip
+    return named.get(shape, "a value")
+
+
+def _mistyped(where: str, value: object, wanted: str) -> str:
+    found = {dict: "an object", list: "a list", str: "text", bool: "true or false", int: "a whole number",
+             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
+    return f"{where or '(the manifest)'}: {found}, not {wanted}"

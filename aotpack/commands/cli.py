@@ -145,6 +145,10 @@ def _parser() -> argparse.ArgumentParser:
     n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
     n.add_argument("name", help="the Python package name (lower case, digits, _)")
     n.add_argument("--dir", type=_path, default=None, help="where to write it (default: ./NAME)")
+    n.add_argument("--replaces", metavar="DIST", default=None,
+                   help="a deliberate fork: NAME may be that of DIST (installed, or pip, setuptools, wheel, "
+                   "triton, torch, aotpack), which installing the wheel replaces; its recipe says 'replaces: "
+                   "DIST'")  # fmt: skip
     r = sub.add_parser(
         "record",
         help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
@@ -257,7 +261,7 @@ def _plan(args: argparse.Namespace) -> int | None:
 
 def _new(args: argparse.Namespace) -> None:
     dest = args.dir or Path(args.name)
-    files = scaffold(args.name, dest)
+    files = scaffold(args.name, dest, args.replaces)
     print(
         f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
         f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
+from .. import values
 from ..errors import WheelError
-from ..manifest import Manifest
+from ..manifest import Manifest, type_problem
 
 
 def describe(manifest: Manifest, wheel_name: str) -> str:
-    """``render``, or one error line when the manifest lacks what aotpack writes."""
+    """``render``, or one error line when the manifest lacks what aotpack writes or holds a field of another type.
+    Every text it shows comes from the wheel, escaped (a manifest's terminal escape sequences are shown, not run)."""
+    manifest, wheel_name = cast(Manifest, _escaped(manifest)), values.shown(wheel_name)
+    problem = type_problem(manifest)
+    if problem is not None:
+        raise WheelError(f"{wheel_name}: its manifest's {problem}: aotpack did not write it; rebuild the wheel")
     try:
         return render(manifest, wheel_name)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as exc:
@@ -17,6 +24,17 @@ def describe(manifest: Manifest, wheel_name: str) -> str:
             f"{wheel_name}: its manifest lacks what aotpack writes ({type(exc).__name__}: {exc}); "
             "was it built by another version? rebuild the wheel"
         ) from None
+
+
+def _escaped(value: object) -> object:
+    """``value`` (read from JSON) with each of its texts, keys too, made safe to print (values.shown)."""
+    if isinstance(value, str):
+        return values.shown(value)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {values.shown(str(k)): _escaped(v) for k, v in value.items()}
+    return value
 
 
 def _table(rows: list[list[str]]) -> str:

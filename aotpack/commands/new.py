@@ -4,6 +4,7 @@ tests and a README) that builds and passes its tests as generated."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import string
@@ -47,10 +48,11 @@ def _check(dest: Path) -> None:
         raise ScaffoldError(f"cannot use {dest} ({exc.strerror}); give a new folder with --dir") from None
 
 
-def scaffold(name: str, dest: Path) -> list[Path]:
+def scaffold(name: str, dest: Path, replaces: str | None = None) -> list[Path]:
     """Write the package's files into ``dest`` (which must not exist, or be an empty folder): each file whole
-    (written by atomic_file), and all of them or none (a failed write removes what this call made)."""
-    problem = recipe.package_problem(name)
+    (written by atomic_file), and all of them or none (a failed write removes what this call made). ``replaces``:
+    the distribution a deliberate fork replaces, written into its recipe (whose reader checks the name again)."""
+    problem = recipe.package_problem(name, replaces)
     if problem is not None:
         raise ScaffoldError(problem)
     _check(dest)
@@ -65,7 +67,7 @@ def scaffold(name: str, dest: Path) -> list[Path]:
                     made.append((current, True))
             current = dest / relative
             with atomic_file(current) as f:
-                f.write(string.Template(text).substitute(name=name).encode())
+                f.write(string.Template(text).substitute(name=name, replaces=_replaces_line(replaces)).encode())
             made.append((current, False))
     except BaseException as exc:
         for path, is_folder in reversed(made):
@@ -76,3 +78,9 @@ def scaffold(name: str, dest: Path) -> list[Path]:
                                 "can write with --dir") from None  # fmt: skip
         raise
     return [path for path, is_folder in made if not is_folder]
+
+
+def _replaces_line(replaces: str | None) -> str:
+    if replaces is None:
+        return ""
+    return f"replaces: {json.dumps(replaces)}  # a deliberate fork: installing it replaces that distribution\n"

@@ -10,6 +10,10 @@ The cache is bounded: a hit marks its entry used (its mtime), and after a build 
 least recently used entries go until it holds at most ``$AOTPACK_CACHE_SIZE`` (default 10G);
 ``aotpack cache`` shows it, trims it to a size, or clears it. The Triton releases builds use with ``--triton``
 are entries too (``toolchains/``, backends/triton/toolchain.py).
+
+Only a folder aotpack made is ever trimmed or cleared: the first write makes the cache's marker (``MARKER``, a
+cache directory tag, so backup tools skip it too), and a folder without it is refused before anything in it is
+removed (``--cache-dir`` given a wheelhouse by mistake keeps every file).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import shutil
 import stat
 import time
@@ -31,7 +36,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import backends, values
-from .._temp import atomic_file
+from .._temp import TEMP, atomic_file
 from ..backends import Kept, Outcome
 from ..errors import UsageError
 from ..model import Kernel
@@ -143,6 +148,17 @@ def variant_key(variant: Variant, toolchain: Mapping[str, str], source: str) -> 
 CACHE_TEMP = ".tmp-"  # an entry being written into the cache
 SIZE_SETTING, DEFAULT_SIZE = "AOTPACK_CACHE_SIZE", "10G"  # the cache's bound, and its default
 SIZE_STAMP, RECOUNT_SECONDS = "size.json", 86400  # the last count of its bytes; counted again after a day
+# the file that says a folder is aotpack's cache: a cache directory tag (https://bford.info/cachedir/) naming aotpack
+MARKER = "CACHEDIR.TAG"
+MARKER_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by aotpack: `aotpack cache --trim/--clear` and the trim after a\n"
+    "# build remove entries only from a folder holding it. See https://bford.info/cachedir/\n"
+)
+# the layout of a cache aotpack made before the marker (a folder's path ends in /), for ``foreign``
+_KEY, _TEMPS = "[0-9a-f]{64}", f"([^/]+/)*({re.escape(CACHE_TEMP)}|{re.escape(TEMP)})[0-9]+-[^/]*"
+_LAYOUT = (re.escape(SIZE_STAMP), "variants/", "variants/[0-9a-f]{2}/", rf"variants/[0-9a-f]{{2}}/{_KEY}\.pickle",
+           "wheels/", f"wheels/{_KEY}/", rf"wheels/{_KEY}/(build\.json|[^/]+\.whl)", _TEMPS)  # fmt: skip
 
 
 def parse_size(text: str) -> int:
@@ -209,13 +225,39 @@ class Cache:
     root: Path  # resolved once: the folder may be a link the user made; nothing inside it is followed
     written: int = 0  # bytes this process stored (the size check after a build adds them)
 
+    claimed: bool = False  # this process found (or wrote) the marker
+
     def __post_init__(self) -> None:
         self.root = _root(self.root)
+
+    def _check(self) -> None:
+        """Refuse a folder that is not aotpack's cache (see ``foreign``) before reading, writing or removing in it."""
+        if self.claimed:
+            return
+        found = foreign(self.root)
+        if found is not None:
+            raise UsageError(
+                f"the cache folder {self.root} is not one aotpack made: it has no {MARKER} and holds {found}, which "
+                "aotpack did not write; nothing in it was changed. Give --cache-dir a folder of aotpack's own (the "
+                f"default is {default_dir()}), or an empty or new one; or, if it is a cache, remove what it holds "
+                "yourself"
+            )
+
+    def _claim(self, make: bool) -> None:
+        """Before a write (``make``: the folder is made if missing) or a removal: refuse a foreign folder, and mark
+        one aotpack makes or adopts as its cache (a missing folder is not made to clear it)."""
+        self._check()
+        if not self.claimed and (make or self.root.is_dir()):
+            if not _marked(self.root):
+                with contextlib.suppress(OSError):  # a read-only cache: adopted, and checked again next time
+                    _write_atomically(self.root / MARKER, MARKER_TEXT.encode())
+            self.claimed = True
 
     def _variant_path(self, key: str) -> Path:
         return self.root / "variants" / key[:2] / f"{key}.pickle"
 
     def load(self, key: str) -> Outcome | None:
+        self._check()  # a build given a wheelhouse as its cache is refused before it compiles
         path = self._variant_path(key)
         try:
             outcome: Outcome = pickle.loads(path.read_bytes())
@@ -229,6 +271,7 @@ class Cache:
 
     def store(self, key: str, outcome: Outcome) -> None:
         data = pickle.dumps(outcome, protocol=4)
+        self._claim(make=True)
         _write_atomically(self._variant_path(key), data)
         self.written += len(data)
 
@@ -240,6 +283,7 @@ class Cache:
         return h.hexdigest()
 
     def wheel(self, key: str) -> tuple[Path, dict[str, object]] | None:
+        self._check()
         folder = self.root / "wheels" / key
         try:
             info: dict[str, object] = json.loads((folder / "build.json").read_text())
@@ -254,6 +298,7 @@ class Cache:
     def store_wheel(self, key: str, wheel: Path, info: dict[str, object]) -> None:
         folder = self.root / "wheels" / key
         data, build = wheel.read_bytes(), json.dumps({**info, "wheel": wheel.name}).encode()
+        self._claim(make=True)
         _write_atomically(folder / wheel.name, data)
         _write_atomically(folder / "build.json", build)
         self.written += len(data) + len(build)
@@ -286,7 +331,9 @@ class Cache:
     def trim(self, limit: int, entries: list[Entry] | None = None) -> Trimmed:
         """Drop the least recently used entries until the cache holds at most ``limit`` bytes (of
         ``entries``, this cache's listing when the caller has one), every entry at 0 (links too, of no bytes):
-        the listing's first, but for those that cannot be removed, which stay. Records the size left (size.json)."""
+        the listing's first, but for those that cannot be removed, which stay. Records the size left (size.json).
+        A folder aotpack did not make is refused first (UsageError), nothing in it removed."""
+        self._claim(make=False)
         entries = self.entries() if entries is None else entries
         total = sum(e.bytes for e in entries)
         dropped: list[Entry] = []
@@ -362,6 +409,43 @@ def _root(folder: Path) -> Path:
             return resolved
         reason = f"is {values.kind(found.st_mode)}, not a folder; remove it, or"
     raise UsageError(f"the cache folder {folder} {reason} give another with --cache-dir")
+
+
+def _marked(root: Path) -> bool:
+    """Whether ``root`` holds aotpack's marker: a file (not a link) of exactly its text (another tool's cache
+    directory tag is not aotpack's)."""
+    try:
+        if not stat.S_ISREG(os.lstat(root / MARKER).st_mode):
+            return False
+        with open(root / MARKER, "rb") as f:
+            return f.read(len(MARKER_TEXT) + 1) == MARKER_TEXT.encode()
+    except OSError:
+        return False
+
+
+def foreign(root: Path) -> str | None:
+    """None where ``root`` is aotpack's cache, else what in it aotpack did not write (the first found). Its cache
+    is a folder holding the marker, a missing or empty folder (made now), or a cache an aotpack before the marker
+    made, adopted only where every entry has that cache's own layout and nothing else is there: a variant's
+    ``variants/<2 hex>/<key>.pickle``, a wheel's ``wheels/<key>/`` holding only build.json and wheels, a backend's
+    finished entries (a Triton toolchain with its stamp), the size count and temporary files of its writes. A link
+    anywhere, or any other name, is foreign: nothing the user put there is ever removed."""
+    if _marked(root) or not os.path.lexists(root):
+        return None
+    kept = list(filter(None, (b.kept(root) for b in backends.BACKENDS.values())))
+    whole = {path for k in kept for path, _ in k.entries}  # a backend's finished entry: what it holds is its own
+    layout = re.compile("|".join((*_LAYOUT, *(re.escape(k.folder) + "/" for k in kept))))
+    for folder, dirs, files in os.walk(root):  # links are not followed: each is in dirs or files, and refused
+        for name in (*dirs, *files):
+            path = Path(folder) / name
+            shown = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                return f"a link ({shown})"
+            if path in whole:
+                dirs.remove(name)
+            elif not layout.fullmatch(shown + "/" * path.is_dir()):
+                return shown
+    return None
 
 
 def _listing(folder: str | Path | None) -> list[os.DirEntry[str]]:

@@ -9,13 +9,18 @@ by the caller: ``backends/recipes.py`` holds every backend's) reads an entry it 
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.metadata
 import keyword
 import re
+import site
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import packaging.licenses
+import packaging.utils
 import packaging.version
 
 from .. import facts, limits
@@ -34,8 +39,8 @@ _PACKAGE = re.compile(r"^[a-z]([a-z0-9_]*[a-z0-9])?$")
 def _top_keys(readers: Readers) -> tuple[str, ...]:
     """The recipe's own keys, each backend's among them (Triton's release)."""
     own = (key for r in readers.values() for key in r.RECIPE_KEYS)
-    return ("package", "version", "summary", "license", "cuda", *own, "widen", "targets", "kernels", "tables",
-            "triton_cache")  # fmt: skip
+    return ("package", "replaces", "version", "summary", "license", "cuda", *own, "widen", "targets", "kernels",
+            "tables", "triton_cache")  # fmt: skip
 
 
 def load(path: str | Path, readers: Readers) -> Recipe:
@@ -90,7 +95,7 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
 def _about(top: dict[str, Node]) -> tuple[str, str, str]:
     """The package's name, version and summary."""
     package = top["package"].string()
-    problem = package_problem(package)
+    problem = package_problem(package, top["replaces"].string() if "replaces" in top else None)
     if problem is not None:
         raise top["package"].fail(problem)
     version = _version(top["version"])
@@ -196,8 +201,13 @@ def _check_widen(node: Node, widen: Widen, kernels: list[Kernel]) -> None:
                               f"constexpr {name!r}{have}; widen one of theirs, or remove {name!r}", where)  # fmt: skip
 
 
-def package_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a kernel package (its module and its distribution), or None."""
+# distributions a kernel package must never replace, installed here or not (compared as PEP 503 normalizes names)
+WELL_KNOWN = ("pip", "setuptools", "wheel", "triton", "torch", "aotpack")
+
+
+def package_problem(name: str, replaces: str | None = None) -> str | None:
+    """Why ``name`` cannot name a kernel package (its module and its distribution), or None. ``replaces``: the
+    distribution a deliberate fork says it replaces (the recipe's ``replaces:``, ``aotpack new --replaces``)."""
     if len(name) > limits.MAX_NAME:
         return f"the package name has {len(name)} characters; at most {limits.MAX_NAME} (aotpack's limits.MAX_NAME)"
     if not _PACKAGE.fullmatch(name):  # not match: its $ would take a name ending in a newline
@@ -207,7 +217,39 @@ def package_problem(name: str) -> str | None:
         return f"{name!r} is a Python keyword"
     if name in sys.stdlib_module_names:
         return f"{name!r} is a module of Python's standard library; choose another name"
-    return None
+    owner = _owner(name)
+    if owner is None or _canonical(owner[0]) == _canonical(replaces or ""):
+        return None
+    return (
+        f"{name!r} is {owner[1]}: installing the wheel would replace it; choose another name, or, for a "
+        f"deliberate fork, say so with 'replaces: {owner[0]}' in the recipe (aotpack new --replaces {owner[0]})"
+    )
+
+
+def _canonical(name: str) -> str:
+    return packaging.utils.canonicalize_name(name)
+
+
+def _owner(name: str) -> tuple[str, str] | None:
+    """The distribution whose name or module ``name`` would take, with how (None: none). An installed kernel
+    package aotpack built (its folder holds ``manifest.json``) is an earlier build of this one, not another's.
+    Cheap where nothing is taken (a name's metadata, a module's spec in the install folders): it runs at every
+    recipe load."""
+    key = _canonical(name)
+    for known in WELL_KNOWN:
+        if _canonical(known) == key:
+            return known, f"the name of the distribution {known!r}"
+    here = f"installed in this environment ({sys.prefix})"
+    for dist in importlib.metadata.distributions():
+        found = str(dist.metadata["Name"] or "")
+        if _canonical(found) == key and not any(str(f) == f"{name}/manifest.json" for f in dist.files or ()):
+            return found, f"the name of the distribution {found!r}, {here}"
+    folders = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], site.getusersitepackages()})
+    spec = importlib.machinery.PathFinder.find_spec(name, folders)
+    if spec is None or (spec.origin and (Path(spec.origin).parent / "manifest.json").is_file()):
+        return None
+    found = (importlib.metadata.packages_distributions().get(name) or [name])[0]
+    return found, f"a module of the distribution {found!r}, {here}"
 
 
 def _version(node: Node) -> str:

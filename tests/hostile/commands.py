@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 import zipfile
 from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .generator import BASES, Case, Expect, Special, _json_set, _json_walk, base_files, recipe_surface
+from aotpack.pipeline.cache import MARKER, MARKER_TEXT
+
+from .generator import BASES, SHADOWED, Case, Expect, Special, _json_set, _json_walk, base_files, recipe_surface
 
 # ---------------------------------------------------------------- values of each kind
 
@@ -71,7 +74,24 @@ CACHE_FILES: dict[str, bytes | Special] = {
     f"{CACHE}/toolchains/triton-3.6.0/.aotpack-toolchain.json": b'{"version": "3.6.0", "bytes": 2048}',
     f"{CACHE}/toolchains/triton-3.6.0/triton/__init__.py": b"x" * 2048,
     f"{CACHE}/size.json": b'{"bytes": 9000, "counted": 0}',
+    f"{CACHE}/{MARKER}": MARKER_TEXT.encode(),
 }
+KEY = "ab" * 32  # a sha256, as the cache names entries
+# folders aotpack did not make, given as the cache: trimming or clearing one must change nothing in it
+FOREIGN: dict[str, dict[str, bytes | Special]] = {
+    "wheelhouse": {f"{CACHE}/torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl": b"PK keep me",
+                   f"{CACHE}/wheels/mine-1.0-py3-none-any.whl": b"PK keep me",
+                   f"{CACHE}/variants/ab/{KEY}.pickle": b"keep me", f"{CACHE}/link": Special("symlink", "wheels")},
+    "another-tool-s-tag": {f"{CACHE}/{MARKER}": b"Signature: 8a477f597d28d172789f06886806bc55\n# cargo\n",
+                           f"{CACHE}/variants/ab/{KEY}.pickle": b"keep me"},
+    "old-layout-and-a-stranger": {f"{CACHE}/variants/ab/{KEY}.pickle": b"old", f"{CACHE}/notes.txt": b"keep me"},
+    "old-layout-bad-key": {f"{CACHE}/variants/ab/ab12.pickle": b"keep me"},
+    "old-layout-link": {f"{CACHE}/variants/ab/{KEY}.pickle": b"old", f"{CACHE}/wheels": Special("symlink", "@outside/victim")},
+    "home-like": {f"{CACHE}/.bashrc": b"keep me", f"{CACHE}/Documents/thesis.tex": b"keep me"},
+}  # fmt: skip
+# a cache an aotpack before the marker made: its own layout only, adopted (marked, then trimmed)
+OLD_CACHE = {f"{CACHE}/variants/ab/{KEY}.pickle": b"old", f"{CACHE}/wheels/{KEY}/build.json": b'{"wheel": "w.whl"}',
+             f"{CACHE}/wheels/{KEY}/w.whl": b"PK", f"{CACHE}/size.json": b"{}"}  # fmt: skip
 # every place inside the cache a link can sit, and where it points (outside, so a deletion there is seen)
 CACHE_LINKS = {
     "variants": "@outside/victim", "variants/ab": "@outside/victim/ab", "variants/ab/ab12.pickle":
@@ -111,6 +131,12 @@ def cache_surface() -> Iterator[Case]:
         ):  # fmt: skip
             yield _case("cache", "cache-dir", f"{name}:{mutation}", ("cache", "--cache-dir", where, *extra), files,
                         names=("--cache-dir",))  # fmt: skip
+        for mutation, foreign in FOREIGN.items():
+            yield _case("cache", "foreign", f"{name}:{mutation}", argv, foreign, "valid" if name == "list" else "invalid",
+                        reason="a folder aotpack did not make: listed, never trimmed or cleared",
+                        names=("--cache-dir",))  # fmt: skip
+        yield _case("cache", "foreign", f"{name}:old-layout", argv, OLD_CACHE, "valid", may_write=(CACHE,),
+                    reason="a cache an older aotpack made, of its layout only: adopted")  # fmt: skip
         yield _case("cache", "cache-dir", f"{name}:missing", ("cache", "--cache-dir", "nothing-here", *extra), {},
                     "valid", reason="no cache yet: an empty one", may_write=("nothing-here",))  # fmt: skip
         yield _case("cache", "cache-dir", f"{name}:unwritable", argv, {**CACHE_FILES, CACHE: Special("readonly")},
@@ -218,8 +244,19 @@ def inspect_surface() -> Iterator[Case]:
             for tag, new in (("type:int", 7), ("type:str", "zz"), ("type:list", ["zz"]), ("type:null", None),
                              ("type:map", {"zz": 1}), ("huge:string", "z" * 100_000)):  # fmt: skip
                 if json.dumps(new) != json.dumps(value):
-                    yield case(f"manifest.{dotted}", tag, {WHEEL: _manifest(_json_set(MANIFEST, path, new))}, "either",
-                               reason="a manifest of another shape: rendered, or refused as not aotpack's")  # fmt: skip
+                    retyped = not flag and new is not None and type(new) is not type(value)
+                    yield case(f"manifest.{dotted}", tag, {WHEEL: _manifest(_json_set(MANIFEST, path, new))},
+                               "invalid" if retyped else "either", names=(dotted.split(".")[-1],),
+                               reason="a field of another type is refused naming it (--json shows what is there)")  # fmt: skip
+        for field in ("package", "version", "aotpack"):  # controls and escape sequences: shown escaped, never run
+            yield case(f"manifest.{field}", "escapes", {WHEEL: _manifest({**MANIFEST, field: "x\x1b[2J\x1b]0;t\x07\u202e"})},
+                       "valid", reason="terminal controls in a manifest are printed escaped")  # fmt: skip
+        twice = io.BytesIO()
+        with warnings.catch_warnings(), zipfile.ZipFile(twice, "w") as zf:  # pip and zipfile take the last of two
+            warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
+            zf.writestr("small_kernels/manifest.json", json.dumps(MANIFEST))
+            zf.writestr("small_kernels/manifest.json", json.dumps({**MANIFEST, "package": "other"}))
+        yield case("member", "duplicate-manifest", {WHEEL: twice.getvalue()})
 
 
 # ---------------------------------------------------------------- aotpack new
@@ -236,6 +273,11 @@ def new_surface() -> Iterator[Case]:
                 may_write=("my_kernels",))  # fmt: skip
     for mutation, name in NAMES_BAD.items():
         yield _case("new", "name", mutation, ("new", name), {}, locate="any")
+    for name in SHADOWED:
+        yield _case("new", "name", f"shadows-{name}", ("new", name), {}, locate="any")
+    yield _case("new", "name", "fork-replaces", ("new", "triton", "--replaces", "triton"), {}, "valid",
+                reason="a deliberate fork says what it replaces", may_write=("triton",))  # fmt: skip
+    yield _case("new", "name", "fork-replaces-other", ("new", "triton", "--replaces", "torch"), {}, locate="any")
     for mutation, files, dest in (
         ("existing-file", {"d": b"mine\n"}, "d"), ("non-empty", {"d/mine.txt": b"mine\n"}, "d"),
         ("dangling", {"d": Special("symlink", "@outside/nope")}, "d"),

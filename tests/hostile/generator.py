@@ -631,6 +631,12 @@ def _optional(base: str, key: str) -> bool:
     return any(fnmatch.fnmatchcase(key, g) for g in OPTIONAL_KEYS)
 
 
+# names whose wheel would replace a distribution: well-known ones, installed ones (by name, by a module they
+# install: PyYAML's yaml), the standard library's
+SHADOWED = ("triton", "torch", "aotpack", "pip", "setuptools", "wheel", "pytest", "numpy", "yaml", "ruamel_yaml",
+            "charset_normalizer", "json")  # fmt: skip
+
+
 def recipe_surface() -> Iterator[Case]:
     for base in BASES.values():
         tree = M.of(base.tree)
@@ -744,6 +750,12 @@ def document_surface() -> Iterator[Case]:
          "invalid", ""),
         ("quoted-keys", encode(text.replace("package:", '"package":', 1)), "valid", "a quoted key"),
         ("complex-key", encode(text + "? [a]\n: 1\n"), "invalid", ""),
+        *((f"package-shadows-{name}", encode(text.replace('"small_kernels"', f'"{name}"', 1)), "invalid",
+           "the wheel would replace a distribution") for name in SHADOWED),
+        ("package-fork-replaces", encode(text.replace('"small_kernels"', '"triton"\nreplaces: Triton', 1)), "valid",
+         "a deliberate fork says what it replaces"),
+        ("package-fork-replaces-other", encode(text.replace('"small_kernels"', '"triton"\nreplaces: torch', 1)),
+         "invalid", "the fork names another distribution than the one its name takes"),
     ]  # fmt: skip
     for mutation, data, expect, reason in changes:
         files, _ = base_files(base, text=data)

@@ -96,7 +96,7 @@ def test_a_killed_writer_leaves_nothing_the_next_write_keeps(tmp_path):
     """Entries are written under a temporary name that carries the writer's PID; a write into the
     same folder removes those of writers that are gone, never a live one's."""
     store = cache.Cache(tmp_path / "c")
-    folder = tmp_path / "c" / "wheels" / "k"
+    folder = tmp_path / "c" / "wheels" / ("ab" * 32)
     folder.mkdir(parents=True)
     dead = 2**22 + 12345  # above Linux's default pid_max: no such process
     (folder / f".tmp-{dead}-abc").write_bytes(b"half")
@@ -104,7 +104,7 @@ def test_a_killed_writer_leaves_nothing_the_next_write_keeps(tmp_path):
     live.write_bytes(b"being written")
     wheel = tmp_path / "w.whl"
     wheel.write_bytes(b"wheel")
-    store.store_wheel("k", wheel, {"variants": 1, "pruned": []})
+    store.store_wheel("ab" * 32, wheel, {"variants": 1, "pruned": []})
     assert sorted(p.name for p in folder.iterdir()) == sorted([live.name, "w.whl", "build.json"])
 
 
@@ -391,6 +391,7 @@ def test_the_cache_s_own_folders_as_links_are_removed_as_links(tmp_path, command
     before = _snapshot(outside)
     root = tmp_path / "cache"
     root.mkdir()
+    (root / cache.MARKER).write_text(cache.MARKER_TEXT)  # a cache aotpack made, whose folders were made links since
     for name in ("variants", "wheels", "toolchains"):
         (root / name).symlink_to(outside / name)
     assert [(e.path.name, e.bytes, e.link) for e in sorted(cache.Cache(root).entries(), key=lambda e: e.path)] == [
@@ -402,7 +403,7 @@ def test_the_cache_s_own_folders_as_links_are_removed_as_links(tmp_path, command
     assert out.startswith("dropped 3 entries (0.0 MB); " if command else f"{root}: 0 compiled variants, 0 wheels and 0 "
                           "Triton toolchains, 3 links (not followed; --clear removes the links), 0.0 MB")  # fmt: skip
     assert sorted(p.name for p in root.iterdir()) == (
-        ["size.json"] if command else ["toolchains", "variants", "wheels"]
+        [cache.MARKER, "size.json"] if command else [cache.MARKER, "toolchains", "variants", "wheels"]
     )
     assert _snapshot(outside) == before
 
@@ -521,3 +522,79 @@ def test_a_toolchain_stamp_is_written_whole(tmp_path, monkeypatch):
     got = toolchain.ensure(toolchain.Request.parse("3.8"), tmp_path / "cache", house)
     assert [p.name for p in written] == [toolchain.STAMP] and (got.path / toolchain.STAMP).is_file()
     assert not list(got.path.glob(".aotpack-tmp-*"))
+
+
+def _wheelhouse(root: Path) -> None:
+    """A folder of the user's that is not aotpack's cache, holding what a clear would have removed."""
+    for rel in ("torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl", "wheels/mine-1.0-py3-none-any.whl",
+                f"variants/ab/{'ab' * 32}.pickle", f"wheels/{'cd' * 32}/build.json", "notes.txt"):  # fmt: skip
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"sentinel {rel}\n")
+    (root / "link").symlink_to("wheels")
+
+
+@pytest.mark.parametrize("command", [["--clear"], ["--trim", "0"], ["--trim", "1K"]])
+def test_a_folder_aotpack_did_not_make_is_never_trimmed_or_cleared(tmp_path, command, capsys):
+    """A wheelhouse given as --cache-dir keeps every file: refused, naming the folder and what to do."""
+    root = tmp_path / "wheelhouse"
+    _wheelhouse(root)
+    before = _snapshot(root)
+    assert cli.main(["cache", "--cache-dir", str(root), *command]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"aotpack: error: the cache folder {root} is not one aotpack made: it has no CACHEDIR.TAG")
+    assert "nothing in it was changed" in err and "--cache-dir" in err
+    assert _snapshot(root) == before
+    assert cli.main(["cache", "--cache-dir", str(root)]) == 0, "listing changes nothing and may show it"
+    assert _snapshot(root) == before
+
+
+def test_a_build_given_a_foreign_cache_is_refused_before_it_reads_writes_or_trims(tmp_path):
+    root = tmp_path / "wheelhouse"
+    _wheelhouse(root)
+    before = _snapshot(root)
+    store = cache.Cache(root)
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(b"PK")
+    for act in (lambda: store.load("ab" * 32), lambda: store.wheel("cd" * 32), lambda: store.keep_within(0),
+                lambda: store.store("ef" * 32, Pruned(variant_id="k/0/sm_80", reason="x")),
+                lambda: store.store_wheel("ef" * 32, wheel, {})):  # fmt: skip
+        with pytest.raises(UsageError, match="is not one aotpack made"):
+            act()
+    assert _snapshot(root) == before
+
+
+@pytest.mark.parametrize("stranger", ["notes.txt", "wheels/mine.whl", "variants/ab/ab12.pickle", "variants/xyz",
+                                      f"wheels/{'ab' * 32}/readme.md", "toolchains/triton-3.6.0/x.py", "link",
+                                      "another-tool-tag"])  # fmt: skip
+def test_an_old_cache_is_adopted_only_when_it_holds_nothing_else(tmp_path, stranger, capsys):
+    """A cache made before the marker (aotpack's layout, no marker): adopted, marked and cleared; one thing it
+    did not write in it (any place, a link, another tool's tag) and nothing is removed."""
+    old = filled(tmp_path / "old", 3)
+    (old.root / cache.MARKER).unlink()
+    assert cache.foreign(old.root) is None
+    assert cli.main(["cache", "--cache-dir", str(old.root), "--clear"]) == 0
+    assert (old.root / cache.MARKER).read_text() == cache.MARKER_TEXT
+    assert not list((old.root / "variants").rglob("*.pickle"))
+    capsys.readouterr()
+
+    other = filled(tmp_path / "other", 3)
+    (other.root / cache.MARKER).unlink()
+    path = other.root / stranger
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if stranger == "link":
+        path.symlink_to(other.root / "variants")
+    elif stranger == "another-tool-tag":
+        (other.root / cache.MARKER).write_text("Signature: 8a477f597d28d172789f06886806bc55\n# made by cargo\n")
+    else:
+        path.write_text("keep me")
+    before = _snapshot(other.root)
+    assert cli.main(["cache", "--cache-dir", str(other.root), "--clear"]) == 2
+    assert "is not one aotpack made" in capsys.readouterr().err
+    assert _snapshot(other.root) == before
+
+
+def test_a_cache_aotpack_makes_is_marked(tmp_path):
+    store = filled(tmp_path / "new", 1)
+    assert (store.root / cache.MARKER).read_text() == cache.MARKER_TEXT
+    (tmp_path / "empty").mkdir()
+    assert cache.foreign(tmp_path / "empty") is None and cache.foreign(tmp_path / "none") is None

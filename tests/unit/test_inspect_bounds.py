@@ -8,6 +8,7 @@ import os
 import random
 import signal
 import struct
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -189,3 +190,77 @@ def test_describe_says_one_line_for_any_shape(written_manifest):
             inspect.describe(_reshaped(written_manifest, rng), WHEEL)  # type: ignore[arg-type]
         except WheelError as exc:
             assert "\n" not in str(exc).split(" (", 1)[0]
+
+
+def test_a_manifest_aotpack_writes_has_the_types_it_says(written_manifest):
+    assert manifest.type_problem(written_manifest) is None
+    assert "specializations" in written_manifest["kernels"]["add"] and inspect.describe(written_manifest, WHEEL)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "why"),
+    [
+        (("package",), None, "package: null, not text"),
+        (("version",), {"a": 1}, "version: an object, not text"),
+        (("aotpack",), 3, "aotpack: a whole number, not text"),
+        (("toolchain", "triton"), ["3.6.0"], "toolchain.triton: a list, not text"),
+        (("kernels", "add", "variants"), {}, "kernels.add.variants: an object, not a list"),
+        (("kernels", "add", "variants", 0, "target"), True, "kernels.add.variants[0].target: true or false, not text"),
+        (("kernels", "add", "bucket"), "linear", "kernels.add.bucket: text, not 'exact' or 'pow2'"),
+        (("kernels", "add", "mutates"), "x", "kernels.add.mutates: text, not a list or null"),
+        (("kernels",), [], "kernels: a list, not an object"),
+    ],
+)
+def test_a_field_of_another_type_is_a_wheel_error_naming_it(written_manifest, path, value, why):
+    """Not ``None`` or ``{'a': 1}`` printed as a version: the field and what it holds, once, at every depth."""
+    changed = json.loads(json.dumps(written_manifest))
+    holder = changed
+    for part in path[:-1]:
+        holder = holder[part]
+    holder[path[-1]] = value
+    with pytest.raises(WheelError) as info:
+        inspect.describe(changed, WHEEL)
+    assert str(info.value) == f"{WHEEL}: its manifest's {why}: aotpack did not write it; rebuild the wheel"
+
+
+EVIL = ["\x1b[2J\x1b[31m", "\x1b]0;title\x07", "\u202eevil", "a\nb\rc", "\x9b31m", "\u2028", "\x00"]
+
+
+def test_inspect_escapes_every_text_it_prints_from_the_wheel(written_manifest, tmp_path, capsys):
+    """A manifest's terminal controls, escape sequences, bidirectional overrides and line breaks are shown
+    escaped, in every field and key the human output prints (--json escapes them itself)."""
+    changed = json.loads(json.dumps(written_manifest))
+    kernel = changed["kernels"].pop("add")
+    evil = "".join(EVIL)
+    kernel["source"] += evil
+    kernel["variants"][0]["target"] += evil
+    kernel["pruned"] = [{"id": "p" + evil, "reason": "r" + evil}]
+    changed["kernels"]["add" + evil] = kernel
+    changed.update(package="pkg" + evil, version="1" + evil, aotpack="0" + evil)
+    changed["toolchain"]["triton" + evil] = "3.6" + evil
+    changed["sources"]["add.py" + evil] = "f" * 64
+    wheel = tmp_path / WHEEL
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("x/manifest.json", json.dumps(changed))
+    assert cli.main(["inspect", str(wheel)]) == 0
+    out = capsys.readouterr().out
+    assert all(c.isprintable() for line in out.splitlines() for c in line), repr(out)
+    assert out.count("\\x1b[2J\\x1b[31m") >= 10 and "\\u202eevil" in out and "a\\nb\\rc" in out
+
+
+def test_a_wheel_holding_a_name_twice_is_refused(tmp_path, written_manifest, capsys):
+    """pip and zipfile use the last of two members of one name: inspect, reading the first, would lie."""
+    wheel = tmp_path / WHEEL
+    with warnings.catch_warnings(), zipfile.ZipFile(wheel, "w") as zf:
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
+        zf.writestr("x/manifest.json", json.dumps(written_manifest))
+        zf.writestr("x/manifest.json", json.dumps({**written_manifest, "package": "other"}))
+    assert _inspect(wheel, capsys) == (
+        f"{wheel} holds 'x/manifest.json' more than once: a wheel holds each name once; rebuild it"
+    )
+    with warnings.catch_warnings(), zipfile.ZipFile(wheel, "w") as zf:
+        warnings.simplefilter("ignore")
+        zf.writestr("x/manifest.json", json.dumps(written_manifest))
+        zf.writestr("x/_k.so", b"1")
+        zf.writestr("x/_k.so", b"2")
+    assert "holds 'x/_k.so' more than once" in _inspect(wheel, capsys)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from aotpack import _temp
+from aotpack.backends import recipes
 from aotpack.commands import cli, new
 
 from ..shared import put_in_the_way
@@ -138,3 +139,16 @@ def test_the_scaffold_s_build_requires_name_what_its_kernels_need(tmp_path):
     found = recipes.sources(tmp_path / "p" / "recipe.yaml")
     assert {k.backend for k in found.kernels} == {"triton", "cuda"}
     assert requires == ["aotpack[cuda]"] and "cuda" in extras
+
+
+@pytest.mark.parametrize("name", ["triton", "torch", "aotpack", "pip", "setuptools", "wheel", "pytest", "yaml"])
+def test_a_name_that_would_replace_a_distribution_is_refused_unless_a_fork_says_so(tmp_path, name, capsys):
+    code, err = _scaffold([name, "--dir", str(tmp_path / "d")], capsys)
+    assert (
+        code == 11 and err.startswith(f"aotpack: error: {name!r} is ") and "installing the wheel would replace" in err
+    )
+    assert not (tmp_path / "d").exists()
+    owner = err.split("'replaces: ", 1)[1].split("'", 1)[0]
+    assert _scaffold([name, "--dir", str(tmp_path / "d"), "--replaces", owner], capsys)[0] == 0
+    assert recipes.load(tmp_path / "d" / "recipe.yaml").package == name, "its recipe says so"
+    assert f'replaces: "{owner}"' in (tmp_path / "d" / "recipe.yaml").read_text()

@@ -1,7 +1,9 @@
 """Recipe validation: every error message, exactly, with its file:line:col."""
 
+import importlib.metadata
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -417,3 +419,50 @@ def test_a_cuda_entry_given_another_number_of_arguments_is_refused_at_plan(tmp_p
     with pytest.raises(RecipeError, match=r"r.yaml:\d+:\d+: kernels.rmsnorm.args: the recipe gives \d+ arguments \(those not launch_only\), "
                                           r"and rmsnorm in rmsnorm.cu takes 5"):  # fmt: skip
         parse(yaml.safe_dump(demo, sort_keys=False), tmp_path)
+
+
+@pytest.mark.parametrize("name", ["pip", "setuptools", "wheel", "triton", "torch", "aotpack"])
+def test_a_package_named_as_a_well_known_distribution_is_refused_unless_it_says_it_replaces_it(
+    kernel_dir: Path, name: str
+) -> None:
+    """Installing the wheel would replace that distribution in the user's environment: refused, located, with
+    the way out; ``replaces:`` naming it (spelt any way PEP 503 takes as the same) is a deliberate fork."""
+    with pytest.raises(RecipeError) as info:
+        parse(edit("package: kit", f"package: {name}"), kernel_dir)
+    assert str(info.value) == (
+        f"{kernel_dir}/r.yaml:1:10: package: {name!r} is the name of the distribution {name!r}: installing the "
+        f"wheel would replace it; choose another name, or, for a deliberate fork, say so with 'replaces: {name}' "
+        f"in the recipe (aotpack new --replaces {name})"
+    )
+    spelt = name.upper() if name != "setuptools" else "SetupTools"
+    assert parse(edit("package: kit", f"package: {name}\nreplaces: {spelt}"), kernel_dir).package == name
+    with pytest.raises(RecipeError, match="is the name of the distribution"):
+        parse(edit("package: kit", f"package: {name}\nreplaces: numpy"), kernel_dir)
+
+
+def test_a_package_named_as_an_installed_distribution_or_its_module_is_refused(
+    kernel_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever this environment has installed, by its normalized name or by a module it installs; an installed
+    kernel package aotpack built (an earlier build of this one) is not another's."""
+    installed = sorted({str(d.metadata["Name"]) for d in importlib.metadata.distributions()})
+    assert "PyYAML" in installed and "ruamel.yaml" in installed
+    for package, owner, how in (("pyyaml", "PyYAML", "the name"), ("yaml", "PyYAML", "a module"),
+                                ("ruamel_yaml", "ruamel.yaml", "the name"), ("pytest", "pytest", "the name"),
+                                ("charset_normalizer", "charset-normalizer", "the name")):  # fmt: skip
+        with pytest.raises(RecipeError) as info:
+            parse(edit("package: kit", f"package: {package}"), kernel_dir)
+        assert f"package: {package!r} is {how} of the distribution {owner!r}, installed in this environment" in str(
+            info.value
+        ), info.value
+        assert parse(edit("package: kit", f"package: {package}\nreplaces: {owner}"), kernel_dir).package == package
+
+    class Built:
+        metadata: ClassVar = {"Name": "kit"}
+        files: ClassVar = ["kit/__init__.py", "kit/manifest.json"]
+
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda: [Built()])
+    assert parse(GOOD, kernel_dir).package == "kit", "an earlier build of the package, installed"
+    Built.files = ["kit/__init__.py"]
+    with pytest.raises(RecipeError, match="'kit' is the name of the distribution 'kit', installed"):
+        parse(GOOD, kernel_dir)
