@@ -122,8 +122,8 @@ def _typed(key: str, value: Any, kind: type, source: str) -> Any:
         raise UsageError(f"pyproject.toml: {source} {key}: {exc}") from None
     if isinstance(value, str):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)  # cuda = 12.2 in TOML is a number
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key in ("cuda", "triton"):
+        return str(value)  # a release: cuda = 12.2 in TOML is a number
     raise UsageError(f"pyproject.toml: {source} {key} = {value!r}: expected a string")
 
 

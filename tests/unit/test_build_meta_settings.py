@@ -118,3 +118,11 @@ def test_cuda_from_12_is_kept(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert build_meta._settings({})["cuda"] == "12.0"
     assert build_meta._settings({"cuda": "12.8"})["cuda"] == "12.8"
+
+
+@pytest.mark.parametrize("given", ["4", "4.5", "true", "[1]"])
+def test_a_recipe_that_is_not_text_is_refused_not_taken_as_a_path(tmp_path, monkeypatch, given):
+    """Only a release (cuda, triton) may be written as a TOML number; the recipe is a file's name."""
+    shown = repr(tomllib.loads(f"x = {given}")["x"])
+    message = f"pyproject.toml: [tool.aotpack] recipe = {shown}: expected a string"
+    _refused(tmp_path, monkeypatch, f"[tool.aotpack]\nrecipe = {given}\n".encode(), message)
