@@ -19,7 +19,7 @@ from .. import facts, values
 from .._version import __version__
 from ..backends import Outcome, Pruned
 from ..backends.recipes import load
-from ..backends.triton import toolchain
+from ..backends.triton import releases, toolchain
 from ..backends.triton.recipe import wanted_triton
 from ..backends.triton.record import parse_widen
 from ..errors import AotpackError, OutputError, UsageError, shown
@@ -247,7 +247,7 @@ def _cache_command(folder: Path | None, trim: int | None) -> str:
 
 
 def _plan(args: argparse.Namespace) -> int | None:
-    release = _release(args)
+    release = _release(args, fetch=bool(args.triton))  # (a listing fetches no Triton the recipe alone names)
     if release is not None:  # the kernels are read as that release reads them, in a child
         print(f"planning with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
         return toolchain.run_build(release, args.argv)
@@ -310,9 +310,9 @@ def _build(args: argparse.Namespace) -> int | None:
     return None
 
 
-def _release(args: argparse.Namespace) -> toolchain.Toolchain | None:
+def _release(args: argparse.Namespace, fetch: bool = True) -> toolchain.Toolchain | None:
     """The toolchain a build runs with, where --triton (or the recipe's triton:) names another release than the
-    one installed; None to build here."""
+    one installed; None to build here (``fetch`` False: also where none is kept, said)."""
     if toolchain.check_active() is not None:
         return None  # the build's child: its release is first on the path
     wanted, where = (args.triton, "--triton") if args.triton else (wanted_triton(args.recipe), "")
@@ -322,7 +322,18 @@ def _release(args: argparse.Namespace) -> toolchain.Toolchain | None:
         request = toolchain.Request.parse(wanted)
     except ValueError as exc:
         raise UsageError(f"{where} {wanted}: {exc}") from None  # the recipe's own value was checked with its line
-    return toolchain.needed(request, args.cache_dir or cache.default_dir(), args.wheelhouse)
+    found = toolchain.needed(request, args.cache_dir or cache.default_dir(), args.wheelhouse, fetch)
+    if found is None and not fetch and not _installed_is(request):
+        print(f"the recipe names Triton {wanted}, which is neither installed nor kept in aotpack's cache: planning "
+              f"with the installed one (--triton {wanted} fetches it)", file=sys.stderr)  # fmt: skip
+    return found
+
+
+def _installed_is(request: toolchain.Request) -> bool:
+    try:
+        return request.matches(releases.installed_version())
+    except AotpackError:  # (none installed, or one aotpack is not tested with: the plan says so itself)
+        return False
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {

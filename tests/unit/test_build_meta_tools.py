@@ -98,7 +98,8 @@ def test_plan_takes_triton_and_the_recipe_s_as_build_does(tmp_path, monkeypatch,
     monkeypatch.delenv(toolchain.ACTIVE, raising=False)
     seen: list[object] = []
 
-    def needed(request, cache_dir, wheelhouse):
+    def needed(request, cache_dir, wheelhouse, fetch):
+        assert fetch == ("--triton" in argv)  # the recipe's triton: alone fetches nothing: a kept one is used
         seen.append((request.requirement, cache_dir, wheelhouse))
         return toolchain.Toolchain("3.8.0", tmp_path / "triton-3.8.0")
 
@@ -112,6 +113,25 @@ def test_plan_takes_triton_and_the_recipe_s_as_build_does(tmp_path, monkeypatch,
     assert cli.main(["plan", str(recipe), *argv, *house]) == 6  # the child's status
     assert seen == [(asked, tmp_path / "c", tmp_path), ("3.8.0", ["plan", str(recipe), *argv, *house])]
     assert "planning with Triton 3.8.0 kept in aotpack's cache" in capsys.readouterr().err
+
+
+def test_plan_fetches_no_triton_the_recipe_alone_names(tmp_path, capsys):
+    """A listing does not install 640 MB: a release the recipe names that is neither installed nor kept is said, and
+    the plan is made with the installed one; nothing is written into the cache."""
+    from aotpack.backends.triton import releases
+
+    installed = releases.minor(releases.installed_version())
+    other = next(".".join(map(str, r)) for r in sorted(releases.SUPPORTED) if r != installed)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f'package: p\nversion: 0.1.0\ntriton: "{other}"\ntargets: [sm_90a]\nkernels: {{}}\n')
+    code = cli.main(["plan", str(recipe), "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert (
+        f"the recipe names Triton {other}, which is neither installed nor kept in aotpack's cache: planning "
+        f"with the installed one (--triton {other} fetches it)" in err
+    ), err
+    assert not (tmp_path / "c").exists()
+    assert code in (0, 8), err  # (a recipe of no kernels: planned, or refused as having none; never fetched)
 
 
 def test_plan_refuses_a_triton_it_is_not_tested_with(tmp_path, capsys):

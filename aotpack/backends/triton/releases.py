@@ -86,6 +86,9 @@ def installed_version() -> str:
         version = importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:
         raise ToolNotFound(not_installed(), extra="triton") from None
+    if not isinstance(version, str):  # a dist-info without its version: an install cut short, or one under way
+        raise ToolNotFound("Triton's installed metadata names no version (an install cut short?): reinstall it, "
+                           "or build with a release kept in aotpack's cache (aotpack build --triton X.Y)")  # fmt: skip
     try:
         known = minor(version) in SUPPORTED
     except ValueError:

@@ -141,15 +141,19 @@ def _install(request: Request, cache_dir: Path, wheelhouse: Path | None) -> Tool
         shutil.rmtree(work, ignore_errors=True)
 
 
-def needed(request: Request, cache_dir: Path, wheelhouse: Path | None) -> Toolchain | None:
+def needed(request: Request, cache_dir: Path, wheelhouse: Path | None, fetch: bool = True) -> Toolchain | None:
     """The toolchain a build asking for ``request`` runs with: None where the installed Triton is that release
-    (the build runs here), else the one kept in the cache (installed now if need be)."""
+    (the build runs here), else the one kept in the cache (installed now if need be; with ``fetch`` False, None
+    where none is kept)."""
     try:
         installed: str | None = releases.installed_version()
     except ToolNotFound:
         installed = None
     if installed is not None and request.matches(installed):
         return None
+    if not fetch:
+        matching = [t for t, _ in kept(cache_dir) if request.matches(t.version)]
+        return max(matching, key=lambda t: Version(t.version)) if matching else None
     house = wheelhouse or (Path(os.environ[WHEELHOUSE]) if os.environ.get(WHEELHOUSE) else None)
     if house is not None and not house.is_dir():
         raise UsageError(f"the wheelhouse {house} is not a folder")
