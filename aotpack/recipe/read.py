@@ -239,6 +239,13 @@ def _owner(name: str) -> tuple[str, str] | None:
     for known in WELL_KNOWN:
         if _canonical(known) == key:
             return known, f"the name of the distribution {known!r}"
+    try:
+        return _installed_owner(name, key)
+    except (OSError, ImportError):  # an environment this user cannot read (the metadata's parser, a folder): the
+        return None  # well-known names were checked; what cannot be read is no owner anyone can name
+
+
+def _installed_owner(name: str, key: str) -> tuple[str, str] | None:
     here = f"installed in this environment ({sys.prefix})"
     for dist in importlib.metadata.distributions():
         found = str(dist.metadata["Name"] or "")
