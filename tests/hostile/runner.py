@@ -369,6 +369,10 @@ def _preload() -> None:
         import triton.language  # noqa: F401
     except ImportError:
         pass
+    try:  # Triton 3.6's specialization imports torch on its first call: every child planning a kernel would
+        import torch  # noqa: F401
+    except ImportError:
+        pass
 
 
 @dataclass
