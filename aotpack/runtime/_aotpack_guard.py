@@ -160,23 +160,23 @@ class Recorder(_Behind):
         if self.looking:
             self.jit = _jit_took("recorded")
             if (group or {}).get(filename) and not self.jit:
-                _recorded(self.key, filename, group, _jit.key_parts(self.key))
+                _recorded(self.key, filename, group)
         return group
 
     def put_group(self, filename: str, group: Any) -> Any:
         stored = self.inner.put_group(filename, group)
         if self.looking and not self.jit and isinstance(group, dict) and filename in group:
-            _recorded(self.key, filename, group, _jit.key_parts(self.key))
+            _recorded(self.key, filename, group)
         return stored
 
 
 _copied: set[str] = set()
 
 
-def _recorded(key: str, filename: str, group: dict[str, str], parts: dict[str, str]) -> None:
+def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
     """The entry's files into the recording's ``triton-cache/<key>/`` (each atomically) with what its key was
-    made of (``parts``, where known), then its ``cached`` event in this process's events file; never raises into
-    the program (a failure is a ``skipped`` event)."""
+    made of (``key_parts``, where the compile is on this thread's stack), then its ``cached`` event in this
+    process's events file; never raises into the program (a failure is a ``skipped`` event)."""
     import json
 
     folder = os.environ.get(ENV_RECORDING)
@@ -185,15 +185,13 @@ def _recorded(key: str, filename: str, group: dict[str, str], parts: dict[str, s
     _copied.add(key)
     name = filename.removesuffix(".json")
     try:
-        into = os.path.join(folder, "triton-cache", key)
-        _jit.copy_entry(into, group)
-        if parts:
-            with open(os.path.join(into, _jit.KEY_PARTS), "w") as f:
-                json.dump(parts, f, sort_keys=True)
+        parts = _jit.key_parts(key)  # (once per entry: after the check above)
+        written = {_jit.KEY_PARTS: json.dumps(parts, sort_keys=True).encode()} if parts else {}
+        _jit.copy_entry(os.path.join(folder, "triton-cache", key), group, written)
         with open(group[filename]) as f:
             target = json.load(f).get("target") or {}
         version = importlib.import_module("triton").__version__
-        files = sorted([*group, *([_jit.KEY_PARTS] if parts else [])])
+        files = sorted([*group, *written])
         event = {"event": "cached", "name": name, "key": key, "files": files, "triton": str(version),
                  "target": f"{target.get('backend')}:{target.get('arch')}"}  # fmt: skip
     except Exception as exc:  # never into the program: said

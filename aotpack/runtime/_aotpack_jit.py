@@ -448,16 +448,22 @@ def key_parts(key: str) -> dict[str, str]:
         return {}
 
 
-def copy_entry(into: str, group: dict[str, str]) -> None:
-    """Each file of a Triton cache entry (file name -> its path) into the folder ``into``, each atomically: a
-    process copying the same entry beside this one (a compile worker) never leaves half a file."""
+def copy_entry(into: str, group: dict[str, str], written: dict[str, bytes] | None = None) -> None:
+    """Each file of a Triton cache entry (file name -> its path), and each of ``written`` (file name -> its bytes),
+    into the folder ``into``, each atomically: a process copying the same entry beside this one (a compile worker)
+    never leaves half a file."""
     os.makedirs(into, exist_ok=True)
-    for file, path in sorted(group.items()):
+    files: dict[str, bytes | None] = {file: None for file in group}
+    files.update(written or {})
+    for file, data in sorted(files.items()):
         if os.path.basename(file) != file:
             raise ValueError(f"{file!r} is not a file name")
+        if data is None:
+            with open(group[file], "rb") as f:
+                data = f.read()
         temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
-        with open(path, "rb") as f, open(temporary, "wb") as out:
-            out.write(f.read())
+        with open(temporary, "wb") as out:
+            out.write(data)
         os.replace(temporary, os.path.join(into, file))
 
 
