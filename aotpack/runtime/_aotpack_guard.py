@@ -12,13 +12,17 @@ keyed by Triton's own cache key, ``<folder>/<key>/<files>``) serves a lookup the
 are, and the entry is put into the program's cache (its group rewritten to the new paths, since a group holds
 absolute ones) before Triton reads it. A hit: Triton compiles nothing, and Inductor finds the cubin where it
 looks, ``TRITON_CACHE_DIR/<key>/<name>.cubin``. The key covers Triton's version and files, the source, the
-options, the target and ptxas: another Triton, torch (Inductor's source) or GPU misses, and is refused.
+options, the target and ptxas: another Triton, torch (Inductor's source) or GPU misses, and is refused. One
+exception, by design: a kernel the packages hold compiled by another ptxas of the recorded program, all else in
+its key the same (``_same_kernel``: Inductor's compile workers and the process starting them use different
+ptxas, and which compiles a kernel is decided while the program runs), is served from that entry.
 
 Shipped in each wheel beside the runtime; imported only where Triton is (it subclasses Triton's manager)."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import sys
@@ -115,12 +119,14 @@ class Guard(_Behind):
         return group
 
     def _packaged(self, filename: str) -> Any:
-        """The entry a package holds for this key, put into the program's cache (each file, then its group with
+        """The entry a package holds for this key (or for this kernel compiled by another ptxas of the recorded
+        program, ``_same_kernel``), put into the program's cache under this key (each file, then its group with
         the paths they have there), or None."""
         held = _held(self.key, filename)
-        if held is None:
+        entry = os.path.dirname(held) if held else _same_kernel(filename.removesuffix(".json"), self.key)
+        if entry is None:
             return None
-        entry, group = os.path.dirname(held), {}
+        group = {}
         for name in sorted(os.listdir(entry)):
             if not name.startswith("__grp__") and name != _jit.KEY_PARTS:
                 with open(os.path.join(entry, name), "rb") as f:
@@ -177,7 +183,6 @@ def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
     """The entry's files into the recording's ``triton-cache/<key>/`` (each atomically) with what its key was
     made of (``key_parts``, where the compile is on this thread's stack), then its ``cached`` event in this
     process's events file; never raises into the program (a failure is a ``skipped`` event)."""
-    import json
 
     folder = os.environ.get(ENV_RECORDING)
     if not folder or key in _copied:
@@ -211,18 +216,61 @@ def _held(key: str, filename: str) -> str | None:
     return None
 
 
+_kin_lock = threading.Lock()
+_kin: dict[str, dict[str, str]] = {}  # per AOTPACK_CACHE_ENTRIES: a kernel's key parts but ptxas -> its entry
+
+
+def _but_ptxas(name: str, parts: dict[str, str]) -> str:
+    return json.dumps([name, {part: value for part, value in parts.items() if part != "backend"}], sort_keys=True)
+
+
+def _same_kernel(name: str, key: str) -> str | None:
+    """The entry an activated package holds of kernel ``name`` compiled from all this compilation's key is made
+    of (``key_parts``: Triton, source, attributes, constants, options, environment, target) but the ptxas: its
+    folder, or None. Inductor's compile workers compile with torch's ptxas and the process that starts them with
+    Triton's (torch 2.11), and which of them compiles a kernel is decided while the program runs, so the
+    recording holds each kernel under the key of whichever compiled it there; that cubin is what the recorded
+    run launched. Only entries recorded with their key parts count."""
+    mine = _jit.key_parts(key)
+    if "target" not in mine:
+        return None
+    folders = os.environ.get(ENV_ENTRIES, "")
+    with _kin_lock:
+        if folders not in _kin:
+            _kin[folders] = _kin_index(folders)
+        return _kin[folders].get(_but_ptxas(name, mine))
+
+
+def _kin_index(folders: str) -> dict[str, str]:
+    """Each entry of these folders that has its key parts (with a target), by its kernel and parts but ptxas;
+    the first in folder and key order where two share them."""
+    index: dict[str, str] = {}
+    for folder in filter(None, folders.split(os.pathsep)):
+        for key in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            entry = os.path.join(folder, key)
+            try:
+                with open(os.path.join(entry, _jit.KEY_PARTS)) as f:
+                    parts = json.load(f)
+                names = [n[:-5] for n in os.listdir(entry) if n.endswith(".json") and not n.startswith("__")]
+            except (OSError, ValueError):
+                continue
+            if isinstance(parts, dict) and "target" in parts and len(names) == 1:
+                index.setdefault(_but_ptxas(names[0], parts), entry)
+    return index
+
+
 _PARTS = {  # what a change in each part of Triton's cache key (_aotpack_jit.key_parts) means
     "triton": "another Triton release or build", "function": "the kernel's source or a function it calls: "
     "another torch (Inductor's code) or library", "attrs": "which arguments are 16-divisible or aligned",
     "signature": "argument types", "constants": "constexpr values: a config or size hint", "source": "its IR",
-    "backend": "another ptxas or GPU", "options": "compile options", "environment": "Triton's environment variables",
+    "backend": "another ptxas or GPU", "target": "another GPU", "options": "compile options",
+    "environment": "Triton's environment variables",
 }  # fmt: skip
 
 
 def _others(name: str, key: str) -> str:
     """What the packages hold of kernel ``name`` under other keys, and which parts of the key (``key_parts``)
     differ from the nearest of them: why a recorded kernel was not found ("" where they hold none)."""
-    import json
 
     mine, nearest, count = _jit.key_parts(key), None, 0
     for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):

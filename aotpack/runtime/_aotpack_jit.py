@@ -4,6 +4,7 @@ share. Shipped unchanged beside it in each wheel and beside the agent; standard 
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import importlib.util
@@ -413,6 +414,15 @@ def _triton_path(value: Any) -> str | None:
     return f"triton.language.{names[0]}" if names else None
 
 
+def _folder_name(hash: Any) -> str | None:
+    """The cache folder ``triton.compile`` keeps an entry in, from its local ``hash`` (a sha256 hex digest):
+    its base32, without padding, as Triton's ``get_cache_manager`` names it."""
+    try:
+        return base64.b32encode(bytes.fromhex(hash)).decode("ascii").rstrip("=")
+    except (TypeError, ValueError):
+        return None
+
+
 KEY_PARTS = "__aotpack_key__.json"  # beside a recorded Triton cache entry: what its key was made of (key_parts)
 
 
@@ -420,13 +430,13 @@ def key_parts(key: str) -> dict[str, str]:
     """What Triton's cache key ``key`` was made of, part by part, read from the ``triton.compile`` call asking
     for it (a cache manager is made there): Triton's own files, the function with what it calls, its
     attributes, signature and constants, the backend (ptxas and target), the options, the environment; each a
-    short digest (the backend as it is). Empty where no such call is on this thread's stack. Recorded beside an
-    entry, they tell a later miss of the same kernel which part changed."""
+    short digest, and the target as it is. Empty where no such call is on this thread's stack. Recorded beside
+    an entry, they tell a later miss of the same kernel which part changed."""
     frame = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "compile" and
                                      frame.f_globals.get("__name__") == "triton.compiler.compiler"):  # fmt: skip
         frame = frame.f_back  # type: ignore[assignment]
-    if frame is None or frame.f_locals.get("hash") != key:
+    if frame is None or _folder_name(frame.f_locals.get("hash")) != key:
         return {}
     local = frame.f_locals
 
@@ -441,9 +451,10 @@ def key_parts(key: str) -> dict[str, str]:
                       "signature": digest(sorted(src.signature.items())), "constants": digest(constants)}  # fmt: skip
         else:
             source = {"source": digest(src.hash())}
+        backend, target, env = local["backend"], local["backend"].target, sorted(local["env_vars"].items())
         return {"triton": digest(importlib.import_module("triton.runtime.cache").triton_key()), **source,
-                "backend": str(local["backend"].hash())[:200], "options": digest(local["options"].hash()),
-                "environment": digest(sorted(local["env_vars"].items()))}  # fmt: skip
+                "backend": digest(backend.hash()), "target": f"{target.backend}:{target.arch}",
+                "options": digest(local["options"].hash()), "environment": digest(env)}  # fmt: skip
     except Exception:  # (another Triton's compile: no parts, nothing worse)
         return {}
 

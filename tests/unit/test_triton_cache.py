@@ -240,7 +240,12 @@ def compile(src, backend, options, env_vars, hash, lookup):
 """
 
 
-def compiling(function_key: str, key: str, lookup):
+def folder_of(hash: str) -> str:
+    """The cache folder Triton's cache manager gives the sha256 hex digest ``hash`` of a key."""
+    return pytest.importorskip("triton.runtime.cache").get_cache_manager.__globals__["_base32"](hash)
+
+
+def compiling(function_key: str, hash: str, lookup, ptxas="12.9", block=64):
     """``lookup`` called from inside a stand-in for ``triton.compile`` (its module's name, its locals: the
     source, backend, options and environment a cache key is made of, and the key's ``hash``)."""
     from types import SimpleNamespace
@@ -248,9 +253,9 @@ def compiling(function_key: str, key: str, lookup):
     scope: dict = {"__name__": "triton.compiler.compiler"}
     exec(COMPILE, scope)
     src = SimpleNamespace(fn=SimpleNamespace(cache_key=function_key), attrs={(0,): [["tt.divisibility", 16]]},
-                          signature={"x": "*fp32"}, constants={"BLOCK": 64})  # fmt: skip
-    return scope["compile"](src, SimpleNamespace(hash=lambda: "12.9-90"), SimpleNamespace(hash=lambda: "o"), {},
-                            key, lookup)  # fmt: skip
+                          signature={"x": "*fp32"}, constants={"BLOCK": block})  # fmt: skip
+    backend = SimpleNamespace(hash=lambda: f"{ptxas}-90", target=SimpleNamespace(backend="cuda", arch=90))
+    return scope["compile"](src, backend, SimpleNamespace(hash=lambda: "o"), {}, hash, lookup)
 
 
 def test_a_recorded_entry_keeps_its_key_s_parts_and_a_later_miss_names_the_part_that_changed(guard, tmp_path,
@@ -259,10 +264,11 @@ def test_a_recorded_entry_keeps_its_key_s_parts_and_a_later_miss_names_the_part_
     events.mkdir()
     monkeypatch.setenv("AOTPACK_RECORD_DIR", str(events))
     _, group = entry_of(tmp_path)
-    recorded = "R" * 52
-    compiling("function-as-recorded", recorded, lambda: guard.Recorder(recorded).put_group("k.json", group))
+    recorded_hash, changed_hash = "a1" * 32, "c3" * 32
+    recorded = folder_of(recorded_hash)
+    compiling("function-as-recorded", recorded_hash, lambda: guard.Recorder(recorded).put_group("k.json", group))
     parts = json.loads((events / "triton-cache" / recorded / "__aotpack_key__.json").read_text())
-    assert parts["function"] and parts["backend"] == "12.9-90" and {"attrs", "constants", "options"} <= set(parts)
+    assert parts["function"] and parts["target"] == "cuda:90" and {"attrs", "backend", "options"} <= set(parts)
     (event,) = [json.loads(line) for f in events.glob("*.jsonl") for line in f.read_text().splitlines()]
     assert "__aotpack_key__.json" in event["files"]
     # the package holds it (its parts beside it); the program compiles the same kernel whose function changed
@@ -274,6 +280,32 @@ def test_a_recorded_entry_keeps_its_key_s_parts_and_a_later_miss_names_the_part_
         guard.CompilationRefused,
         match=r"under 2 other keys; the nearest differs in its key.s function \(the kernel.s source",
     ):
-        compiling("function-changed", "C" * 52, lambda: guard.Guard("C" * 52).get_group("k.json"))
+        compiling("function-changed", changed_hash, lambda: guard.Guard(folder_of(changed_hash)).get_group("k.json"))
     served = guard.Guard(recorded).get_group("k.json")  # the recorded key is served, its parts left behind
     assert served and not (tmp_path / "cache" / recorded / "__aotpack_key__.json").exists()
+
+
+def test_a_kernel_recorded_under_another_ptxas_of_the_program_is_served_and_nothing_else_is(guard, tmp_path,
+                                                                                             monkeypatch):  # fmt: skip
+    """torch.compile: the compile workers use torch's ptxas and the process starting them Triton's, and which one
+    compiles a kernel is decided at run time; the recorded cubin of the same kernel, every other part of its key
+    the same, is what the recorded run launched."""
+    events = tmp_path / "events"
+    events.mkdir()
+    monkeypatch.setenv("AOTPACK_RECORD_DIR", str(events))
+    _, group = entry_of(tmp_path)
+    recorded = folder_of("e5" * 32)
+    compiling("f", "e5" * 32, lambda: guard.Recorder(recorded).put_group("k.json", group), ptxas="13.0")
+    held = tmp_path / "package" / "_triton_cache"
+    (events / "triton-cache" / recorded).rename(held / recorded)
+    asked = folder_of("f6" * 32)
+    served = compiling("f", "f6" * 32, lambda: guard.Guard(asked).get_group("k.json"), ptxas="12.8")
+    assert set(served) == {"k.json", "k.cubin"} and Path(served["k.cubin"]).read_bytes() == b"cubin"
+    assert Path(served["k.cubin"]).parent.name == asked  # under the key Triton asked for, where Inductor looks
+    other = folder_of("07" * 32)  # another constant: another kernel, whatever the ptxas
+    with pytest.raises(
+        guard.CompilationRefused, match=r"differs in its key.s backend \(another ptxas or GPU\), constants"
+    ):
+        compiling("f", "07" * 32, lambda: guard.Guard(other).get_group("k.json"), ptxas="12.8", block=128)
+    with pytest.raises(guard.CompilationRefused):  # asked outside triton.compile: no parts, no substitute
+        guard.Guard(folder_of("18" * 32)).get_group("k.json")
