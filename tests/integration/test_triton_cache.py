@@ -70,6 +70,9 @@ print(k.compile_it(k.first, 64).hash)
 worker = "import cached_kernels as k; print(k.compile_it(k.second, 128).hash)"
 import subprocess
 print(subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True, check=True).stdout.strip())
+other_ptxas = {**os.environ, **{f"TRITON_{tool}_PATH": os.environ[f"OTHER_{tool}"] for tool in ("PTXAS", "PTXAS_BLACKWELL")}}
+print(subprocess.run([sys.executable, "-c", worker], env=other_ptxas, capture_output=True, text=True,
+                     check=True).stdout.strip())  # a compile worker whose ptxas is another (torch's)
 try:
     k.compile_it(k.first, 32)  # not recorded
     print("compiled")
@@ -126,14 +129,33 @@ def test_kernels_compiled_outside_the_jit_are_recorded_shipped_and_served_with_n
     site = install_wheel(wheel, tmp_path / "site")
     assert sorted(p.name for p in (site / "served" / "_triton_cache").iterdir()) == now
     serve_env = {**env, "PYTHONPATH": os.pathsep.join([str(site), str(tmp_path / "code")]),
-                 "TRITON_CACHE_DIR": str(tmp_path / "fresh-cache")}  # fmt: skip
+                 "TRITON_CACHE_DIR": str(tmp_path / "fresh-cache"), **other_ptxas(tmp_path)}  # fmt: skip
     served = subprocess.run([sys.executable, "-c", textwrap.dedent(SERVE)], capture_output=True, text=True,
                             env=serve_env, timeout=300)  # fmt: skip
     assert served.returncode == 0, served.stderr[-3000:]
-    first, second, refused, landed = served.stdout.splitlines()
+    first, second, second_by_other_ptxas, refused, landed = served.stdout.splitlines()
     assert [first, second] == hashes  # the kernels recorded, loaded from the cache: no compilation refused
+    # the same kernel under another ptxas: another key, served from the recorded entry (byte for byte), no compile
+    assert second_by_other_ptxas != second
+    recorded_cubin = next((recipe.parent / "triton-cache").glob("*/second.cubin")).read_bytes()
+    assert [p.read_bytes() for p in (tmp_path / "fresh-cache").glob("*/second.cubin")] == [recorded_cubin] * 2
     assert refused == "refused True"  # a kernel the package does not hold stays refused
     assert set(keys) <= set(eval(landed))  # the entries landed in the program's own Triton cache
+
+
+def other_ptxas(tmp_path: Path) -> dict[str, str]:
+    """OTHER_PTXAS, OTHER_PTXAS_BLACKWELL: Triton's ptxas, behind a script whose ``--version`` says another build
+    (what Triton's key takes of ptxas), as torch's ptxas is to Inductor's compile workers."""
+    from triton import knobs
+
+    out = {}
+    for tool, knob in (("PTXAS", knobs.nvidia.ptxas), ("PTXAS_BLACKWELL", knobs.nvidia.ptxas_blackwell)):
+        script = tmp_path / f"other-{tool.lower()}"
+        script.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then "{knob.path}" --version; echo another build; '
+                          f'exit 0; fi\nexec "{knob.path}" "$@"\n')  # fmt: skip
+        script.chmod(0o755)
+        out[f"OTHER_{tool}"] = str(script)
+    return out
 
 
 MODULE = r'''
