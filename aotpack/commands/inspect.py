@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import cast
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
 from .. import values
 from ..errors import WheelError
 from ..manifest import Manifest, type_problem
@@ -42,10 +44,19 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
+def _tags(wheel_name: str) -> str:
+    """A wheel file name's tags as the name writes them (``cp39-abi3-manylinux_2_17_x86_64``), "" for a file not
+    named as a wheel."""
+    try:
+        tags = parse_wheel_filename(wheel_name)[3]
+    except InvalidWheelFilename:
+        return ""
+    return "-".join(".".join(sorted({getattr(t, part) for t in tags})) for part in ("interpreter", "abi", "platform"))
+
+
 def render(manifest: Manifest, wheel_name: str) -> str:
-    tags = wheel_name[: -len(".whl")].split("-")[2:] if wheel_name.endswith(".whl") else []
     out = [
-        f"{manifest['package']} {manifest['version']}  (built by aotpack {manifest['aotpack']}; {'-'.join(tags)})",
+        f"{manifest['package']} {manifest['version']}  (built by aotpack {manifest['aotpack']}; {_tags(wheel_name)})",
         "targets (and the NVIDIA driver their code needs): "
         + ", ".join(f"{t} (CUDA {v}+)" for t, v in sorted(manifest["min_driver_cuda"].items())),
         "",

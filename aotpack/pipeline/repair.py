@@ -13,6 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+
 from .. import _tools
 from ..errors import WheelError
 from .wheel import source_date_epoch
@@ -52,8 +54,8 @@ def repair(wheel: Path, out_dir: Path, machine: str = "x86_64", recorded_modules
 
 
 def platform_tags(wheel: Path) -> list[str]:
-    """The platform tags of a wheel's file name."""
-    return wheel.name[: -len(".whl")].split("-")[-1].split(".")
+    """The platform tags of a wheel's file name (its set: ``manylinux2014_x86_64.manylinux_2_17_x86_64``)."""
+    return sorted({tag.platform for tag in parse_wheel_filename(wheel.name)[3]})
 
 
 def check_tag(wheel: Path) -> None:

@@ -1,6 +1,7 @@
 import base64
 import hashlib
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,3 +74,28 @@ def test_tag_policy(tmp_path, monkeypatch, name, ok):
     else:
         with pytest.raises(WheelError, match="manylinux_2_28 or lower"):
             repair.check_tag(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "tags", "platforms"),
+    [
+        ("k-0.1.0-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", "cp39-abi3-manylinux2014_x86_64."
+         "manylinux_2_17_x86_64", ["manylinux2014_x86_64", "manylinux_2_17_x86_64"]),
+        ("my_kernels-1.0-1-cp39-abi3-manylinux_2_34_x86_64.whl", "cp39-abi3-manylinux_2_34_x86_64",
+         ["manylinux_2_34_x86_64"]),  # a build tag: one field more, split by the wheel spec, not by counting
+        ("x-1.0-py2.py3-none-any.whl", "py2.py3-none-any", ["any"]),
+        ("not-a-wheel.zip", "", None),
+    ],
+)  # fmt: skip
+def test_a_wheel_file_name_s_tags_are_read_as_the_wheel_spec_writes_them(name, tags, platforms):
+    from packaging.utils import InvalidWheelFilename
+
+    from aotpack.commands.inspect import _tags
+    from aotpack.pipeline.repair import platform_tags
+
+    assert _tags(name) == tags
+    if platforms is None:
+        with pytest.raises(InvalidWheelFilename):
+            platform_tags(Path(name))
+    else:
+        assert platform_tags(Path(name)) == platforms
