@@ -4,7 +4,9 @@
 A key is the sha256 of everything that changes the output: aotpack's own code, the toolchain
 versions, the variant (signature, hints, constexprs, options, target) and the bytes of the kernel's
 source folder (its helper modules or headers too). Entries are written to a temporary file and
-renamed, so builds running side by side, or one killed at any moment, never leave a corrupt entry.
+renamed, so builds running side by side, or one killed at any moment, never leave a corrupt entry. An entry is
+data (``encode``: a JSON header and the image), never code: whoever can write a shared cache folder cannot make
+the next build run anything.
 
 The cache is bounded: a hit marks its entry used (its mtime), and after a build that wrote to it the
 least recently used entries go until it holds at most ``$AOTPACK_CACHE_SIZE`` (default 10G);
@@ -19,16 +21,17 @@ removed (``--cache-dir`` given a wheelhouse by mistake keeps every file).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.util
 import json
 import logging
 import os
-import pickle
 import re
 import shutil
 import stat
 import time
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -37,7 +40,7 @@ from pathlib import Path
 
 from .. import backends, values
 from .._temp import TEMP, atomic_file
-from ..backends import Kept, Outcome
+from ..backends import Artifact, Kept, Outcome, Pruned
 from ..errors import UsageError
 from ..model import Kernel
 from ..plan.variants import Variant
@@ -157,8 +160,62 @@ MARKER_TEXT = (
 )
 # the layout of a cache aotpack made before the marker (a folder's path ends in /), for ``foreign``
 _KEY, _TEMPS = "[0-9a-f]{64}", f"([^/]+/)*({re.escape(CACHE_TEMP)}|{re.escape(TEMP)})[0-9]+-[^/]*"
-_LAYOUT = (re.escape(SIZE_STAMP), "variants/", "variants/[0-9a-f]{2}/", rf"variants/[0-9a-f]{{2}}/{_KEY}\.pickle",
+VARIANT_SUFFIX = ".variant"  # a compiled variant's file (``encode``); ``.pickle``: aotpack's earlier format
+_LAYOUT = (re.escape(SIZE_STAMP), "variants/", "variants/[0-9a-f]{2}/",
+           rf"variants/[0-9a-f]{{2}}/{_KEY}(\.pickle|{re.escape(VARIANT_SUFFIX)})",
            "wheels/", f"wheels/{_KEY}/", rf"wheels/{_KEY}/(build\.json|[^/]+\.whl)", _TEMPS)  # fmt: skip
+
+
+# A compiled variant on disk is data, never code: a cache folder is often shared (CI caches, a team's disk), and
+# whoever can write it must not be able to run code in the next build (pickle would let them). The format: MAGIC,
+# the header's length (8 bytes, little-endian), the header (JSON: the outcome's fields but the image), the image.
+MAGIC = b"aotpack-variant/1\n"
+
+
+def encode(outcome: Outcome) -> bytes:
+    """A compiled variant (an Artifact or a Pruned) as the cache stores it."""
+    fields = dataclasses.asdict(outcome)
+    image: bytes = fields.pop("image", b"")
+    header = json.dumps({type(outcome).__name__: fields}, sort_keys=True).encode()
+    return MAGIC + len(header).to_bytes(8, "little") + header + image
+
+
+def decode(data: bytes) -> Outcome:
+    """What ``encode`` wrote, each field checked against its declared type; ValueError for anything else."""
+    start = len(MAGIC) + 8
+    if not data.startswith(MAGIC) or len(data) < start:
+        raise ValueError("not a compiled variant of this aotpack")
+    end = start + int.from_bytes(data[len(MAGIC) : start], "little")
+    try:
+        ((kind, fields),) = json.loads(data[start:end]).items()
+    except (ValueError, AttributeError) as exc:
+        raise ValueError(f"a damaged header: {exc}") from None
+    if kind == "Pruned" and end == len(data):
+        return typing.cast(Pruned, _typed(Pruned, fields))
+    if kind == "Artifact" and isinstance(fields, dict):
+        return typing.cast(Artifact, _typed(Artifact, {**fields, "image": data[end:]}))
+    raise ValueError(f"not a compiled variant: {kind!r}")
+
+
+def _typed(kind: typing.Any, value: typing.Any) -> typing.Any:
+    """``value`` (as JSON gave it) as type ``kind``: a dataclass from a dict of all its fields and no other, a
+    tuple from a list, an optional, or a plain value of that very type; ValueError where it is not."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        if not isinstance(value, dict) or set(value) != {f.name for f in dataclasses.fields(kind)}:
+            raise ValueError(f"{kind.__name__}: {value!r:.80}")
+        return kind(**{name: _typed(hints[name], item) for name, item in value.items()})
+    if origin is not None and type(None) in args:  # X | None
+        return None if value is None else _typed(next(a for a in args if a is not type(None)), value)
+    if origin is tuple:
+        items = [args[0]] * len(value) if args[-1] is Ellipsis and isinstance(value, list) else list(args)
+        if not isinstance(value, list) or len(items) != len(value):
+            raise ValueError(f"{kind}: {value!r:.80}")
+        return tuple(_typed(item, v) for item, v in zip(items, value, strict=True))
+    if type(value) is not kind:  # (bool is not int here: exact types)
+        raise ValueError(f"{getattr(kind, '__name__', kind)}: {value!r:.80}")
+    return value
 
 
 def parse_size(text: str) -> int:
@@ -254,23 +311,23 @@ class Cache:
             self.claimed = True
 
     def _variant_path(self, key: str) -> Path:
-        return self.root / "variants" / key[:2] / f"{key}.pickle"
+        return self.root / "variants" / key[:2] / f"{key}{VARIANT_SUFFIX}"
 
     def load(self, key: str) -> Outcome | None:
         self._check()  # a build given a wheelhouse as its cache is refused before it compiles
         path = self._variant_path(key)
         try:
-            outcome: Outcome = pickle.loads(path.read_bytes())
+            outcome = decode(path.read_bytes())
         except FileNotFoundError:
             return None
-        except Exception:  # written by another aotpack, or damaged on disk: compile again
+        except (OSError, ValueError):  # written by another aotpack, or damaged on disk: compile again
             path.unlink(missing_ok=True)
             return None
         mark_used(path)
         return outcome
 
     def store(self, key: str, outcome: Outcome) -> None:
-        data = pickle.dumps(outcome, protocol=4)
+        data = encode(outcome)
         self._claim(make=True)
         _write_atomically(self._variant_path(key), data)
         self.written += len(data)
@@ -313,7 +370,7 @@ class Cache:
         for shard in _inside(top.get("variants"), found):
             for f in _inside(shard.path, found):
                 with contextlib.suppress(OSError):  # removed by a build running beside this one
-                    if f.name.endswith(".pickle") and f.is_file(follow_symlinks=False):
+                    if f.name.endswith((VARIANT_SUFFIX, ".pickle")) and f.is_file(follow_symlinks=False):
                         st = f.stat(follow_symlinks=False)
                         found.append(Entry(Path(f.path), st.st_size, st.st_mtime))
         for kept in filter(None, (backend.kept(self.root) for backend in backends.BACKENDS.values())):

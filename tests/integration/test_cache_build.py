@@ -3,7 +3,6 @@ cached by one recipe reported by another."""
 
 import hashlib
 import os
-import pickle
 import shutil
 import signal
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from aotpack import build
 from aotpack.backends.cuda.compiler import find_nvcc
 from aotpack.errors import CompileError, ToolNotFound
+from aotpack.pipeline import cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,14 +74,18 @@ def test_a_killed_build_leaves_no_partial_wheel_and_no_corrupt_entry(tmp_path, s
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + 120
-        while len(list(store.rglob("*.pickle"))) < kept + 4 and time.monotonic() < deadline and proc.poll() is None:
+        while (
+            len(list(store.rglob("*" + cache.VARIANT_SUFFIX))) < kept + 4
+            and time.monotonic() < deadline
+            and proc.poll() is None
+        ):
             time.sleep(0.02)  # kill it in the middle of compiling
         os.killpg(proc.pid, signal.SIGKILL)
         assert proc.wait() == -signal.SIGKILL, "the build should still have been running"
         assert not list(out.glob("*.whl"))
-        entries = list(store.rglob("*.pickle"))
+        entries = list(store.rglob("*" + cache.VARIANT_SUFFIX))
         for entry in entries:
-            pickle.loads(entry.read_bytes())  # every entry on disk is whole
+            cache.decode(entry.read_bytes())  # every entry on disk is whole
         assert len(entries) >= kept, "what a killed build compiled stays cached"
         kept = len(entries)
     assert 0 < kept < 64

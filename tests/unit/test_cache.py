@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aotpack import _temp
-from aotpack.backends import Pruned
+from aotpack.backends import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
 from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import toolchain
 from aotpack.commands import cli
@@ -68,7 +68,7 @@ def test_entries_round_trip_and_damage_is_a_miss(tmp_path):
     outcome = Pruned(variant_id="k/base/sm_80", reason="out of registers")
     store.store("ab" * 32, outcome)
     assert store.load("ab" * 32) == outcome
-    path = tmp_path / "variants" / "ab" / f"{'ab' * 32}.pickle"
+    path = tmp_path / "variants" / "ab" / f"{'ab' * 32}{cache.VARIANT_SUFFIX}"
     path.write_bytes(path.read_bytes()[:5])
     assert store.load("ab" * 32) is None and not path.exists()
     assert store.load("cd" * 32) is None
@@ -143,7 +143,7 @@ def filled(root: Path, count: int) -> cache.Cache:
     for i in range(count):
         key = f"{i:02x}" * 32
         store.store(key, Pruned(variant_id=f"k/{i}/sm_80", reason="x" * 1000))
-        os.utime(root / "variants" / key[:2] / f"{key}.pickle", (1000 + i, 1000 + i))
+        os.utime(root / "variants" / key[:2] / f"{key}{cache.VARIANT_SUFFIX}", (1000 + i, 1000 + i))
     return store
 
 
@@ -339,7 +339,7 @@ def _linked_cache(root: Path, outside: Path) -> dict[str, Path]:
     """A cache holding a link in each place a folder or file of it can be; the real entries beside them."""
     filled(root, 2)
     links = {
-        "variants/ab/" + "ab" * 32 + ".pickle": outside / "big.whl",  # a variant's file
+        "variants/ab/" + "ab" * 32 + cache.VARIANT_SUFFIX: outside / "big.whl",  # a variant's file
         "variants/cd": outside / "shard",  # a shard
         "wheels/k1": outside / "wheel",  # a wheel's folder
         "toolchains/triton-3.8.1": outside / "tool",  # a toolchain
@@ -416,7 +416,7 @@ def test_the_cache_folder_itself_may_be_a_link(tmp_path, capsys):
     assert cache.Cache(link).root == real
     assert cli.main(["cache", "--cache-dir", str(link), "--clear"]) == 0
     assert capsys.readouterr().out.startswith(f"dropped 3 entries (0.0 MB); {real}: 0 compiled variants")
-    assert link.is_symlink() and real.is_dir() and not list((real / "variants").rglob("*.pickle"))
+    assert link.is_symlink() and real.is_dir() and not list((real / "variants").rglob("*" + cache.VARIANT_SUFFIX))
 
 
 def test_a_folder_swapped_for_a_link_after_the_listing_is_not_followed(tmp_path):
@@ -498,7 +498,7 @@ def test_a_cache_that_cannot_be_cleared_says_so(open_tmp):
         f"aotpack: error: dropped 0 entries (0.0 MB); 2 could not be removed, such as {open_tmp}/cache/variants/"
     )
     assert done.stderr.endswith(
-        f".pickle: Permission denied: make {open_tmp}/cache writable, or remove them yourself\n"
+        f"{cache.VARIANT_SUFFIX}: Permission denied: make {open_tmp}/cache writable, or remove them yourself\n"
     )
     assert len(cache.Cache(open_tmp / "cache").entries()) == 2
     listed = as_nobody(["cache", "--cache-dir", str(open_tmp / "cache")])
@@ -574,7 +574,7 @@ def test_an_old_cache_is_adopted_only_when_it_holds_nothing_else(tmp_path, stran
     assert cache.foreign(old.root) is None
     assert cli.main(["cache", "--cache-dir", str(old.root), "--clear"]) == 0
     assert (old.root / cache.MARKER).read_text() == cache.MARKER_TEXT
-    assert not list((old.root / "variants").rglob("*.pickle"))
+    assert not list((old.root / "variants").rglob("*" + cache.VARIANT_SUFFIX))
     capsys.readouterr()
 
     other = filled(tmp_path / "other", 3)
@@ -598,3 +598,62 @@ def test_a_cache_aotpack_makes_is_marked(tmp_path):
     assert (store.root / cache.MARKER).read_text() == cache.MARKER_TEXT
     (tmp_path / "empty").mkdir()
     assert cache.foreign(tmp_path / "empty") is None and cache.foreign(tmp_path / "none") is None
+
+
+def _artifact() -> Artifact:
+    return Artifact(variant_id="k/base/sm_90", image=b"\x7fELF" + bytes(range(256)) * 4, entry="k_0", shared=1024,
+                    static_shared=0, num_warps=4, extra_pointer_params=2, metadata=(("ptxas", "12.2"), ("regs", "40")),
+                    needs=LaunchNeeds(scratch=(64, 16), num_ctas=2, pdl=True,
+                                      tma=(TmaLayout(box=(64, 32), swizzle=3, elem_type=6, elem_size=2),)),
+                    writes=("y_ptr",), driver_floor=DriverFloor(cuda=12020, set_by="ptxas 12.2"))  # fmt: skip
+
+
+def test_a_compiled_variant_is_stored_as_data_and_read_back_equal(tmp_path):
+    for outcome in (_artifact(), Pruned(variant_id="k/x/sm_80", reason="out of resources", fatal=True)):
+        data = cache.encode(outcome)
+        assert data.startswith(cache.MAGIC) and cache.decode(data) == outcome
+        store = cache.Cache(tmp_path)
+        store.store("ab" * 32, outcome)
+        assert store.load("ab" * 32) == outcome
+
+
+def test_a_cache_entry_is_never_code_whoever_wrote_it(tmp_path):
+    """A pickle in a variant's place (the cache's earlier format, or someone who can write the folder) is not
+    unpickled: it is a miss, and its code never runs."""
+    import pickle
+
+    sentinel = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(sentinel), "w"))
+
+    store = cache.Cache(tmp_path / "c")
+    store.store("ab" * 32, Pruned(variant_id="k", reason="x"))
+    path = tmp_path / "c" / "variants" / "ab" / f"{'ab' * 32}{cache.VARIANT_SUFFIX}"
+    path.write_bytes(pickle.dumps(Payload()))
+    assert store.load("ab" * 32) is None and not sentinel.exists() and not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda h: h["Artifact"].update(num_warps="4"), "int"),  # another type
+        (lambda h: h["Artifact"].update(num_warps=True), "int"),  # bool is not int
+        (lambda h: h["Artifact"].update(extra=1), "Artifact"),  # a field it does not have
+        (lambda h: h["Artifact"]["needs"].update(scratch=[1, 2, 3]), "tuple"),  # a tuple of another length
+        (lambda h: h["Artifact"]["needs"]["tma"][0].update(box="64"), "tuple"),
+        (lambda h: h["Artifact"].update(driver_floor={"cuda": 12020}), "DriverFloor"),  # a field missing
+        (lambda h: h.update(Other={}), "damaged"),  # two kinds
+        (lambda h: h.update(Pruned=h.pop("Artifact")), "Pruned"),  # a pruned variant with an image
+    ],
+)
+def test_a_field_of_another_shape_is_a_miss_not_an_artifact(change, why):
+    data = cache.encode(_artifact())
+    start = len(cache.MAGIC) + 8
+    end = start + int.from_bytes(data[len(cache.MAGIC) : start], "little")
+    header = json.loads(data[start:end])
+    change(header)
+    text = json.dumps(header).encode()
+    with pytest.raises(ValueError, match=why):
+        cache.decode(cache.MAGIC + len(text).to_bytes(8, "little") + text + data[end:])
