@@ -4,6 +4,13 @@ Expressions are integer arithmetic over names: ``cdiv(n_elements, BLOCK)``, ``ma
 ``size(a, 0)``, and tests that give 0 or 1 (``K % 64 == 0``, ``none(bias)``). They are parsed into a
 frozen AST (never ``eval``'ed), evaluated in Python for tests and introspection, and emitted as C for
 the generated dispatcher. Division and modulo follow Python's floor semantics in both.
+
+Why a parser of its own rather than ``ast.parse`` with a whitelist of node types: the language is not Python's
+(``cdiv``, ``size``, ``none`` and tests that are integers; every node becomes C), every error must name its
+offset in the recipe's text, and the input is bounded in tokens and depth before any tree is built
+(``limits``): ``ast.parse`` would first build the tree of a much larger language from whatever a recipe holds
+(CPython's parser can exhaust memory or the C stack on deep nesting before a whitelist sees a node), and what
+it accepts would then have to be cut back to this language node by node.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.metadata import ExceptionGroup, Metadata
+
 from .. import values
 from .._temp import atomic_file
 from ..errors import UsageError
@@ -53,13 +55,18 @@ def source_date_epoch() -> int:
 
 
 def core_metadata(spec: WheelSpec) -> str:
-    """The core metadata (the wheel's METADATA, the sdist's PKG-INFO)."""
+    """The core metadata (the wheel's METADATA, the sdist's PKG-INFO), checked by ``packaging.metadata``: read
+    back by the library pip uses, every field must validate (name, version, SPDX expression, specifiers, the
+    metadata version the fields need). It is written here,
+    not by ``packaging.metadata.Metadata.as_rfc822`` (packaging 26+): a serializer's layout may change between
+    its releases, and the wheel's bytes must depend only on the recipe, not on the build environment's
+    packaging."""
     fields = [spec.distribution, spec.version, spec.summary, spec.requires_python, spec.generator,
               spec.license or "", *(name for name, _ in spec.license_files)]  # fmt: skip
     for field in fields:
         if any(not c.isprintable() for c in field):  # a header value never spans lines (the recipe checks it)
             raise ValueError(f"a METADATA field holds a control character: {field!r}")
-    return (
+    text = (
         "Metadata-Version: 2.4\n"
         f"Name: {spec.distribution}\n"
         f"Version: {spec.version}\n"
@@ -68,6 +75,11 @@ def core_metadata(spec: WheelSpec) -> str:
         + "".join(f"License-File: {name}\n" for name, _ in spec.license_files)
         + f"Requires-Python: {spec.requires_python}\n"
     )
+    try:
+        Metadata.from_email(text, validate=True)
+    except ExceptionGroup as group:  # packaging's InvalidMetadata, one per field
+        raise ValueError("METADATA does not validate: " + "; ".join(map(str, group.exceptions))) from None
+    return text
 
 
 def metadata_files(spec: WheelSpec) -> tuple[tuple[str, bytes], ...]:

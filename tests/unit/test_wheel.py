@@ -99,3 +99,21 @@ def test_a_wheel_file_name_s_tags_are_read_as_the_wheel_spec_writes_them(name, t
             platform_tags(Path(name))
     else:
         assert platform_tags(Path(name)) == platforms
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"version": "1.0.x"}, "version"),
+        ({"requires_python": ">=three"}, "requires-python|requires_python"),
+        ({"license": "MIT OR"}, "license"),
+    ],
+)
+def test_metadata_that_core_metadata_readers_reject_is_never_written(change, why):
+    """What the recipe checks already, checked again by the library pip reads METADATA with."""
+    from packaging.metadata import Metadata
+
+    read = Metadata.from_email(wheel.core_metadata(spec()), validate=True)
+    assert (read.name, str(read.version)) == (spec().distribution, spec().version)
+    with pytest.raises(ValueError, match=f"METADATA does not validate: .*({why})"):
+        wheel.core_metadata(spec(**change))
