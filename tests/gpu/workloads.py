@@ -134,11 +134,12 @@ def flaggems(mark: Callable[[str], None], shapes: Steps = ((256, 512), (1024, 76
 
 
 def compiled_small(mark: Callable[[str], None], rows: tuple[int, ...] = (64, 192),
-                   marked: bool = False) -> dict[str, Any]:  # fmt: skip
+                   marked: bool = False, hint: int | None = None) -> dict[str, Any]:  # fmt: skip
     """A function under torch.compile with Liger's RMSNorm inside the graph (Dynamo captures the user kernel,
     Inductor compiles its copy beside its own fused kernels), forward and backward at two shapes: the second
     makes Dynamo compile the graph anew with the rows dynamic, or the rows are dynamic from the first call
-    (``marked``: ``torch._dynamo.mark_dynamic``, as a server marks its batch dimension). (``dynamic=True``, every
+    (``marked``: ``torch._dynamo.mark_dynamic``, as a server marks its batch dimension; ``hint``: the size
+    Inductor tunes the rows for, whatever the first rows are: ``hint_override``). (``dynamic=True``, every
     size symbolic, fails in Dynamo on Liger's autograd function with torch 2.11, under the JIT alone.)"""
     import torch
     from liger_kernel.transformers import LigerRMSNorm
@@ -156,7 +157,7 @@ def compiled_small(mark: Callable[[str], None], rows: tuple[int, ...] = (64, 192
     for i, n in enumerate(rows):
         x = torch.randn(n, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         if marked:
-            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(x, 0, **({} if hint is None else {"hint_override": hint}))
         loss = step(x)
         loss.backward()
         out[f"loss{i}"], out[f"grad{i}"] = loss.detach(), x.grad
@@ -182,11 +183,13 @@ WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, 
              "compiled_small_marked": functools.partial(compiled_small, marked=True),
              "compiled_small_marked_served": functools.partial(compiled_small, rows=(100, 320), marked=True),
              "compiled_small_marked_grown": functools.partial(compiled_small, rows=(64, 100, 320), marked=True),
+             "compiled_small_marked_hinted": functools.partial(compiled_small, rows=(100, 320), marked=True, hint=64),
              "compiled_small_served": functools.partial(compiled_small, rows=(100, 320))}  # fmt: skip
 # whose recording serves it
 RECORDED_AS = {"llama_served": "llama", "flaggems_served": "flaggems", "compiled_small_served": "compiled_small",
                "compiled_small_marked_served": "compiled_small_marked",
-               "compiled_small_marked_grown": "compiled_small_marked"}  # fmt: skip
+               "compiled_small_marked_grown": "compiled_small_marked",
+               "compiled_small_marked_hinted": "compiled_small_marked"}  # fmt: skip
 REFUSED = {"compiled_small_served", "compiled_small_marked_served"}  # its replay stops at the first compilation
 
 
