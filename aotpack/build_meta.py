@@ -220,6 +220,10 @@ def _project_sources(setting: str) -> Sources:
     (an installed package, the project's own), and never checked or packed here: finding one imports its package."""
     root = Path.cwd().resolve()
     _inside(root, Path(setting), "pyproject.toml: [tool.aotpack] recipe =")
+    if "project" in _project() and Path(setting).resolve().parent != root:
+        raise UsageError(f"pyproject.toml: [project] describes the wheel, and [tool.aotpack] recipe = {setting!r} is "
+                         "not beside it: move the recipe next to pyproject.toml (aotpack build reads the [project] "
+                         "of the pyproject.toml beside a recipe, so both builds give the same wheel)")  # fmt: skip
     found = recipes.sources(setting)
     for path, what in _named(found):
         _inside(root, path, f"{found.path}: {what}")
@@ -283,8 +287,11 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None 
                 raise UsageError(f"the project's {name} is not a file; make it one, or remove it")
             files.add(root / name)  # packed under its own name, whatever it links to inside
     name = f"{found.package}-{found.version}"
+    files.update(p.resolve() for p in (found.project.files if found.project else ()))  # its readme, license files
     spec = wheel.WheelSpec(distribution=found.package, version=found.version, tag="", summary=found.summary,
-                           requires_python=">=3.9", generator="", files=(), license=found.license)  # fmt: skip
+                           generator="", files=(), license=found.license,
+                           license_files=found.project.license_files if found.project else (),
+                           **wheel.project_fields(found.project))  # fmt: skip
     entries = [(f"{name}/PKG-INFO", wheel.core_metadata(spec).encode())]
     for p in sorted(files):
         try:

@@ -310,6 +310,21 @@ class CacheEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Project:
+    """What ``[project]`` of the pyproject.toml beside a recipe adds to its metadata (``recipe/project.py``), as
+    METADATA writes it."""
+
+    path: Path  # the pyproject.toml
+    summary: str | None  # description
+    license: str | None  # an SPDX expression, normalized
+    requires_python: str | None
+    headers: tuple[tuple[str, str], ...]  # further METADATA fields (name, value), in the order written
+    readme: tuple[str, str] | None  # (content type, text): the METADATA body
+    license_files: tuple[tuple[str, bytes], ...]  # path inside the project -> bytes, for .dist-info/licenses/
+    files: tuple[Path, ...]  # every file read: pyproject.toml, the readme, the license files
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     path: Path
     package: str
@@ -323,6 +338,7 @@ class Recipe:
     triton: str | None = None  # the Triton release to build with (X.Y or X.Y.Z; backends/triton/toolchain.py)
     widen: Widen = ()  # the constexprs every row of a `launch: triton` kernel takes these values of too
     triton_cache: tuple[CacheEntry, ...] = ()  # Triton cache entries shipped as they are (triton_cache:)
+    project: Project | None = None  # [project] of the kernel project the recipe belongs to
 
 
 def const_text(value: ConstValue) -> str:

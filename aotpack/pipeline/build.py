@@ -292,7 +292,8 @@ def runtime_notice() -> bytes:
 
 def provenance(rec: model.Recipe) -> tuple[tuple[str, str], ...]:
     """Every file the build read, relative to the recipe, with its sha256."""
-    files = {rec.path.resolve(), *rec.tables, *(e.folder / f for e in rec.triton_cache for f in e.files)}
+    files = {rec.path.resolve(), *rec.tables, *(e.folder / f for e in rec.triton_cache for f in e.files),
+             *(rec.project.files if rec.project else ())}  # fmt: skip
     for kernel in rec.kernels:
         files.update(cache.source_files(kernel))
         if kernel.tune:
@@ -329,10 +330,11 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         # Triton cache entries as recorded, which activate() serves as cache hits (_aotpack_guard)
         *((f"{pkg}/_triton_cache/{e.key}/{f}", (e.folder / f).read_bytes()) for e in rec.triton_cache for f in e.files),
     )
+    licenses = (("AOTPACK-RUNTIME-LICENSE", runtime_notice()), *(rec.project.license_files if rec.project else ()))
     spec = wheel.WheelSpec(
         distribution=pkg, version=rec.version, tag="cp39-abi3-linux_x86_64", summary=rec.summary,
-        requires_python=">=3.9", generator=f"aotpack {__version__}", files=files, license=rec.license,
-        license_files=(("AOTPACK-RUNTIME-LICENSE", runtime_notice()),),
+        generator=f"aotpack {__version__}", files=files, license=rec.license, license_files=licenses,
+        **wheel.project_fields(rec.project),
     )  # fmt: skip
     raw = wheel.write_wheel(spec, work / "raw")
     log.info("repairing %s with auditwheel", raw.name)

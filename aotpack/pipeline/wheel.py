@@ -10,12 +10,15 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.metadata import ExceptionGroup, Metadata
+from packaging.specifiers import SpecifierSet
 
 from .. import values
 from .._temp import atomic_file
 from ..errors import UsageError
+from ..model import Project
 
 ZIP_EPOCH = 315532800  # 1980-01-01, the earliest time a zip file can hold
 LATEST = 2**32 - 1  # 2106-02-07, the latest time gzip's header (the sdist's) can hold
@@ -32,6 +35,8 @@ class WheelSpec:
     files: tuple[tuple[str, bytes], ...]  # path inside the wheel -> content (package files only)
     license: str | None = None  # SPDX expression (License-Expression)
     license_files: tuple[tuple[str, bytes], ...] = ()  # name -> text, shipped in .dist-info/licenses/
+    headers: tuple[tuple[str, str], ...] = ()  # further METADATA fields ([project]: authors, URLs, requirements...)
+    readme: tuple[str, str] | None = None  # (content type, text): the METADATA body
 
     @property
     def filename(self) -> str:
@@ -40,6 +45,15 @@ class WheelSpec:
     @property
     def dist_info(self) -> str:
         return f"{self.distribution}-{self.version}.dist-info"
+
+
+def project_fields(project: Project | None) -> dict[str, Any]:
+    """The WheelSpec fields a recipe's ``[project]`` gives (``recipe/project.py``): Requires-Python (never below the
+    abi3 wheel's 3.9), the further METADATA fields and the readme (its license files: ``license_files``)."""
+    if project is None:
+        return {"requires_python": ">=3.9"}
+    wanted = SpecifierSet(">=3.9") & SpecifierSet(project.requires_python or "")
+    return {"requires_python": str(wanted), "headers": project.headers, "readme": project.readme}
 
 
 def source_date_epoch() -> int:
@@ -62,7 +76,8 @@ def core_metadata(spec: WheelSpec) -> str:
     its releases, and the wheel's bytes must depend only on the recipe, not on the build environment's
     packaging."""
     fields = [spec.distribution, spec.version, spec.summary, spec.requires_python, spec.generator,
-              spec.license or "", *(name for name, _ in spec.license_files)]  # fmt: skip
+              spec.license or "", *(name for name, _ in spec.license_files), *(v for _, v in spec.headers),
+              *(spec.readme[:1] if spec.readme else ())]  # fmt: skip
     for field in fields:
         if any(not c.isprintable() for c in field):  # a header value never spans lines (the recipe checks it)
             raise ValueError(f"a METADATA field holds a control character: {field!r}")
@@ -74,6 +89,8 @@ def core_metadata(spec: WheelSpec) -> str:
         + (f"License-Expression: {spec.license}\n" if spec.license else "")
         + "".join(f"License-File: {name}\n" for name, _ in spec.license_files)
         + f"Requires-Python: {spec.requires_python}\n"
+        + "".join(f"{name}: {value}\n" for name, value in spec.headers)
+        + (f"Description-Content-Type: {spec.readme[0]}\n\n{spec.readme[1]}" if spec.readme else "")
     )
     try:
         Metadata.from_email(text, validate=True)

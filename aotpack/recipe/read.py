@@ -25,10 +25,10 @@ import packaging.version
 
 from .. import facts, limits
 from ..errors import Location, RecipeError
-from ..model import LAZY_NAMES, PACKAGE_NAMES, Backend, CacheEntry, Kernel, Recipe, Source, Widen
+from ..model import LAZY_NAMES, PACKAGE_NAMES, Backend, CacheEntry, Kernel, Project, Recipe, Source, Widen
 from . import fields as _fields
 from . import kernel as _kernel
-from . import tables, triton_cache, yamlnodes
+from . import project, tables, triton_cache, yamlnodes
 from .readers import KernelEntry, Readers
 from .yamlnodes import Node, suggest
 
@@ -58,6 +58,8 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
     """Validate a recipe already read into nodes (``yamlnodes.parse``: a reader that checks more of it first)."""
     top = root.mapping(_top_keys(readers), required=("package", "version", "kernels"))
     package, version, summary = _about(top)
+    spdx = _license(top["license"]) if "license" in top else None
+    belongs = project.of(path, package, version, summary, spdx)
     targets = _fields.targets(top["targets"]) if "targets" in top else ()
     widen = _fields.widen(top["widen"]) if "widen" in top else ()
     kernels: list[Kernel] = []
@@ -82,25 +84,33 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
         except RecipeError as exc:  # the file itself: where the recipe names it, and in it where there is a place
             raise exc if exc.where is not None else item.fail(str(exc)) from None
         table_paths.append(table_path)
-    spdx = _license(top["license"]) if "license" in top else None
     cuda = _cuda_floor(top["cuda"]) if "cuda" in top else None
     releases = {name: reader.release(top) for name, reader in readers.items()}
     return Recipe(
-        path=path, package=package, version=version, summary=summary, targets=targets, kernels=tuple(kernels),
-        tables=tuple(table_paths), license=spdx, cuda_floor=cuda, triton=releases.get("triton"), widen=widen,
-        triton_cache=cached,
+        path=path, package=package, version=version, summary=_summary(package, summary, belongs),
+        targets=targets, kernels=tuple(kernels), tables=tuple(table_paths), license=_spdx(spdx, belongs),
+        cuda_floor=cuda, triton=releases.get("triton"), widen=widen, triton_cache=cached, project=belongs,
     )  # fmt: skip
 
 
-def _about(top: dict[str, Node]) -> tuple[str, str, str]:
-    """The package's name, version and summary."""
+def _about(top: dict[str, Node]) -> tuple[str, str, str | None]:
+    """The package's name, version and summary (None: not stated)."""
     package = top["package"].string()
     problem = package_problem(package, top["replaces"].string() if "replaces" in top else None)
     if problem is not None:
         raise top["package"].fail(problem)
     version = _version(top["version"])
-    summary = _fields.text(top["summary"], one_line=True) if "summary" in top else None
-    return package, version, summary or f"Ahead-of-time compiled GPU kernels: {package}"
+    return package, version, _fields.text(top["summary"], one_line=True) if "summary" in top else None
+
+
+def _summary(package: str, stated: str | None, belongs: Project | None) -> str:
+    """The recipe's summary, else its project's description, else one naming the package."""
+    return stated or (belongs and belongs.summary) or f"Ahead-of-time compiled GPU kernels: {package}"
+
+
+def _spdx(stated: str | None, belongs: Project | None) -> str | None:
+    """The recipe's license, else its project's."""
+    return stated or (belongs.license if belongs else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +135,7 @@ class Sources:
     version: str
     summary: str
     license: str | None
+    project: Project | None
     tables: tuple[Path, ...]
     triton_cache: tuple[CacheEntry, ...]
     kernels: tuple[KernelFiles, ...]
@@ -136,6 +147,8 @@ def sources(path: str | Path, readers: Readers) -> Sources:
     path = Path(path)
     top = yamlnodes.read(path, "recipe").mapping(_top_keys(readers), required=("package", "version", "kernels"))
     package, version, summary = _about(top)
+    spdx = _license(top["license"]) if "license" in top else None
+    belongs = project.of(path, package, version, summary, spdx)
     root, kernels = path.parent, []
     for name, node, where in top["kernels"].items():
         k = node.mapping(_kernel.keys(readers), required=("args",))
@@ -149,8 +162,8 @@ def sources(path: str | Path, readers: Readers) -> Sources:
                                               if t in tune)))  # fmt: skip
     tabled = top["tables"].sequence(allow_scalar=True) if "tables" in top else ()
     return Sources(
-        path=path, package=package, version=version, summary=summary,
-        license=_license(top["license"]) if "license" in top else None,
+        path=path, package=package, version=version, summary=_summary(package, summary, belongs),
+        license=_spdx(spdx, belongs), project=belongs,
         tables=tuple(_fields.path(item, root) for item in tabled),
         triton_cache=triton_cache.entries(top["triton_cache"], root) if "triton_cache" in top else (),
         kernels=tuple(kernels),

@@ -408,7 +408,7 @@ def record_surface() -> Iterator[Case]:
 
 # ---------------------------------------------------------------- the PEP 517 hooks' files
 
-PYPROJECT = b'[project]\nname = "recorded"\nversion = "0.1.0"\n\n[tool.aotpack]\nrecipe = "recipe.yaml"\n'
+PYPROJECT = b'[project]\nname = "recorded_kernels"\nversion = "0.1.0"\n\n[tool.aotpack]\nrecipe = "recipe.yaml"\n'
 
 
 def project_surface() -> Iterator[Case]:

@@ -17,7 +17,7 @@ from aotpack.errors import ToolNotFound, UsageError
 
 from ..shared import ROOT, SMALL
 
-PYPROJECT = '[project]\nname = "small"\nversion = "0.1.0"\n\n[tool.aotpack]\nrecipe = "{recipe}"\n'
+PYPROJECT = '[project]\nname = "small_kernels"\nversion = "0.2.0"\n\n[tool.aotpack]\nrecipe = "{recipe}"\n'
 
 
 @pytest.fixture

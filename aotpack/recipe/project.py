@@ -1,0 +1,143 @@
+"""``[project]`` (PEP 621) of the kernel project a recipe belongs to: the core metadata a recipe does not state.
+
+A recipe belongs to a project when the ``pyproject.toml`` beside it names it (``[tool.aotpack] recipe``): then
+``aotpack build`` and the project's PEP 517 builds read the same ``[project]``, and give the same wheel. Only
+the recipe's own folder is looked in: nothing above it is read. The table is read and validated by
+pyproject-metadata (the reader meson-python and scikit-build-core use: names, versions, requirements, readme
+and license files, URLs, classifiers). A fact both state — the name, the version, the summary (``description``)
+and the license — must agree: the recipe builds the wheel, and one wheel has one name. ``version`` may be
+``dynamic``: the recipe's. What a kernel wheel cannot have (scripts, entry points, other dynamic fields) is
+refused, naming the key. The readme and license files are read only from inside the project's folder.
+
+The METADATA lines are aotpack's own writing (``pipeline/wheel.py``), in a fixed order, so that a wheel's
+bytes do not depend on the version of the library that read the table."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from packaging.licenses import canonicalize_license_expression
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from ..errors import RecipeError
+from ..model import Project
+from .yamlnodes import read_text
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
+FILE = "pyproject.toml"
+REFUSED = ("scripts", "gui-scripts", "entry-points")  # a kernel wheel ships no console scripts or plugins
+
+
+def of(recipe: Path, package: str, version: str, summary: str | None, spdx: str | None) -> Project | None:
+    """The project ``recipe`` belongs to, checked against what the recipe states, or None."""
+    folder = recipe.resolve().parent
+    path = folder / FILE
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(read_text(path, "project file"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: nested too deeply to read; write its arrays and tables flatter") from None
+    tool = data.get("tool", {})
+    own = tool.get("aotpack") if isinstance(tool, dict) else None
+    named = own.get("recipe") if isinstance(own, dict) else None
+    if not isinstance(named, str) or (folder / named).resolve() != recipe.resolve() or "project" not in data:
+        return None  # another project's file, or no [project]: the recipe's metadata only
+    try:
+        return _read(path, data, package, version, summary, spdx)
+    except OSError as exc:  # its readme or a license file (pyproject-metadata reads them too)
+        raise RecipeError(f"{path}: [project]: cannot read {exc.filename or 'a file it names'}: {exc.strerror}; "
+                          "make it readable") from None  # fmt: skip
+
+
+def _read(path: Path, data: dict[str, Any], package: str, version: str, summary: str | None,
+          spdx: str | None) -> Project:  # fmt: skip
+    from pyproject_metadata import License, StandardMetadata
+
+    where = f"{path}: [project]"
+    project = data["project"]
+    if not isinstance(project, dict):
+        raise RecipeError(f"{path}: project must be a table ([project])")
+    for key in REFUSED:
+        if key in project:
+            raise RecipeError(f"{where} {key}: a kernel wheel has none; remove it")
+    if set(project.get("dynamic", [])) - {"version"}:
+        raise RecipeError(f"{where} dynamic = {project['dynamic']}: only version may be dynamic (the recipe's)")
+    _files_inside(path.parent, project, where)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (pyproject-metadata warns of what it will refuse later)
+            read = StandardMetadata.from_pyproject(data, path.parent, metadata_version="2.4", allow_extra_keys=False)
+    except Exception as exc:  # ConfigurationError, an ExceptionGroup, a warning made an error: its message
+        raise RecipeError(f"{where}: {exc}") from None
+    if canonicalize_name(read.name) != canonicalize_name(package):
+        raise RecipeError(f"{where} name = {read.name!r}, the recipe's package: {package!r}; make them one name")
+    if read.version is not None and read.version != Version(version):
+        raise RecipeError(f"{where} version = {str(read.version)!r}, the recipe's: {version!r}; state it once "
+                          '(dynamic = ["version"] takes the recipe\'s)')  # fmt: skip
+    if read.description is not None and summary is not None and read.description != summary:
+        raise RecipeError(f"{where} description and the recipe's summary differ; state it once")
+    if isinstance(read.license, License):
+        raise RecipeError(f'{where} license: write an SPDX expression (license = "MIT"), not a table')
+    if read.license is not None and spdx is not None and spdx_of(read.license) != spdx:
+        raise RecipeError(f"{where} license = {read.license!r}, the recipe's: {spdx!r}; state it once")
+    readme = (read.readme.content_type, read.readme.text) if read.readme is not None else None
+    licenses = tuple((p.as_posix(), (path.parent / p).read_bytes()) for p in sorted(read.license_files or ()))
+    read_files = [path, *((path.parent / read.readme.file,) if read.readme and read.readme.file else ())]
+    return Project(
+        path=path, summary=read.description, license=spdx_of(read.license),
+        requires_python=str(read.requires_python) if read.requires_python is not None else None,
+        headers=_headers(read),
+        readme=readme, license_files=licenses, files=tuple(read_files + [path.parent / p for p, _ in licenses]),
+    )  # fmt: skip
+
+
+def _files_inside(root: Path, project: dict[str, Any], where: str) -> None:
+    """The readme and license files named: relative paths inside the project, before any is opened."""
+    readme = project.get("readme")
+    named = [readme] if isinstance(readme, str) else [readme.get("file")] if isinstance(readme, dict) else []
+    globs = project.get("license-files", [])
+    for item in [*named, *(globs if isinstance(globs, list) else [])]:
+        if not isinstance(item, str):
+            continue
+        found = (root / item).resolve()
+        if Path(item).is_absolute() or ".." in Path(item).parts or not found.is_relative_to(root.resolve()):
+            raise RecipeError(f"{where}: {item!r} lies outside the project ({root}); name a file inside it")
+
+
+def _headers(read: Any) -> tuple[tuple[str, str], ...]:
+    """The METADATA fields beyond name, version, summary, license and Requires-Python, in a fixed order."""
+    out: list[tuple[str, str]] = []
+    for field, people in (("Author", read.authors), ("Maintainer", read.maintainers)):
+        names = ", ".join(name for name, email in people if name and not email)
+        emails = ", ".join(f"{name} <{email}>" if name else email for name, email in people if email)
+        out += [(field, names)] if names else []
+        out += [(f"{field}-email", emails)] if emails else []
+    out += [("Keywords", ",".join(read.keywords))] if read.keywords else []
+    out += [("Classifier", c) for c in read.classifiers]
+    out += [("Project-URL", f"{label}, {url}") for label, url in read.urls.items()]
+    out += [("Requires-Dist", str(r)) for r in read.dependencies]
+    for extra, requirements in read.optional_dependencies.items():
+        out.append(("Provides-Extra", extra))
+        for r in requirements:
+            req = Requirement(str(r))
+            req.marker = Marker(f'({r.marker}) and extra == "{extra}"' if r.marker else f'extra == "{extra}"')
+            out.append(("Requires-Dist", str(req)))
+    return tuple(out)
+
+
+def spdx_of(expression: Any) -> str | None:
+    """An SPDX expression as the recipe's ``license:`` keeps it (normalized), or None."""
+    return None if expression is None else str(canonicalize_license_expression(str(expression)))
