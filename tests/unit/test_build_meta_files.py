@@ -183,3 +183,25 @@ def test_the_wheel_build_shows_its_progress_on_stderr_unless_quiet(project, monk
                          "pruned add/1/sm_80: too big", "[2/2] Ns, eta Ns, 0 cached, 2 pruned  add/1/sm_80"]  # fmt: skip
     else:
         assert err == ""
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_build_with_a_kept_triton_release_is_quiet_when_asked(project, monkeypatch, quiet):
+    """Built by `aotpack build` run with the release kept in the cache: that child shows the progress, and is
+    given -q with quiet."""
+    from aotpack.backends.triton import toolchain
+
+    argv: list[list[str]] = []
+
+    def run_build(kept, args):
+        argv.append(args)
+        (Path(args[args.index("-o") + 1]) / "small-0.1-py3-none-any.whl").write_bytes(b"")
+        return 0
+
+    monkeypatch.delenv(toolchain.ACTIVE, raising=False)
+    monkeypatch.setattr(toolchain, "needed", lambda *args: toolchain.Toolchain("3.8.0", project.root / "triton"))
+    monkeypatch.setattr(toolchain, "run_build", run_build)
+    project.out.mkdir()
+    settings = {"triton": "3.8", **({"quiet": "true"} if quiet else {})}
+    assert build_meta.build_wheel(str(project.out), settings) == "small-0.1-py3-none-any.whl"
+    assert [a[:2] for a in argv] == [["build", "recipe.yaml"]] and ("-q" in argv[0]) == quiet
