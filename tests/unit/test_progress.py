@@ -90,7 +90,8 @@ def within(estimate: float, truth: float, factor: float = 1.5) -> bool:
 def test_the_eta_of_a_build_whose_second_kernel_is_ten_times_as_slow_is_right_from_the_first_tenth(kernel_dir,
                                                                                                    jobs):  # fmt: skip
     """Compiled in compile_order, every kernel's pace is measured from the start: at each tenth of the run the
-    ETA is within 1.5x of the time the simulated pool still takes. In plan order (kernel by kernel) the first
+    ETA is within 1.5x of the time the simulated pool still takes (with 4 processes too: a pace is the wall time
+    between completions, which a division by the number of processes would make 4x short). In plan order (kernel by kernel) the first
     tenth has seen only the fast kernel, and no pace can tell what the slow one will cost."""
     planned = two_kernels(kernel_dir)
     cost = {"add": 1.0, "slow": 10.0}
