@@ -14,13 +14,16 @@ standard CI build. Its ``pyproject.toml``::
     line-info = false        # keep line info in Triton's cubins (profiling builds)
     triton = "3.8"           # the Triton release to build with (default: the recipe's triton:, else the newest
                              # tested for this Python)
+    quiet = false            # no progress lines on stderr (pip shows them with pip wheel -v .)
 
 Every setting can also come as a config setting (``pip wheel . -C cuda=12.2``, ``python -m build
--C jobs=4``), which wins. ``build_wheel`` gives the same repaired manylinux abi3 wheel as ``aotpack
-build``; ``build_sdist`` packs the recipe, its tables, the kernel sources it reads and pyproject.toml,
-from which the same wheel builds again, read without importing a kernel (no Triton is needed for it). No
-editable hook: the package is compiled code, there is nothing to edit in place. An aotpack error that ends a
-hook's process is one line naming what to fix (a missing nvcc: the ``requires`` that installs it), not a traceback.
+-C jobs=4``), which wins. ``build_wheel`` shows the build's progress as ``aotpack build`` does, on stderr: a
+line per tenth of the variants, with an ETA (``python -m build`` shows it, pip with ``pip wheel -v .``);
+``quiet`` leaves it out. It gives the same repaired manylinux abi3 wheel as ``aotpack build``; ``build_sdist``
+packs the recipe, its tables, the kernel sources it reads and pyproject.toml, from which the same wheel builds
+again, read without importing a kernel (no Triton is needed for it). No editable hook: the package is compiled
+code, there is nothing to edit in place. An aotpack error that ends a hook's process is one line naming what to
+fix (a missing nvcc: the ``requires`` that installs it), not a traceback.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from ._temp import atomic_file
 from .backends import BACKENDS, recipes
 from .backends.triton import releases, toolchain
 from .backends.triton.recipe import wanted_triton
+from .commands.progress import Progress
 from .errors import AotpackError, RecipeError, ToolNotFound, UsageError, shown
 from .pipeline import build as pipeline
 from .pipeline import cache, wheel
@@ -72,7 +76,8 @@ def _report(
 
 
 sys.excepthook = _report
-SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool, "triton": str}
+SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool, "triton": str,
+            "quiet": bool}  # fmt: skip
 EXTRA_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt")  # into the sdist, when present
 
 
@@ -181,7 +186,7 @@ def build_wheel(
         use_cache=s.get("cache", True), line_info=s.get("line-info", False), cuda_floor=floor,
     )  # fmt: skip
     try:
-        return pipeline.run(recipes.load(s["recipe"]), options).wheel.name
+        return pipeline.run(recipes.load(s["recipe"]), options, Progress(s.get("quiet", False))).wheel.name
     except ToolNotFound as exc:
         raise _located(exc) from None
 
@@ -260,7 +265,7 @@ def _in_toolchain(kept: toolchain.Toolchain, s: dict[str, Any], wheel_directory:
     argv = ["build", s["recipe"], *(["-j", str(s["jobs"])] if "jobs" in s else []),
             *(["--cuda", s["cuda"]] if "cuda" in s else []), *(["--strict"] if s.get("strict") else []),
             *([] if s.get("cache", True) else ["--no-cache"]),
-            *(["--line-info"] if s.get("line-info") else [])]  # fmt: skip
+            *(["--line-info"] if s.get("line-info") else []), *(["-q"] if s.get("quiet") else [])]  # fmt: skip
     scratch = Path(tempfile.mkdtemp(prefix=".aotpack-", dir=wheel_directory))
     try:
         if toolchain.run_build(kept, [*argv, "-o", str(scratch)]) != 0:

@@ -13,11 +13,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import facts, values
 from .._version import __version__
-from ..backends import Outcome, Pruned
 from ..backends.recipes import load
 from ..backends.triton import releases, toolchain
 from ..backends.triton.recipe import wanted_triton
@@ -26,68 +25,16 @@ from ..errors import AotpackError, OutputError, UsageError, shown
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
-from ..plan.variants import Variant, plan_summary, select
+from ..plan.variants import plan_summary, select
 from . import record
 from .checks import writable_folder
 from .inspect import describe
 from .new import scaffold
+from .progress import Progress
 from .tune import Options, tune
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
-
-
-class Progress:
-    """Build progress on stderr: on a terminal one line, cut to its width and rewritten in place; in a
-    log, a plain line per tenth of the work. The ETA counts each backend's remaining variants at that
-    backend's own pace (the time between completions is charged to the backend that completed), since
-    nvcc variants take many times as long as Triton's."""
-
-    def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.tty, self.quiet = self.stream.isatty(), quiet
-        self.planned(())
-
-    def planned(self, variants: Sequence[Variant]) -> None:
-        self.left = Counter(v.kernel.backend for v in variants)
-        self.total, self.done, self.cached, self.failed = len(variants), 0, 0, 0
-        self.spent: dict[str, float] = dict.fromkeys(self.left, 0.0)  # seconds charged per backend
-        self.compiled: Counter[str] = Counter()
-        self.start = self.last = time.monotonic()
-
-    def eta(self) -> float:
-        overall = sum(self.spent.values()) / max(1, sum(self.compiled.values()))
-        pace = {b: self.spent[b] / self.compiled[b] if self.compiled[b] else overall for b in self.left}
-        return sum(n * pace[b] for b, n in self.left.items())
-
-    def __call__(self, variant: Variant, outcome: Outcome, cached: bool) -> None:
-        now = time.monotonic()
-        backend = variant.kernel.backend
-        self.done += 1
-        self.left[backend] -= 1
-        self.cached += cached
-        if not cached:
-            self.spent[backend] += now - self.last
-            self.compiled[backend] += 1
-        self.last = now
-        if isinstance(outcome, Pruned):
-            self.failed += 1
-            if not self.quiet:
-                self._print(f"pruned {outcome.variant_id}: {outcome.reason}", final=True)
-        if self.quiet:
-            return
-        line = (f"[{self.done}/{self.total}] {now - self.start:.0f}s, eta {self.eta():.0f}s, "
-                f"{self.cached} cached, {self.failed} pruned  {variant.id}")  # fmt: skip
-        if self.tty or self.done == self.total or self.done % max(1, self.total // 10) == 0:
-            self._print(line, final=self.done == self.total)
-
-    def _print(self, line: str, final: bool) -> None:
-        if not self.tty:
-            print(line, file=self.stream)
-            return
-        width = shutil.get_terminal_size().columns - 1
-        cut = line if len(line) <= width else line[: max(0, width - 1)] + "…"
-        print(f"\r\033[K{cut}", end="\n" if final else "", file=self.stream, flush=True)
 
 
 class _Parser(argparse.ArgumentParser):

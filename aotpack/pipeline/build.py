@@ -11,8 +11,10 @@ import dataclasses
 import logging
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -198,6 +200,7 @@ def _compile(
     if misses:
         backends.check_all(tools.compilers, {v.kernel.name: v.kernel for v in misses}.values())
         log.info("compiling %d variants of %d kernels (%d cached)", len(misses), len(rec.kernels), len(found))
+        misses = compile_order(misses)
 
         def finished(v: plan.Variant, o: Outcome) -> None:
             if keys.store is not None:  # at once: a build killed later keeps what it compiled
@@ -212,6 +215,20 @@ def _compile(
             compiled = distributed.compile_on(options.executor, misses, tools.compilers, settings, progress=finished)
         found.update((v.id, o) for v, o in compiled)
     return [(v, found[v.id]) for v in variants]
+
+
+def compile_order(variants: Sequence[plan.Variant]) -> list[plan.Variant]:
+    """The variants in the order they are compiled: each kernel's spread evenly over the run (the i-th of a
+    kernel's n at (i + 1/2)/n of the way, ties in plan order), so every kernel's pace is sampled from the start
+    and the build's ETA knows what each costs early, not only once the plan reaches it (commands/progress.py).
+    The wheel does not depend on it: outcomes are put back in plan order."""
+    count = Counter(v.kernel.name for v in variants)
+    seen: Counter[str] = Counter()
+    placed = []
+    for i, v in enumerate(variants):
+        placed.append((Fraction(2 * seen[v.kernel.name] + 1, 2 * count[v.kernel.name]), i))
+        seen[v.kernel.name] += 1
+    return [variants[i] for _, i in sorted(placed)]
 
 
 def _check_outcomes(rec: model.Recipe, built: Built, strict: bool) -> tuple[Pruned, ...]:

@@ -5,6 +5,7 @@ is read or written; links inside the project are followed."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tarfile
 from pathlib import Path
@@ -154,3 +155,53 @@ RELU = """
     key: [n]
     tune: {inputs: "tuning/inputs.py:make", keys: [[1024]]}
 """
+
+
+@pytest.mark.parametrize("setting", [None, "toml", "config"])
+def test_the_wheel_build_shows_its_progress_on_stderr_unless_quiet(project, monkeypatch, capfd, setting):
+    """build_wheel hands the pipeline the CLI's progress, writing to stderr (where a front end shows a backend's
+    output); quiet, in [tool.aotpack] or as a config setting, leaves it out."""
+    from aotpack.backends import Pruned
+
+    def compiling(rec, options, progress=None):
+        kernel = SimpleNamespace(name="add", backend="triton")
+        planned = [SimpleNamespace(kernel=kernel, id=f"add/{i}/sm_80") for i in range(2)]
+        progress.planned(planned)
+        for v in planned:
+            progress(v, Pruned(variant_id=v.id, reason="too big"), False)
+        return SimpleNamespace(wheel=options.out_dir / "small-stub.whl")
+
+    monkeypatch.setattr("aotpack.pipeline.build.run", compiling)
+    if setting == "toml":
+        (project.root / "pyproject.toml").write_text(PYPROJECT.format(recipe="recipe.yaml") + "quiet = true\n")
+    assert build_meta.build_wheel(str(project.out), {"quiet": "true"} if setting == "config" else None)
+    out, err = capfd.readouterr()
+    assert out == ""
+    if setting is None:
+        shown = [re.sub(r"\d+s", "Ns", line) for line in err.splitlines()]  # (seconds of the real clock)
+        assert shown == ["pruned add/0/sm_80: too big", "[1/2] Ns, eta Ns, 0 cached, 1 pruned  add/0/sm_80",
+                         "pruned add/1/sm_80: too big", "[2/2] Ns, eta Ns, 0 cached, 2 pruned  add/1/sm_80"]  # fmt: skip
+    else:
+        assert err == ""
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_build_with_a_kept_triton_release_is_quiet_when_asked(project, monkeypatch, quiet):
+    """Built by `aotpack build` run with the release kept in the cache: that child shows the progress, and is
+    given -q with quiet."""
+    from aotpack.backends.triton import toolchain
+
+    argv: list[list[str]] = []
+
+    def run_build(kept, args):
+        argv.append(args)
+        (Path(args[args.index("-o") + 1]) / "small-0.1-py3-none-any.whl").write_bytes(b"")
+        return 0
+
+    monkeypatch.delenv(toolchain.ACTIVE, raising=False)
+    monkeypatch.setattr(toolchain, "needed", lambda *args: toolchain.Toolchain("3.8.0", project.root / "triton"))
+    monkeypatch.setattr(toolchain, "run_build", run_build)
+    project.out.mkdir()
+    settings = {"triton": "3.8", **({"quiet": "true"} if quiet else {})}
+    assert build_meta.build_wheel(str(project.out), settings) == "small-0.1-py3-none-any.whl"
+    assert [a[:2] for a in argv] == [["build", "recipe.yaml"]] and ("-q" in argv[0]) == quiet
