@@ -35,5 +35,5 @@ def test_project_metadata_reaches_the_wheel_the_same_through_every_front_end(tmp
         ">=3.10,>=3.9",
     )
     assert str((read.requires_dist or [])[0]) == "numpy>=1.20" and read.provides_extra == ["torch"]
-    assert read.description_content_type == "text/markdown" and read.description.startswith("# Small kernels")
+    assert read.description_content_type == "text/markdown" and (read.description or "").startswith("# Small kernels")
     assert licenses == {"AOTPACK-RUNTIME-LICENSE", "LICENSE"} == set(read.license_files or [])
