@@ -49,6 +49,7 @@ from ._temp import atomic_file
 from .backends import BACKENDS, recipes
 from .backends.triton import releases, toolchain
 from .backends.triton.recipe import wanted_triton
+from .commands.checks import writable_folder
 from .commands.progress import Progress
 from .errors import AotpackError, RecipeError, ToolNotFound, UsageError, shown
 from .pipeline import build as pipeline
@@ -176,6 +177,7 @@ def build_wheel(
 ) -> str:
     s = _settings(config_settings)
     floor = cuda_floor(s["cuda"]) if "cuda" in s else None  # checked by _settings
+    writable_folder(Path(wheel_directory), "the wheel folder")  # before any compile, not after
     _project_sources(s["recipe"])  # every file inside the project, before a kernel is imported
     if _wanted(s) is not None and toolchain.check_active() is None:  # without isolation, another may be installed
         kept = toolchain.needed(_triton(s), cache.default_dir(), None)
@@ -282,6 +284,7 @@ def build_sdist(sdist_directory: str, config_settings: Mapping[str, Any] | None 
     front end installs no build requirement for it (``get_requires_for_build_sdist``), so neither Triton nor the
     kernels' own imports are there."""
     s = _settings(config_settings)
+    writable_folder(Path(sdist_directory), "the sdist folder")
     found = _project_sources(s["recipe"])
     root = Path.cwd().resolve()
     files = {found.path.resolve(), *(path.resolve() for path, _ in _named(found) if not path.is_dir())}

@@ -205,3 +205,13 @@ def test_a_build_with_a_kept_triton_release_is_quiet_when_asked(project, monkeyp
     settings = {"triton": "3.8", **({"quiet": "true"} if quiet else {})}
     assert build_meta.build_wheel(str(project.out), settings) == "small-0.1-py3-none-any.whl"
     assert [a[:2] for a in argv] == [["build", "recipe.yaml"]] and ("-q" in argv[0]) == quiet
+
+
+@pytest.mark.parametrize("hook", [build_meta.build_wheel, build_meta.build_sdist])
+def test_an_output_folder_that_is_a_file_is_refused_before_any_work(project, hook):
+    """A front end passes the folder a wheel or sdist goes to; one that is a file is said before anything is
+    compiled or packed (it was said only when the finished wheel was copied there)."""
+    project.out.write_text("a file\n")
+    with pytest.raises(UsageError, match=r"folder .*out: it is a file, not a folder"):
+        hook(str(project.out))
+    assert project.out.read_text() == "a file\n" and not project.built
