@@ -1007,6 +1007,7 @@ SETTING_VALUES: dict[str, list[tuple[str, Any, Any]]] = {  # mutation, TOML valu
     "strict": [("value:words", "maybe", "maybe"), ("value:yes", "yes", "yes")],
     "cache": [("value:words", "maybe", "maybe"), ("value:int", 1, None)],
     "line-info": [("value:words", "maybe", "maybe")],
+    "quiet": [("value:words", "maybe", "maybe"), ("value:int", 1, None), ("value:empty", "", "")],
 }  # fmt: skip
 
 
