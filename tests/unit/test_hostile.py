@@ -32,6 +32,15 @@ def test_the_bases_are_valid(tmp_path: Path) -> None:
     assert [(r.case.id, r.cls, r.note) for r in results if r.cls != "GOOD"] == []
 
 
+def test_every_setting_of_the_backend_is_in_the_corpus() -> None:
+    """The corpus keeps its own table of the PEP 517 backend's settings (written from the docs, not derived from
+    the code it tests); a setting added to the backend without a line here fails."""
+    from aotpack import build_meta
+
+    kinds = {key: kind.__name__ for key, kind in build_meta.SETTINGS.items()}
+    assert generator.SETTING_KINDS == kinds and set(generator.SETTINGS) == set(kinds)
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="fork, FIFOs and /proc")
 def test_a_sample_of_the_hostile_corpus(tmp_path: Path) -> None:
     cases = sample(generator.generate(), SAMPLE, SEED)
