@@ -461,6 +461,11 @@ def tune(
     ``devices`` ("all", or indices such as "0,1"): spread the work over one process per GPU;
     ``executor`` (dask://HOST:PORT): over the GPU workers of a Dask cluster instead of this host."""
     rec = recipe.load(recipe_path)
+    tunable = [k.name for k in rec.kernels if k.tune]
+    unknown = [name for name in opts.kernels if name not in tunable]
+    if tunable and unknown:
+        raise UsageError(f"--kernel {unknown[0]}: {recipe_path} has no kernel of that name with a 'tune:' section "
+                         f"(those with one: {', '.join(tunable)})")  # fmt: skip
     chosen = [k for k in rec.kernels if k.tune and (not opts.kernels or k.name in opts.kernels)]
     if not chosen:
         raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")

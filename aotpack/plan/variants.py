@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import expr
-from ..errors import RecipeError
+from ..errors import UsageError
 from ..model import Arg, Config, Kernel, Recipe, const_text
 from ..states import NONE
 from ..words import plural
@@ -158,7 +158,7 @@ def select(recipe: Recipe, patterns: tuple[str, ...], winners_only: bool = False
     every = plan_variants(recipe, winners_only)
     chosen = [v for v in every if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in patterns)]
     if not chosen:
-        raise RecipeError(f"no variant id matches {', '.join(patterns)} (ids look like {every[0].id})")
+        raise UsageError(f"--only {' --only '.join(patterns)}: no variant id matches (ids look like {every[0].id})")
     kept: dict[str, set[str]] = {}
     for v in chosen:
         kept.setdefault(v.kernel.name, set()).add(v.target)

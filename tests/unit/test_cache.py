@@ -17,7 +17,7 @@ from aotpack.backends import Pruned
 from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import toolchain
 from aotpack.commands import cli
-from aotpack.errors import CompileError, RecipeError, UsageError
+from aotpack.errors import CompileError, UsageError
 from aotpack.pipeline import build as pipeline
 from aotpack.pipeline import cache
 from aotpack.plan import variants as plan
@@ -302,7 +302,7 @@ def test_a_build_sweeps_what_killed_builds_and_their_compile_workers_left(kernel
     link = temp / f"aotpack-triton-{dead}-link"
     link.symlink_to(elsewhere, target_is_directory=True)
     (kernel_dir / "r.yaml").write_text(GOOD)
-    with pytest.raises(RecipeError, match="no variant id matches no-such-variant"):
+    with pytest.raises(UsageError, match="--only no-such-variant: no variant id matches"):
         pipeline.build(kernel_dir / "r.yaml", tmp_path / "dist", select=("no-such-variant",))
     assert not any(folder.exists() for folder in left)
     assert all((folder / "sub" / "file").read_text() == "compiled" for folder in live)

@@ -48,8 +48,10 @@ def test_every_verb_takes_quiet_or_verbose_one_excluding_the_other(verb: str) ->
 
 @pytest.mark.parametrize("verb", sorted(cli.COMMANDS))
 def test_every_argument_of_every_verb_says_what_it_is_for(verb: str) -> None:
-    for action in verbs()[verb]._actions:
+    parser = verbs()[verb]
+    for action in parser._actions:
         assert action.help and action.help != argparse.SUPPRESS, f"aotpack {verb}: {action.dest} has no help"
+        assert action.help in " ".join(parser.format_help().split()), f"aotpack {verb} -h: {action.dest}"
 
 
 @pytest.mark.parametrize("argv", [["build", DEMO], ["tune", DEMO], ["inspect", "x.whl"], ["new", "mine"],
@@ -68,6 +70,22 @@ def test_a_recording_of_no_program_is_a_usage_error(tmp_path: Path, capsys: pyte
         "aotpack: error: give the program to record after --, e.g. aotpack record -o r.yaml -- python run.py\n"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["plan", DEMO, "--only", "zzz"], "--only zzz: no variant id matches (ids look like add/"),
+    (["tune", DEMO, "--kernel", "nope", "-o", "{tmp}/tables"],
+     f"--kernel nope: {DEMO} has no kernel of that name with a 'tune:' section (those with one: add, softmax, "),
+    (["record", "-o", "{tmp}/r.yaml", "--report", "{tmp}/nowhere.json"],
+     "--report {tmp}/nowhere.json: no such report file or folder"),
+    (["build", DEMO, "-o", "/dev/null"], "-o /dev/null: it is a file, not a folder; give a folder"),
+])  # fmt: skip
+def test_an_option_that_cannot_work_is_a_usage_error_whatever_the_verb(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The option named, exit 2: the command line is what to correct (before any GPU, program or compiler)."""
+    assert cli.main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert capsys.readouterr().err.startswith(f"aotpack: error: {said.format(tmp=tmp_path)}")
 
 
 @pytest.mark.parametrize("amount", ["-q", "", "-v"])
