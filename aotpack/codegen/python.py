@@ -12,6 +12,7 @@ from ..backends import Artifact
 from ..manifest import Manifest
 from ..model import PACKAGE_NAMES, Arg, Kernel
 from ..plan import classes
+from ..words import plural
 from . import BuildInput, KernelBuild
 
 
@@ -55,11 +56,11 @@ def docstring(kb: KernelBuild) -> str:
         built = sorted({c.value(name) for c in k.configs}, key=lambda v: (type(v).__name__, v))
         lines.append(f"{name} = {expr.unparse(e)}, built for {', '.join(map(str, built))}")
     key = ", ".join(f"{name} = {expr.unparse(e)}" if name != expr.unparse(e) else name for name, e in k.key)
-    lines.append(f"Key: {key or 'none'} ({k.bucket} buckets); dispatch table: {len(k.rules)} rows; "
+    lines.append(f"Key: {key or 'none'} ({k.bucket} buckets); dispatch table: {plural(len(k.rules), 'row')}; "
                  f"default config {k.default.label}")  # fmt: skip
     names = ", ".join(s.name for s in classes.specs(k))
     lines.append(f"Specialization classes (Triton's JIT terms, most specialized first): {names}")
-    lines.append(f"Targets: {', '.join(k.targets)}; {len(kb.variants)} variants"
+    lines.append(f"Targets: {', '.join(k.targets)}; {plural(len(kb.variants), 'variant')}"
                  + (f" ({len(kb.pruned)} pruned at build time)" if kb.pruned else ""))  # fmt: skip
     return "\n".join(lines)
 

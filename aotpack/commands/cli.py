@@ -25,7 +25,8 @@ from ..errors import AotpackError, OutputError, UsageError, shown
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
-from ..plan.variants import plan_summary, select
+from ..plan.variants import plan_document, plan_summary, select
+from ..words import plural
 from . import record
 from .checks import writable_folder
 from .inspect import describe
@@ -51,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aotpack {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile a recipe into a repaired manylinux wheel")
-    b.add_argument("recipe", type=_path)
+    b.add_argument("recipe", type=_path, help="the recipe file (docs/recipe.md)")
     b.add_argument("-o", "--out-dir", type=_path, default=Path("dist"), help="where the wheel goes (default: dist)")
     b.add_argument("-j", "--jobs", type=_positive, default=None, help="parallel compile processes (default: all cores)")
     b.add_argument("--strict", action="store_true", help="fail when any variant fails to compile")
@@ -69,15 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="compile on this Dask cluster (pip install 'aotpack[dask]'; workers need aotpack and the "
                         "same toolchain)")  # fmt: skip
-    b.add_argument("-q", "--quiet", action="store_true")
-    b.add_argument("-v", "--verbose", action="store_true", help="echo every external command")
+    _amount(b, quiet="only the wheel's path, and warnings and errors", verbose="echo every external command")
     b.add_argument("--winners-only", action="store_true",
                    help="build only the configs the dispatch tables pick, and the defaults")  # fmt: skip
     b.add_argument("--line-info", action="store_true",
                    help="keep line info in Triton's cubins, for profilers; it holds the sources' absolute paths, "
                         "so the wheel is then tied to this checkout")  # fmt: skip
     t = sub.add_parser("tune", help="on a GPU host: time every variant of the installed package, write tables")
-    t.add_argument("recipe", type=_path)
+    t.add_argument("recipe", type=_path, help="the recipe the installed package was built from")
     t.add_argument("-o", "--out-dir", type=_path, default=Path("tables"), help="where the table goes (default: tables)")
     t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
     t.add_argument("--reps", type=_reps, default=30, help="timed runs per variant and key (median)")
@@ -86,9 +86,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
+    _amount(t, quiet="only the table's path, and warnings and errors", verbose="log every variant's time at each key")
     i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
-    i.add_argument("wheel", type=_path)
-    i.add_argument("--json", action="store_true", help="print the manifest itself (schema: docs/build.md)")
+    i.add_argument("wheel", type=_path, help="the .whl file")
+    i.add_argument("--json", action="store_true",
+                   help="print the manifest itself (schema: docs/build.md), whatever -q or -v say")  # fmt: skip
+    _amount(
+        i,
+        quiet="only its first line (package, version, tags)",
+        verbose="list every variant id and whole sha256 digests",
+    )
     n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
     n.add_argument("name", help="the Python package name (lower case, digits, _)")
     n.add_argument("--dir", type=_path, default=None, help="where to write it (default: ./NAME)")
@@ -96,11 +103,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="a deliberate fork: NAME may be that of DIST (installed, or pip, setuptools, wheel, "
                    "triton, torch, aotpack), which installing the wheel replaces; its recipe says 'replaces: "
                    "DIST'")  # fmt: skip
+    _amount(n, quiet="errors only", verbose="list every file written")
     r = sub.add_parser(
         "record",
         help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
         "of built packages missed)",
-        usage="aotpack record -o RECIPE [--package NAME] [--widen NAME=VALUES] [--report PATH] "
+        usage="aotpack record -o RECIPE [--package NAME] [--widen NAME=VALUES] [--report PATH] [-q | -v] "
         "[-- python program.py [args...]]",
     )
     r.add_argument("-o", "--out", type=_path, required=True, help="the recipe to write (merged into if it exists)")
@@ -111,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--report", type=_path, action="append", default=[], metavar="PATH",
                    help="class misses reported elsewhere (a file, or an AOTPACK_REPORT folder) to add to the "
                    "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
+    _amount(r, quiet="warnings and errors only (no counts, no advice)", verbose="echo the program's command line")
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
     c = sub.add_parser("cache", help="show the cache of compiled variants and wheels; trim or clear it")
     c.add_argument("--cache-dir", type=_path, default=None, help="the cache (default: ~/.cache/aotpack)")
@@ -118,13 +127,29 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--trim", type=_size, default=None, metavar="SIZE",
                       help="drop the least recently used entries until it holds at most SIZE (500M, 10G)")  # fmt: skip
     what.add_argument("--clear", action="store_true", help="remove every entry")
+    _amount(c, quiet="errors only", verbose="name every entry dropped, and give the size of each kind")
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
-    p.add_argument("recipe", type=_path)
-    p.add_argument("--only", action="append", default=[], metavar="GLOB")
+    p.add_argument("recipe", type=_path, help="the recipe file (docs/recipe.md)")
+    p.add_argument("--only", action="append", default=[], metavar="GLOB",
+                   help="list only variant ids matching (repeatable)")  # fmt: skip
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (kernels, their backends and variant ids, totals; docs/cli.md) "
+                   "instead of the ids")  # fmt: skip
     _triton_options(p, "plan")
     p.add_argument("--cache-dir", type=_path, default=None,
                    help="where --triton's release is kept (default: ~/.cache/aotpack)")  # fmt: skip
+    _amount(p, quiet="only the variant ids (or --json's document), and warnings and errors",
+            verbose="give each config and class skipped, with its reason")  # fmt: skip
     return parser
+
+
+def _amount(verb: argparse.ArgumentParser, quiet: str, verbose: str) -> None:
+    """-q and -v, every verb's, one excluding the other: how much it says. main() sets the log level from them
+    (warnings only, or debug too); ``quiet`` says what a quiet verb prints, ``verbose`` what a verbose one
+    adds."""
+    amount = verb.add_mutually_exclusive_group()
+    amount.add_argument("-q", "--quiet", action="store_true", help=f"print {quiet}")
+    amount.add_argument("-v", "--verbose", action="store_true", help=f"say more: {verbose}")
 
 
 def _triton_options(verb: argparse.ArgumentParser, what: str) -> None:
@@ -167,67 +192,93 @@ _warmup = _option(lambda text: values.runs(text, 0))
 _path = _option(values.path)
 
 
-def _cache_command(folder: Path | None, trim: int | None) -> str:
-    """aotpack cache: what the cache holds, after trimming it to ``trim`` bytes when given."""
+def _cache_command(folder: Path | None, trim: int | None, verbose: bool = False) -> str:
+    """aotpack cache: what the cache holds, after trimming it to ``trim`` bytes when given (``verbose``: each entry
+    dropped named, and each kind's size)."""
     cache.size_limit()  # the bound a build keeps: refused here as a build refuses it
     store = cache.Cache(folder or cache.default_dir())
-    entries, done = store.entries(), ""
+    entries, done, named = store.entries(), "", []
     if trim is not None:  # one walk of the cache, not two
         trimmed = store.trim(trim, entries)
-        done = f"dropped {len(trimmed.dropped)} entries ({trimmed.freed / 1e6:.1f} MB); "
+        done = f"dropped {plural(len(trimmed.dropped), 'entry', 'entries')} ({trimmed.freed / 1e6:.1f} MB); "
         if trimmed.failed:
             raise UsageError(f"{done}{len(trimmed.failed)} could not be removed, such as {trimmed.failed[0]}: make "
                              f"{store.root} writable, or remove them yourself")  # fmt: skip
         dropped = set(trimmed.dropped)
         entries = [e for e in entries if e not in dropped]
-    kinds = Counter("link" if e.link else e.path.parent.name for e in entries)
-    tools = sorted(e.path.name.removeprefix("triton-") for e in entries if not e.link and
-                   e.path.parent.name == toolchain.FOLDER)  # fmt: skip
+        named = [f"dropped {e.path}" for e in trimmed.dropped]
+    kind = {e: "link" if e.link else e.path.parent.name for e in entries}
+    kinds = Counter(kind.values())
+    tools = sorted(e.path.name.removeprefix("triton-") for e in entries if kind[e] == toolchain.FOLDER)
     listed = f" ({', '.join(tools)})" if tools else ""
-    links = f", {kinds['link']} links (not followed; --clear removes the links)" if kinds["link"] else ""
+    links = f", {plural(kinds['link'], 'link')} (not followed; --clear removes the links)" if kinds["link"] else ""
     total = sum(e.bytes for e in entries)
-    return (
-        f"{done}{store.root}: {len(entries) - kinds['wheels'] - len(tools) - kinds['link']} compiled variants, "
-        f"{kinds['wheels']} wheels and {len(tools)} Triton toolchains{listed}{links}, {total / 1e6:.1f} MB; a "
-        f"build keeps it to {cache.size_setting()} (${cache.SIZE_SETTING})"
+    variants = len(entries) - kinds["wheels"] - len(tools) - kinds["link"]
+    shown = (
+        f"{done}{store.root}: {plural(variants, 'compiled variant')}, {plural(kinds['wheels'], 'wheel')} and "
+        f"{plural(len(tools), 'Triton toolchain')}{listed}{links}, {total / 1e6:.1f} MB; a build keeps it to "
+        f"{cache.size_setting()} (${cache.SIZE_SETTING})"
     )
+    if not verbose:
+        return shown
+    names, sizes = {"wheels": "wheels", toolchain.FOLDER: "Triton toolchains"}, Counter[str]()
+    for entry in entries:  # (a compiled variant's file sits in its shard, named by its key)
+        if not entry.link:
+            sizes[names.get(kind[entry], "compiled variants")] += entry.bytes
+    return "\n".join([*named, shown, *(f"  {k}: {n / 1e6:.1f} MB" for k, n in sorted(sizes.items()))])
 
 
 def _plan(args: argparse.Namespace) -> int | None:
     release = _release(args, fetch=bool(args.triton))  # (a listing fetches no Triton the recipe alone names)
     if release is not None:  # the kernels are read as that release reads them, in a child
-        print(f"planning with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
+        if not args.quiet:
+            print(f"planning with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
         return toolchain.run_build(release, args.argv)
     rec, variants = select(load(args.recipe), tuple(args.only))
-    for variant in variants:
-        print(variant.id)
-    for line in plan_summary(rec, variants):  # on stderr: the ids stay a clean list
-        print(line, file=sys.stderr)
+    if args.json:
+        print(json.dumps(plan_document(rec, variants), indent=1))
+    else:
+        for variant in variants:
+            print(variant.id)
+    if not args.quiet:
+        for line in plan_summary(rec, variants, every=args.verbose):  # on stderr: the ids stay a clean list
+            print(line, file=sys.stderr)
     return None
 
 
 def _new(args: argparse.Namespace) -> None:
     dest = args.dir or Path(args.name)
     files = scaffold(args.name, dest, args.replaces)
-    print(
-        f"wrote {len(files)} files to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
-        f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"
-    )
+    if args.verbose:
+        for file in files:
+            print(f"wrote {file}")
+    if not args.quiet:
+        print(
+            f"wrote {plural(len(files), 'file')} to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
+            f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"
+        )
 
 
 def _cache(args: argparse.Namespace) -> None:
-    print(_cache_command(args.cache_dir, 0 if args.clear else args.trim))
+    shown = _cache_command(args.cache_dir, 0 if args.clear else args.trim, args.verbose)
+    if not args.quiet:
+        print(shown)
 
 
 def _inspect(args: argparse.Namespace) -> None:
     manifest = read_wheel(args.wheel)
-    print(json.dumps(manifest, indent=1, sort_keys=True) if args.json else describe(manifest, args.wheel.name))
+    if args.json:
+        print(json.dumps(manifest, indent=1, sort_keys=True))
+        return
+    shown = describe(manifest, args.wheel.name, every=args.verbose)
+    print(shown.partition("\n")[0] if args.quiet else shown)
 
 
 def _tune(args: argparse.Namespace) -> None:
     writable_folder(args.out_dir, "-o")
     opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
-    print(f"wrote {tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)}")
+    table = tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)
+    print(table if args.quiet else f"wrote {table}")
 
 
 def _build(args: argparse.Namespace) -> int | None:
@@ -239,7 +290,8 @@ def _build(args: argparse.Namespace) -> int | None:
         raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
     release = _release(args)
     if release is not None:  # another Triton than this environment's: the build runs with it, in a child
-        print(f"building with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
+        if not args.quiet:
+            print(f"building with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
         return toolchain.run_build(release, args.argv)
     started = time.monotonic()
     options = BuildOptions(
@@ -249,10 +301,13 @@ def _build(args: argparse.Namespace) -> int | None:
         executor=args.executor,
     )  # fmt: skip
     result = run(load(args.recipe), options, Progress(args.quiet))
+    if args.quiet:  # the result alone, for a script: $(aotpack build -q recipe.yaml)
+        print(result.wheel)
+        return None
     pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
     cached = ", unchanged: from the cache" if result.cached else ""
     size = result.wheel.stat().st_size / 1e6
-    print(f"built {result.wheel} ({size:.2f} MB, {result.variants} variants{pruned}{cached}, "
+    print(f"built {result.wheel} ({size:.2f} MB, {plural(result.variants, 'variant')}{pruned}{cached}, "
           f"{time.monotonic() - started:.0f}s)")  # fmt: skip
     return None
 
@@ -297,8 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # an OSError said below
             raise
         args.argv = list(sys.argv[1:] if argv is None else argv)
-        verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
-        level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+        level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
         logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
         code = COMMANDS[args.command](args) or 0
         sys.stdout.flush()  # (what it printed reaches its reader now, or fails here, not at exit)

@@ -12,15 +12,16 @@ from ..errors import WheelError
 from ..manifest import Manifest, type_problem
 
 
-def describe(manifest: Manifest, wheel_name: str) -> str:
-    """``render``, or one error line when the manifest lacks what aotpack writes or holds a field of another type.
-    Every text it shows comes from the wheel, escaped (a manifest's terminal escape sequences are shown, not run)."""
+def describe(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
+    """``render`` (``every``: each variant id and whole digests too), or one error line when the manifest lacks
+    what aotpack writes or holds a field of another type. Every text it shows comes from the wheel, escaped (a
+    manifest's terminal escape sequences are shown, not run)."""
     manifest, wheel_name = cast(Manifest, _escaped(manifest)), values.shown(wheel_name)
     problem = type_problem(manifest)
     if problem is not None:
         raise WheelError(f"{wheel_name}: its manifest's {problem}: aotpack did not write it; rebuild the wheel")
     try:
-        return render(manifest, wheel_name)
+        return render(manifest, wheel_name, every)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as exc:
         raise WheelError(
             f"{wheel_name}: its manifest lacks what aotpack writes ({type(exc).__name__}: {exc}); "
@@ -54,7 +55,7 @@ def _tags(wheel_name: str) -> str:
     return "-".join(".".join(sorted({getattr(t, part) for t in tags})) for part in ("interpreter", "abi", "platform"))
 
 
-def render(manifest: Manifest, wheel_name: str) -> str:
+def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
     out = [
         f"{manifest['package']} {manifest['version']}  (built by aotpack {manifest['aotpack']}; {_tags(wheel_name)})",
         "targets (and the NVIDIA driver their code needs): "
@@ -88,5 +89,12 @@ def render(manifest: Manifest, wheel_name: str) -> str:
     pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
     if pruned:
         out += ["pruned variants:", *(f"  {p['id']}: {p['reason']}" for _, p in pruned), ""]
-    out += [_table([["source", "sha256"], *([p, d[:16]] for p, d in sorted(manifest["sources"].items()))])]
+    if every:
+        out += [
+            "variants:",
+            *(f"  {v['id']}" for _, k in sorted(manifest["kernels"].items()) for v in k["variants"]),
+            "",
+        ]
+    digits = None if every else 16
+    out += [_table([["source", "sha256"], *([p, d[:digits]] for p, d in sorted(manifest["sources"].items()))])]
     return "\n".join(out)

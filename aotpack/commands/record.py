@@ -8,13 +8,22 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from ..backends.triton.record import Events, check_package, misses, record, widen, write
 from ..errors import UsageError
+from ..words import plural
 from .checks import writable_folder
 
 
 def main(args: argparse.Namespace) -> None:
+    """What -q leaves out is ``said``: the counts of what was recorded, the classes added, the advice; warnings
+    (nothing written, a function not recorded) stay."""
+
+    def said(line: str, file: TextIO = sys.stdout) -> None:
+        if not args.quiet:
+            print(line, file=file)
+
     check_package(args.package)
     out = args.out
     _check_out(out)
@@ -27,33 +36,35 @@ def main(args: argparse.Namespace) -> None:
         for number, event in enumerate(reported.compilations):
             event.setdefault("number", number)
             events.add(event, "report")
+        counted = plural(len(events.compiled), "compilation")
         if write(args.out, events, args.package, widen=dict(args.widen)):
-            print(f"wrote {args.out}: {len(events.compiled)} compilations reported")
+            said(f"wrote {args.out}: {counted} reported")
         else:
-            print(f"{args.out} unchanged: it holds the rows of all {len(events.compiled)} compilations reported")
+            said(f"{args.out} unchanged: it holds the rows of all {counted} reported")
     if program or not args.report:
         summary = record(program, args.out, args.package, dict(args.widen))
         compiled = summary.events.compilations()
         counts = _counts(summary.events)
         if summary.written:
-            print(f"wrote {args.out}: {counts}")
+            said(f"wrote {args.out}: {counts}")
         elif compiled or summary.events.cached:
-            print(f"{args.out} unchanged: it holds the rows of all {counts}")
+            said(f"{args.out} unchanged: it holds the rows of all {counts}")
         else:
             print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
         for function, why in sorted(summary.events.skipped.items()):
             print(f"not recorded: {function}: {why}", file=sys.stderr)
         for kernel, name, values in widen.varying(compiled, summary.events.picks, dict(args.widen)):
             shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
-            print(f"{kernel}: constexpr {name} took {len(values)} values ({shown}); if it follows the problem (a "
-                  f"batch size, a length), {widen.suggestion(name, values)} (or the range you serve) builds "
-                  "each value of it, not only those that ran", file=sys.stderr)  # fmt: skip
+            said(f"{kernel}: constexpr {name} took {len(values)} values ({shown}); if it follows the problem (a "
+                 f"batch size, a length), {widen.suggestion(name, values)} (or the range you serve) builds "
+                 "each value of it, not only those that ran", file=sys.stderr)  # fmt: skip
         found += summary.misses
     if found and args.out.is_file():
         for line in misses.add_classes(args.out, found):
-            print(f"{args.out}: {line}")
+            said(f"{args.out}: {line}")
     elif found:
-        print(f"{len(found)} class misses reported; none added ({args.out} does not exist)", file=sys.stderr)
+        print(f"{plural(len(found), 'class miss', 'class misses')} reported; none added ({args.out} does not exist)",
+              file=sys.stderr)  # fmt: skip
 
 
 def _check_out(out: Path) -> None:
@@ -78,6 +89,8 @@ def _counts(events: Events) -> str:
     """What a recording saw, in words: the JIT's compilations, and the Triton cache entries of what other callers
     of triton.compile (Inductor) compiled and of Triton's modules."""
     compiled = events.compilations()
-    counts = (f"{len(compiled)} compilations of {len({c.function.identity for c in compiled})} kernels, "
-              f"{sum(c.launches for c in compiled)} launches")  # fmt: skip
-    return counts + (f", {len(events.cached)} Triton cache entries" if events.cached else "")
+    kernels = len({c.function.identity for c in compiled})
+    launches = plural(sum(c.launches for c in compiled), "launch", "launches")
+    counts = f"{plural(len(compiled), 'compilation')} of {plural(kernels, 'kernel')}, {launches}"
+    cached = plural(len(events.cached), "Triton cache entry", "Triton cache entries")
+    return counts + (f", {cached}" if events.cached else "")

@@ -167,6 +167,7 @@ def _measure(
             rejected[variant["config"]] = f"relative error {err:.3g} > {kernel.tune.rtol:g}"
             continue
         timings[variant["config"]] = _time(torch, _launcher(obj, sets, variant["id"], prepare), flush, opts)
+        log.debug("%s %s %s: %s (%.2f us)", kernel.name, types, key, variant["id"], timings[variant["config"]])  # -v
     if not timings:
         raise TuneError(
             f"{kernel.name}: no {spec or ''} variant passed the check at key {key} {types}: "
@@ -429,13 +430,13 @@ def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
     try:
         indices = list(range(count)) if asked == "all" else [int(i) for i in asked.split(",")]
     except ValueError:
-        raise TuneError(f"--devices {asked}: give 'all' or GPU indices such as 0,1") from None
+        raise UsageError(f"--devices {asked}: give 'all' or GPU indices such as 0,1") from None
     bad = [i for i in indices if not 0 <= i < count]
     if bad or len(set(indices)) != len(indices) or not indices:
-        raise TuneError(f"--devices {asked}: this machine has GPUs 0 to {count - 1}; name each once")
+        raise UsageError(f"--devices {asked}: this machine has GPUs 0 to {count - 1}; name each once")
     names = {torch.cuda.get_device_name(i) for i in indices}
     if len(names) > 1:
-        raise TuneError(f"--devices {asked}: the GPUs differ ({', '.join(sorted(names))}); a table is for one kind")
+        raise UsageError(f"--devices {asked}: the GPUs differ ({', '.join(sorted(names))}); a table is for one kind")
     mapped = os.environ.get("CUDA_VISIBLE_DEVICES")
     own = [d.strip() for d in mapped.split(",")] if mapped else None
     return [(i, own[i] if own else str(i)) for i in indices]
@@ -460,6 +461,11 @@ def tune(
     ``devices`` ("all", or indices such as "0,1"): spread the work over one process per GPU;
     ``executor`` (dask://HOST:PORT): over the GPU workers of a Dask cluster instead of this host."""
     rec = recipe.load(recipe_path)
+    tunable = [k.name for k in rec.kernels if k.tune]
+    unknown = [name for name in opts.kernels if name not in tunable]
+    if tunable and unknown:
+        raise UsageError(f"--kernel {unknown[0]}: {recipe_path} has no kernel of that name with a 'tune:' section "
+                         f"(those with one: {', '.join(tunable)})")  # fmt: skip
     chosen = [k for k in rec.kernels if k.tune and (not opts.kernels or k.name in opts.kernels)]
     if not chosen:
         raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")

@@ -28,6 +28,7 @@ from ..codegen import python as codegen_py
 from ..errors import CompileError, RecipeError
 from ..model import Backend
 from ..plan import variants as plan
+from ..words import plural
 from . import cache, distributed, native, repair, wheel
 
 log = logging.getLogger("aotpack")
@@ -199,7 +200,8 @@ def _compile(
             progress(v, outcome, True)
     if misses:
         backends.check_all(tools.compilers, {v.kernel.name: v.kernel for v in misses}.values())
-        log.info("compiling %d variants of %d kernels (%d cached)", len(misses), len(rec.kernels), len(found))
+        log.info("compiling %s of %s (%d cached)", plural(len(misses), "variant"), plural(len(rec.kernels), "kernel"),
+                 len(found))  # fmt: skip
         misses = compile_order(misses)
 
         def finished(v: plan.Variant, o: Outcome) -> None:
@@ -241,12 +243,12 @@ def _check_outcomes(rec: model.Recipe, built: Built, strict: bool) -> tuple[Prun
     if unlaunchable:
         lines = "\n".join(f"  {p.variant_id}: {p.reason}" for p in unlaunchable)
         raise CompileError(
-            f"{len(unlaunchable)} variants compiled but cannot be launched by aotpack's runtime; change "
+            f"{plural(len(unlaunchable), 'variant')} compiled but cannot be launched by aotpack's runtime; change "
             f"their configs or options in {rec.path}:\n{lines}"
         )
     if pruned and strict:
         lines = "\n".join(f"  {v.kernel.where}: {p.variant_id}: {p.reason}" for v, p in failed)
-        raise CompileError(f"{len(pruned)} variants failed to compile (--strict):\n{lines}")
+        raise CompileError(f"{plural(len(pruned), 'variant')} failed to compile (--strict):\n{lines}")
     for kernel in rec.kernels:
         mine = [o for v, o in built if v.kernel is kernel]
         if not any(isinstance(o, Artifact) for o in mine):

@@ -17,12 +17,15 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from .. import expr
-from ..errors import RecipeError
+from ..errors import UsageError
 from ..model import Arg, Config, Kernel, Recipe, const_text
 from ..states import NONE
+from ..words import plural
 from .classes import Spec, recorded_floors, specs
 
 _TARGET = re.compile(r"^(sm|compute)_\d+a?$")
@@ -155,7 +158,7 @@ def select(recipe: Recipe, patterns: tuple[str, ...], winners_only: bool = False
     every = plan_variants(recipe, winners_only)
     chosen = [v for v in every if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in patterns)]
     if not chosen:
-        raise RecipeError(f"no variant id matches {', '.join(patterns)} (ids look like {every[0].id})")
+        raise UsageError(f"--only {' --only '.join(patterns)}: no variant id matches (ids look like {every[0].id})")
     kept: dict[str, set[str]] = {}
     for v in chosen:
         kept.setdefault(v.kernel.name, set()).add(v.target)
@@ -176,29 +179,59 @@ def select(recipe: Recipe, patterns: tuple[str, ...], winners_only: bool = False
     return narrowed, variants
 
 
-def plan_summary(recipe: Recipe, variants: tuple[Variant, ...]) -> list[str]:
-    """Per kernel: the variants planned, its specialization classes, and the combinations skipped
-    because no call can select them (with one reason); then what the recipe's ``widen:`` widens."""
+def plan_summary(recipe: Recipe, variants: tuple[Variant, ...], every: bool = False) -> list[str]:
+    """Per kernel: its backend, the variants planned, its specialization classes, and the combinations skipped
+    because no call can select them (with one reason; ``every``: each config and class, a line apiece); the
+    totals; then what the recipe's ``widen:`` widens."""
     lines = []
     for kernel in recipe.kernels:
         mine = sum(v.kernel is kernel for v in variants)
         classes = specs(kernel)
-        reasons = [r for c in kernel.configs for s in classes if (r := unreachable(kernel, c, s)) is not None]
-        skipped = len(reasons) * len(kernel.bindings) * len(kernel.targets)
-        why = f"; {skipped} skipped that no call can select (e.g. {reasons[0]})" if reasons else ""
+        skips = [(c, s, r) for c in kernel.configs for s in classes if (r := unreachable(kernel, c, s)) is not None]
+        skipped = len(skips) * len(kernel.bindings) * len(kernel.targets)
+        why = f"; {skipped} skipped that no call can select (e.g. {skips[0][2]})" if skips else ""
         groups = [(what, [s.name for s in classes if s.origin == origin]) for origin, what in _ORIGINS]
         shown = "; ".join(f"{what} {', '.join(names)}" for what, names in groups if names)
-        lines.append(f"{kernel.name}: {mine} variants; {len(classes)} classes: {shown}{why}")
+        lines.append(f"{kernel.name} ({kernel.backend}): {plural(mine, 'variant')}; "
+                     f"{plural(len(classes), 'class', 'classes')}: {shown}{why}")  # fmt: skip
+        if every:
+            lines += [f"  skipped {config.label} in class {spec.name}: {reason}" for config, spec, reason in skips]
+    totals = plan_document(recipe, variants)["totals"]
+    backends = ", ".join(f"{n} {b}" for b, n in totals["backends"].items())
+    lines.append(f"total: {plural(totals['variants'], 'variant')} ({backends}) of "
+                 f"{plural(totals['kernels'], 'kernel')}")  # fmt: skip
     if recipe.triton_cache:  # shipped as recorded, not planned
         tritons = ", ".join(sorted({e.triton for e in recipe.triton_cache}))
         targets = ", ".join(sorted({e.target for e in recipe.triton_cache}))
-        lines.append(f"triton_cache: {len(recipe.triton_cache)} Triton cache entries shipped as recorded (Triton "
-                     f"{tritons}; {targets}), served by activate() as cache hits")  # fmt: skip
+        shipped = plural(len(recipe.triton_cache), "Triton cache entry", "Triton cache entries")
+        lines.append(f"triton_cache: {shipped} shipped as recorded (Triton {tritons}; {targets}), served by "
+                     "activate() as cache hits")  # fmt: skip
     for name, values in recipe.widen:  # its effect is in the variants above; this says where it comes from
         reached = [k.name for k in recipe.kernels if k.points and name in k.constexpr_names]
         shown = ", ".join(const_text(v) for v in values[:8]) + (", ..." if len(values) > 8 else "")
         lines.append(f"widen: {name} takes {shown} in every row of {', '.join(reached)}")
     return lines
+
+
+def plan_document(recipe: Recipe, variants: tuple[Variant, ...]) -> dict[str, Any]:
+    """``aotpack plan --json``: the kernels in the recipe's order, each with its backend and its variant ids in plan
+    order, and the totals (variants, kernels, variants per backend). Its shape is docs/cli.md's; ``schema``
+    changes with it, for a script that reads it."""
+    backends = Counter(v.kernel.backend for v in variants)
+    return {
+        "schema": 1,
+        "recipe": str(recipe.path),
+        "package": recipe.package,
+        "kernels": [
+            {"name": k.name, "backend": k.backend, "variants": [v.id for v in variants if v.kernel is k]}
+            for k in recipe.kernels
+        ],
+        "totals": {
+            "variants": len(variants),
+            "kernels": len(recipe.kernels),
+            "backends": dict(sorted(backends.items())),
+        },
+    }
 
 
 _ORIGINS = (("level", "hint levels"), ("typical", "typical calls"), ("recipe", "the recipe's"), ("floor", "floors"),

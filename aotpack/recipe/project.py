@@ -42,8 +42,11 @@ def of(recipe: Path, package: str, version: str, summary: str | None, spdx: str 
     """The project ``recipe`` belongs to, checked against what the recipe states, or None."""
     folder = recipe.resolve().parent
     path = folder / FILE
-    if not path.is_file():
-        return None
+    try:
+        if not path.is_file():
+            return None
+    except OSError as exc:  # a folder its user cannot search
+        raise RecipeError(f"cannot look for {path}: {exc.strerror}; make its folder readable") from None
     try:
         data = tomllib.loads(read_text(path, "project file"))
     except tomllib.TOMLDecodeError as exc:

@@ -20,6 +20,7 @@ def test_new_package_builds_and_passes_its_tests(tmp_path, capsys):
     assert "wrote 7 files" in capsys.readouterr().out
     assert cli.main(["build", str(tmp_path / "fresh" / "recipe.yaml"), "-o", str(tmp_path / "dist"), "-q"]) == 0
     (wheel,) = (tmp_path / "dist").glob("fresh_kit-0.1.0-cp39-abi3-*.whl")
+    assert capsys.readouterr().out == f"{wheel}\n", "-q: the wheel's path alone, for $(aotpack build -q ...)"
     site = install_wheel(wheel, tmp_path / "site")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],

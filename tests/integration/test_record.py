@@ -132,7 +132,7 @@ def test_the_record_command_runs_a_program_with_the_hooks_and_merges_its_recipe(
            str(program)]  # fmt: skip
     first = subprocess.run([*cmd, "fp32"], capture_output=True, text=True, cwd=ROOT)
     assert first.returncode == 0, first.stderr
-    assert "1 compilations of 1 kernels, 0 launches" in first.stdout
+    assert "1 compilation of 1 kernel, 0 launches" in first.stdout
     second = subprocess.run([*cmd, "fp16"], capture_output=True, text=True, cwd=ROOT)
     assert second.returncode == 0, second.stderr
     data = yaml.safe_load(out.read_text())
@@ -350,7 +350,7 @@ def test_a_program_that_fails_leaves_the_recipe_and_keeps_its_capture_beside_it(
     assert f"the recorded program {status}: {out} is left as it was" in done.stderr
     assert out.read_text() == "# the team's recipe, not to be touched\n"
     partial = tmp_path / "r.partial.yaml"
-    assert f"what it recorded (1 compilations) is in {partial}" in done.stderr
+    assert f"what it recorded (1 compilation) is in {partial}" in done.stderr
     assert yaml.safe_load(partial.read_text())["kernels"]["add_kernel"]["variants"]
 
 
@@ -402,7 +402,7 @@ def test_a_server_stopped_with_sigterm_is_recorded(tmp_path):
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
-    assert "1 compilations of 1 kernels" in stdout
+    assert "1 compilation of 1 kernel" in stdout
     assert yaml.safe_load(out.read_text())["kernels"]["add_kernel"]["args"]["x_ptr"] == "*fp32"
 
 

@@ -17,7 +17,7 @@ from aotpack.backends import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayo
 from aotpack.backends import recipes as recipe
 from aotpack.backends.triton import toolchain
 from aotpack.commands import cli
-from aotpack.errors import CompileError, RecipeError, UsageError
+from aotpack.errors import CompileError, UsageError
 from aotpack.pipeline import build as pipeline
 from aotpack.pipeline import cache
 from aotpack.plan import variants as plan
@@ -197,10 +197,10 @@ def test_the_cache_command_shows_trims_and_clears(tmp_path, capsys):
     os.utime(tool / toolchain.STAMP, (1, 1))  # used longest ago: the first a trim drops
     assert cli.main(["cache", "--cache-dir", str(tmp_path)]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith(f"{tmp_path}: 3 compiled variants, 0 wheels and 1 Triton toolchains (3.8.0), ")
+    assert shown.startswith(f"{tmp_path}: 3 compiled variants, 0 wheels and 1 Triton toolchain (3.8.0), ")
     assert "($AOTPACK_CACHE_SIZE)" in shown
     assert cli.main(["cache", "--cache-dir", str(tmp_path), "--trim", "4000"]) == 0
-    assert capsys.readouterr().out.startswith("dropped 1 entries (0.0 MB); ") and not tool.exists()
+    assert capsys.readouterr().out.startswith("dropped 1 entry (0.0 MB); ") and not tool.exists()
     assert cli.main(["cache", "--cache-dir", str(tmp_path), "--clear"]) == 0
     assert capsys.readouterr().out.startswith("dropped 3 entries (")
     assert cache.Cache(tmp_path).entries() == []
@@ -271,7 +271,7 @@ def test_a_cached_failure_is_reported_at_the_recipe_being_built(tmp_path):
     assert str(info.value) == f"{first}:4:3: kernel 'scale': no variant compiled:\n  {failure}"
     for strict, message in [
         (False, f"{second}:7:3: kernel 'scale': no variant compiled:\n  {failure}"),
-        (True, f"1 variants failed to compile (--strict):\n  {second}:7:3: {failure}"),
+        (True, f"1 variant failed to compile (--strict):\n  {second}:7:3: {failure}"),
     ]:
         cached = Cached()
         with pytest.raises(CompileError) as info:
@@ -302,7 +302,7 @@ def test_a_build_sweeps_what_killed_builds_and_their_compile_workers_left(kernel
     link = temp / f"aotpack-triton-{dead}-link"
     link.symlink_to(elsewhere, target_is_directory=True)
     (kernel_dir / "r.yaml").write_text(GOOD)
-    with pytest.raises(RecipeError, match="no variant id matches no-such-variant"):
+    with pytest.raises(UsageError, match="--only no-such-variant: no variant id matches"):
         pipeline.build(kernel_dir / "r.yaml", tmp_path / "dist", select=("no-such-variant",))
     assert not any(folder.exists() for folder in left)
     assert all((folder / "sub" / "file").read_text() == "compiled" for folder in live)
@@ -374,7 +374,7 @@ def test_cache_maintenance_removes_links_never_what_they_point_at(tmp_path, comm
     assert cli.main(["cache", "--cache-dir", str(root), *command]) == 0
     out = capsys.readouterr().out
     if not command:
-        assert out.startswith(f"{root}: 2 compiled variants, 1 wheels and 0 Triton toolchains, 7 links (not followed;")
+        assert out.startswith(f"{root}: 2 compiled variants, 1 wheel and 0 Triton toolchains, 7 links (not followed;")
     elif command[-1] == "1K":  # the oldest go until at most 1K is left: the entries of no bytes may stay
         assert sum(e.bytes for e in cache.Cache(root).entries()) <= 1024
     else:

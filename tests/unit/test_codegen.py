@@ -161,7 +161,7 @@ def test_module_and_stubs(kernel_dir):
     ) in stubs
     assert "add: _add" in stubs
     compile(codegen_py.init_py(build), "__init__.py", "exec")
-    assert "Key: n_elements (pow2 buckets); dispatch table: 1 rows; default config BLOCK=1024,w4,s3" in docs["add"]
+    assert "Key: n_elements (pow2 buckets); dispatch table: 1 row; default config BLOCK=1024,w4,s3" in docs["add"]
 
 
 def test_manifest(kernel_dir):

@@ -8,7 +8,7 @@ import pytest
 from aotpack import limits
 from aotpack.backends import recipes as recipe
 from aotpack.backends.triton.record import misses
-from aotpack.errors import RecipeError, RecordError
+from aotpack.errors import RecipeError, RecordError, UsageError
 
 from ..shared import GOOD
 
@@ -115,5 +115,5 @@ def test_a_bad_report_is_refused_naming_the_file(tmp_path, content, message):
 
 
 def test_a_missing_report_is_refused(tmp_path):
-    with pytest.raises(RecordError, match="no such report file or folder"):
+    with pytest.raises(UsageError, match=f"--report {tmp_path / 'nowhere'}: no such report file or folder"):
         misses.read_reports([tmp_path / "nowhere"])

@@ -6,7 +6,7 @@ import pytest
 
 from aotpack import model
 from aotpack.backends import recipes as recipe
-from aotpack.errors import RecipeError
+from aotpack.errors import UsageError
 from aotpack.plan import classes
 from aotpack.plan import variants as plan
 
@@ -73,7 +73,7 @@ def test_a_selection_keeps_its_defaults_and_drops_the_rest(kernel_dir):
     two = dataclasses.replace(rec, kernels=(rec.kernels[0], dataclasses.replace(rec.kernels[0], name="other")))
     narrowed, chosen = plan.select(two, ("other/*",))
     assert [k.name for k in narrowed.kernels] == ["other"] and {v.kernel.name for v in chosen} == {"other"}
-    with pytest.raises(RecipeError, match="no variant id matches nothing"):
+    with pytest.raises(UsageError, match="--only nothing: no variant id matches"):
         plan.select(rec, ("nothing",))
 
 

@@ -391,7 +391,7 @@ def test_a_recording_that_ran_well_but_cannot_be_merged_is_kept_beside_the_recip
     path = recipe_dir(tmp_path, BASE)
     before = path.read_bytes()
     monkeypatch.setattr(program, "run", fake_run(0, False, _renamed(event(block=512))))
-    with pytest.raises(RecordError, match=r"delete kernel add_kernel .*; what it recorded \(1 compilations\) is in "
+    with pytest.raises(RecordError, match=r"delete kernel add_kernel .*; what it recorded \(1 compilation\) is in "
                        r".*r.partial.yaml$"):  # fmt: skip
         record.record(["python", "prog.py"], path, "recorded_kernels")
     assert path.read_bytes() == before
@@ -417,7 +417,7 @@ def test_a_recording_whose_recipe_cannot_be_written_is_kept_and_said_where(tmp_p
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "system-tmp"))  # (where a folder of its own goes)
     (tmp_path / "system-tmp").mkdir()
     with pytest.raises(RecordError, match=r"cannot write .*r.yaml: No space left on device; .*; what it recorded "
-                       r"\(1 compilations\) is in (?P<where>.*)$") as caught:  # fmt: skip
+                       r"\(1 compilation\) is in (?P<where>.*)$") as caught:  # fmt: skip
         record.record(["python", "prog.py"], path, "recorded_kernels")
     where = Path(str(caught.value).rsplit(" is in ", 1)[1])
     assert path.read_bytes() == before

@@ -45,7 +45,7 @@ class _Torch:
 
 def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
     from aotpack.commands.tune import visible_devices
-    from aotpack.errors import TuneError
+    from aotpack.errors import UsageError
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert visible_devices(_Torch("H200", "H200"), "all") == [(0, "0"), (1, "1")]
@@ -53,9 +53,9 @@ def test_devices_name_gpus_as_this_process_sees_them(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")  # this process sees physical GPUs 5 and 7 as 0 and 1
     assert visible_devices(_Torch("H200", "H200"), "all") == [(0, "5"), (1, "7")]
     for asked, says in [("2", "GPUs 0 to 1"), ("0,0", "name each once"), ("x", "give 'all'")]:
-        with pytest.raises(TuneError, match=says):
+        with pytest.raises(UsageError, match=says):
             visible_devices(_Torch("H200", "H200"), asked)
-    with pytest.raises(TuneError, match="the GPUs differ"):
+    with pytest.raises(UsageError, match="the GPUs differ"):
         visible_devices(_Torch("H100", "H200"), "all")
 
 

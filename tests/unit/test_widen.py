@@ -124,12 +124,14 @@ def test_record_keeps_widen_and_widens_kept_new_and_reported_rows(tmp_path, caps
     report.write_text(json.dumps({"format": "aotpack-report/1", "package": "recorded_kernels", "class_misses": [],
                                   "compilations": [reported]}))  # fmt: skip
     assert cli.main(["record", "-o", str(path), "--report", str(report)]) == 0
-    assert "1 compilations reported" in capsys.readouterr().out
+    assert "1 compilation reported" in capsys.readouterr().out
     rows = yaml.safe_load(path.read_text())["kernels"]["add_kernel"]["variants"]
     assert [(r["config"]["BLOCK"], r["class"]) for r in rows] == [
         ([256, 512, 1024], "DDDD"), ([256, 512, 2048], "DDDD"), ([256, 512, 4096], "DDD_")]  # fmt: skip
     assert cli.main(["record", "-o", str(path), "--report", str(report)]) == 0
     assert "unchanged" in capsys.readouterr().out, "merging the same report again changes nothing"
+    assert cli.main(["record", "-o", str(path), "--report", str(report), "-q"]) == 0
+    assert capsys.readouterr() == ("", ""), "-q: nothing said of a merge that went well"
     assert len(blocks(path)) == 7  # 256, 512, 1024, 2048 of DDDD (the two rows overlap: built once); 3 of DDD_
     # --widen again: its values join those kept, in order, and every row of the kernel takes them
     before = path.read_text()

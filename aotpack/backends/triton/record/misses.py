@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ...._temp import atomic_file
-from ....errors import RecipeError, RecordError
+from ....errors import RecipeError, RecordError, UsageError
 from ....limits import MAX_REPORT_BYTES, MAX_REPORTS
 from ....model import Kernel
 from ....plan import classes
@@ -77,7 +77,7 @@ def read_reports(paths: Iterable[Path]) -> Reported:
         elif path.is_file():
             files.append(path)
         else:
-            raise RecordError(f"{path}: no such report file or folder")
+            raise UsageError(f"--report {path}: no such report file or folder")
     found: list[Miss] = []
     compiled: list[dict[str, Any]] = []
     for file in files:

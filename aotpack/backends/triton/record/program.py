@@ -15,7 +15,9 @@ as it happens, launch counts and autotuner picks at each process's exit. ``run``
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,6 +33,7 @@ from ...._temp import write_file
 from ....errors import AotpackError, OutputError, RecipeError, RecordError, UsageError
 from ....runtime import PYTHON_HELPERS, aot_kernels
 from ....values import Widened
+from ....words import plural
 from ... import recipes as recipe
 from .. import releases
 from . import agent as record_agent
@@ -38,6 +41,8 @@ from . import misses as misses_
 from .events import Events, read_events
 from .existing import existing_recipe
 from .write import write
+
+log = logging.getLogger("aotpack")
 
 RUNTIME_FILE = Path(aot_kernels.__file__)
 
@@ -95,7 +100,7 @@ def command(argv: list[str]) -> list[str]:
     """The program to run: ``python`` (or ``python3``) is the interpreter aotpack runs in; anything else is found
     on PATH as the shell would (a console script such as ``vllm`` or ``torchrun``)."""
     if not argv:
-        raise RecordError("give the program to record after --, e.g. aotpack record -o r.yaml -- python run.py")
+        raise UsageError("give the program to record after --, e.g. aotpack record -o r.yaml -- python run.py")
     first = argv[0]
     if first in ("python", "python3"):
         return [sys.executable, *argv[1:]]
@@ -133,6 +138,7 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor-cache")
     env[record_agent.ENV_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
     env.update(extra_env or {})
+    log.debug("$ %s", shlex.join(cmd))  # (-v)
     try:
         child = subprocess.Popen(cmd, env=env)
     except OSError as exc:
@@ -212,8 +218,8 @@ def _keep_partial(out: Path, events: Events, package: str) -> str:
             write(partial, events, package, merge=False)
         except (OSError, AotpackError) as exc:
             return f"; what it recorded could not be kept ({beside}; {exc})"
-    cached = f", {len(events.cached)} Triton cache entries" if events.cached else ""
-    return f"; what it recorded ({len(events.compiled)} compilations{cached}) is in {partial}"
+    cached = f", {plural(len(events.cached), 'Triton cache entry', 'Triton cache entries')}" if events.cached else ""
+    return f"; what it recorded ({plural(len(events.compiled), 'compilation')}{cached}) is in {partial}"
 
 
 def _status(status: int) -> str:
