@@ -19,12 +19,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from packaging.licenses import canonicalize_license_expression
+from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from .. import limits
 from ..errors import RecipeError
 from ..model import Project
 from .yamlnodes import read_text
@@ -94,30 +95,53 @@ def _read(path: Path, data: dict[str, Any], package: str, version: str, summary:
         raise RecipeError(f"{where} description and the recipe's summary differ; state it once")
     if isinstance(read.license, License):
         raise RecipeError(f'{where} license: write an SPDX expression (license = "MIT"), not a table')
-    if read.license is not None and spdx is not None and spdx_of(read.license) != spdx:
+    if read.license is not None and spdx is not None and spdx_of(read.license, where) != spdx:
         raise RecipeError(f"{where} license = {read.license!r}, the recipe's: {spdx!r}; state it once")
+    headers = _headers(read)
+    for field, value in [("description", read.description or ""), *headers]:
+        bad = next((c for c in value if not c.isprintable()), None)  # a METADATA field is one line of text
+        if bad is not None:
+            raise RecipeError(f"{where}: {field.lower()} {value[:60]!r} holds the control character {bad!r}; "
+                              "write it on one line, without it")  # fmt: skip
     readme = (read.readme.content_type, read.readme.text) if read.readme is not None else None
     licenses = tuple((p.as_posix(), (path.parent / p).read_bytes()) for p in sorted(read.license_files or ()))
     read_files = [path, *((path.parent / read.readme.file,) if read.readme and read.readme.file else ())]
     return Project(
-        path=path, summary=read.description, license=spdx_of(read.license),
+        path=path, summary=read.description, license=spdx_of(read.license, where),
         requires_python=str(read.requires_python) if read.requires_python is not None else None,
-        headers=_headers(read),
+        headers=headers,
         readme=readme, license_files=licenses, files=tuple(read_files + [path.parent / p for p, _ in licenses]),
     )  # fmt: skip
 
 
 def _files_inside(root: Path, project: dict[str, Any], where: str) -> None:
-    """The readme and license files named: relative paths inside the project, before any is opened."""
+    """The readme and the license files named: relative paths to regular files inside the project, each within
+    aotpack's bound for a text it reads, checked before pyproject-metadata opens any (a FIFO would block it, a
+    link could lead anywhere)."""
     readme = project.get("readme")
     named = [readme] if isinstance(readme, str) else [readme.get("file")] if isinstance(readme, dict) else []
     globs = project.get("license-files", [])
-    for item in [*named, *(globs if isinstance(globs, list) else [])]:
-        if not isinstance(item, str):
-            continue
-        found = (root / item).resolve()
-        if Path(item).is_absolute() or ".." in Path(item).parts or not found.is_relative_to(root.resolve()):
+    patterns = [g for g in globs if isinstance(g, str)] if isinstance(globs, list) else []
+    inside = root.resolve()
+    for item in [n for n in named if isinstance(n, str)] + patterns:
+        if Path(item).is_absolute() or ".." in Path(item).parts:
             raise RecipeError(f"{where}: {item!r} lies outside the project ({root}); name a file inside it")
+    found = [root / n for n in named if isinstance(n, str)]
+    for pattern in patterns:
+        try:
+            found += sorted(root.glob(pattern))
+        except (ValueError, OSError) as exc:  # an empty or malformed pattern, an unreadable folder
+            raise RecipeError(f"{where} license-files: {pattern!r}: {exc}") from None
+    for path in found:
+        real = path.resolve()
+        if not real.is_relative_to(inside):
+            raise RecipeError(f"{where}: {path.relative_to(root)} (a link to {real}) lies outside the project "
+                              f"({root}); name a file inside it")  # fmt: skip
+        if path.exists() and not real.is_file():
+            raise RecipeError(f"{where}: {path.relative_to(root)} is not a regular file; name a file")
+        if real.is_file() and real.stat().st_size > limits.MAX_SOURCE_BYTES:
+            raise RecipeError(f"{where}: {path.relative_to(root)} is larger than {limits.MAX_SOURCE_BYTES >> 20} MiB "
+                              "(aotpack's limits.MAX_SOURCE_BYTES): is it the right file?")  # fmt: skip
 
 
 def _headers(read: Any) -> tuple[tuple[str, str], ...]:
@@ -141,6 +165,10 @@ def _headers(read: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def spdx_of(expression: Any) -> str | None:
+def spdx_of(expression: Any, where: str) -> str | None:
     """An SPDX expression as the recipe's ``license:`` keeps it (normalized), or None."""
-    return None if expression is None else str(canonicalize_license_expression(str(expression)))
+    try:
+        return None if expression is None else str(canonicalize_license_expression(str(expression)))
+    except InvalidLicenseExpression as exc:
+        raise RecipeError(f"{where} license = {str(expression)!r} is not an SPDX license expression (such as "
+                          f"Apache-2.0 or MIT): {exc}") from None  # fmt: skip

@@ -20,7 +20,7 @@ import io
 import json
 import warnings
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -441,6 +441,67 @@ def project_surface() -> Iterator[Case]:
     yield case("kernel", "symlink-outside", {"kernels/add.py": Special("symlink", "@outside/kernels/add.py")})
     yield case("kernel", "helper-symlink-outside", {"kernels/helper.py": Special("symlink", "@outside/victim-file")})
     yield case("kernel", "folder-symlink-outside", {"kernels": Special("symlink", "@outside/kernels")})
+    yield from _project_table(case)
+
+
+FULL_PROJECT = (  # every [project] key a kernel wheel takes (recipe/project.py)
+    'description = "Recorded kernels"\nreadme = "README.md"\nlicense = "MIT"\nlicense-files = ["LICENSE"]\n'
+    'requires-python = ">=3.10"\nauthors = [{name = "Ada", email = "ada@example.org"}]\nkeywords = ["gpu"]\n'
+    'classifiers = ["Programming Language :: Python :: 3"]\ndependencies = ["numpy>=1.20"]\n'
+    'optional-dependencies = {torch = ["torch>=2.4"]}\nurls = {Homepage = "https://example.org"}\n'
+)
+
+
+def _project_table(case: Callable[..., Case]) -> Iterator[Case]:
+    """``[project]`` (PEP 621) of the project: each key given a value of another kind, a file outside the project
+    or one that is not a regular file, or a fact that disagrees with the recipe."""
+
+    def table(
+        lines: str, version: str = 'version = "0.1.0"\n', name: str = "recorded_kernels"
+    ) -> dict[str, bytes | Special]:
+        text = f'[project]\nname = "{name}"\n{version}{lines}\n[tool.aotpack]\nrecipe = "recipe.yaml"\n'
+        return {"pyproject.toml": text.encode(), "README.md": b"# Recorded\n", "LICENSE": b"MIT License\n"}
+
+    yield case("project", "full", table(FULL_PROJECT), "valid", reason="every key a kernel wheel takes")
+    yield case("project.version", "dynamic", table("", 'dynamic = ["version"]\n'), "valid",
+               reason="the recipe's version")  # fmt: skip
+    yield case("project.name", "another", table("", name="other_kernels"))
+    yield case("project.authors", "header-injection", table('authors = [{name = "Ada\\nRequires-Dist: evil"}]\n'))
+    yield case("project.urls", "control", table('urls = {Home = "https://example.org/\\u0007"}\n'))
+    for key, mutation, lines, version in (
+        ("project.version", "another", "", 'version = "9.9"\n'),
+        ("project.version", "words", "", 'version = "latest"\n'),
+        ("project.dynamic", "name", 'dynamic = ["name"]\n', ""),
+        ("project.dynamic", "readme", 'dynamic = ["readme"]\n', 'version = "0.1.0"\n'),
+        ("project.scripts", "given", 'scripts = {k = "k:main"}\n', 'version = "0.1.0"\n'),
+        ("project.entry-points", "given", 'entry-points = {g = {k = "k:main"}}\n', 'version = "0.1.0"\n'),
+        ("project.unknown", "key", "unknown = 1\n", 'version = "0.1.0"\n'),
+        ("project.classifiers", "type:int", "classifiers = 1\n", 'version = "0.1.0"\n'),
+        ("project.urls", "type:str", 'urls = "https://example.org"\n', 'version = "0.1.0"\n'),
+        ("project.authors", "type:str", 'authors = "Ada"\n', 'version = "0.1.0"\n'),
+        ("project.dependencies", "invalid", 'dependencies = ["numpy>>1"]\n', 'version = "0.1.0"\n'),
+        ("project.license", "table", 'license = {text = "MIT"}\n', 'version = "0.1.0"\n'),
+        ("project.license", "not-spdx", 'license = "MIT OR"\n', 'version = "0.1.0"\n'),
+        ("project.requires-python", "invalid", 'requires-python = ">=three"\n', 'version = "0.1.0"\n'),
+        ("project.description", "control", 'description = "a\\u0007b"\n', 'version = "0.1.0"\n'),
+        ("project.readme", "outside", 'readme = "../outside/victim-file"\n', 'version = "0.1.0"\n'),
+        ("project.readme", "absolute", 'readme = "/etc/hostname"\n', 'version = "0.1.0"\n'),
+        ("project.readme", "missing", 'readme = "NOPE.md"\n', 'version = "0.1.0"\n'),
+        ("project.readme", "unknown-type", 'readme = "LICENSE"\n', 'version = "0.1.0"\n'),
+        ("project.license-files", "parent", 'license-files = ["../*"]\n', 'version = "0.1.0"\n'),
+        ("project.license-files", "absolute", 'license-files = ["/etc/*"]\n', 'version = "0.1.0"\n'),
+        ("project.license-files", "empty-pattern", 'license-files = [""]\n', 'version = "0.1.0"\n'),
+    ):
+        yield case(key, mutation, table(lines, version))
+    for mutation, special in (("symlink-outside", Special("symlink", "@outside/victim-file")),
+                              ("symlink-dev-zero", Special("symlink", "/dev/zero")), ("fifo", Special("fifo")),
+                              ("directory", Special("dir")), ("non-utf8", b"caf\xe9\n"),
+                              ("sparse-huge", Special("sparse", size=64 << 20))):  # fmt: skip
+        files = {**table('readme = "NOTES.md"\n'), "NOTES.md": special}
+        yield case("project.readme", f"file:{mutation}", files)
+        files = {**table('license-files = ["COPYING*"]\n'), "COPYING": special}
+        if mutation != "non-utf8":  # (a license file is bytes: shipped as it is)
+            yield case("project.license-files", f"file:{mutation}", files)
 
 
 # ---------------------------------------------------------------- environment variables aotpack reads

@@ -98,6 +98,9 @@ def _with(change: str, old: str = 'dynamic = ["version"]') -> str:
         (_with('license = {text = "MIT"}', 'license = "mit"'), SMALL, "|".join(("SPDX", "license"))),
         (_with('dynamic = ["version"]\nunknown = 1'), SMALL, "unknown|Extra keys"),
         (_with('version = "x.y"'), SMALL, "version"),
+        (_with('authors = [{name = "Ada\\nRequires-Dist: evil"}]', 'authors = [{name = "Ada", email = "ada@example.org"}, {name = "Bob"}]'),
+         SMALL, r"author .* holds the control character '\\n'"),  # no METADATA line of its own
+        (_with('license = "MIT OR"', 'license = "mit"'), SMALL, "is not an SPDX license expression"),
     ],
 )  # fmt: skip
 def test_a_project_that_disagrees_with_its_recipe_or_says_what_a_kernel_wheel_cannot_is_refused(
