@@ -254,8 +254,9 @@ def _new(args: argparse.Namespace) -> None:
             print(f"wrote {file}")
     if not args.quiet:
         print(
-            f"wrote {plural(len(files), 'file')} to {dest}; next: pip wheel {dest} -w {dest / 'dist'} "
-            f"(or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'})"
+            f"wrote {plural(len(files), 'file')} to {dest}; next: pip wheel --no-build-isolation {dest} -w "
+            f"{dest / 'dist'} (or aotpack build {dest / 'recipe.yaml'} -o {dest / 'dist'}; a build with isolation "
+            "needs aotpack's wheel where pip looks: PIP_FIND_LINKS)"
         )
 
 
