@@ -1,6 +1,11 @@
 """The build's progress on stderr, as both front ends show it: ``aotpack build`` and the PEP 517 backend
 (``build_meta``). The pipeline only reports outcomes (``pipeline.build.Progress``); what is shown, and the ETA,
-is decided here."""
+is decided here.
+
+Why not rich's progress bar: the line itself is a dozen lines of code here, and the ETA (paces per kernel and
+backend) is what matters, which a progress library does not know; rich would be one more dependency in every
+isolated build environment of every kernel project, for a line that a front end (pip, build) mostly captures
+as a log anyway."""
 
 from __future__ import annotations
 
