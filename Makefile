@@ -77,10 +77,11 @@ recorded-matched:
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/liger_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/tma_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
-test: $(STAMP)  ## lint, type-check, unit and integration tests (GPU tests skip without a GPU), every Triton release
+test: $(STAMP)  ## lint, type-check, the docs site (strict), unit and integration tests (GPU tests skip), every Triton release
 	$(VENV)/bin/ruff check aotpack tests benchmarks
 	$(VENV)/bin/ruff format --check aotpack tests benchmarks
 	$(VENV)/bin/mypy
+	$(MAKE) docs
 	$(PY) -m pytest tests -m "unit or integration or gpu"
 	$(PY) -m tests.releases
 
@@ -96,7 +97,8 @@ unit: $(STAMP)
 gpu-test:
 	bash benchmarks/gpu_round.sh
 
-# The documentation site (mkdocs.yml, docs/) into site/, with MkDocs in a venv of its own; not part of `make test`
+# The documentation site (mkdocs.yml, docs/) into site/, with MkDocs in a venv of its own; `make test` builds it
+# (strict: a warning, a broken link or a page left out of the nav fails)
 DOCS_VENV := .venv-docs
 docs:
 	$(PYTHON) -m venv $(DOCS_VENV)
