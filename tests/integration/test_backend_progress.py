@@ -7,7 +7,7 @@ from aotpack import build_meta
 
 from ..shared import ROOT, SMALL
 
-PYPROJECT = '[project]\nname = "small"\nversion = "0.1.0"\n\n[tool.aotpack]\nrecipe = "recipe.yaml"\njobs = 2\n'
+PYPROJECT = '[project]\nname = "small_kernels"\nversion = "0.2.0"\n\n[tool.aotpack]\nrecipe = "recipe.yaml"\njobs = 2\n'
 
 
 def test_build_wheel_shows_progress_on_stderr_and_none_quiet(tmp_path, monkeypatch, capfd):

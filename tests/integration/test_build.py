@@ -203,7 +203,7 @@ def test_failed_variants_are_pruned_and_reported(tmp_path):
         "CompileTimeAssertionFailure in k (line 2 of the function): tl.static_assert(BLOCK <= 64)"
     )
     assert result.variants == 1
-    with pytest.raises(CompileError, match=r"variants failed to compile \(--strict\)"):
+    with pytest.raises(CompileError, match=r"1 variant failed to compile \(--strict\)"):
         build(recipe, tmp_path / "dist2", jobs=1, strict=True)
     assert not (tmp_path / "dist2").exists()
 
