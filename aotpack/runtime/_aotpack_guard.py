@@ -216,12 +216,45 @@ def _held(key: str, filename: str) -> str | None:
     return None
 
 
-_kin_lock = threading.Lock()
-_kin: dict[str, dict[str, str]] = {}  # per AOTPACK_CACHE_ENTRIES: a kernel's key parts but ptxas -> its entry
+_index_lock = threading.Lock()
+_indexes: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {}  # per AOTPACK_CACHE_ENTRIES (_held_kernels)
 
 
-def _but_ptxas(name: str, parts: dict[str, str]) -> str:
-    return json.dumps([name, {part: value for part, value in parts.items() if part != "backend"}], sort_keys=True)
+def _held_kernels(name: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every entry the activated packages hold of kernel ``name``, in folder and key order: its key, its folder and
+    what its key was made of (``key_parts``; {} where it was not recorded). The folders are listed once per process:
+    a package's entries do not change while it runs, and a miss should not list them again."""
+    folders = os.environ.get(ENV_ENTRIES, "")
+    with _index_lock:
+        if folders not in _indexes:
+            _indexes[folders] = _index(folders)
+        return _indexes[folders].get(name, [])
+
+
+def _index(folders: str) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
+    index: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    for folder in filter(None, folders.split(os.pathsep)):
+        for key in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            entry = os.path.join(folder, key)
+            try:
+                names = [n[:-5] for n in sorted(os.listdir(entry)) if n.endswith(".json") and not n.startswith("__")
+                         and os.path.isfile(os.path.join(entry, n))]  # fmt: skip
+            except OSError:
+                continue
+            parts: Any = {}
+            if len(names) == 1:  # (parts only of an entry that is one kernel's, as Triton writes them)
+                try:
+                    with open(os.path.join(entry, _jit.KEY_PARTS)) as f:
+                        parts = json.load(f)
+                except (OSError, ValueError):
+                    pass
+            for held in names:
+                index.setdefault(held, []).append((key, entry, parts if isinstance(parts, dict) else {}))
+    return index
+
+
+def _but_ptxas(parts: dict[str, Any]) -> dict[str, Any]:
+    return {part: value for part, value in parts.items() if part != "backend"}
 
 
 def _same_kernel(name: str, key: str) -> str | None:
@@ -234,29 +267,9 @@ def _same_kernel(name: str, key: str) -> str | None:
     mine = _jit.key_parts(key)
     if "target" not in mine:
         return None
-    folders = os.environ.get(ENV_ENTRIES, "")
-    with _kin_lock:
-        if folders not in _kin:
-            _kin[folders] = _kin_index(folders)
-        return _kin[folders].get(_but_ptxas(name, mine))
-
-
-def _kin_index(folders: str) -> dict[str, str]:
-    """Each entry of these folders that has its key parts (with a target), by its kernel and parts but ptxas;
-    the first in folder and key order where two share them."""
-    index: dict[str, str] = {}
-    for folder in filter(None, folders.split(os.pathsep)):
-        for key in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-            entry = os.path.join(folder, key)
-            try:
-                with open(os.path.join(entry, _jit.KEY_PARTS)) as f:
-                    parts = json.load(f)
-                names = [n[:-5] for n in os.listdir(entry) if n.endswith(".json") and not n.startswith("__")]
-            except (OSError, ValueError):
-                continue
-            if isinstance(parts, dict) and "target" in parts and len(names) == 1:
-                index.setdefault(_but_ptxas(names[0], parts), entry)
-    return index
+    want = _but_ptxas(mine)
+    return next((entry for _, entry, parts in _held_kernels(name) if "target" in parts and _but_ptxas(parts) == want),
+                None)  # fmt: skip
 
 
 _PARTS = {  # what a change in each part of Triton's cache key (_aotpack_jit.key_parts) means
@@ -271,20 +284,13 @@ _PARTS = {  # what a change in each part of Triton's cache key (_aotpack_jit.key
 def _others(name: str, key: str) -> str:
     """What the packages hold of kernel ``name`` under other keys, and which parts of the key (``key_parts``)
     differ from the nearest of them: why a recorded kernel was not found ("" where they hold none)."""
-
-    mine, nearest, count = _jit.key_parts(key), None, 0
-    for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
-        for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-            if entry == key or not os.path.isfile(os.path.join(folder, entry, f"{name}.json")):
-                continue
-            count += 1
-            try:
-                with open(os.path.join(folder, entry, _jit.KEY_PARTS)) as f:
-                    theirs = json.load(f)
-            except (OSError, ValueError):
-                continue
+    mine, nearest = _jit.key_parts(key), None
+    others = [parts for held, _, parts in _held_kernels(name) if held != key]
+    count = len(others)
+    for theirs in others:
+        if mine and theirs:
             differ = sorted(p for p in set(mine) | set(theirs) if mine.get(p) != theirs.get(p))
-            if mine and isinstance(theirs, dict) and (nearest is None or len(differ) < len(nearest)):
+            if nearest is None or len(differ) < len(nearest):
                 nearest = differ
     if not count:
         return ""
