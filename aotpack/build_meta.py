@@ -54,13 +54,8 @@ from .commands.progress import Progress
 from .errors import AotpackError, RecipeError, ToolNotFound, UsageError, shown
 from .pipeline import build as pipeline
 from .pipeline import cache, wheel
+from .recipe.project import read_toml
 from .recipe.read import Sources, cuda_floor
-from .recipe.yamlnodes import read_text
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
 
 
 def _report(
@@ -107,13 +102,9 @@ def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
 def _project() -> dict[str, Any]:
     """./pyproject.toml, read."""
     try:
-        return tomllib.loads(read_text(Path("pyproject.toml"), "project file"))
-    except RecipeError as exc:  # not found, not a file, too large, not UTF-8 (located)
+        return read_toml(Path("pyproject.toml"))
+    except RecipeError as exc:  # not found, not a file, too large, not UTF-8, not TOML (located)
         raise UsageError(str(exc)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"pyproject.toml: {exc}") from None
-    except RecursionError:
-        raise UsageError("pyproject.toml: nested too deeply to read; write its arrays and tables flatter") from None
 
 
 def _typed(key: str, value: Any, kind: type, source: str) -> Any:

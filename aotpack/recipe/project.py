@@ -39,6 +39,16 @@ FILE = "pyproject.toml"
 REFUSED = ("scripts", "gui-scripts", "entry-points")  # a kernel wheel ships no console scripts or plugins
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """A pyproject.toml, read within aotpack's bound for a project file (``read_text``); RecipeError naming it."""
+    try:
+        return tomllib.loads(read_text(path, "project file"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: nested too deeply to read; write its arrays and tables flatter") from None
+
+
 def of(recipe: Path, package: str, version: str, summary: str | None, spdx: str | None) -> Project | None:
     """The project ``recipe`` belongs to, checked against what the recipe states, or None."""
     folder = recipe.resolve().parent
@@ -48,12 +58,7 @@ def of(recipe: Path, package: str, version: str, summary: str | None, spdx: str 
             return None
     except OSError as exc:  # a folder its user cannot search
         raise RecipeError(f"cannot look for {path}: {exc.strerror}; make its folder readable") from None
-    try:
-        data = tomllib.loads(read_text(path, "project file"))
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{path}: {exc}") from None
-    except RecursionError:
-        raise RecipeError(f"{path}: nested too deeply to read; write its arrays and tables flatter") from None
+    data = read_toml(path)
     tool = data.get("tool", {})
     own = tool.get("aotpack") if isinstance(tool, dict) else None
     named = own.get("recipe") if isinstance(own, dict) else None
