@@ -197,13 +197,20 @@ def decode(data: bytes) -> Outcome:
     raise ValueError(f"not a compiled variant: {kind!r}")
 
 
+@cache
+def _hints(kind: type) -> dict[str, typing.Any]:
+    """A dataclass's fields with their types, evaluated once (a rebuild reads thousands of variants)."""
+    hints = typing.get_type_hints(kind)
+    return {f.name: hints[f.name] for f in dataclasses.fields(kind)}
+
+
 def _typed(kind: typing.Any, value: typing.Any) -> typing.Any:
     """``value`` (as JSON gave it) as type ``kind``: a dataclass from a dict of all its fields and no other, a
     tuple from a list, an optional, or a plain value of that very type; ValueError where it is not."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        hints = typing.get_type_hints(kind)
-        if not isinstance(value, dict) or set(value) != {f.name for f in dataclasses.fields(kind)}:
+        hints = _hints(kind)
+        if not isinstance(value, dict) or set(value) != set(hints):
             raise ValueError(f"{kind.__name__}: {value!r:.80}")
         return kind(**{name: _typed(hints[name], item) for name, item in value.items()})
     if origin is not None and type(None) in args:  # X | None
