@@ -529,7 +529,7 @@ def env_surface() -> Iterator[Case]:
             yield Case(id=f"env/{var}/plan:{mutation}", surface="env", base="triton", key=f"env.{var}",
                        mutation=mutation, make_files=lambda: files, expect="either" if open_ else "valid",
                        reason="plan reads no cache, toolkit or report: the variable does not matter", command="plan",
-                       env=((var, value or " "),), budget=1.0)  # fmt: skip
+                       names=(var,), env=((var, value or " "),), budget=1.0)  # fmt: skip
 
 
 # ---------------------------------------------------------------- standard output that cannot be written

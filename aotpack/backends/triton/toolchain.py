@@ -173,8 +173,13 @@ def check_active() -> str | None:
     wanted = os.environ.get(ACTIVE)
     if wanted is None:
         return None
+    if not _REQUEST.fullmatch(wanted):  # not aotpack's: set by hand, or inherited from elsewhere
+        raise UsageError(f"{ACTIVE}={wanted[:80]!r} in the environment is not a Triton release; aotpack sets it only "
+                         f"in its own build's child process: unset {ACTIVE} (the recipe's triton: or --triton picks "
+                         "the release)")  # fmt: skip
     found = releases.installed_version()
     if found != wanted:
         raise UsageError(f"the toolchain for Triton {wanted} found Triton {found} first on the path: clear it "
-                         "(aotpack cache --clear) and build again")  # fmt: skip
+                         f"(aotpack cache --clear) and build again (or, if you set {ACTIVE} yourself, unset "
+                         "it)")  # fmt: skip
     return wanted
