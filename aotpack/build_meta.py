@@ -230,7 +230,8 @@ def _project_sources(setting: str) -> Sources:
 
 def _named(found: Sources) -> list[tuple[Path, str]]:
     """Every file (or include folder) the recipe names, with what names it: its tables, each kernel's file and the
-    helpers and headers beside it the build reads, its include folders and tuning hooks, the Triton cache entries."""
+    helpers and headers beside it the build reads, its include folders and tuning hooks, the Triton cache entries
+    and torch.compile's caches."""
     named = [(t, "tables:") for t in found.tables]
     for k in found.kernels:
         if k.source.path is not None:
@@ -239,6 +240,7 @@ def _named(found: Sources) -> list[tuple[Path, str]]:
         named += [(d, f"kernel {k.name}: include") for d in k.include_dirs]
         named += [(t.path, f"kernel {k.name}: tune:") for t in k.tune if t.path is not None]
     named += [(e.folder / f, "triton_cache:") for e in found.triton_cache for f in e.files]
+    named += [(s.folder / f, "inductor_cache:") for s in found.inductor_cache for f in s.files]
     return named
 
 

@@ -4,6 +4,8 @@ of them with a located error (a call past MAX_DIMS or MAX_DEVICES is refused by 
 what the build reads: every input file is read up to its bound, and an error past it names the bound,
 so a mistaken path or a hostile file costs at most this much time and memory."""
 
+from .runtime import _aotpack_inductor as _inductor
+
 MAX_ARGS = 64  # arguments of a kernel (a call keeps a 64-bit set of them)
 MAX_KEY = 8  # expressions of a problem key; also constexprs bound to the call with `equals:`
 MAX_DIMS = 8  # dimensions of a tensor argument
@@ -54,6 +56,10 @@ MAX_REPORTS = 4096  # report files read from one folder
 MAX_CACHE_ENTRIES = 65536
 MAX_CACHE_FILES = 16  # files of one entry: its IRs, binary and metadata (Triton writes 7 for CUDA)
 MAX_CACHE_BYTES = 2 << 30  # all of them together (a cubin and its IRs are kilobytes to a few megabytes)
+# torch.compile's caches a recipe ships (inductor_cache:): a set per process that compiled; a set is a few MiB
+MAX_INDUCTOR_SETS = 256
+MAX_INDUCTOR_BYTES = _inductor.MAX_BYTES  # all of them together, as activate() loads one (its own limit)
+MAX_INDUCTOR_META = _inductor.MAX_META  # a set's .json
 
 
 def header() -> str:

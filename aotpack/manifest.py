@@ -156,6 +156,15 @@ class CacheEntry(TypedDict):
     target: str
 
 
+class InductorSet(TypedDict):
+    """torch.compile's caches one process of the recorded program saved, which the wheel ships
+    (``<package>/_inductor_cache/<digest>.bin`` and ``.json``) and ``activate()`` loads."""
+
+    digest: str
+    torch: str
+    size: int
+
+
 class _Manifest(TypedDict):
     schema: str
     package: str
@@ -170,6 +179,7 @@ class _Manifest(TypedDict):
 
 class Manifest(_Manifest, total=False):
     triton_cache: list[CacheEntry]  # where the recipe has triton_cache:
+    inductor_cache: list[InductorSet]  # where the recipe has inductor_cache:
 
 
 def dumps(manifest: Manifest) -> str:

@@ -310,6 +310,21 @@ class CacheEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class InductorSet:
+    """torch.compile's caches one process of the recorded program saved (``recipe/inductor_cache.py``): shipped as
+    they are, loaded by ``activate()`` (runtime/_aotpack_inductor.py)."""
+
+    digest: str  # the sha256 of its bytes, as its files are named (<digest>.bin, <digest>.json)
+    folder: Path
+    torch: str  # the torch release that saved it
+    size: int  # its bytes
+
+    @property
+    def files(self) -> tuple[str, str]:
+        return f"{self.digest}.bin", f"{self.digest}.json"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Project:
     """What ``[project]`` of the pyproject.toml beside a recipe adds to its metadata (``recipe/project.py``), as
     METADATA writes it."""
@@ -338,6 +353,7 @@ class Recipe:
     triton: str | None = None  # the Triton release to build with (X.Y or X.Y.Z; backends/triton/toolchain.py)
     widen: Widen = ()  # the constexprs every row of a `launch: triton` kernel takes these values of too
     triton_cache: tuple[CacheEntry, ...] = ()  # Triton cache entries shipped as they are (triton_cache:)
+    inductor_cache: tuple[InductorSet, ...] = ()  # torch.compile's caches shipped as they are (inductor_cache:)
     project: Project | None = None  # [project] of the kernel project the recipe belongs to
 
 

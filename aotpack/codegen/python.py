@@ -159,6 +159,8 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
     if recipe.triton_cache:
         out["triton_cache"] = [{"name": e.name, "key": e.key, "files": list(e.files), "triton": e.triton,
                                 "target": e.target} for e in recipe.triton_cache]  # fmt: skip
+    if recipe.inductor_cache:
+        out["inductor_cache"] = [{"digest": s.digest, "torch": s.torch, "size": s.size} for s in recipe.inductor_cache]
     return out
 
 
@@ -291,11 +293,16 @@ def activate(fallback=None):
     compiles, logged once per kernel and listed by ``coverage()`` (``fallback="jit"``). What else compiled
     Triton kernels when the package was recorded (torch.compile's Inductor, in the program and its compile
     workers) is served from the copies of Triton's cache the package holds: the same kernels, with the same
-    torch, Triton and GPU, load with no compilation; any other is refused (or listed) the same way. Returns the
-    kernels."""
-    caches = _os.path.join(_os.path.dirname(__file__), "_triton_cache")
+    torch, Triton and GPU, load with no compilation; any other is refused (or listed) the same way. And
+    torch.compile's own caches, recorded with them, are loaded into torch's (this imports torch): the recorded
+    graphs, with the dimensions that changed dynamic from the first call, serve sizes the recording never
+    saw (a set recorded with another torch, or other Inductor settings, is not loaded, with a warning).
+    Returns the kernels."""
+    here = _os.path.dirname(__file__)
+    caches, graphs = _os.path.join(here, "_triton_cache"), _os.path.join(here, "_inductor_cache")
     return _runtime.activate([k for k in globals().values() if isinstance(k, _runtime.Launcher)], fallback,
-                             MissingVariant, [caches] if _os.path.isdir(caches) else [])
+                             MissingVariant, [caches] if _os.path.isdir(caches) else [],
+                             [graphs] if _os.path.isdir(graphs) else [])
 
 
 def coverage():

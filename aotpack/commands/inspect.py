@@ -10,6 +10,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from .. import values
 from ..errors import WheelError
 from ..manifest import Manifest, type_problem
+from ..words import plural
 
 
 def describe(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
@@ -86,6 +87,11 @@ def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
         kinds = Counter(e["target"] for e in shipped)
         out += [f"Triton cache entries: {len(shipped)} ("
                 + ", ".join(f"{n} {t}" for t, n in sorted(kinds.items())) + ")", ""]  # fmt: skip
+    graphs = manifest.get("inductor_cache") or []
+    if graphs:  # what activate() loads into torch.compile's caches
+        torches = ", ".join(sorted({g["torch"] for g in graphs}))
+        size = sum(g["size"] for g in graphs) / 1e6
+        out += [f"torch.compile's caches: {plural(len(graphs), 'set')} of torch {torches} ({size:.2f} MB)", ""]
     pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
     if pruned:
         out += ["pruned variants:", *(f"  {p['id']}: {p['reason']}" for _, p in pruned), ""]

@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> None:
         counts = _counts(summary.events)
         if summary.written:
             said(f"wrote {args.out}: {counts}")
-        elif compiled or summary.events.cached:
+        elif compiled or summary.events.cached or summary.events.inductor:
             said(f"{args.out} unchanged: it holds the rows of all {counts}")
         else:
             print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
@@ -86,11 +86,13 @@ def _check_out(out: Path) -> None:
 
 
 def _counts(events: Events) -> str:
-    """What a recording saw, in words: the JIT's compilations, and the Triton cache entries of what other callers
-    of triton.compile (Inductor) compiled and of Triton's modules."""
+    """What a recording saw, in words: the JIT's compilations, the Triton cache entries of what other callers of
+    triton.compile (Inductor) compiled and of Triton's modules, and the processes whose torch.compile caches it
+    saved."""
     compiled = events.compilations()
     kernels = len({c.function.identity for c in compiled})
     launches = plural(sum(c.launches for c in compiled), "launch", "launches")
     counts = f"{plural(len(compiled), 'compilation')} of {plural(kernels, 'kernel')}, {launches}"
     cached = plural(len(events.cached), "Triton cache entry", "Triton cache entries")
-    return counts + (f", {cached}" if events.cached else "")
+    graphs = f"torch.compile's caches of {plural(len(events.inductor), 'process', 'processes')}"
+    return counts + (f", {cached}" if events.cached else "") + (f", {graphs}" if events.inductor else "")

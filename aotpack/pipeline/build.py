@@ -312,6 +312,7 @@ def runtime_notice() -> bytes:
 def provenance(rec: model.Recipe) -> tuple[tuple[str, str], ...]:
     """Every file the build read, relative to the recipe, with its sha256."""
     files = {rec.path.resolve(), *rec.tables, *(e.folder / f for e in rec.triton_cache for f in e.files),
+             *(s.folder / f for s in rec.inductor_cache for f in s.files),
              *(rec.project.files if rec.project else ())}  # fmt: skip
     for kernel in rec.kernels:
         files.update(cache.source_files(kernel))
@@ -348,6 +349,8 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         *((f"{pkg}/{name}", native.runtime_text(name).encode()) for name in runtime.PYTHON_HELPERS),
         # Triton cache entries as recorded, which activate() serves as cache hits (_aotpack_guard)
         *((f"{pkg}/_triton_cache/{e.key}/{f}", (e.folder / f).read_bytes()) for e in rec.triton_cache for f in e.files),
+        # torch.compile's caches as recorded, which activate() loads into torch's (_aotpack_inductor)
+        *((f"{pkg}/_inductor_cache/{f}", (s.folder / f).read_bytes()) for s in rec.inductor_cache for f in s.files),
     )
     licenses = (("AOTPACK-RUNTIME-LICENSE", runtime_notice()), *(rec.project.license_files if rec.project else ()))
     spec = wheel.WheelSpec(

@@ -206,6 +206,11 @@ def plan_summary(recipe: Recipe, variants: tuple[Variant, ...], every: bool = Fa
         shipped = plural(len(recipe.triton_cache), "Triton cache entry", "Triton cache entries")
         lines.append(f"triton_cache: {shipped} shipped as recorded (Triton {tritons}; {targets}), served by "
                      "activate() as cache hits")  # fmt: skip
+    if recipe.inductor_cache:  # shipped as recorded, loaded by activate()
+        torches = ", ".join(sorted({s.torch for s in recipe.inductor_cache}))
+        processes = plural(len(recipe.inductor_cache), "process", "processes")
+        lines.append(f"inductor_cache: torch.compile's caches of {processes} shipped as recorded (torch {torches}), "
+                     "loaded by activate()")  # fmt: skip
     for name, values in recipe.widen:  # its effect is in the variants above; this says where it comes from
         reached = [k.name for k in recipe.kernels if k.points and name in k.constexpr_names]
         shown = ", ".join(const_text(v) for v in values[:8]) + (", ..." if len(values) > 8 else "")

@@ -25,10 +25,10 @@ import packaging.version
 
 from .. import facts, limits
 from ..errors import Location, RecipeError
-from ..model import LAZY_NAMES, PACKAGE_NAMES, Backend, CacheEntry, Kernel, Project, Recipe, Source, Widen
+from ..model import LAZY_NAMES, PACKAGE_NAMES, Backend, CacheEntry, InductorSet, Kernel, Project, Recipe, Source, Widen
 from . import fields as _fields
+from . import inductor_cache, project, tables, triton_cache, yamlnodes
 from . import kernel as _kernel
-from . import project, tables, triton_cache, yamlnodes
 from .readers import KernelEntry, Readers
 from .yamlnodes import Node, suggest
 
@@ -40,7 +40,7 @@ def _top_keys(readers: Readers) -> tuple[str, ...]:
     """The recipe's own keys, each backend's among them (Triton's release)."""
     own = (key for r in readers.values() for key in r.RECIPE_KEYS)
     return ("package", "replaces", "version", "summary", "license", "cuda", *own, "widen", "targets", "kernels",
-            "tables", "triton_cache")  # fmt: skip
+            "tables", "triton_cache", "inductor_cache")  # fmt: skip
 
 
 def load(path: str | Path, readers: Readers) -> Recipe:
@@ -70,7 +70,8 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
             raise RecipeError(f"kernel name {name!r} would hide the package's own {name!r}; rename the kernel", where)
         kernels.append(_kernel_of(name, node, where, path.parent, targets, top.get("targets"), widen, readers))
     cached = triton_cache.entries(top["triton_cache"], path.parent) if "triton_cache" in top else ()
-    if not kernels and not cached:
+    graphs = inductor_cache.sets(top["inductor_cache"], path.parent) if "inductor_cache" in top else ()
+    if not kernels and not cached and not graphs:
         raise top["kernels"].fail("the recipe lists no kernels")
     if widen:
         _check_widen(top["widen"], widen, kernels)
@@ -89,7 +90,8 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
     return Recipe(
         path=path, package=package, version=version, summary=_summary(package, summary, belongs),
         targets=targets, kernels=tuple(kernels), tables=tuple(table_paths), license=_spdx(spdx, belongs),
-        cuda_floor=cuda, triton=releases.get("triton"), widen=widen, triton_cache=cached, project=belongs,
+        cuda_floor=cuda, triton=releases.get("triton"), widen=widen, triton_cache=cached, inductor_cache=graphs,
+        project=belongs,
     )  # fmt: skip
 
 
@@ -138,6 +140,7 @@ class Sources:
     project: Project | None
     tables: tuple[Path, ...]
     triton_cache: tuple[CacheEntry, ...]
+    inductor_cache: tuple[InductorSet, ...]
     kernels: tuple[KernelFiles, ...]
 
 
@@ -166,6 +169,7 @@ def sources(path: str | Path, readers: Readers) -> Sources:
         license=_spdx(spdx, belongs), project=belongs,
         tables=tuple(_fields.path(item, root) for item in tabled),
         triton_cache=triton_cache.entries(top["triton_cache"], root) if "triton_cache" in top else (),
+        inductor_cache=inductor_cache.sets(top["inductor_cache"], root) if "inductor_cache" in top else (),
         kernels=tuple(kernels),
     )  # fmt: skip
 

@@ -292,7 +292,7 @@ _activation_lock = threading.Lock()
 
 
 def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exception],
-             caches: list[str] | None = None) -> list[str]:  # fmt: skip
+             caches: list[str] | None = None, graphs: list[str] | None = None) -> list[str]:  # fmt: skip
     """Make the original ``@triton.jit`` functions launch these kernels: every JITFunction, whether it exists now
     or is created later (a module imported or generated afterwards, under any name), is matched by its source
     identity on its first launch, and its ``run`` (what ``fn[grid](...)`` calls) becomes the launcher's when it
@@ -301,7 +301,9 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
     ``missing`` before compiling (``fallback="error"``, the default without Triton), or compiles, logged once
     per kernel and kept for ``coverage()`` (``fallback="jit"``, the default with Triton). ``caches``: folders of
     Triton cache entries the package holds (what other callers of triton.compile compiled when it was recorded),
-    served to every process as cache hits. Returns the names."""
+    served to every process as cache hits. ``graphs``: folders of torch.compile's caches the package holds,
+    loaded into torch's (_aotpack_inductor; one that cannot be is warned about, never raised). Returns the
+    names."""
     global _activation
     have_triton = importlib.util.find_spec("triton") is not None
     fallback = fallback or ("jit" if have_triton else "error")
@@ -329,7 +331,25 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
             # every other caller of triton.compile, in every process; the packages' Triton cache entries served
             state.unguard = _guard().install(fallback, state.caches)
         _activation = state
+    for folder in graphs or ():
+        _serve_graphs(folder)
     return [launch.__name__ for launch in launchers]
+
+
+def _serve_graphs(folder: str) -> None:
+    """torch.compile's recorded caches loaded; where torch or its API is missing or fails, a warning (the package's
+    kernels are served or refused one by one still)."""
+    import warnings
+
+    try:
+        try:
+            from . import _aotpack_inductor as inductor
+        except ImportError:  # a top-level module beside aotpack record's agent
+            import _aotpack_inductor as inductor  # type: ignore[import-not-found,no-redef]
+        inductor.serve(folder)
+    except Exception as exc:  # an optional integration: never the reason activate() fails
+        warnings.warn(f"torch.compile's recorded caches in {folder} were not loaded: {exc!r:.300}", RuntimeWarning,
+                      stacklevel=3)
 
 
 def _patch(state: _Activation, missing: type[Exception]) -> None:

@@ -28,20 +28,23 @@ Steps = tuple[tuple[int, int], ...]
 
 
 def llama(mark: Callable[[str], None], steps: Steps = ((2, 64), (4, 128), (1, 200)),
-          prompts: tuple[int, ...] = (1, 3), compiled: bool = False) -> dict[str, Any]:  # fmt: skip
+          prompts: tuple[int, ...] = (1, 3), compiled: bool = False, dynamic: bool | None = None,
+          liger: bool = True) -> dict[str, Any]:  # fmt: skip
     import torch
-    from liger_kernel.transformers import apply_liger_kernel_to_llama
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    apply_liger_kernel_to_llama(rope=True, swiglu=True, rms_norm=True, fused_linear_cross_entropy=True,
-                                cross_entropy=False)  # fmt: skip
+    if liger:
+        from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+        apply_liger_kernel_to_llama(rope=True, swiglu=True, rms_norm=True, fused_linear_cross_entropy=True,
+                                    cross_entropy=False)  # fmt: skip
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=704, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)  # fmt: skip
     model = LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     if compiled:  # as training loops and servers run it: Inductor compiles its own kernels and its copies of Liger's
-        model.forward = torch.compile(model.forward)
+        model.forward = torch.compile(model.forward, dynamic=dynamic)
     out: dict[str, Any] = {}
     mark("ready")
     for step, (batch, seq) in enumerate(steps):
@@ -175,6 +178,14 @@ WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, 
              "flaggems_served": functools.partial(flaggems, shapes=((200, 512), (768, 1024), (64, 256))),
              "llama_compiled": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2,),
                                                  compiled=True),
+             "llama_compiled_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(3,),
+                                                        compiled=True),
+             # every size symbolic from the first call (Liger's autograd functions fail in Dynamo under it, torch
+             # 2.11, so Inductor's own kernels only)
+             "llama_dynamic": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2,),
+                                                compiled=True, dynamic=True, liger=False),
+             "llama_dynamic_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(3,),
+                                                       compiled=True, dynamic=True, liger=False),
              # torch.compile'd at a server's rows. With Dynamo's default (static first), a fresh process compiles
              # a graph for the first rows it meets, whose kernels no recording of other rows has: fallback="error"
              # refuses it. Marked dynamic from the first call, Inductor still takes configs and divisibility from
@@ -189,7 +200,8 @@ WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, 
 RECORDED_AS = {"llama_served": "llama", "flaggems_served": "flaggems", "compiled_small_served": "compiled_small",
                "compiled_small_marked_served": "compiled_small_marked",
                "compiled_small_marked_grown": "compiled_small_marked",
-               "compiled_small_marked_hinted": "compiled_small_marked"}  # fmt: skip
+               "compiled_small_marked_hinted": "compiled_small_marked", "llama_compiled_served": "llama_compiled",
+               "llama_dynamic_served": "llama_dynamic"}  # fmt: skip
 REFUSED = {"compiled_small_served", "compiled_small_marked_served"}  # its replay stops at the first compilation
 
 

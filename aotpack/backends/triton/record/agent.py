@@ -39,13 +39,16 @@ from collections.abc import Callable
 from typing import Any
 
 try:  # in aotpack's own process
+    from aotpack.runtime import _aotpack_inductor as inductor
     from aotpack.runtime import aot_kernels as runtime
-except ImportError:  # in a recorded program: aotpack record puts the runtime's file beside this one
+except ImportError:  # in a recorded program: aotpack record puts the runtime's files beside this one
+    import _aotpack_inductor as inductor  # type: ignore[import-not-found,no-redef]
     import _aotpack_kernels as runtime  # type: ignore[import-not-found,no-redef]
 
 ENV_DIR = "AOTPACK_RECORD_DIR"
 ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
 ENTRIES = "triton-cache"  # beside the events: the cache entries of kernels compiled outside the JIT, by key
+INDUCTOR = "torch-compile"  # beside the events: torch.compile's caches, a set per process (_aotpack_inductor)
 
 
 def _recorder_serves() -> bool:
@@ -62,10 +65,12 @@ class Agent:
 
     def __init__(self, folder: str | None = None, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.entries: str | None = None  # where the cache entries of other callers' kernels are copied
+        self.inductor: str | None = None  # where torch.compile's caches are saved at exit
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
             self.path = os.path.join(folder, f"{os.getpid()}.jsonl")
             self.entries = os.path.join(folder, ENTRIES)
+            self.inductor = os.path.join(folder, INDUCTOR)
         self.sink = sink or self._append
         self.compiled = 0
         self._sent: set[str] = set()  # sources whose text went out already
@@ -272,7 +277,13 @@ class Agent:
             self._unbuild()
 
     def finish(self) -> None:
-        """At exit (or when a recording stops): launch counts and what each autotuner picked."""
+        """At exit (or when a recording stops): launch counts, what each autotuner picked, and what torch.compile
+        compiled in this process (its caches' artifacts)."""
+        if self.inductor is not None:
+            try:
+                inductor.save(self.inductor)
+            except Exception as exc:  # the program's exit goes on; what it compiled is recorded still
+                self.sink({"event": "skipped", "function": "torch.compile's caches", "why": f"not saved: {exc!r:.300}"})
         if self._launches:
             self.sink({"event": "launches", "counts": {str(k): v for k, v in sorted(self._launches.items())}})
         for number, jit in list(self._functions.items()):

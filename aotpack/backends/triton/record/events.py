@@ -31,7 +31,7 @@ from .... import facts
 from ....recipe.triton_cache import FILE, KEY
 from ....runtime import aot_kernels
 from ....states import ANY, DIV16, NONE, ONE, State
-from .agent import ENTRIES
+from .agent import ENTRIES, INDUCTOR
 
 # a JSON value as the agent writes it
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
@@ -387,6 +387,7 @@ class Events:
     tritons: set[str] = field(default_factory=set)  # the Triton releases the program's processes ran
     cached: dict[str, Cached] = field(default_factory=dict)  # cache entries of other callers' kernels, by key
     entries: Path | None = None  # the folder the agent copied them into (<key>/<files>)
+    inductor: tuple[Path, ...] = ()  # torch.compile's caches each process saved (<digest>.bin, beside its .json)
     _numbers: dict[tuple[str, int], Ident] = field(default_factory=dict)  # (process, number) -> ident
     _launches: dict[Ident, int] = field(default_factory=dict)
 
@@ -440,6 +441,9 @@ def read_events(folder: Path) -> Events:
     """The events every process of a recorded program wrote into ``folder`` (a line each; a process killed
     while writing leaves at most its last line short, which is skipped)."""
     events = Events(entries=folder / ENTRIES)
+    sets = folder / INDUCTOR
+    if sets.is_dir():  # (a set's .json is written after its .bin: a process killed between leaves no set)
+        events.inductor = tuple(p.with_suffix(".bin") for p in sorted(sets.glob("*.json")))
     for path in sorted(folder.glob("*.jsonl")):
         for line in path.read_text(errors="replace").splitlines():
             try:

@@ -25,7 +25,8 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
                 existing: dict[str, Any] | None = None, package: str = "recorded_kernels",
                 widen: dict[str, list[Widened]] | None = None,
                 dropped: dict[str, str] | None = None, tritons: set[str] | None = None,
-                cached: Iterable[str] = (), identities: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+                cached: Iterable[str] = (), identities: dict[str, str] | None = None,
+                inductor: bool = False) -> dict[str, Any]:  # fmt: skip
     """The recipe of these compilations as data, merged into ``existing`` (a loaded recipe): the rows of a
     kernel the recording has too stay as they are (their launch counts included); ``tritons``: the releases
     the program ran (the recipe's ``triton:``). ``widen`` joins the recipe's ``widen:``, which it keeps, and the
@@ -33,7 +34,8 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
     targets (backend:arch) of Triton cache entries the recording copied, which the recipe's ``triton_cache:``
     folder holds (kept as named); their CUDA archs join the targets. ``identities``: the source identity
     (``activate()``'s) of each of ``existing``'s kernels -> its name: a compiled function is the kernel of the same
-    source however the recipe spells its file; one written by hand keeps its grid (the rows are said dropped)."""
+    source however the recipe spells its file; one written by hand keeps its grid (the rows are said dropped).
+    ``inductor``: the recording saved torch.compile's caches, which the recipe's ``inductor_cache:`` folder holds."""
     base = existing or {}
     widen = _joined(base.get("widen") or {}, widen or {})
     kernels: dict[str, Any] = dict(base.get("kernels") or {})
@@ -93,7 +95,9 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
     targets.update(_target(int(arch)) for backend, _, arch in (t.partition(":") for t in cached)
                    if backend == "cuda" and arch.isdigit())  # fmt: skip
     folder = base.get("triton_cache") or ("triton-cache" if cached else None)
+    compiled_graphs = base.get("inductor_cache") or ("inductor-cache" if inductor else None)
     return {**head, **({"triton": release} if release else {}), **({"triton_cache": folder} if folder else {}),
+            **({"inductor_cache": compiled_graphs} if compiled_graphs else {}),
             **({"widen": widen} if widen else {}),
             "targets": sorted(targets), "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
 

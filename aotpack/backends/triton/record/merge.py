@@ -26,7 +26,8 @@ from .kernels import compilations_of, listed, row_key
 from .yamlio import flow, render, round_trip, said
 
 # where dump writes them
-_TOP_ORDER = ("package", "version", "summary", "triton", "triton_cache", "widen", "targets", "kernels")
+_TOP_ORDER = ("package", "version", "summary", "triton", "triton_cache", "inductor_cache", "widen", "targets",
+              "kernels")  # fmt: skip
 _KERNEL_ORDER = ("triton", "launch", "types", "args", "options", "variants", "autotuned")
 
 
@@ -66,6 +67,9 @@ def _merge(new: _Verbatim, doc: CommentedMap, data: dict[str, Any], wanted: dict
         changed = True
     if "triton_cache" in wanted and "triton_cache" not in data:  # the folder of cache entries (one named stays)
         _put(doc, "triton_cache", wanted["triton_cache"], _TOP_ORDER)
+        changed = True
+    if "inductor_cache" in wanted and "inductor_cache" not in data:  # torch.compile's caches (one named stays)
+        _put(doc, "inductor_cache", wanted["inductor_cache"], _TOP_ORDER)
         changed = True
     if wanted.get("widen", {}) != (data.get("widen") or {}):  # values --widen adds to those kept
         _put(doc, "widen", new(wanted["widen"]), _TOP_ORDER)

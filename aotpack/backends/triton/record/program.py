@@ -32,6 +32,7 @@ from typing import Any
 from ...._temp import write_file
 from ....errors import AotpackError, OutputError, RecipeError, RecordError, UsageError
 from ....runtime import PYTHON_HELPERS, aot_kernels
+from ....runtime import _aotpack_inductor as inductor
 from ....values import Widened
 from ....words import plural
 from ... import recipes as recipe
@@ -136,6 +137,9 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     # and an empty Inductor cache: a graph it holds already brings its kernels' Triton files back itself (its
     # bundle, written into Triton's cache), so that triton.compile is never called for them and they go unrecorded
     env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor-cache")
+    # under a job id, without which Dynamo keeps no profile of the sizes that changed (_aotpack_inductor)
+    if not (env.get("TORCH_COMPILE_JOB_ID") or env.get("TORCH_COMPILE_STICKY_PGO_KEY")):
+        env["TORCH_COMPILE_JOB_ID"] = inductor.JOB_ID
     env[record_agent.ENV_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
     env.update(extra_env or {})
     log.debug("$ %s", shlex.join(cmd))  # (-v)
@@ -186,7 +190,8 @@ def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Widen
             raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was"
                               f"{_keep_partial(out, events, package)}")  # fmt: skip
         try:
-            written = bool(events.compiled or events.cached) and write(out, events, package, widen=widen)
+            written = bool(events.compiled or events.cached or events.inductor) and write(out, events, package,
+                                                                                         widen=widen)  # fmt: skip
         except (RecordError, RecipeError) as exc:  # the recipe changed during the run, or cannot take these rows
             raise type(exc)(f"{exc}{_keep_partial(out, events, package)}") from None
         except OSError as exc:  # its folder cannot take it (read-only, full, not a folder, an immutable file)
@@ -207,7 +212,7 @@ def _keep_partial(out: Path, events: Events, package: str) -> str:
     """What a recording that cannot be merged captured (the JIT's compilations, Triton cache entries), written
     beside ``out`` as ``<out>.partial.yaml``, or where that cannot be written either, into a folder of its own
     in the system's temporary folder (kept); the words that say where (none when nothing was recorded)."""
-    if not (events.compiled or events.cached):
+    if not (events.compiled or events.cached or events.inductor):
         return ""
     partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
     try:
@@ -219,6 +224,8 @@ def _keep_partial(out: Path, events: Events, package: str) -> str:
         except (OSError, AotpackError) as exc:
             return f"; what it recorded could not be kept ({beside}; {exc})"
     cached = f", {plural(len(events.cached), 'Triton cache entry', 'Triton cache entries')}" if events.cached else ""
+    if events.inductor:
+        cached += f", torch.compile's caches of {plural(len(events.inductor), 'process', 'processes')}"
     return f"; what it recorded ({plural(len(events.compiled), 'compilation')}{cached}) is in {partial}"
 
 

@@ -41,14 +41,17 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
             dropped,
             events.tritons,
             [c.target for c in events.cached.values()],
+            inductor=bool(events.inductor),
         )
         text: str | None = kept + dump(data)
     else:
         cached = [c.target for c in events.cached.values()]
         data = recipe_data(compiled, events.picks, existing.data, package, widen, dropped, events.tritons, cached,
-                           _identities(existing.data, path.parent))  # fmt: skip
+                           _identities(existing.data, path.parent), inductor=bool(events.inductor))  # fmt: skip
         text = merged_text(existing, path, data)
     added = _write_entries(path.parent / str(data.get("triton_cache")), events) if events.cached else False
+    if events.inductor:
+        added = _write_sets(path.parent / str(data.get("inductor_cache")), events.inductor) or added
     for name in sorted(_kernel_sources(data) | _function_sources(compiled)):  # before the recipe that names them
         source = path.parent / "kernels" / name
         if name in events.sources and not (source.is_file() and source.read_bytes() == events.sources[name].encode()):
@@ -93,6 +96,21 @@ def _write_entries(folder: Path, events: Events) -> bool:
             (folder / key).mkdir(parents=True, exist_ok=True)
             with atomic_file(folder / key / name) as f:
                 f.write((events.entries / key / name).read_bytes())
+            added = True
+    return added
+
+
+def _write_sets(folder: Path, sets: tuple[Path, ...]) -> bool:
+    """torch.compile's caches each process saved, into ``folder`` (``<digest>.bin`` and its ``.json``; a set there
+    already is the same bytes: kept); whether any was added."""
+    added = False
+    for data in sets:
+        for file in (data, data.with_suffix(".json")):
+            if (folder / file.name).is_file():
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            with atomic_file(folder / file.name) as f:
+                f.write(file.read_bytes())
             added = True
     return added
 

@@ -1,0 +1,75 @@
+"""torch.compile's own caches, recorded and served, on the CPU (torch's CPU build compiles C++ where a GPU build
+compiles Triton; the caches and Dynamo's profile are the same machinery): ``aotpack record`` of a program whose
+compiled function meets two sizes saves them with the recipe (``inductor_cache:``), and a fresh process that
+loads them (``activate()``'s ``graphs``) and starts at sizes never recorded compiles no graph: Dynamo compiles
+the size dynamic from the first call (the recorded profile) and Inductor finds the recorded graph. Without them
+the same process compiles a graph for its first size and another when the size changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+if shutil.which(os.environ.get("CXX", "g++")) is None:
+    pytest.skip("torch.compile on the CPU needs a C++ compiler", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = textwrap.dedent("""
+    import json, sys
+    import torch, triton  # noqa: F401  (a GPU program imports Triton; the recorder starts with it)
+
+    @torch.compile
+    def f(x):
+        return torch.nn.functional.gelu(x).sum(0) * 2
+
+    out = []
+    for n in [int(s) for s in sys.argv[1:]]:
+        torch.manual_seed(n)
+        out.append(f(torch.randn(n, 16)).tolist())
+    counters = torch._dynamo.utils.counters
+    print(json.dumps({"out": out, "frames": counters["frames"]["total"],
+                      "hits": counters["inductor"]["fxgraph_cache_hit"]}))
+""")
+SERVE = textwrap.dedent("""
+    import runpy, sys
+    from aotpack.runtime import aot_kernels
+    if sys.argv[1] != "-":
+        aot_kernels.activate([], "jit", LookupError, [], [sys.argv[1]])
+    sys.argv = [sys.argv[2], *sys.argv[3:]]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+""")
+
+
+def run(args, tmp_path, cache):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / cache)}
+    env.pop("TORCH_COMPILE_JOB_ID", None)
+    done = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_a_recording_s_graphs_serve_sizes_it_never_saw_with_no_compiled_graph(tmp_path):
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    (tmp_path / "serve.py").write_text(SERVE)
+    recorded = run(["-m", "aotpack", "record", "-o", "r/recipe.yaml", "--package", "graphs_kernels", "--",
+                    "python", "prog.py", "8", "12"], tmp_path, "record-cache")  # fmt: skip
+    assert "torch.compile's caches of 1 process" in recorded.stderr + recorded.stdout
+    recipe = (tmp_path / "r" / "recipe.yaml").read_text()
+    assert "inductor_cache: inductor-cache" in recipe
+    sets = sorted((tmp_path / "r" / "inductor-cache").iterdir())
+    assert [p.suffix for p in sets] == [".bin", ".json"]
+    assert json.loads(sets[1].read_text())["job_id"] == "aotpack"  # record runs it under a job id
+
+    served = json.loads(run(["serve.py", "r/inductor-cache", "prog.py", "20", "33"], tmp_path, "served").stdout)
+    cold = json.loads(run(["serve.py", "-", "prog.py", "20", "33"], tmp_path, "cold").stdout)
+    assert served["frames"] == 1 and served["hits"] >= 1  # one graph, dynamic from the first call, found
+    assert cold["frames"] == 2 and cold["hits"] == 0  # a static graph for 20, then a dynamic one
+    assert served["out"] == cold["out"]
