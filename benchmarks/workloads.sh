@@ -20,6 +20,8 @@ set -uo pipefail
 mode=$1 out=$2
 shift 2
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# Inductor's cache key holds CXX: unset in every run, as on a serving machine without a compiler (the replay's)
+unset CXX
 work=$(mktemp -d)
 if [ "$mode" = record ] || [ "$mode" = jit ]; then
   names=${*:-llama helion fla}
@@ -30,6 +32,15 @@ if [ "$mode" = record ] || [ "$mode" = jit ]; then
     HOME=$work/home-$name-warm TRITON_CACHE_DIR=$work/cache-$name TORCHINDUCTOR_CACHE_DIR=$work/inductor-$name \
       python3 -m tests.gpu.workloads "$name" jit "$work/jit/warm" 2>&1 | tail -3
     [ "$mode" = jit ] && continue
+    base=$(python3 -c "from tests.gpu.workloads import RECORDED_AS; print(RECORDED_AS.get('$name', '$name'))")
+    if [ "$base" != "$name" ] && [ -d "$work/recipes/$base/inductor-cache" ]; then
+      # a server's shapes, where the recording ships torch.compile's caches: the JIT running the recorded graphs
+      # (jit/graphs: what the replay must match bit for bit)
+      HOME=$work/home-$name-graphs TRITON_CACHE_DIR=$work/cache-graphs-$name TORCHINDUCTOR_CACHE_DIR=$work/inductor-graphs-$name \
+        python3 -c "import runpy, sys; from aotpack.runtime import _aotpack_inductor as graphs; graphs.serve(sys.argv[1]);
+sys.argv = ['workloads', *sys.argv[2:]]; runpy.run_module('tests.gpu.workloads', run_name='__main__')" \
+        "$work/recipes/$base/inductor-cache" "$name" jit "$work/jit/graphs" 2>&1 | tail -3
+    fi
     case $name in
       *_served) continue ;;  # a server's shapes: replayed from the recording of the workload it serves
       llama) widen=(--widen bs=1..8 --widen cos_bs=1..8) ;;  # Liger's RoPE takes the batch size as a constexpr

@@ -52,7 +52,11 @@ def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
         if total > limits.MAX_INDUCTOR_BYTES:
             raise node.fail(f"{folder} holds more than {limits.MAX_INDUCTOR_BYTES >> 20} MiB (aotpack's "
                             "limits.MAX_INDUCTOR_BYTES): is it the right folder?")  # fmt: skip
-        if _sha256(folder / f"{digest}.bin") != digest:
+        try:
+            found = _sha256(folder / f"{digest}.bin")
+        except OSError as exc:
+            raise node.fail(f"{folder / digest}.bin: cannot read it ({exc.strerror or exc})") from None
+        if found != digest:
             raise node.fail(f"{folder / digest}.bin: its bytes are not the ones recorded (their sha256 is its "
                             "name); record again")  # fmt: skip
         out.append(InductorSet(digest=digest, folder=folder, torch=_torch(node, folder / f"{digest}.json"), size=size))

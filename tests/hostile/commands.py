@@ -16,6 +16,8 @@ aotpack:
 
 from __future__ import annotations
 
+import hashlib
+
 import io
 import json
 import warnings
@@ -550,5 +552,75 @@ def stdout_surface() -> Iterator[Case]:
                     may_write=("my_kernels", "recipe.yaml", "kernels"))  # fmt: skip
 
 
+# ---------------------------------------------------------------- the recorded caches a recipe names
+
+
+_SET_DATA = b"torch's pickled artifacts"
+_SET = hashlib.sha256(_SET_DATA).hexdigest()
+_SET_META = b'{"torch": "2.11.0+cu130", "job_id": "aotpack", "settings": {"cpp.cxx": "(None, \'g++\')"}}'
+_KEY = "A" * 52  # a Triton cache key as its folder is named
+_ENTRY_META = b'{"triton_version": "3.6.0", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}}'
+CACHES_RECIPE = (b"package: recorded_kernels\nversion: 0.1.0\ntriton_cache: triton-cache\n"
+                 b"inductor_cache: inductor-cache\ntargets: [sm_90]\nkernels: {}\n")  # fmt: skip
+
+
+def caches_surface() -> Iterator[Case]:
+    """A recording's folders (``triton_cache:``, line 3; ``inductor_cache:``, line 4) as a recipe names them:
+    anything but what aotpack record writes there is a located error, read in bounded time, nothing outside read."""
+    base: dict[str, bytes | Special] = {
+        "recipe.yaml": CACHES_RECIPE, f"inductor-cache/{_SET}.bin": _SET_DATA, f"inductor-cache/{_SET}.json": _SET_META,
+        f"triton-cache/{_KEY}/k.json": _ENTRY_META, f"triton-cache/{_KEY}/k.cubin": b"\x7fELF",
+    }  # fmt: skip
+
+    def case(key: str, mutation: str, changed: dict[str, bytes | Special | None], expect: Expect = "invalid",
+             **kw: Any) -> Case:  # fmt: skip
+        kept = {k: v for k, v in base.items() if k not in changed and not any(k.startswith(f"{c}/") for c in changed)}
+        files = {**kept, **{k: v for k, v in changed.items() if v is not None}}
+        line = 3 if key.startswith("triton") else 4
+        return Case(id=f"caches/{key}/{mutation}", surface="caches", base="recorded", key=key, mutation=mutation,
+                    make_files=lambda: files, expect=expect, line=line, budget=2.0, **kw)  # fmt: skip
+
+    yield case("(all)", "base", {}, "valid", reason="a recording's two folders")
+    i, t = "inductor-cache", "triton-cache"
+    for key, folder in (("inductor_cache", i), ("triton_cache", t)):
+        text = CACHES_RECIPE.decode()
+        for mutation, value in (("parent", ".."), ("absolute", "/etc"), ("missing", "nowhere"),
+                                ("a-file", "recipe.yaml"), ("nul", '"a\\0b"'), ("huge", "x" * 5000)):  # fmt: skip
+            yield case(key, mutation, {"recipe.yaml": text.replace(f"{key}: {folder}", f"{key}: {value}").encode()})
+        yield case(key, "symlink-outside", {folder: Special("symlink", "@outside/pointed")})
+        yield case(key, "fifo", {folder: Special("fifo")})
+        yield case(key, "unreadable", {folder: Special("unreadable")}, needs="non-root")
+    bin_, meta = f"{i}/{_SET}.bin", f"{i}/{_SET}.json"
+    for mutation, changed in {
+        "bin-changed": {bin_: b"other bytes"}, "bin-missing": {bin_: None}, "json-missing": {meta: None},
+        "json-not-json": {meta: b"{"}, "json-list": {meta: b"[]"}, "json-huge": {meta: b" " * 70_000 + b"{}"},
+        "json-torch-int": {meta: b'{"torch": 2}'}, "json-job-list": {meta: b'{"torch": "2", "job_id": []}'},
+        "json-settings-null": {meta: b'{"torch": "2", "settings": {"cpp.cxx": null}}'},
+        "json-deep": {meta: b"[" * 100_000 + b"]" * 100_000}, "json-non-utf8": {meta: b'{"torch": "\xff"}'},
+        "foreign-file": {f"{i}/notes.txt": b"x"}, "subfolder": {f"{i}/{'b' * 64}.bin": Special("dir")},
+        "bin-fifo": {bin_: Special("fifo")}, "bin-symlink-outside": {bin_: Special("symlink", "@outside/victim-file")},
+        "bin-dev-zero": {bin_: Special("symlink", "/dev/zero")},
+        "bin-sparse-huge": {bin_: Special("sparse", size=2 << 30)},
+        "bin-unreadable": {bin_: Special("unreadable", data=_SET_DATA)},
+        "upper-case-digest": {f"{i}/{_SET.upper()}.bin": _SET_DATA, f"{i}/{_SET.upper()}.json": _SET_META, bin_: None,
+                              meta: None},
+        "many-files": {f"{i}/{n:064x}.json": b"{}" for n in range(600)},
+    }.items():  # fmt: skip
+        yield case("inductor_cache.set", mutation, changed, needs="non-root" if "unreadable" in mutation else "")
+    entry = f"{t}/{_KEY}"
+    for mutation, changed in {
+        "entry-not-a-key": {f"{t}/notakey/k.json": _ENTRY_META}, "entry-empty": {entry: Special("dir")},
+        "entry-a-file": {entry: b"x"}, "entry-symlink-outside": {entry: Special("symlink", "@outside/pointed")},
+        "metadata-not-json": {f"{entry}/k.json": b"{"}, "metadata-list": {f"{entry}/k.json": b"[]"},
+        "metadata-huge": {f"{entry}/k.json": b" " * (2 << 20) + b"{}"},
+        "file-fifo": {f"{entry}/k.cubin": Special("fifo")},
+        "file-symlink-outside": {f"{entry}/k.cubin": Special("symlink", "@outside/victim-file")},
+        "file-bad-name": {f"{entry}/a b": b"x"}, "two-kernels": {f"{entry}/j.json": _ENTRY_META},
+        "file-sparse-huge": {f"{entry}/k.cubin": Special("sparse", size=3 << 30)},
+    }.items():  # fmt: skip
+        yield case("triton_cache.entry", mutation, changed)
+
+
 SURFACES = {"cache": cache_surface, "inspect": inspect_surface, "new": new_surface, "record": record_surface,
-            "project": project_surface, "env": env_surface, "stdout": stdout_surface}  # fmt: skip
+            "project": project_surface, "env": env_surface, "stdout": stdout_surface,
+            "caches": caches_surface}  # fmt: skip

@@ -1,9 +1,9 @@
 """torch.compile's own caches, recorded and served, on the CPU (torch's CPU build compiles C++ where a GPU build
 compiles Triton; the caches and Dynamo's profile are the same machinery): ``aotpack record`` of a program whose
-compiled function meets two sizes saves them with the recipe (``inductor_cache:``), and a fresh process that
-loads them (``activate()``'s ``graphs``) and starts at sizes never recorded compiles no graph: Dynamo compiles
-the size dynamic from the first call (the recorded profile) and Inductor finds the recorded graph. Without them
-the same process compiles a graph for its first size and another when the size changes."""
+compiled function meets two sizes saves them with the recipe (``inductor_cache:``), the built wheel ships them,
+and a fresh process that activates it and starts at sizes never recorded compiles no graph: Dynamo compiles the
+size dynamic from the first call (the recorded profile) and Inductor finds the recorded graph. Without them the
+same process compiles a graph for its first size and another when the size changes."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from .helpers import install_wheel
 
 pytest.importorskip("torch")
 if shutil.which(os.environ.get("CXX", "g++")) is None:
@@ -40,16 +42,17 @@ PROGRAM = textwrap.dedent("""
 """)
 SERVE = textwrap.dedent("""
     import runpy, sys
-    from aotpack.runtime import aot_kernels
-    if sys.argv[1] != "-":
-        aot_kernels.activate([], "jit", LookupError, [], [sys.argv[1]])
+    if sys.argv[1] == "activate":
+        import graphs_kernels
+        graphs_kernels.activate(fallback="jit")
     sys.argv = [sys.argv[2], *sys.argv[3:]]
     runpy.run_path(sys.argv[0], run_name="__main__")
 """)
 
 
-def run(args, tmp_path, cache):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / cache)}
+def run(args, tmp_path, cache, site=None):
+    path = os.pathsep.join([str(ROOT), *([str(site)] if site else [])])
+    env = {**os.environ, "PYTHONPATH": path, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / cache)}
     env.pop("TORCH_COMPILE_JOB_ID", None)
     done = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -67,9 +70,14 @@ def test_a_recording_s_graphs_serve_sizes_it_never_saw_with_no_compiled_graph(tm
     sets = sorted((tmp_path / "r" / "inductor-cache").iterdir())
     assert [p.suffix for p in sets] == [".bin", ".json"]
     assert json.loads(sets[1].read_text())["job_id"] == "aotpack"  # record runs it under a job id
+    # a GPU program's recording names the targets of its Triton entries; this CPU one has none
+    (tmp_path / "r" / "recipe.yaml").write_text(recipe.replace("targets: []", "targets: [sm_90]"))
+    run(["-m", "aotpack", "build", "r/recipe.yaml", "-o", "dist"], tmp_path, "build-cache")
+    site = install_wheel(next((tmp_path / "dist").glob("*.whl")), tmp_path / "site")
+    assert sorted(p.name for p in (site / "graphs_kernels" / "_inductor_cache").iterdir()) == [p.name for p in sets]
 
-    served = json.loads(run(["serve.py", "r/inductor-cache", "prog.py", "20", "33"], tmp_path, "served").stdout)
-    cold = json.loads(run(["serve.py", "-", "prog.py", "20", "33"], tmp_path, "cold").stdout)
+    served = json.loads(run(["serve.py", "activate", "prog.py", "20", "33"], tmp_path, "served", site).stdout)
+    cold = json.loads(run(["serve.py", "-", "prog.py", "20", "33"], tmp_path, "cold", site).stdout)
     assert served["frames"] == 1 and served["hits"] >= 1  # one graph, dynamic from the first call, found
     assert cold["frames"] == 2 and cold["hits"] == 0  # a static graph for 20, then a dynamic one
     assert served["out"] == cold["out"]
