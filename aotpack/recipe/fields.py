@@ -90,6 +90,19 @@ def path(node: Node, root: Path, text: str | None = None) -> Path:
         raise node.fail(f"cannot use the path {node.string()[:80]!r}: {why}") from None
 
 
+def recorded_folder(node: Node, root: Path, what: str, key: str) -> Path:
+    """The folder ``key:`` names, of what ``aotpack record`` wrote beside the recipe (``what``): resolved, inside
+    the recipe's folder ``root``, and there."""
+    folder = path(node, root)
+    if not folder.is_relative_to(root.resolve()):
+        raise node.fail(f"{node.string()!r} is outside the recipe's folder ({root}); keep {what} beside the recipe, "
+                        "as aotpack record writes them")  # fmt: skip
+    if not folder.is_dir():
+        raise node.fail(f"no folder {node.string()!r} beside the recipe (looked for {folder}); record again, or "
+                        f"remove {key}:")  # fmt: skip
+    return folder
+
+
 def source(node: Node, root: Path) -> Source:
     text = node.string()
     where, sep, function = text.rpartition(":")

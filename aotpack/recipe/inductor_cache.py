@@ -24,13 +24,7 @@ SET = re.compile(r"([0-9a-f]{64})\.(bin|json)")
 
 def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
     """The sets of the folder ``node`` names (relative to the recipe's folder ``root``), sorted by digest."""
-    folder = fields.path(node, root)
-    if not folder.is_relative_to(root.resolve()):
-        raise node.fail(f"{node.string()!r} is outside the recipe's folder ({root}); keep torch.compile's caches "
-                        "beside the recipe, as aotpack record writes them")  # fmt: skip
-    if not folder.is_dir():
-        raise node.fail(f"no folder {node.string()!r} beside the recipe (looked for {folder}); record again, or "
-                        "remove inductor_cache:")  # fmt: skip
+    folder = fields.recorded_folder(node, root, "torch.compile's caches", "inductor_cache")
     files = sorted(folder.iterdir())
     if len(files) > 2 * limits.MAX_INDUCTOR_SETS:
         raise node.fail(f"{folder} holds {len(files)} files; at most {limits.MAX_INDUCTOR_SETS} sets (aotpack's "

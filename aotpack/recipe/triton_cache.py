@@ -25,13 +25,7 @@ FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")  # a file of an entry (
 
 def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
     """The entries of the folder ``node`` names (relative to the recipe's folder ``root``), sorted by key."""
-    folder = fields.path(node, root)
-    if not folder.is_relative_to(root.resolve()):
-        raise node.fail(f"{node.string()!r} is outside the recipe's folder ({root}); keep the cache entries beside "
-                        "the recipe, as aotpack record writes them")  # fmt: skip
-    if not folder.is_dir():
-        raise node.fail(f"no folder {node.string()!r} beside the recipe (looked for {folder}); record again, or "
-                        "remove triton_cache:")  # fmt: skip
+    folder = fields.recorded_folder(node, root, "the cache entries", "triton_cache")
     keys = sorted(p for p in folder.iterdir())
     if len(keys) > limits.MAX_CACHE_ENTRIES:
         raise node.fail(f"{folder} holds {len(keys)} entries; at most {limits.MAX_CACHE_ENTRIES} (aotpack's "
