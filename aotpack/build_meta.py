@@ -87,6 +87,7 @@ def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(tool, dict):
         raise UsageError("pyproject.toml: [tool.aotpack] must be a table")
     out: dict[str, Any] = {}
+    origin = ""  # where the recipe setting in force comes from
     for source, given in (("[tool.aotpack]", tool), ("config setting", dict(config_settings or {}))):
         for key, value in given.items():
             kind = SETTINGS.get(key)
@@ -94,8 +95,15 @@ def _settings(config_settings: Mapping[str, Any] | None) -> dict[str, Any]:
                 known = ", ".join(SETTINGS)
                 raise UsageError(f"pyproject.toml: {source} {key!r} is not an aotpack setting (known: {known})")
             out[key] = _checked(key, _typed(key, value, kind, source), source)
+            origin = source if key == "recipe" else origin
     if "recipe" not in out:
         raise UsageError('pyproject.toml: [tool.aotpack] needs recipe = "<the recipe file>"')
+    try:
+        os.lstat(out["recipe"])
+    except (OSError, ValueError) as exc:  # anything but a missing file (a NUL, too long): said where it is read
+        if isinstance(exc, FileNotFoundError):
+            raise UsageError(f"pyproject.toml: {origin} recipe = {out['recipe'][:200]!r}: no such file beside "
+                             "pyproject.toml: name the recipe file, relative to it") from None  # fmt: skip
     return out
 
 

@@ -77,6 +77,7 @@ def test_a_switch_that_is_not_true_or_false(tmp_path, monkeypatch, setting, give
 
 def test_switches_as_toml_or_text(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_bytes(RECIPE + b'strict = true\ncache = "0"\n')
+    (tmp_path / "r.yaml").write_text("")  # the recipe named
     monkeypatch.chdir(tmp_path)
     assert [build_meta._settings({})[k] for k in ("strict", "cache")] == [True, False]
     assert build_meta._settings({"strict": "FALSE", "line-info": "1"}) | {"recipe": "r.yaml"} == {
@@ -86,6 +87,7 @@ def test_switches_as_toml_or_text(tmp_path, monkeypatch):
 
 def test_jobs_in_range_is_kept(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_bytes(RECIPE + b"jobs = 1024\n")
+    (tmp_path / "r.yaml").write_text("")  # the recipe named
     monkeypatch.chdir(tmp_path)
     assert build_meta._settings({})["jobs"] == 1024
     assert build_meta._settings({"jobs": "1"})["jobs"] == 1
@@ -115,6 +117,7 @@ def test_cuda_that_is_not_a_release(tmp_path, monkeypatch):
 
 def test_cuda_from_12_is_kept(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_bytes(RECIPE + b'cuda = "12.0"\n')
+    (tmp_path / "r.yaml").write_text("")  # the recipe named
     monkeypatch.chdir(tmp_path)
     assert build_meta._settings({})["cuda"] == "12.0"
     assert build_meta._settings({"cuda": "12.8"})["cuda"] == "12.8"
@@ -126,3 +129,12 @@ def test_a_recipe_that_is_not_text_is_refused_not_taken_as_a_path(tmp_path, monk
     shown = repr(tomllib.loads(f"x = {given}")["x"])
     message = f"pyproject.toml: [tool.aotpack] recipe = {shown}: expected a string"
     _refused(tmp_path, monkeypatch, f"[tool.aotpack]\nrecipe = {given}\n".encode(), message)
+
+
+@pytest.mark.parametrize(("pyproject", "config", "origin"), [
+    (RECIPE, None, "[tool.aotpack] recipe = 'r.yaml'"),
+    (RECIPE, {"recipe": "4"}, "config setting recipe = '4'"),
+])  # fmt: skip
+def test_a_recipe_setting_naming_no_file_says_where_it_comes_from(tmp_path, monkeypatch, pyproject, config, origin):
+    message = f"pyproject.toml: {origin}: no such file beside pyproject.toml: name the recipe file, relative to it"
+    _refused(tmp_path, monkeypatch, pyproject, message, config)
