@@ -17,7 +17,6 @@ aotpack:
 from __future__ import annotations
 
 import hashlib
-
 import io
 import json
 import warnings

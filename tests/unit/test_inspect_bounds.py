@@ -264,3 +264,17 @@ def test_a_wheel_holding_a_name_twice_is_refused(tmp_path, written_manifest, cap
         zf.writestr("x/_k.so", b"1")
         zf.writestr("x/_k.so", b"2")
     assert "holds 'x/_k.so' more than once" in _inspect(wheel, capsys)
+
+
+def test_torch_compile_s_recorded_caches_are_counted_typed_and_escaped(written_manifest):
+    """A wheel that ships torch.compile's caches says how many sets, of which torch, and how large; a set's field
+    of another type is a wheel error naming it; the torch it names is shown escaped."""
+    changed = json.loads(json.dumps(written_manifest))
+    changed["inductor_cache"] = [{"digest": "a" * 64, "torch": "2.11.0+cu130", "size": 1_500_000},
+                                 {"digest": "b" * 64, "torch": "2.11.0\x1b[2J", "size": 500_000}]  # fmt: skip
+    text = inspect.describe(changed, WHEEL)
+    assert "torch.compile's caches: 2 sets of torch 2.11.0+cu130, 2.11.0\\x1b[2J (2.00 MB)" in text
+    assert "\x1b" not in text
+    changed["inductor_cache"][0]["size"] = "1.5 MB"
+    with pytest.raises(WheelError, match=r"inductor_cache\[0\]\.size: text, not a whole number"):
+        inspect.describe(changed, WHEEL)
