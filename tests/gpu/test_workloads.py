@@ -99,8 +99,9 @@ def test_a_replay_compiles_nothing_and_matches_the_jit(name, tmp_path):
     misses = report["class_misses"]  # calls that ran a floor: the JIT would have compiled a narrower class
     print(name, "class misses:", sum(m["calls"] for m in misses), misses[:8], "differ:", differ,
           "the JIT's own runs differ on:", unstable)  # fmt: skip
-    if name in RECORDED_AS and recorded == want_file:  # shapes never recorded: an autotuner times the configs anew (so does the JIT), and
-        # a floor's code may round otherwise than the JIT's own class
+    if name in RECORDED_AS and recorded == want_file:  # shapes never recorded, compared with the JIT's cold run:
+        # an autotuner times the configs anew (so does the JIT), and a floor's code may round otherwise than the
+        # JIT's own class
         beyond = [k for k in differ if k not in unstable]
         assert not beyond or misses, f"not bit-identical to the JIT, and every call ran the JIT's class: {beyond}"
     else:

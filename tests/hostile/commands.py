@@ -590,7 +590,7 @@ def caches_surface() -> Iterator[Case]:
         yield case(key, "fifo", {folder: Special("fifo")})
         yield case(key, "unreadable", {folder: Special("unreadable")}, needs="non-root")
     bin_, meta = f"{i}/{_SET}.bin", f"{i}/{_SET}.json"
-    for mutation, changed in {
+    sets: dict[str, dict[str, bytes | Special | None]] = {
         "bin-changed": {bin_: b"other bytes"}, "bin-missing": {bin_: None}, "json-missing": {meta: None},
         "json-not-json": {meta: b"{"}, "json-list": {meta: b"[]"}, "json-huge": {meta: b" " * 70_000 + b"{}"},
         "json-torch-int": {meta: b'{"torch": 2}'}, "json-job-list": {meta: b'{"torch": "2", "job_id": []}'},
@@ -604,10 +604,11 @@ def caches_surface() -> Iterator[Case]:
         "upper-case-digest": {f"{i}/{_SET.upper()}.bin": _SET_DATA, f"{i}/{_SET.upper()}.json": _SET_META, bin_: None,
                               meta: None},
         "many-files": {f"{i}/{n:064x}.json": b"{}" for n in range(600)},
-    }.items():  # fmt: skip
+    }  # fmt: skip
+    for mutation, changed in sets.items():
         yield case("inductor_cache.set", mutation, changed, needs="non-root" if "unreadable" in mutation else "")
     entry = f"{t}/{_KEY}"
-    for mutation, changed in {
+    entries: dict[str, dict[str, bytes | Special | None]] = {
         "entry-not-a-key": {f"{t}/notakey/k.json": _ENTRY_META}, "entry-empty": {entry: Special("dir")},
         "entry-a-file": {entry: b"x"}, "entry-symlink-outside": {entry: Special("symlink", "@outside/pointed")},
         "metadata-not-json": {f"{entry}/k.json": b"{"}, "metadata-list": {f"{entry}/k.json": b"[]"},
@@ -616,7 +617,8 @@ def caches_surface() -> Iterator[Case]:
         "file-symlink-outside": {f"{entry}/k.cubin": Special("symlink", "@outside/victim-file")},
         "file-bad-name": {f"{entry}/a b": b"x"}, "two-kernels": {f"{entry}/j.json": _ENTRY_META},
         "file-sparse-huge": {f"{entry}/k.cubin": Special("sparse", size=3 << 30)},
-    }.items():  # fmt: skip
+    }  # fmt: skip
+    for mutation, changed in entries.items():
         yield case("triton_cache.entry", mutation, changed)
 
 
