@@ -21,6 +21,7 @@ Standard library only here; torch is imported only where a package ships a set (
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import sys
@@ -40,6 +41,8 @@ _lock = threading.Lock()
 
 
 def _settings(torch: Any) -> dict[str, str]:
+    """The values of ``SETTINGS`` in this process, as the set's .json holds them."""
+    importlib.import_module("torch._inductor.config")  # (torch imports Inductor lazily)
     out = {}
     for name, _ in SETTINGS:
         value: Any = torch._inductor.config

@@ -103,6 +103,7 @@ def fake_torch(monkeypatch):
     def make(**kw):
         torch = FakeTorch(**kw)
         monkeypatch.setitem(sys.modules, "torch", torch)
+        monkeypatch.setitem(sys.modules, "torch._inductor.config", torch._inductor.config)
         monkeypatch.setattr(inductor, "_loaded", set())
         return torch
 
