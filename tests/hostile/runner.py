@@ -397,6 +397,11 @@ def _start(case: Case, folder: Path, ws: Workspace, mode: str) -> _Running:
     if mode == "fork":
         sys.stdout.flush()
         sys.stderr.flush()
+        # what this process made since the last case (a huge case's files, results) is collected and the rest
+        # frozen: a child's first full collection would otherwise walk it, copying every page it touches (measured:
+        # ~1.3 s of the child's CPU in every case for minutes after a huge one, each a HANG)
+        gc.collect()
+        gc.freeze()
         started = time.monotonic()
         pid = os.fork()
         if pid == 0:
