@@ -58,6 +58,7 @@ def test_a_number_of_jobs_is_refused_alike_by_j_toml_and_config_settings(text, t
 def test_a_number_of_jobs_is_taken_alike_everywhere(text, number, tmp_path, monkeypatch):
     assert cli._parser().parse_args(["build", "r.yaml", "-j", text]).jobs == number
     (tmp_path / "pyproject.toml").write_text(f'[tool.aotpack]\nrecipe = "r.yaml"\njobs = "{text}"\n')
+    (tmp_path / "r.yaml").write_text("")  # the recipe named
     monkeypatch.chdir(tmp_path)
     assert build_meta._settings({})["jobs"] == number
     assert build_meta._settings({"jobs": text})["jobs"] == number
