@@ -88,31 +88,28 @@ def _identities(data: dict[str, Any], root: Path) -> dict[str, str]:
 def _write_entries(folder: Path, events: Events) -> bool:
     """The cache entries the recording copied, each file the agent listed, into ``folder/<key>/`` (a file there
     already is Triton's for the same key: kept); whether any was added."""
-    added = False
-    for key, entry in sorted(events.cached.items()):
-        for name in entry.files:
-            if events.entries is None or (folder / key / name).is_file():
-                continue
-            (folder / key).mkdir(parents=True, exist_ok=True)
-            with atomic_file(folder / key / name) as f:
-                f.write((events.entries / key / name).read_bytes())
-            added = True
-    return added
+    if events.entries is None:
+        return False
+    copied = [_copy_new(events.entries / key / name, folder / key / name)
+              for key, entry in sorted(events.cached.items()) for name in entry.files]  # fmt: skip
+    return any(copied)
 
 
 def _write_sets(folder: Path, sets: tuple[Path, ...]) -> bool:
     """torch.compile's caches each process saved, into ``folder`` (``<digest>.bin`` and its ``.json``; a set there
     already is the same bytes: kept); whether any was added."""
-    added = False
-    for data in sets:
-        for file in (data, data.with_suffix(".json")):
-            if (folder / file.name).is_file():
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            with atomic_file(folder / file.name) as f:
-                f.write(file.read_bytes())
-            added = True
-    return added
+    return any([_copy_new(file, folder / file.name) for data in sets for file in (data, data.with_suffix(".json"))])
+
+
+def _copy_new(source: Path, target: Path) -> bool:
+    """``source`` written atomically to ``target`` where no file is there (a file named by its content's key or
+    digest holds the same bytes); whether it was."""
+    if target.is_file():
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(target) as f:
+        f.write(source.read_bytes())
+    return True
 
 
 def _kernel_sources(data: dict[str, Any]) -> set[str]:
