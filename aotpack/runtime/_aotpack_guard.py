@@ -41,6 +41,10 @@ ENV_MANAGER = "TRITON_CACHE_MANAGER"  # Triton reads it on every lookup, in ever
 ENV_FALLBACK = "AOTPACK_FALLBACK"  # error | jit: what a miss does, in this process and those it starts
 ENV_PROGRAMS = "AOTPACK_CACHE_MANAGER"  # the manager the program had (MODULE:CLASS), which serves behind the guard
 ENV_ENTRIES = "AOTPACK_CACHE_ENTRIES"  # the packages' copies of Triton cache entries: folders, os.pathsep between
+# fallback="jit": the folder where the processes the program starts (Inductor's compile workers) list what they
+# compiled, a file each, so that the activating process's coverage() and AOTPACK_REPORT hold it (spooled())
+ENV_COMPILED = "AOTPACK_COMPILED_DIR"
+MAX_SPOOLED = 1 << 20  # bytes read of one process's list: a worker compiles hundreds of kernels, not millions
 
 
 class CompilationRefused(RuntimeError):
@@ -50,6 +54,7 @@ class CompilationRefused(RuntimeError):
 _state = threading.local()  # .jit, .recorded: the JIT's hook let this thread's next compilation through
 compiled: list[dict[str, Any]] = []  # what this process compiled outside the JIT while fallback="jit"
 _said: set[str] = set()
+_installed_in: int | None = None  # the process that installed the guard (the others spool what they compile)
 
 
 _here: Any = None  # a manager class the program set in this process (knobs), serving behind the guard here
@@ -307,15 +312,55 @@ def _compiling(name: str, key: str) -> None:
             f"Triton would compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "
             "triton.compile), and no activated package holds it; activate(fallback='error') allows no compilation "
             "in this process or the processes it starts. Record it (`aotpack record -o RECIPE -- python PROGRAM` "
-            "with the same torch and Triton, at these shapes; torch.compile(dynamic=True) or "
-            "torch._dynamo.mark_dynamic lets one recording serve other sizes) and rebuild, or run with "
-            "fallback='jit' to compile it and list it in coverage()"
+            "with the same torch and Triton, at these shapes; under torch.compile, a recording serves other sizes "
+            "of each dimension it saw take two values or more, while the compiled function's file is as recorded: "
+            "Dynamo keys its recorded profile on that file's content) and rebuild, or run with fallback='jit' to "
+            "compile it and list it in coverage()"
         )
-    compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
+    event = {"event": "compiled", "name": name, "key": key, "pid": os.getpid()}
+    spool = os.environ.get(ENV_COMPILED)
+    if spool and _installed_in != os.getpid():  # a process the activating one started: list it there
+        _spool(spool, event)
+    else:
+        compiled.append(event)
     if name not in _said:
         _said.add(name)
         logging.getLogger("aotpack").warning("%s: Triton compiles it outside the JIT (no activated package has it)",
                                              where)  # fmt: skip
+
+
+def _spool(folder: str, event: dict[str, Any]) -> None:
+    """Append ``event`` to this process's list in ``folder`` (one line of JSON; a file per process, so no two
+    writers share one). Best effort: a list that cannot be written is said, the compilation goes on."""
+    try:
+        with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(event) + "\n")
+    except OSError as exc:
+        logging.getLogger("aotpack").warning("%s compiled in process %d is not listed for coverage(): %s",
+                                             event["name"], os.getpid(), exc)  # fmt: skip
+
+
+def spooled() -> list[dict[str, Any]]:
+    """What the processes this one started compiled outside the JIT while fallback="jit" (their lists in
+    ``AOTPACK_COMPILED_DIR``), in the order of their process ids; empty in any process but the activating one."""
+    folder = _spool_made  # (deactivate() takes the variable back; the lists stay until this process exits)
+    if folder is None or _installed_in != os.getpid() or not os.path.isdir(folder):
+        return []
+    events = []
+    for name in sorted(os.listdir(folder), key=lambda n: (len(n), n)):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                lines = f.read(MAX_SPOOLED).splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:  # (a line a process was writing when this read it)
+                continue
+            if isinstance(event, dict) and event.get("event") == "compiled":
+                events.append(event)
+    return events
 
 
 def jit_compiles() -> None:
@@ -327,9 +372,9 @@ def jit_compiles() -> None:
 def install(fallback: str, entries: list[str] | None = None) -> Any:
     """Guard every lookup of this process (and the processes it starts) with ``fallback``, the packages' cache
     entries in ``entries`` (folders) serving behind the program's cache; returns the undo."""
-    global _here
+    global _here, _installed_in
     _state.jit = False  # (a mark no lookup of an earlier manager took)
-    was = {name: os.environ.get(name) for name in (ENV_MANAGER, ENV_FALLBACK, ENV_PROGRAMS, ENV_ENTRIES)}
+    was = {name: os.environ.get(name) for name in (ENV_MANAGER, ENV_FALLBACK, ENV_PROGRAMS, ENV_ENTRIES, ENV_COMPILED)}
     mine = f"{__name__}:Guard"
     programs = was[ENV_MANAGER]
     if programs != mine:  # (activated again: the program's manager stays the one behind)
@@ -339,6 +384,9 @@ def install(fallback: str, entries: list[str] | None = None) -> Any:
     os.environ[ENV_FALLBACK] = fallback
     if entries:
         os.environ[ENV_ENTRIES] = os.pathsep.join(entries)
+    _installed_in = os.getpid()
+    if fallback == "jit":
+        os.environ[ENV_COMPILED] = _spool_folder()
     set_here = knobs.cache.__dict__.get("manager_class")  # a class the program set in this process, not by name
     if set_here is not None and set_here is not Guard:
         _here = set_here
@@ -357,6 +405,32 @@ def install(fallback: str, entries: list[str] | None = None) -> Any:
         _restart_compile_workers()
 
     return undo
+
+
+_spool_made: str | None = None  # this process's spool folder (removed at its exit)
+
+
+def _spool_folder() -> str:
+    """The folder the processes this one starts list their compilations in: made once per process, removed when
+    it exits."""
+    global _spool_made
+    if _spool_made is None or not os.path.isdir(_spool_made):
+        import atexit
+        import shutil
+        import tempfile
+
+        _spool_made = made = tempfile.mkdtemp(prefix="aotpack-compiled-")
+        maker = os.getpid()
+
+        def remove() -> None:  # (a report written at exit after this still lists what was spooled)
+            global _spool_made
+            if os.getpid() == maker:  # (not at a forked child's exit)
+                compiled.extend(spooled())
+                _spool_made = None
+                shutil.rmtree(made, True)
+
+        atexit.register(remove)
+    return _spool_made
 
 
 def _restart_compile_workers() -> None:

@@ -487,8 +487,8 @@ def coverage() -> list[dict[str, Any]]:
     """What Triton's JIT compiled while activated with ``fallback="jit"``, as ``aotpack record`` reads it (each
     written-out source's text in the first event that names it)."""
     events = list(_activation.coverage) if _activation is not None else []
-    if "triton" in sys.modules:  # and what callers of triton.compile other than the JIT compiled (Inductor)
-        events += _guard().compiled
+    if "triton" in sys.modules:  # and what callers of triton.compile other than the JIT compiled (Inductor), in
+        events += _guard().compiled + _guard().spooled()  # this process and in those it started (compile workers)
     out, sent = [], set()
     for event in events:
         names = [n for n in source_names(event) if n not in sent]

@@ -57,7 +57,7 @@ def run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def setting(tmp_path):
     (tmp_path / "guarded_kernel.py").write_text(KERNEL)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
-    for name in ("TRITON_CACHE_MANAGER", "AOTPACK_FALLBACK", "AOTPACK_CACHE_MANAGER"):
+    for name in ("TRITON_CACHE_MANAGER", "AOTPACK_FALLBACK", "AOTPACK_CACHE_MANAGER", "AOTPACK_COMPILED_DIR"):
         env.pop(name, None)
     return COMPILE.format(folder=str(tmp_path)), env
 
@@ -113,6 +113,48 @@ def test_error_lets_a_kernel_the_cache_holds_load_and_jit_lists_what_compiled(se
     assert hit == "hit: guarded_copy"
     assert json.loads(listed) == [{"event": "compiled", "name": "guarded_copy"}] * 2
     assert done.stderr.count("Triton compiles it outside the JIT") == 1  # said once per kernel
+
+
+def test_jit_lists_what_the_processes_it_started_compiled_in_the_activating_process(setting, tmp_path):
+    # Inductor's compile workers compile most of a torch.compile'd program's kernels: under fallback="jit" their
+    # compilations reach the activating process's coverage() (and so AOTPACK_REPORT), each with its process id;
+    # a worker's own coverage() lists nothing of the others, and deactivate() keeps what was listed
+    compile_code, env = setting
+    worker = compile_code + textwrap.dedent("""
+    from aotpack.runtime import aot_kernels
+    compile_it(WORKER_BLOCK)
+    compile_it(WORKER_BLOCK)  # (Triton's cache holds it now: listed once)
+    print(len(aot_kernels.coverage()))
+    """)
+    code = compile_code + textwrap.dedent("""
+    import json, os, subprocess
+    from aotpack.runtime import aot_kernels
+    # AOTPACK_REPORT, as a package registers it at its import (before activate()): written at exit
+    aot_kernels.report_at_exit({report!r}, lambda: {{"package": "p", "compilations": aot_kernels.coverage()}})
+    aot_kernels.activate([], "jit", LookupError)
+    compile_it(64)
+    pids = []
+    for block in (32, 16):
+        done = subprocess.run([sys.executable, "-c", {worker!r}.replace("WORKER_BLOCK", str(block))], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        pids.append(done.stdout.split()[-1])
+    folder = os.environ["AOTPACK_COMPILED_DIR"]
+    aot_kernels.deactivate()
+    events = aot_kernels.coverage()
+    print(json.dumps({{"pids": pids, "events": [[e["name"], e["pid"] == os.getpid()] for e in events],
+                       "workers": len({{e["pid"] for e in events}}), "folder": os.path.isdir(folder)}}))
+    print(folder)
+    """).format(worker=worker, report=str(tmp_path / "report"))
+    done = run(code, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed, folder = done.stdout.splitlines()
+    (report,) = (tmp_path / "report").glob("p.*.json")
+    assert [e["name"] for e in json.loads(report.read_text())["compilations"]] == ["guarded_copy"] * 3
+    got = json.loads(listed)
+    assert got["pids"] == ["0", "0"]  # a worker holds no list of its own
+    assert got["events"] == [["guarded_copy", True], ["guarded_copy", False], ["guarded_copy", False]]
+    assert got["workers"] == 3 and got["folder"]
+    assert not Path(folder).exists()  # the lists go with the process that made them
 
 
 MANAGER = """
