@@ -43,7 +43,7 @@ sys.argv = ['workloads', *sys.argv[2:]]; runpy.run_module('tests.gpu.workloads',
     fi
     case $name in
       *_served) continue ;;  # a server's shapes: replayed from the recording of the workload it serves
-      llama) widen=(--widen bs=1..8 --widen cos_bs=1..8) ;;  # Liger's RoPE takes the batch size as a constexpr
+      llama|llama_compiled) widen=(--widen bs=1..8 --widen cos_bs=1..8) ;;  # Liger's RoPE takes the batch as a constexpr
       flaggems) widen=(--widen TILE_N=64..4096:pow2) ;;  # its softmax, sum and layer norm tile the row length
       *) widen=() ;;
     esac

@@ -176,13 +176,17 @@ WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, 
              "compiled_small": compiled_small,
              "llama_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(2, 5)),
              "flaggems_served": functools.partial(flaggems, shapes=((200, 512), (768, 1024), (64, 256))),
-             "llama_compiled": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2,),
+             # generate() at two batch sizes, as a server warms up: a size the recording never changed is compiled
+             # static (Dynamo's profile marks dynamic only what changed), so one batch size serves no other
+             "llama_compiled": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2, 5),
                                                  compiled=True),
              "llama_compiled_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(3,),
                                                         compiled=True),
              # every size symbolic from the first call (Liger's autograd functions fail in Dynamo under it, torch
-             # 2.11, so Inductor's own kernels only)
-             "llama_dynamic": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2,),
+             # 2.11, so Inductor's own kernels only). generate() at two batch sizes too: at batch 2 alone the
+             # batch equals the KV cache's heads, and Dynamo gives equal sizes one symbol (duck sizing), a graph
+             # that serves no other batch
+             "llama_dynamic": functools.partial(llama, steps=((2, 64), (2, 64), (4, 128)), prompts=(2, 5),
                                                 compiled=True, dynamic=True, liger=False),
              "llama_dynamic_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(3,),
                                                        compiled=True, dynamic=True, liger=False),
