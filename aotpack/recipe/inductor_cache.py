@@ -78,6 +78,9 @@ def _torch(node: Node, meta: Path) -> str:
         settings = data.get("settings", {})
         if not isinstance(settings, dict) or not all(isinstance(v, str) for v in settings.values()):
             raise ValueError("'settings' is not a table of strings")
+        cpp = data.get("cpp_kernels", 0)
+        if type(cpp) is not int or cpp < 0:
+            raise ValueError("'cpp_kernels' is not a count")
         return str(data["torch"])
     except (OSError, ValueError, RecursionError) as exc:
         raise node.fail(f"{meta}: not aotpack record's description of torch.compile's caches ({exc}); record "

@@ -34,7 +34,10 @@ JOB_ID = "aotpack"  # the job id aotpack record runs a program under, where it s
 SETTINGS = (("cpp.cxx", "CXX"),
             ("bundle_triton_into_fx_graph_cache", "TORCHINDUCTOR_BUNDLE_TRITON_INTO_FX_GRAPH_CACHE"))
 MAX_BYTES = 1 << 30  # a set larger than this is not one torch wrote for a program (aotpack's limits.py reads it)
-MAX_META = 1 << 16  # its .json: three fields
+MAX_META = 1 << 16  # its .json: four fields
+# how a graph's code calls for one of Inductor's C++ kernels for the CPU (a graph's code is text in the set):
+# Inductor builds those with a C++ compiler when the graph loads, which no package can stand in for
+CPP_KERNEL = b"async_compile.cpp_pybinding("
 
 _loaded: set[str] = set()  # digests loaded in this process
 _lock = threading.Lock()
@@ -65,7 +68,8 @@ def save(folder: str) -> str | None:
         return None
     data = saved[0]
     digest = hashlib.sha256(data).hexdigest()
-    meta = {"torch": torch.__version__, "job_id": compiler.config.job_id, "settings": _settings(torch)}
+    meta = {"torch": torch.__version__, "job_id": compiler.config.job_id, "settings": _settings(torch),
+            "cpp_kernels": data.count(CPP_KERNEL)}  # fmt: skip
     os.makedirs(folder, exist_ok=True)
     for name, content in ((f"{digest}.bin", data), (f"{digest}.json", json.dumps(meta, sort_keys=True).encode())):
         part = os.path.join(folder, f".{name}.{os.getpid()}")
@@ -75,10 +79,11 @@ def save(folder: str) -> str | None:
     return digest
 
 
-def serve(folder: str) -> list[str]:
+def serve(folder: str, fallback: str | None = None) -> list[str]:
     """Load every set in ``folder`` (a package's ``_inductor_cache``) not loaded yet in this process; the job id
     it was recorded under becomes this process's where it has none. Returns why a set was not loaded, each
-    also warned (activate() goes on: its kernels are still served or refused one by one)."""
+    also warned (activate() goes on: its kernels are still served or refused one by one). ``fallback``:
+    activate()'s, said of where Inductor's C++ kernels compile anyway."""
     names = sorted(n[:-5] for n in os.listdir(folder) if n.endswith(".json"))
     if not names:
         return []
@@ -89,7 +94,7 @@ def serve(folder: str) -> list[str]:
         for digest in names:
             if digest in _loaded:
                 continue
-            why = _load(torch, os.path.join(folder, digest))
+            why = _load(torch, os.path.join(folder, digest), fallback)
             if why:
                 skipped.append(why)
                 warnings.warn(why, RuntimeWarning, stacklevel=3)
@@ -98,7 +103,7 @@ def serve(folder: str) -> list[str]:
     return skipped
 
 
-def _load(torch: Any, stem: str) -> str | None:
+def _load(torch: Any, stem: str, fallback: str | None) -> str | None:
     where = f"torch.compile's recorded caches {os.path.basename(stem)[:12]} ({os.path.dirname(stem)})"
     try:
         with open(stem + ".json", "rb") as f:
@@ -126,4 +131,26 @@ def _load(torch: Any, stem: str) -> str | None:
         torch.compiler.config.job_id = job  # Dynamo reads the recorded profile under it (before its first compile)
     if torch.compiler.load_cache_artifacts(data) is None:
         return f"{where}: torch could not read it: not loaded"
+    cpp = meta.get("cpp_kernels")
+    if isinstance(cpp, int) and cpp > 0:
+        _say_cpp(torch, where, cpp, fallback)
     return None
+
+
+def _say_cpp(torch: Any, where: str, count: int, fallback: str | None) -> None:
+    """Inductor's C++ kernels in the graphs: compiled when a graph loads, with a C++ compiler; said where there
+    is none (the graph fails when it loads) or where fallback="error" promises no compilation (it covers
+    Triton's)."""
+    import shutil
+
+    names = [c for c in getattr(torch._inductor.config.cpp, "cxx", ()) or () if isinstance(c, str)]
+    found = next((shutil.which(c) for c in names if shutil.which(c)), None)
+    held = f"{where}: its graphs hold {count} C++ kernel{'s' * (count > 1)} of Inductor's for the CPU"
+    if found is None:
+        warnings.warn(f"{held}, which Inductor compiles when such a graph loads, with a C++ compiler: none found "
+                      f"({', '.join(names) or 'none named'}; CXX names another); such a graph fails when it loads. "
+                      "Install one where the program is served", RuntimeWarning, stacklevel=4)  # fmt: skip
+    elif fallback == "error":
+        said = (f"{held}: Inductor compiles them with {found} when such a graph loads; fallback='error' refuses "
+                "Triton's compilations, not Inductor's C++ ones")  # fmt: skip
+        warnings.warn(said, RuntimeWarning, stacklevel=4)

@@ -332,11 +332,11 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
             state.unguard = _guard().install(fallback, state.caches)
         _activation = state
     for folder in graphs or ():
-        _serve_graphs(folder)
+        _serve_graphs(folder, fallback)
     return [launch.__name__ for launch in launchers]
 
 
-def _serve_graphs(folder: str) -> None:
+def _serve_graphs(folder: str, fallback: str) -> None:
     """torch.compile's recorded caches loaded; where torch or its API is missing or fails, a warning (the package's
     kernels are served or refused one by one still)."""
     import warnings
@@ -346,7 +346,7 @@ def _serve_graphs(folder: str) -> None:
             from . import _aotpack_inductor as inductor
         except ImportError:  # a top-level module beside aotpack record's agent
             import _aotpack_inductor as inductor  # type: ignore[import-not-found,no-redef]
-        inductor.serve(folder)
+        inductor.serve(folder, fallback)
     except Exception as exc:  # an optional integration: never the reason activate() fails
         warnings.warn(f"torch.compile's recorded caches in {folder} were not loaded: {exc!r:.300}", RuntimeWarning,
                       stacklevel=3)

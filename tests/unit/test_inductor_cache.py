@@ -64,6 +64,10 @@ def _digest_of(t):
         (lambda t: write_set(t / "inductor-cache", meta={**META, "job_id": 3}), "inductor-cache", "'job_id' is not"),
         (lambda t: write_set(t / "inductor-cache", meta={**META, "settings": {"cpp.cxx": None}}), "inductor-cache",
          "'settings' is not a table of strings"),
+        (lambda t: write_set(t / "inductor-cache", meta={**META, "cpp_kernels": -1}), "inductor-cache",
+         "'cpp_kernels' is not a count"),
+        (lambda t: write_set(t / "inductor-cache", meta={**META, "cpp_kernels": True}), "inductor-cache",
+         "'cpp_kernels' is not a count"),
         (lambda t: ((t / "elsewhere").mkdir(), (t / "inductor-cache").mkdir(),
                     (t / "inductor-cache" / f"{'a' * 64}.bin").symlink_to(t / "elsewhere")),
          "inductor-cache", "not a file of torch.compile's recorded caches"),
@@ -165,7 +169,7 @@ def test_save_writes_the_process_s_set_named_by_its_digest_with_what_serving_che
     assert digest == hashlib.sha256(b"saved graphs").hexdigest()
     assert sorted(p.name for p in (tmp_path / "sets").iterdir()) == [f"{digest}.bin", f"{digest}.json"]
     meta = json.loads((tmp_path / "sets" / f"{digest}.json").read_text())
-    assert meta == {"torch": "2.11.0+cu130", "job_id": None,
+    assert meta == {"torch": "2.11.0+cu130", "job_id": None, "cpp_kernels": 0,
                     "settings": {"cpp.cxx": "(None, 'g++')", "bundle_triton_into_fx_graph_cache": "True"}}  # fmt: skip
 
 
@@ -177,6 +181,42 @@ def test_save_writes_nothing_where_torch_compile_did_not_run(tmp_path, monkeypat
 def test_activate_warns_and_goes_on_where_torch_cannot_load_them(tmp_path, monkeypatch):
     from aotpack.runtime import aot_kernels
 
-    monkeypatch.setattr(inductor, "serve", lambda folder: (_ for _ in ()).throw(ImportError("no torch")))
+    monkeypatch.setattr(inductor, "serve", lambda folder, fallback: (_ for _ in ()).throw(ImportError("no torch")))
     with pytest.warns(RuntimeWarning, match="were not loaded"):
-        aot_kernels._serve_graphs(str(tmp_path))
+        aot_kernels._serve_graphs(str(tmp_path), "error")
+
+
+@pytest.mark.parametrize(
+    ("cxx", "fallback", "said"),
+    [
+        ((None, "no-such-c++-compiler"), None, "none found (no-such-c++-compiler; CXX names another)"),
+        ((None, "sh"), "error", "fallback='error' refuses Triton's compilations, not Inductor's C++ ones"),
+        ((None, "sh"), "jit", None),
+    ],
+)  # fmt: skip
+def test_a_set_whose_graphs_hold_inductor_cpp_kernels_says_what_they_need(fake_torch, tmp_path, monkeypatch, cxx,
+                                                                          fallback, said):  # fmt: skip
+    # Inductor builds its C++ kernels for the CPU with a C++ compiler when a graph loads (a torch.compile(
+    # dynamic=True) Llama's graphs convert a CPU scalar): no package stands in, so the set is loaded and it is said
+    torch = fake_torch(cxx=cxx)
+    monkeypatch.setattr(inductor, "_settings", lambda torch: META["settings"])
+    write_set(tmp_path, meta={**META, "cpp_kernels": 2})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert inductor.serve(str(tmp_path), fallback) == []
+    assert torch.loaded == [b"graphs"]
+    messages = [str(w.message) for w in caught]
+    if said is None:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and "its graphs hold 2 C++ kernels of Inductor's for the CPU" in messages[0]
+        assert said in messages[0]
+
+
+def test_save_counts_the_cpp_kernels_the_graphs_call_for(fake_torch, tmp_path, monkeypatch):
+    torch = fake_torch()
+    code = b"x = 1\ncpp_fused_3 = async_compile.cpp_pybinding(['const double*'], r'kernel')\n"
+    torch.compiler.save_cache_artifacts = lambda: (code * 3, None)
+    monkeypatch.setitem(sys.modules, "torch.compiler", torch.compiler)
+    digest = inductor.save(str(tmp_path))
+    assert json.loads((tmp_path / f"{digest}.json").read_text())["cpp_kernels"] == 3
