@@ -318,6 +318,7 @@ class InductorSet:
     folder: Path
     torch: str  # the torch release that saved it
     size: int  # its bytes
+    cpp_kernels: int = 0  # Inductor's C++ kernels for the CPU its graphs call for: built with a C++ compiler at load
 
     @property
     def files(self) -> tuple[str, str]:

@@ -209,8 +209,11 @@ def plan_summary(recipe: Recipe, variants: tuple[Variant, ...], every: bool = Fa
     if recipe.inductor_cache:  # shipped as recorded, loaded by activate()
         torches = ", ".join(sorted({s.torch for s in recipe.inductor_cache}))
         processes = plural(len(recipe.inductor_cache), "process", "processes")
+        cpp = sum(s.cpp_kernels for s in recipe.inductor_cache)
+        needs = (f"; their graphs call for {plural(cpp, 'C++ kernel')} of Inductor's, which it builds when they load: "
+                 "a C++ compiler where the program is served") if cpp else ""  # fmt: skip
         lines.append(f"inductor_cache: torch.compile's caches of {processes} shipped as recorded (torch {torches}), "
-                     "loaded by activate()")  # fmt: skip
+                     f"loaded by activate(){needs}")  # fmt: skip
     for name, values in recipe.widen:  # its effect is in the variants above; this says where it comes from
         reached = [k.name for k in recipe.kernels if k.points and name in k.constexpr_names]
         shown = ", ".join(const_text(v) for v in values[:8]) + (", ..." if len(values) > 8 else "")

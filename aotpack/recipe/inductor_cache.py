@@ -53,7 +53,8 @@ def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
         if found != digest:
             raise node.fail(f"{folder / digest}.bin: its bytes are not the ones recorded (their sha256 is its "
                             "name); record again")  # fmt: skip
-        out.append(InductorSet(digest=digest, folder=folder, torch=_torch(node, folder / f"{digest}.json"), size=size))
+        torch, cpp = _described(node, folder / f"{digest}.json")
+        out.append(InductorSet(digest=digest, folder=folder, torch=torch, size=size, cpp_kernels=cpp))
     return tuple(out)
 
 
@@ -65,8 +66,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _torch(node: Node, meta: Path) -> str:
-    """The torch release a set's ``.json`` names (its other fields checked for their types)."""
+def _described(node: Node, meta: Path) -> tuple[str, int]:
+    """The torch release a set's ``.json`` names and the Inductor C++ kernels it counts (its other fields checked
+    for their types)."""
     try:
         if meta.stat().st_size > limits.MAX_INDUCTOR_META:
             raise ValueError(f"larger than {limits.MAX_INDUCTOR_META} bytes")
@@ -81,7 +83,7 @@ def _torch(node: Node, meta: Path) -> str:
         cpp = data.get("cpp_kernels", 0)
         if type(cpp) is not int or cpp < 0:
             raise ValueError("'cpp_kernels' is not a count")
-        return str(data["torch"])
+        return str(data["torch"]), cpp
     except (OSError, ValueError, RecursionError) as exc:
         raise node.fail(f"{meta}: not aotpack record's description of torch.compile's caches ({exc}); record "
                         "again") from None  # fmt: skip

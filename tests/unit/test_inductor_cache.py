@@ -220,3 +220,18 @@ def test_save_counts_the_cpp_kernels_the_graphs_call_for(fake_torch, tmp_path, m
     monkeypatch.setitem(sys.modules, "torch.compiler", torch.compiler)
     digest = inductor.save(str(tmp_path))
     assert json.loads((tmp_path / f"{digest}.json").read_text())["cpp_kernels"] == 3
+
+
+def test_plan_says_a_c_compiler_is_needed_where_the_graphs_call_for_inductor_cpp_kernels(tmp_path):
+    from aotpack.plan.variants import plan_summary, plan_variants
+
+    write_set(tmp_path / "inductor-cache", b"one", meta={**META, "cpp_kernels": 2})
+    write_set(tmp_path / "inductor-cache", b"two")  # (a set recorded before the count: none said)
+    recipe = read_recipe(tmp_path)
+    assert sorted(s.cpp_kernels for s in recipe.inductor_cache) == [0, 2]
+    (line,) = [x for x in plan_summary(recipe, plan_variants(recipe)) if x.startswith("inductor_cache:")]
+    assert line.endswith("their graphs call for 2 C++ kernels of Inductor's, which it builds when they load: a C++ "
+                         "compiler where the program is served")  # fmt: skip
+    write_set(tmp_path / "other", b"one")
+    (line,) = [x for x in plan_summary(read_recipe(tmp_path, "other"), ()) if x.startswith("inductor_cache:")]
+    assert line.endswith("loaded by activate()")
