@@ -144,7 +144,7 @@ def _say_cpp(torch: Any, where: str, count: int, fallback: str | None) -> None:
     import shutil
 
     names = [c for c in getattr(torch._inductor.config.cpp, "cxx", ()) or () if isinstance(c, str)]
-    found = next((shutil.which(c) for c in names if shutil.which(c)), None)
+    found = next(filter(None, map(shutil.which, names)), None)
     held = f"{where}: its graphs hold {count} C++ kernel{'s' * (count > 1)} of Inductor's for the CPU"
     if found is None:
         warnings.warn(f"{held}, which Inductor compiles when such a graph loads, with a C++ compiler: none found "
