@@ -156,13 +156,19 @@ class CacheEntry(TypedDict):
     target: str
 
 
-class InductorSet(TypedDict):
-    """torch.compile's caches one process of the recorded program saved, which the wheel ships
-    (``<package>/_inductor_cache/<digest>.bin`` and ``.json``) and ``activate()`` loads."""
-
+class _InductorSet(TypedDict):
     digest: str
     torch: str
     size: int
+
+
+class InductorSet(_InductorSet, total=False):
+    """torch.compile's caches one process of the recorded program saved, which the wheel ships
+    (``<package>/_inductor_cache/<digest>.bin`` and ``.json``, and ``<sha256>.cpp`` for each C++ kernel's shared
+    object) and ``activate()`` loads."""
+
+    cpp_kernels: int  # Inductor's C++ kernels its graphs call for
+    cpp_objects: int  # the shared objects of theirs it holds (built for the recording's CPU and Python)
 
 
 class _Manifest(TypedDict):

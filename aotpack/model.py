@@ -319,10 +319,11 @@ class InductorSet:
     torch: str  # the torch release that saved it
     size: int  # its bytes
     cpp_kernels: int = 0  # Inductor's C++ kernels for the CPU its graphs call for: built with a C++ compiler at load
+    cpp_objects: tuple[str, ...] = ()  # the sha256 of each of their shared objects it holds (<sha256>.cpp), sorted
 
     @property
-    def files(self) -> tuple[str, str]:
-        return f"{self.digest}.bin", f"{self.digest}.json"
+    def files(self) -> tuple[str, ...]:
+        return f"{self.digest}.bin", f"{self.digest}.json", *(f"{o}.cpp" for o in self.cpp_objects)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,5 +1,7 @@
-"""What unit and integration tests share: the recipes under tests/fixtures, as text."""
+"""What the tests share: the recipes under tests/fixtures, as text, and a PATH without compilers."""
 
+import os
+import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +57,21 @@ def put_in_the_way(path: Path, kind: str, target: Path | None = None) -> None:
     elif kind == "not-empty":
         path.mkdir()
         (path / "mine.txt").write_text("mine")
+
+
+COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++", "tcc", "zig", "nvcc", "ptxas")
+
+
+def without_c_compiler(folder: Path) -> str:
+    """A PATH of every program the current one reaches, C and CUDA compilers left out (by name, versioned names
+    and target-prefixed ones included): a replay must need none (Triton builds its launchers with one, Inductor
+    its C++ kernels)."""
+    folder.mkdir()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        for program in Path(directory).glob("*") if Path(directory).is_dir() else ():
+            base = program.name.rsplit("-", 1)[-1] if program.name.startswith(("x86_64-", "aarch64-")) else program.name
+            if base.split("-")[0] in COMPILERS or (folder / program.name).exists():
+                continue
+            (folder / program.name).symlink_to(program)
+    assert not any(shutil.which(c, path=str(folder)) for c in COMPILERS)
+    return str(folder)

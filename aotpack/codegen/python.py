@@ -160,7 +160,8 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
         out["triton_cache"] = [{"name": e.name, "key": e.key, "files": list(e.files), "triton": e.triton,
                                 "target": e.target} for e in recipe.triton_cache]  # fmt: skip
     if recipe.inductor_cache:
-        out["inductor_cache"] = [{"digest": s.digest, "torch": s.torch, "size": s.size} for s in recipe.inductor_cache]
+        out["inductor_cache"] = [{"digest": s.digest, "torch": s.torch, "size": s.size, "cpp_kernels": s.cpp_kernels,
+                                  "cpp_objects": len(s.cpp_objects)} for s in recipe.inductor_cache]  # fmt: skip
     return out
 
 

@@ -91,7 +91,10 @@ def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
     if graphs:  # what activate() loads into torch.compile's caches
         torches = ", ".join(sorted({g["torch"] for g in graphs}))
         size = sum(g["size"] for g in graphs) / 1e6
-        out += [f"torch.compile's caches: {plural(len(graphs), 'set')} of torch {torches} ({size:.2f} MB)", ""]
+        cpp, held = sum(g.get("cpp_kernels", 0) for g in graphs), sum(g.get("cpp_objects", 0) for g in graphs)
+        said = (f"; {plural(cpp, 'C++ kernel')} of Inductor's, {held} held built (for the recording's CPU and "
+                "Python; the others need a C++ compiler where served)") if cpp else ""  # fmt: skip
+        out += [f"torch.compile's caches: {plural(len(graphs), 'set')} of torch {torches} ({size:.2f} MB){said}", ""]
     pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
     if pruned:
         out += ["pruned variants:", *(f"  {p['id']}: {p['reason']}" for _, p in pruned), ""]

@@ -4,14 +4,17 @@ why a recording needs them to serve sizes it never saw). A build ships them as t
 (``<package>/_inductor_cache/<digest>.{bin,json}``) and ``activate()`` loads them into torch's caches.
 
 The folder is read like any input of a build: inside the recipe's folder, plain files only, each set a
-``<sha256>.bin`` whose bytes hash to its name and a ``<sha256>.json`` naming the torch that saved it, with
-bounded counts and sizes. aotpack never unpickles the bytes; torch does, in the program that activates them."""
+``<sha256>.bin`` whose bytes hash to its name and a ``<sha256>.json`` naming the torch that saved it, and the
+shared objects of Inductor's C++ kernels a set's .json lists (``<sha256>.cpp``, zlib-compressed, the sha256 of
+the object they hold as their name), with bounded counts and sizes. aotpack never unpickles the bytes nor loads
+an object; torch does, in the program that activates them."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+import zlib
 from pathlib import Path
 
 from .. import limits
@@ -19,24 +22,30 @@ from ..model import InductorSet
 from . import fields
 from .yamlnodes import Node
 
-SET = re.compile(r"([0-9a-f]{64})\.(bin|json)")
+SET = re.compile(r"([0-9a-f]{64})\.(bin|json|cpp)")
+HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
     """The sets of the folder ``node`` names (relative to the recipe's folder ``root``), sorted by digest."""
     folder = fields.recorded_folder(node, root, "torch.compile's caches", "inductor_cache")
     files = sorted(folder.iterdir())
-    if len(files) > 2 * limits.MAX_INDUCTOR_SETS:
-        raise node.fail(f"{folder} holds {len(files)} files; at most {limits.MAX_INDUCTOR_SETS} sets (aotpack's "
-                        "limits.MAX_INDUCTOR_SETS)")  # fmt: skip
+    if len(files) > 2 * limits.MAX_INDUCTOR_SETS + limits.MAX_INDUCTOR_CPP:
+        raise node.fail(f"{folder} holds {len(files)} files; at most {limits.MAX_INDUCTOR_SETS} sets and "
+                        f"{limits.MAX_INDUCTOR_CPP} C++ kernels (aotpack's limits.MAX_INDUCTOR_SETS, "
+                        "MAX_INDUCTOR_CPP)")  # fmt: skip
     digests: dict[str, set[str]] = {}
+    objects: set[str] = set()
     for file in files:
         match = SET.fullmatch(file.name)
         if match is None or file.is_symlink() or not file.is_file():
-            raise node.fail(f"{file}: not a file of torch.compile's recorded caches (<sha256>.bin and "
-                            "<sha256>.json, as aotpack record writes them); remove it")  # fmt: skip
-        digests.setdefault(match[1], set()).add(match[2])
-    out, total = [], 0
+            raise node.fail(f"{file}: not a file of torch.compile's recorded caches (<sha256>.bin, <sha256>.json "
+                            "and <sha256>.cpp, as aotpack record writes them); remove it")  # fmt: skip
+        if match[2] == "cpp":
+            objects.add(match[1])
+        else:
+            digests.setdefault(match[1], set()).add(match[2])
+    out, total, listed = [], 0, set()
     for digest, kinds in sorted(digests.items()):
         if kinds != {"bin", "json"}:
             missing = ({"bin", "json"} - kinds).pop()
@@ -53,9 +62,40 @@ def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
         if found != digest:
             raise node.fail(f"{folder / digest}.bin: its bytes are not the ones recorded (their sha256 is its "
                             "name); record again")  # fmt: skip
-        torch, cpp = _described(node, folder / f"{digest}.json")
-        out.append(InductorSet(digest=digest, folder=folder, torch=torch, size=size, cpp_kernels=cpp))
+        torch, cpp, held = _described(node, folder / f"{digest}.json")
+        for name in held:
+            if name not in objects:
+                raise node.fail(f"{folder / name}.cpp is missing: {digest}.json lists it (a C++ kernel's shared "
+                                "object); record again")  # fmt: skip
+            if name not in listed:
+                listed.add(name)
+                total += _object(node, folder / f"{name}.cpp")
+        out.append(InductorSet(digest=digest, folder=folder, torch=torch, size=size, cpp_kernels=cpp,
+                               cpp_objects=held))  # fmt: skip
+    unlisted = sorted(objects - listed)
+    if unlisted:
+        raise node.fail(f"{folder / unlisted[0]}.cpp: no set's .json lists it; remove it or record again")
     return tuple(out)
+
+
+def _object(node: Node, path: Path) -> int:
+    """Check one C++ kernel's stored shared object: it inflates, within bounds, to the bytes its name is the
+    sha256 of; returns its stored size."""
+    try:
+        size = path.stat().st_size
+        if size > limits.MAX_INDUCTOR_CPP_BYTES:
+            raise ValueError(f"larger than {limits.MAX_INDUCTOR_CPP_BYTES >> 20} MiB")
+        inflate = zlib.decompressobj()
+        obj = inflate.decompress(path.read_bytes(), limits.MAX_INDUCTOR_CPP_BYTES + 1)
+        if len(obj) > limits.MAX_INDUCTOR_CPP_BYTES or not inflate.eof:
+            raise ValueError(f"it inflates past {limits.MAX_INDUCTOR_CPP_BYTES >> 20} MiB or is cut short")
+    except (OSError, ValueError, zlib.error) as exc:
+        raise node.fail(f"{path}: not a C++ kernel's shared object as aotpack record stores it ({exc}); record "
+                        "again") from None  # fmt: skip
+    if hashlib.sha256(obj).hexdigest() != path.stem:
+        raise node.fail(f"{path}: its bytes are not the ones recorded (the sha256 of what it holds is its name); "
+                        "record again")  # fmt: skip
+    return size
 
 
 def _sha256(path: Path) -> str:
@@ -66,9 +106,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _described(node: Node, meta: Path) -> tuple[str, int]:
-    """The torch release a set's ``.json`` names and the Inductor C++ kernels it counts (its other fields checked
-    for their types)."""
+def _described(node: Node, meta: Path) -> tuple[str, int, tuple[str, ...]]:
+    """The torch release a set's ``.json`` names, the Inductor C++ kernels it counts and the shared objects of
+    theirs it lists (its other fields checked for their types)."""
     try:
         if meta.stat().st_size > limits.MAX_INDUCTOR_META:
             raise ValueError(f"larger than {limits.MAX_INDUCTOR_META} bytes")
@@ -83,7 +123,26 @@ def _described(node: Node, meta: Path) -> tuple[str, int]:
         cpp = data.get("cpp_kernels", 0)
         if type(cpp) is not int or cpp < 0:
             raise ValueError("'cpp_kernels' is not a count")
-        return str(data["torch"]), cpp
+        return str(data["torch"]), cpp, listed_objects(data.get("cpp"))
     except (OSError, ValueError, RecursionError) as exc:
         raise node.fail(f"{meta}: not aotpack record's description of torch.compile's caches ({exc}); record "
                         "again") from None  # fmt: skip
+
+
+def listed_objects(table: object) -> tuple[str, ...]:
+    """The shared objects a set's ``cpp`` table lists: the Python ABI and CPU features they were built for, and
+    each kernel's key and object by their sha256."""
+    if table is None:
+        return ()
+    if not isinstance(table, dict) or not isinstance(table.get("soabi"), str):
+        raise ValueError("'cpp' is not a table naming the Python ABI ('soabi') its C++ kernels were built for")
+    cpu = table.get("cpu")
+    if cpu is not None and not (isinstance(cpu, list) and all(isinstance(f, str) for f in cpu)):
+        raise ValueError("'cpp.cpu' is not a list of the recording CPU's feature flags")
+    kernels = table.get("kernels")
+    if not isinstance(kernels, dict) or len(kernels) > limits.MAX_INDUCTOR_CPP:
+        raise ValueError(f"'cpp.kernels' is not a table of at most {limits.MAX_INDUCTOR_CPP} kernels")
+    for key, name in kernels.items():
+        if not (HEX64.fullmatch(key) and isinstance(name, str) and HEX64.fullmatch(name)):
+            raise ValueError(f"'cpp.kernels' maps {key!r:.80} to {name!r:.80}: expected two sha256 digests")
+    return tuple(sorted(set(kernels.values())))

@@ -14,5 +14,5 @@ C_FILES = ("aot_runtime.h", "aot_internal.h", *RUNTIME_SOURCES, "aot_python.h", 
 # The Python, standard library only: the main module, which a generated package imports as _aotpack_runtime and
 # the agent as _aotpack_kernels, and the modules it imports by their own names (shipped under them beside it).
 PYTHON_MAIN = "aot_kernels.py"
-PYTHON_HELPERS = ("_aotpack_desc.py", "_aotpack_guard.py", "_aotpack_inductor.py", "_aotpack_jit.py",
-                  "_aotpack_tune.py")  # fmt: skip
+PYTHON_HELPERS = ("_aotpack_desc.py", "_aotpack_guard.py", "_aotpack_imports.py", "_aotpack_inductor.py",
+                  "_aotpack_jit.py", "_aotpack_tune.py")  # fmt: skip

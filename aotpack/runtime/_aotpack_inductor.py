@@ -16,6 +16,17 @@ have otherwise (a ``CXX``): where one differs, or torch is another release, the 
 warning says why (its graphs then compile as they would without it, and ``fallback="error"`` refuses their
 kernels). torch unpickles the bytes: they are code from the recording, as the package's kernels are.
 
+Inductor's C++ kernels for the CPU (a graph's code calls ``async_compile.cpp_pybinding(argtypes, source)``, which
+Inductor builds with a C++ compiler as the graph loads, even from its cache) are recorded as the shared objects
+Inductor built in the recorded process: ``<sha256 of the object>.cpp`` beside the set, zlib-compressed (an ELF
+file in a wheel would be auditwheel's to repair, and it links libtorch, which only the program's process
+provides), listed in the set's .json by a key of their argument types and source (``cpp_key``). ``activate()``
+then answers ``cpp_pybinding`` for a kernel the packages hold with that object (written once into Inductor's
+cache folder and loaded by Inductor's own loader): no compiler runs. Inductor builds them for the recording's
+CPU (``-march=native``) against its Python, so they are served only under the same Python ABI (``SOABI``) on a
+CPU with every feature flag of the recording's (``/proc/cpuinfo``); elsewhere, and for a kernel no package holds,
+Inductor compiles it (``fallback="jit"``, listed in ``coverage()``) or it is refused (``fallback="error"``).
+
 Standard library only here; torch is imported only where a package ships a set (torch.compile needs it)."""
 
 from __future__ import annotations
@@ -25,22 +36,50 @@ import importlib
 import json
 import os
 import sys
+import sysconfig
 import threading
 import warnings
+import zlib
 from typing import Any
+
+try:  # a module of a package: aotpack.runtime, or a generated package
+    from ._aotpack_imports import when_imported
+except ImportError:  # a top-level module beside aotpack record's agent
+    from _aotpack_imports import when_imported  # type: ignore[import-not-found,no-redef]
 
 JOB_ID = "aotpack"  # the job id aotpack record runs a program under, where it sets none itself
 # Inductor settings in its cache key that the environment sets: (config attribute, what sets it)
-SETTINGS = (("cpp.cxx", "CXX"),
-            ("bundle_triton_into_fx_graph_cache", "TORCHINDUCTOR_BUNDLE_TRITON_INTO_FX_GRAPH_CACHE"))
+SETTINGS = (
+    ("cpp.cxx", "CXX"),
+    ("bundle_triton_into_fx_graph_cache", "TORCHINDUCTOR_BUNDLE_TRITON_INTO_FX_GRAPH_CACHE"),
+)
 MAX_BYTES = 1 << 30  # a set larger than this is not one torch wrote for a program (aotpack's limits.py reads it)
 MAX_META = 1 << 16  # its .json: four fields
 # how a graph's code calls for one of Inductor's C++ kernels for the CPU (a graph's code is text in the set):
 # Inductor builds those with a C++ compiler when the graph loads, which no package can stand in for
 CPP_KERNEL = b"async_compile.cpp_pybinding("
+CPP_SUFFIX = ".cpp"  # a C++ kernel's shared object beside the sets: <sha256 of the object>.cpp, zlib-compressed
+MAX_CPP_BYTES = 1 << 26  # one C++ kernel's shared object (Inductor's are tens of KiB)
+MAX_CPP_KERNELS = 4096  # C++ kernels one set lists
+CPU_INFO = "/proc/cpuinfo"
 
 _loaded: set[str] = set()  # digests loaded in this process
 _lock = threading.Lock()
+_cpp_seen: list[tuple[str, Any]] = []  # aotpack record: (cpp_key, what cpp_pybinding returned), in this process
+_cpp_held: dict[str, str] = {}  # activate(): cpp_key -> the package's compressed object it serves
+_cpp_loaded: dict[str, Any] = {}  # cpp_key -> the kernel, loaded
+
+
+class _Policy:
+    """activate()'s, for the C++ kernels no package holds (guard_cpp)."""
+
+    fallback: str | None = None
+    refused: type[Exception] = RuntimeError
+    waiting = False  # for Inductor to be imported
+
+
+_policy = _Policy()
+compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit" (coverage())
 
 
 def _settings(torch: Any) -> dict[str, str]:
@@ -71,7 +110,14 @@ def save(folder: str) -> str | None:
     meta = {"torch": torch.__version__, "job_id": compiler.config.job_id, "settings": _settings(torch),
             "cpp_kernels": data.count(CPP_KERNEL)}  # fmt: skip
     os.makedirs(folder, exist_ok=True)
-    for name, content in ((f"{digest}.bin", data), (f"{digest}.json", json.dumps(meta, sort_keys=True).encode())):
+    objects = _built_cpp()
+    if objects:
+        flags = _cpu_flags()
+        meta["cpp"] = {"soabi": _soabi(), "cpu": None if flags is None else sorted(flags),
+                       "kernels": {key: name for key, (name, _) in sorted(objects.items())}}  # fmt: skip
+    files = [(f"{name}{CPP_SUFFIX}", zlib.compress(obj, 9)) for name, obj in objects.values()]
+    files += [(f"{digest}.bin", data), (f"{digest}.json", json.dumps(meta, sort_keys=True).encode())]
+    for name, content in files:  # (the .json last: a set is whole once it is there)
         part = os.path.join(folder, f".{name}.{os.getpid()}")
         with open(part, "wb") as f:
             f.write(content)
@@ -79,11 +125,72 @@ def save(folder: str) -> str | None:
     return digest
 
 
-def serve(folder: str, fallback: str | None = None) -> list[str]:
+def cpp_key(argtypes: Any, source: str) -> str:
+    """What names one of Inductor's C++ kernels across processes: its argument types and its source (which
+    Inductor keys its build on too, with its compiler's command line, which a process without one cannot make)."""
+    return hashlib.sha256(json.dumps([list(argtypes), source]).encode()).hexdigest()
+
+
+def _soabi() -> str:
+    return str(sysconfig.get_config_var("SOABI"))
+
+
+def _cpu_flags() -> frozenset[str] | None:
+    """This CPU's feature flags (x86's ``flags``, Arm's ``Features``, of its first processor), or None where the
+    system does not say."""
+    try:
+        with open(CPU_INFO, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return None
+
+
+def record_cpp(async_compile: Any) -> None:
+    """aotpack record, as ``torch._inductor.async_compile`` is imported: each C++ kernel Inductor builds or loads
+    here is noted, and ``save`` keeps its shared object."""
+    cls: Any = getattr(async_compile, "AsyncCompile", None)
+    original = getattr(cls, "cpp_pybinding", None)
+    if original is None or getattr(original, "_aotpack", False):
+        return
+
+    def cpp_pybinding(self: Any, argtypes: Any, source_code: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, argtypes, source_code, *args, **kwargs)
+        if not args and not kwargs and isinstance(source_code, str):  # (a form this file knows)
+            _cpp_seen.append((cpp_key(argtypes, source_code), result))
+        return result
+
+    cpp_pybinding._aotpack = True  # type: ignore[attr-defined]
+    cls.cpp_pybinding = cpp_pybinding
+
+
+def _built_cpp() -> dict[str, tuple[str, bytes]]:
+    """The shared object of each C++ kernel this process loaded (cpp_key -> its sha256 and bytes); one that cannot
+    be read is left out (its graph then needs a compiler where it is served, as the set's count says)."""
+    out: dict[str, tuple[str, bytes]] = {}
+    for key, result in list(_cpp_seen):
+        if key in out:
+            continue
+        try:
+            kernel = result.result() if hasattr(result, "result") else result  # (a future where compiled in a pool)
+            with open(kernel.__self__.__file__, "rb") as f:  # the module Inductor loaded it from
+                obj = f.read(MAX_CPP_BYTES + 1)
+        except Exception:  # a kernel that never loaded, a form this torch gives otherwise: not kept
+            continue
+        if len(obj) <= MAX_CPP_BYTES and len(out) < MAX_CPP_KERNELS:
+            out[key] = (hashlib.sha256(obj).hexdigest(), obj)
+    return out
+
+
+def serve(folder: str, fallback: str = "jit") -> list[str]:
     """Load every set in ``folder`` (a package's ``_inductor_cache``) not loaded yet in this process; the job id
-    it was recorded under becomes this process's where it has none. Returns why a set was not loaded, each
+    it was recorded under becomes this process's where it has none, and the C++ kernels it holds are served
+    (``guard_cpp`` answers Inductor with them). Returns why a set, or its C++ kernels, cannot serve here, each
     also warned (activate() goes on: its kernels are still served or refused one by one). ``fallback``:
-    activate()'s, said of where Inductor's C++ kernels compile anyway."""
+    activate()'s, said of Inductor's C++ kernels that no package can serve here."""
     names = sorted(n[:-5] for n in os.listdir(folder) if n.endswith(".json"))
     if not names:
         return []
@@ -94,63 +201,191 @@ def serve(folder: str, fallback: str | None = None) -> list[str]:
         for digest in names:
             if digest in _loaded:
                 continue
-            why = _load(torch, os.path.join(folder, digest), fallback)
+            loaded, why = _load(torch, os.path.join(folder, digest), fallback)
             if why:
                 skipped.append(why)
                 warnings.warn(why, RuntimeWarning, stacklevel=3)
-            else:
+            if loaded:
                 _loaded.add(digest)
     return skipped
 
 
-def _load(torch: Any, stem: str, fallback: str | None) -> str | None:
+def _load(torch: Any, stem: str, fallback: str) -> tuple[bool, str | None]:
+    """Whether the set loaded, and why it did not, or why its C++ kernels cannot serve here."""
     where = f"torch.compile's recorded caches {os.path.basename(stem)[:12]} ({os.path.dirname(stem)})"
     try:
         with open(stem + ".json", "rb") as f:
             meta = json.loads(f.read(MAX_META))
         if os.path.getsize(stem + ".bin") > MAX_BYTES:
-            return f"{where}: larger than {MAX_BYTES >> 20} MiB: not loaded"
+            return False, f"{where}: larger than {MAX_BYTES >> 20} MiB: not loaded"
         with open(stem + ".bin", "rb") as f:
             data = f.read()
     except (OSError, ValueError) as exc:
-        return f"{where}: unreadable ({exc}): not loaded"
+        return False, f"{where}: unreadable ({exc}): not loaded"
     if not isinstance(meta, dict) or hashlib.sha256(data).hexdigest() != os.path.basename(stem):
-        return f"{where}: damaged (its bytes are not the ones recorded): not loaded"
+        return False, f"{where}: damaged (its bytes are not the ones recorded): not loaded"
     if meta.get("torch") != torch.__version__:
-        return (f"{where}: recorded with torch {meta.get('torch')}, this is torch {torch.__version__}: not loaded "
-                "(record the program again with this torch)")
+        return False, (
+            f"{where}: recorded with torch {meta.get('torch')}, this is torch {torch.__version__}: not loaded "
+            "(record the program again with this torch)"
+        )
     have = _settings(torch)
     settings = meta.get("settings")
     settings = settings if isinstance(settings, dict) else {}
     for name, env in SETTINGS:
         if name in settings and settings[name] != have[name]:
-            return (f"{where}: Inductor's {name} was {settings[name]} when recorded and is {have[name]} here (set "
-                    f"by {env}): its graphs would not be found; not loaded (run with {env} as when recorded)")
+            return False, (
+                f"{where}: Inductor's {name} was {settings[name]} when recorded and is {have[name]} here (set "
+                f"by {env}): its graphs would not be found; not loaded (run with {env} as when recorded)"
+            )
     job = meta.get("job_id")
     if isinstance(job, str) and torch.compiler.config.job_id is None:
         torch.compiler.config.job_id = job  # Dynamo reads the recorded profile under it (before its first compile)
     if torch.compiler.load_cache_artifacts(data) is None:
-        return f"{where}: torch could not read it: not loaded"
-    cpp = meta.get("cpp_kernels")
-    if isinstance(cpp, int) and cpp > 0:
-        _say_cpp(torch, where, cpp, fallback)
-    return None
+        return False, f"{where}: torch could not read it: not loaded"
+    count = meta.get("cpp_kernels")
+    if not isinstance(count, int) or count <= 0:
+        return True, None
+    held, why = _servable(os.path.dirname(stem), meta.get("cpp"))
+    _cpp_held.update(held)
+    if count <= len(held):
+        return True, None
+    return True, _said_cpp(where, count - len(held), why, fallback)
 
 
-def _say_cpp(torch: Any, where: str, count: int, fallback: str | None) -> None:
-    """Inductor's C++ kernels in the graphs: compiled when a graph loads, with a C++ compiler; said where there
-    is none (the graph fails when it loads) or where fallback="error" promises no compilation (it covers
-    Triton's)."""
+def _servable(folder: str, table: Any) -> tuple[dict[str, str], str]:
+    """The C++ kernels a set's ``cpp`` table holds that this process can load (cpp_key -> the compressed object),
+    and why the others cannot be."""
+    if not isinstance(table, dict) or not isinstance(table.get("kernels"), dict):
+        return {}, "the recording kept no shared object of theirs"
+    if table.get("soabi") != _soabi():
+        return {}, f"they were built for Python's ABI {table.get('soabi')}, this Python is {_soabi()}"
+    need, have = table.get("cpu"), _cpu_flags()
+    if not isinstance(need, list) or have is None:
+        side = "the recording's" if have is not None else f"this ({CPU_INFO} is unreadable)"
+        return {}, f"they were built for the recording's CPU, and {side} CPU's features are not known"
+    lacking = sorted(set(map(str, need)) - have)
+    if lacking:
+        shown = ", ".join(lacking[:8]) + (", ..." if len(lacking) > 8 else "")
+        return {}, f"they were built for the recording's CPU (-march=native), whose features this CPU lacks: {shown}"
+    held = {k: os.path.join(folder, v + CPP_SUFFIX) for k, v in table["kernels"].items()
+            if isinstance(k, str) and isinstance(v, str) and _hex64(k) and _hex64(v)}  # fmt: skip
+    return held, "the recording kept no shared object of the others"
+
+
+def _hex64(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def _said_cpp(where: str, count: int, why: str, fallback: str) -> str:
+    """Inductor's C++ kernels of a set that no package can serve here: compiled as their graph loads (a C++
+    compiler needed), or refused there under fallback="error"."""
+    held = f"Inductor's C++ kernels for the CPU in {where}: {count} cannot be served here ({why})"
+    if fallback == "error":
+        return f"{held}; fallback='error' refuses them when their graph loads (record the program where it is served)"
     import shutil
+
+    import torch
 
     names = [c for c in getattr(torch._inductor.config.cpp, "cxx", ()) or () if isinstance(c, str)]
     found = next(filter(None, map(shutil.which, names)), None)
-    held = f"{where}: its graphs hold {count} C++ kernel{'s' * (count > 1)} of Inductor's for the CPU"
     if found is None:
-        warnings.warn(f"{held}, which Inductor compiles when such a graph loads, with a C++ compiler: none found "
-                      f"({', '.join(names) or 'none named'}; CXX names another); such a graph fails when it loads. "
-                      "Install one where the program is served", RuntimeWarning, stacklevel=4)  # fmt: skip
-    elif fallback == "error":
-        said = (f"{held}: Inductor compiles them with {found} when such a graph loads; fallback='error' refuses "
-                "Triton's compilations, not Inductor's C++ ones")  # fmt: skip
-        warnings.warn(said, RuntimeWarning, stacklevel=4)
+        return (f"{held}: Inductor compiles them when their graph loads, with a C++ compiler: none found "
+                f"({', '.join(names) or 'none named'}; CXX names another); such a graph fails when it loads. Install "
+                "one where the program is served, or record the program there")  # fmt: skip
+    return f"{held}: Inductor compiles them with {found} when their graph loads"
+
+
+def guard_cpp(fallback: str | None, refused: type[Exception]) -> None:
+    """activate(): Inductor's C++ kernels go through ``_answer``: served where a package holds them, else compiled
+    (``fallback="jit"``, listed in ``compiled``; None, after deactivate(): not listed) or refused with ``refused``
+    (``fallback="error"``). Inductor is imported by the program when it compiles; the answer is put in place then
+    (``when_imported``)."""
+    _policy.fallback, _policy.refused = fallback, refused
+    module = sys.modules.get("torch._inductor.async_compile")
+    if module is not None:
+        _answer(module)
+    elif not _policy.waiting:
+        _policy.waiting = True
+        when_imported({"torch._inductor.async_compile": _answer})
+
+
+def _answer(async_compile: Any) -> None:
+    cls: Any = getattr(async_compile, "AsyncCompile", None)
+    original = getattr(cls, "cpp_pybinding", None)
+    if original is None or getattr(original, "_aotpack_answers", False):
+        return
+
+    def cpp_pybinding(self: Any, argtypes: Any, source_code: Any, *args: Any, **kwargs: Any) -> Any:
+        key = cpp_key(argtypes, source_code) if not args and not kwargs and isinstance(source_code, str) else None
+        why = "no activated package holds it"
+        if key is not None and key in _cpp_held:
+            try:
+                return _cpp_kernel(key)
+            except (OSError, ImportError, ValueError) as exc:
+                why = f"the package's copy did not load: {exc}"
+        _compiles(key, why)
+        return original(self, argtypes, source_code, *args, **kwargs)
+
+    cpp_pybinding._aotpack_answers = True  # type: ignore[attr-defined]
+    cls.cpp_pybinding = cpp_pybinding
+
+
+def _compiles(key: str | None, why: str) -> None:
+    """Inductor is about to build one of its C++ kernels: refused under fallback="error", listed under "jit"."""
+    name = f"Inductor's C++ kernel {key[:16] if key else '(of a form aotpack does not know)'}"
+    where = f"{name} in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
+    if _policy.fallback == "error":
+        raise _policy.refused(
+            f"Inductor would compile {where} with a C++ compiler ({why}); activate(fallback='error') allows no "
+            "compilation in this process. Record the program (`aotpack record -o RECIPE -- python PROGRAM`) with "
+            "this torch and Python, on a CPU with the features of this one, and rebuild; or run with "
+            "fallback='jit' to compile it (a C++ compiler needed) and list it in coverage()"
+        )
+    if _policy.fallback is None:
+        return
+    compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
+    import logging
+
+    logging.getLogger("aotpack").warning("%s: Inductor compiles it with a C++ compiler (%s)", where, why)
+
+
+def _cpp_kernel(key: str) -> Any:
+    """The C++ kernel a package holds under ``key``, loaded once per process: its object written into Inductor's
+    cache folder (once per machine; Inductor loads from files) and loaded by Inductor's own loader."""
+    with _lock:
+        kernel = _cpp_loaded.get(key)
+        if kernel is not None:
+            return kernel
+        path = _cpp_held[key]
+        with open(path, "rb") as f:
+            packed = f.read(MAX_CPP_BYTES + 1)
+        inflate = zlib.decompressobj()
+        try:
+            obj = inflate.decompress(packed, MAX_CPP_BYTES + 1)
+        except zlib.error as exc:
+            raise ValueError(f"{path} is damaged ({exc})") from None
+        name = os.path.basename(path)[: -len(CPP_SUFFIX)]
+        if len(obj) > MAX_CPP_BYTES or not inflate.eof or hashlib.sha256(obj).hexdigest() != name:
+            raise ValueError(f"{path} is damaged (its bytes are not the ones recorded)")
+        from torch._inductor.codecache import CppPythonBindingsCodeCache as Bindings
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        folder = os.path.join(cache_dir(), "aotpack-cpp")
+        target = os.path.join(folder, name + ".so")
+        if not _holds(target, name):
+            os.makedirs(folder, exist_ok=True)
+            part = f"{target}.{os.getpid()}.part"
+            with open(part, "wb") as f:
+                f.write(obj)
+            os.replace(part, target)
+        kernel = _cpp_loaded[key] = getattr(Bindings._load_library(target, key), Bindings.entry_function)
+        return kernel
+
+
+def _holds(path: str, digest: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read(MAX_CPP_BYTES + 1)).hexdigest() == digest
+    except OSError:
+        return False

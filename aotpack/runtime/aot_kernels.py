@@ -258,7 +258,7 @@ class _Keyed:
 def _keyed(value: Any) -> Any:
     """A constexpr as the manifest holds it (manifest.const_json), keyed as _plain keys a call's."""
     if isinstance(value, dict):
-        (tag, inner), = value.items()
+        ((tag, inner),) = value.items()
         return ("tuple", tuple(_keyed(v) for v in inner)) if tag == "tuple" else (tag, inner)
     return value
 
@@ -331,9 +331,20 @@ def activate(launchers: list[Launcher], fallback: str | None, missing: type[Exce
             # every other caller of triton.compile, in every process; the packages' Triton cache entries served
             state.unguard = _guard().install(fallback, state.caches)
         _activation = state
+    _inductor().guard_cpp(fallback, missing)  # Inductor's C++ kernels: served, refused or listed like the others
     for folder in graphs or ():
         _serve_graphs(folder, fallback)
     return [launch.__name__ for launch in launchers]
+
+
+def _inductor() -> Any:
+    """torch.compile's recorded caches and Inductor's C++ kernels (standard library; it imports torch only where a
+    package ships caches)."""
+    try:
+        from . import _aotpack_inductor as inductor
+    except ImportError:  # a top-level module beside aotpack record's agent
+        import _aotpack_inductor as inductor  # type: ignore[import-not-found,no-redef]
+    return inductor
 
 
 def _serve_graphs(folder: str, fallback: str) -> None:
@@ -342,14 +353,11 @@ def _serve_graphs(folder: str, fallback: str) -> None:
     import warnings
 
     try:
-        try:
-            from . import _aotpack_inductor as inductor
-        except ImportError:  # a top-level module beside aotpack record's agent
-            import _aotpack_inductor as inductor  # type: ignore[import-not-found,no-redef]
-        inductor.serve(folder, fallback)
+        _inductor().serve(folder, fallback)
     except Exception as exc:  # an optional integration: never the reason activate() fails
-        warnings.warn(f"torch.compile's recorded caches in {folder} were not loaded: {exc!r:.300}", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"torch.compile's recorded caches in {folder} were not loaded: {exc!r:.300}", RuntimeWarning, stacklevel=3
+        )
 
 
 def _patch(state: _Activation, missing: type[Exception]) -> None:
@@ -463,6 +471,8 @@ def deactivate() -> None:
     global _activation
     with _activation_lock:
         state, _activation = _activation, None
+        if state is not None:
+            _inductor().guard_cpp(None, RuntimeError)  # its C++ kernels the packages hold still served
         if state is None or state.jit_run is None:
             return
         from triton import knobs
@@ -489,6 +499,7 @@ def coverage() -> list[dict[str, Any]]:
     events = list(_activation.coverage) if _activation is not None else []
     if "triton" in sys.modules:  # and what callers of triton.compile other than the JIT compiled (Inductor), in
         events += _guard().compiled + _guard().spooled()  # this process and in those it started (compile workers)
+    events += _inductor().compiled  # and Inductor's C++ kernels (built where their graph loads: this process)
     out, sent = [], set()
     for event in events:
         names = [n for n in source_names(event) if n not in sent]

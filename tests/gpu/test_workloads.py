@@ -6,12 +6,13 @@ skipped otherwise."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from ..shared import without_c_compiler
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -22,23 +23,6 @@ if not REFERENCE.is_dir():
 NAMES = os.environ.get("AOTPACK_WORKLOADS", "llama helion fla").split()
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
-
-
-COMPILERS = ("cc", "c++", "gcc", "g++", "clang", "clang++", "tcc", "zig", "nvcc", "ptxas")
-
-
-def without_c_compiler(folder: Path) -> str:
-    """A PATH of every program the current one reaches, C and CUDA compilers left out (by name, versioned names
-    and target-prefixed ones included): the replay must need none (Triton builds its launchers with one)."""
-    folder.mkdir()
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
-        for program in Path(directory).glob("*") if Path(directory).is_dir() else ():
-            base = program.name.rsplit("-", 1)[-1] if program.name.startswith(("x86_64-", "aarch64-")) else program.name
-            if base.split("-")[0] in COMPILERS or (folder / program.name).exists():
-                continue
-            (folder / program.name).symlink_to(program)
-    assert not any(shutil.which(c, path=str(folder)) for c in COMPILERS)
-    return str(folder)
 
 
 @pytest.mark.parametrize("name", NAMES)

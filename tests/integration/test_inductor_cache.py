@@ -3,12 +3,15 @@ compiles Triton; the caches and Dynamo's profile are the same machinery): ``aotp
 compiled function meets two sizes saves them with the recipe (``inductor_cache:``), the built wheel ships them,
 and a fresh process that activates it and starts at sizes never recorded compiles no graph: Dynamo compiles the
 size dynamic from the first call (the recorded profile) and Inductor finds the recorded graph. Without them the
-same process compiles a graph for its first size and another when the size changes."""
+same process compiles a graph for its first size and another when the size changes. The graphs' C++ kernels
+(Inductor builds them with a C++ compiler as a graph loads) are the recorded process's shared objects: served
+with no compiler on PATH and ``fallback="error"``; a graph the recording never compiled is refused there."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ..shared import without_c_compiler
 from .helpers import install_wheel
 
 pytest.importorskip("torch")
@@ -25,37 +29,42 @@ if shutil.which(os.environ.get("CXX", "g++")) is None:
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     import torch, triton  # noqa: F401  (a GPU program imports Triton; the recorder starts with it)
 
     @torch.compile
     def f(x):
         return torch.nn.functional.gelu(x).sum(0) * 2
 
+    @torch.compile
+    def g(x):  # a graph only a program run with OTHER=1 compiles
+        return torch.sigmoid(x).amax(0)
+
     out = []
     for n in [int(s) for s in sys.argv[1:]]:
         torch.manual_seed(n)
-        out.append(f(torch.randn(n, 16)).tolist())
+        out.append((g if os.environ.get("OTHER") else f)(torch.randn(n, 16)).tolist())
     counters = torch._dynamo.utils.counters
     print(json.dumps({"out": out, "frames": counters["frames"]["total"],
                       "hits": counters["inductor"]["fxgraph_cache_hit"]}))
 """)
 SERVE = textwrap.dedent("""
     import runpy, sys
-    if sys.argv[1] == "activate":
+    if sys.argv[1] != "-":
         import graphs_kernels
-        graphs_kernels.activate(fallback="jit")
+        graphs_kernels.activate(fallback=sys.argv[1])
     sys.argv = [sys.argv[2], *sys.argv[3:]]
     runpy.run_path(sys.argv[0], run_name="__main__")
 """)
 
 
-def run(args, tmp_path, cache, site=None):
+def run(args, tmp_path, cache, site=None, fails=False, **more):
     path = os.pathsep.join([str(ROOT), *([str(site)] if site else [])])
-    env = {**os.environ, "PYTHONPATH": path, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / cache)}
-    env.pop("TORCH_COMPILE_JOB_ID", None)
+    env = {**os.environ, "PYTHONPATH": path, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / cache), **more}
+    for name in ("TORCH_COMPILE_JOB_ID", *(("CC", "CXX") if "PATH" in more else ())):
+        env.pop(name, None)
     done = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert (done.returncode != 0) == fails, done.stderr[-3000:]
     return done
 
 
@@ -67,17 +76,34 @@ def test_a_recording_s_graphs_serve_sizes_it_never_saw_with_no_compiled_graph(tm
     assert "torch.compile's caches of 1 process" in recorded.stderr + recorded.stdout
     recipe = (tmp_path / "r" / "recipe.yaml").read_text()
     assert "inductor_cache: inductor-cache" in recipe
-    sets = sorted((tmp_path / "r" / "inductor-cache").iterdir())
+    files = sorted((tmp_path / "r" / "inductor-cache").iterdir())
+    sets = [p for p in files if p.suffix != ".cpp"]
     assert [p.suffix for p in sets] == [".bin", ".json"]
-    assert json.loads(sets[1].read_text())["job_id"] == "aotpack"  # record runs it under a job id
+    meta = json.loads(sets[1].read_text())
+    assert meta["job_id"] == "aotpack"  # record runs it under a job id
+    objects = sorted(p.name for p in files if p.suffix == ".cpp")  # each C++ kernel's shared object, kept
+    assert len(objects) == meta["cpp_kernels"] >= 1 and sorted(meta["cpp"]["kernels"].values()) == [
+        p[:-4] for p in objects
+    ]
     # a GPU program's recording names the targets of its Triton entries; this CPU one has none
     (tmp_path / "r" / "recipe.yaml").write_text(recipe.replace("targets: []", "targets: [sm_90]"))
     run(["-m", "aotpack", "build", "r/recipe.yaml", "-o", "dist"], tmp_path, "build-cache")
     site = install_wheel(next((tmp_path / "dist").glob("*.whl")), tmp_path / "site")
-    assert sorted(p.name for p in (site / "graphs_kernels" / "_inductor_cache").iterdir()) == [p.name for p in sets]
+    assert sorted(p.name for p in (site / "graphs_kernels" / "_inductor_cache").iterdir()) == [p.name for p in files]
 
-    served = json.loads(run(["serve.py", "activate", "prog.py", "20", "33"], tmp_path, "served", site).stdout)
+    bare = without_c_compiler(tmp_path / "bin")  # served where no compiler is
+    served = json.loads(run(["serve.py", "error", "prog.py", "20", "33"], tmp_path, "served", site, PATH=bare).stdout)
     cold = json.loads(run(["serve.py", "-", "prog.py", "20", "33"], tmp_path, "cold", site).stdout)
     assert served["frames"] == 1 and served["hits"] >= 1  # one graph, dynamic from the first call, found
     assert cold["frames"] == 2 and cold["hits"] == 0  # a static graph for 20, then a dynamic one
     assert served["out"] == cold["out"]
+    written = list((tmp_path / "served").glob("aotpack-cpp/*.so"))  # its C++ kernel: the recording's object
+    assert written and {f"{p.stem}.cpp" for p in written} <= set(objects)
+
+    other = run(["serve.py", "error", "prog.py", "20"], tmp_path, "other", site, fails=True, OTHER="1")
+    assert "Inductor would compile Inductor's C++ kernel" in other.stderr  # a graph never recorded: refused
+    assert "no activated package holds it" in other.stderr
+    # Inductor generating a graph's code probes the CPU's vector extensions with small programs it compiles first
+    # (its own checks, not the program's kernels); no kernel of the graph was built
+    written = [p.read_text() for p in (tmp_path / "other").rglob("*.cpp")]
+    assert written and not [t for t in written if re.search(r"\bvoid\s+kernel\(", t)]

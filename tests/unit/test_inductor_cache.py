@@ -9,7 +9,10 @@ import json
 import re
 import sys
 import types
+import typing
 import warnings
+import zlib
+from pathlib import Path
 
 import pytest
 
@@ -189,28 +192,249 @@ def test_activate_warns_and_goes_on_where_torch_cannot_load_them(tmp_path, monke
 @pytest.mark.parametrize(
     ("cxx", "fallback", "said"),
     [
-        ((None, "no-such-c++-compiler"), None, "none found (no-such-c++-compiler; CXX names another)"),
-        ((None, "sh"), "error", "fallback='error' refuses Triton's compilations, not Inductor's C++ ones"),
-        ((None, "sh"), "jit", None),
+        ((None, "no-such-c++-compiler"), "jit", "none found (no-such-c++-compiler; CXX names another)"),
+        ((None, "sh"), "jit", "Inductor compiles them with"),
+        ((None, "sh"), "error", "fallback='error' refuses them when their graph loads"),
     ],
 )  # fmt: skip
-def test_a_set_whose_graphs_hold_inductor_cpp_kernels_says_what_they_need(fake_torch, tmp_path, monkeypatch, cxx,
-                                                                          fallback, said):  # fmt: skip
-    # Inductor builds its C++ kernels for the CPU with a C++ compiler when a graph loads (a torch.compile(
-    # dynamic=True) Llama's graphs convert a CPU scalar): no package stands in, so the set is loaded and it is said
+def test_a_set_whose_cpp_kernels_the_recording_did_not_keep_says_what_they_need(fake_torch, tmp_path, monkeypatch, cxx,
+                                                                               fallback, said):  # fmt: skip
+    # a set recorded before aotpack kept the shared objects of Inductor's C++ kernels: the set is loaded, and how
+    # its C++ kernels will be had (compiled, or refused) is said
     torch = fake_torch(cxx=cxx)
     monkeypatch.setattr(inductor, "_settings", lambda torch: META["settings"])
     write_set(tmp_path, meta={**META, "cpp_kernels": 2})
+    with pytest.warns(RuntimeWarning) as caught:
+        assert len(inductor.serve(str(tmp_path), fallback)) == 1
+    assert torch.loaded == [b"graphs"]
+    (message,) = [str(w.message) for w in caught]
+    assert "2 cannot be served here (the recording kept no shared object of theirs)" in message and said in message
+
+
+SOABI = "cpython-311-x86_64-linux-gnu"
+KEY = inductor.cpp_key(["const float*", "float*"], 'extern "C" void kernel(const float* in, float* out) {}')
+
+
+def write_cpp_set(folder, obj=b"\x7fELF object", soabi=SOABI, cpu=("avx2", "fma"), count=1):
+    folder.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(obj).hexdigest()
+    (folder / f"{name}.cpp").write_bytes(zlib.compress(obj))
+    cpp = {"soabi": soabi, "cpu": None if cpu is None else list(cpu), "kernels": {KEY: name}}
+    return write_set(folder, meta={**META, "cpp_kernels": count, "cpp": cpp}), name
+
+
+@pytest.mark.parametrize(
+    ("soabi", "recorded_cpu", "this_cpu", "why"),
+    [
+        (SOABI, ("avx2", "fma"), {"avx2", "fma", "sse2"}, None),
+        ("cpython-312-x86_64-linux-gnu", ("avx2",), {"avx2"}, "built for Python's ABI cpython-312-x86_64-linux-gnu"),
+        (SOABI, ("avx2", "avx512f", "fma"), {"avx2", "fma"}, "features this CPU lacks: avx512f"),
+        (SOABI, None, {"avx2"}, "the recording's CPU's features are not known"),
+        (SOABI, ("avx2",), None, "unreadable) CPU's features are not known"),
+    ],
+)  # fmt: skip
+def test_a_recorded_cpp_kernel_is_served_only_under_its_python_and_on_a_cpu_with_its_features(
+    fake_torch, tmp_path, monkeypatch, soabi, recorded_cpu, this_cpu, why
+):
+    # Inductor builds them with -march=native against the recording's Python: elsewhere they are not loaded
+    fake_torch(cxx=(None, "sh"))
+    monkeypatch.setattr(inductor, "_settings", lambda torch: META["settings"])
+    monkeypatch.setattr(inductor, "_soabi", lambda: SOABI)
+    monkeypatch.setattr(inductor, "_cpu_flags", lambda: None if this_cpu is None else frozenset(this_cpu))
+    monkeypatch.setattr(inductor, "_cpp_held", {})
+    _, name = write_cpp_set(tmp_path, soabi=soabi, cpu=recorded_cpu)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert inductor.serve(str(tmp_path), fallback) == []
-    assert torch.loaded == [b"graphs"]
-    messages = [str(w.message) for w in caught]
-    if said is None:
-        assert messages == []
+        skipped = inductor.serve(str(tmp_path), "jit")
+    if why is None:
+        assert skipped == [] and caught == []
+        assert inductor._cpp_held == {KEY: str(tmp_path / f"{name}.cpp")}
     else:
-        assert len(messages) == 1 and "its graphs hold 2 C++ kernels of Inductor's for the CPU" in messages[0]
-        assert said in messages[0]
+        assert len(skipped) == 1 and why in skipped[0] and inductor._cpp_held == {}
+
+
+class FakeAsyncCompile:
+    def __init__(self):
+        self.built = []
+
+    def cpp_pybinding(self, argtypes, source_code):
+        self.built.append(source_code)
+        return "built by Inductor"
+
+
+@pytest.fixture
+def answering(monkeypatch):
+    """Inductor's AsyncCompile as activate() answers it, with a package holding KEY's kernel."""
+    module = types.SimpleNamespace(AsyncCompile=type("AsyncCompile", (FakeAsyncCompile,), {}))
+    monkeypatch.setitem(sys.modules, "torch._inductor.async_compile", module)
+    monkeypatch.setattr(inductor, "_cpp_held", {KEY: "held.cpp"})
+    monkeypatch.setattr(inductor, "_cpp_kernel", lambda key: f"the package's {key[:8]}")
+    monkeypatch.setattr(inductor, "compiled", [])
+    monkeypatch.setattr(inductor, "_policy", inductor._Policy())
+
+    def make(fallback):
+        inductor.guard_cpp(fallback, LookupError)
+        return module.AsyncCompile()
+
+    return make
+
+
+@pytest.mark.parametrize("fallback", ["error", "jit", None])
+def test_activate_answers_inductor_with_the_cpp_kernels_the_packages_hold(answering, fallback):
+    compiler = answering(fallback)
+    assert compiler.cpp_pybinding(["const float*", "float*"], 'extern "C" void kernel(const float* in, float* out) {}') \
+        == f"the package's {KEY[:8]}"  # fmt: skip
+    assert compiler.built == [] and inductor.compiled == []
+
+
+def test_fallback_error_refuses_a_cpp_kernel_no_package_holds_before_inductor_builds_it(answering):
+    compiler = answering("error")
+    with pytest.raises(
+        LookupError, match=r"Inductor would compile Inductor's C\+\+ kernel \w+ in process .*\(no activated"
+    ):
+        compiler.cpp_pybinding(["float*"], "other")
+    assert compiler.built == [] and inductor.compiled == []
+
+
+@pytest.mark.parametrize(("fallback", "listed"), [("jit", 1), (None, 0)])
+def test_fallback_jit_lets_inductor_build_a_cpp_kernel_no_package_holds_and_lists_it(answering, fallback, listed):
+    compiler = answering(fallback)
+    assert compiler.cpp_pybinding(["float*"], "other") == "built by Inductor"
+    assert compiler.built == ["other"] and len(inductor.compiled) == listed
+    if listed:
+        (event,) = inductor.compiled
+        assert event["event"] == "compiled" and event["key"] == inductor.cpp_key(["float*"], "other")
+
+
+def test_activate_answers_inductor_once_it_is_imported(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch._inductor.async_compile", raising=False)
+    monkeypatch.setattr(inductor, "_policy", inductor._Policy())
+    finders = []
+    monkeypatch.setattr(inductor, "when_imported", lambda callbacks: finders.append(callbacks))
+    inductor.guard_cpp("error", LookupError)
+    inductor.guard_cpp("jit", LookupError)  # (one wait)
+    (callbacks,) = finders
+    module = types.SimpleNamespace(AsyncCompile=type("AsyncCompile", (FakeAsyncCompile,), {}))
+    callbacks["torch._inductor.async_compile"](module)
+    assert module.AsyncCompile.cpp_pybinding._aotpack_answers
+
+
+class FakeBindings:
+    entry_function = "kernel"
+    loads: typing.ClassVar[list[tuple[str, str]]] = []
+
+    @classmethod
+    def _load_library(cls, path, key):
+        cls.loads.append((path, key))
+        return types.SimpleNamespace(kernel=f"loaded {Path(path).read_bytes()!r}")
+
+
+@pytest.fixture
+def bindings(monkeypatch, tmp_path):
+    FakeBindings.loads = []
+    monkeypatch.setitem(sys.modules, "torch._inductor.codecache",
+                        types.SimpleNamespace(CppPythonBindingsCodeCache=FakeBindings))  # fmt: skip
+    monkeypatch.setitem(sys.modules, "torch._inductor.runtime.cache_dir_utils",
+                        types.SimpleNamespace(cache_dir=lambda: str(tmp_path / "inductor")))  # fmt: skip
+    monkeypatch.setattr(inductor, "_cpp_loaded", {})
+    return FakeBindings
+
+
+def test_a_held_cpp_kernel_is_written_into_inductor_s_cache_once_and_loaded_by_inductor_s_loader(bindings, tmp_path,
+                                                                                              monkeypatch):  # fmt: skip
+    _, name = write_cpp_set(tmp_path / "pkg")
+    monkeypatch.setattr(inductor, "_cpp_held", {KEY: str(tmp_path / "pkg" / f"{name}.cpp")})
+    assert inductor._cpp_kernel(KEY) == "loaded b'\\x7fELF object'"
+    assert inductor._cpp_kernel(KEY) == "loaded b'\\x7fELF object'"  # (once per process)
+    target = tmp_path / "inductor" / "aotpack-cpp" / f"{name}.so"
+    assert bindings.loads == [(str(target), KEY)] and target.read_bytes() == b"\x7fELF object"
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda p: p.write_bytes(b"not zlib"), "is damaged (Error"),
+        (lambda p: p.write_bytes(zlib.compress(b"other object")), "its bytes are not the ones recorded"),
+        (lambda p: p.write_bytes(zlib.compress(b"\x7fELF object")[:-3]), "its bytes are not the ones recorded"),
+    ],
+)  # fmt: skip
+def test_a_damaged_cpp_kernel_is_not_loaded(bindings, tmp_path, monkeypatch, damage, why):
+    _, name = write_cpp_set(tmp_path / "pkg")
+    damage(tmp_path / "pkg" / f"{name}.cpp")
+    monkeypatch.setattr(inductor, "_cpp_held", {KEY: str(tmp_path / "pkg" / f"{name}.cpp")})
+    with pytest.raises(ValueError, match=re.escape(why)):
+        inductor._cpp_kernel(KEY)
+    assert bindings.loads == [] and not (tmp_path / "inductor").exists()
+
+
+def test_save_keeps_the_shared_object_of_each_cpp_kernel_the_process_loaded(fake_torch, tmp_path, monkeypatch):
+    torch = fake_torch()
+    monkeypatch.setitem(sys.modules, "torch.compiler", torch.compiler)
+    built = tmp_path / "c123.so"
+    built.write_bytes(b"\x7fELF built")
+    kernel = types.SimpleNamespace(__self__=types.SimpleNamespace(__file__=str(built)))
+    future = types.SimpleNamespace(result=lambda: kernel)  # (compiled in a pool: a future)
+    broken = types.SimpleNamespace(result=lambda: (_ for _ in ()).throw(RuntimeError("never loaded")))
+    monkeypatch.setattr(inductor, "_cpp_seen", [(KEY, future), (KEY, kernel), ("b" * 64, broken)])
+    monkeypatch.setattr(inductor, "_cpu_flags", lambda: frozenset({"fma", "avx2"}))
+    digest = inductor.save(str(tmp_path / "sets"))
+    name = hashlib.sha256(b"\x7fELF built").hexdigest()
+    meta = json.loads((tmp_path / "sets" / f"{digest}.json").read_text())
+    assert meta["cpp"] == {"soabi": inductor._soabi(), "cpu": ["avx2", "fma"], "kernels": {KEY: name}}
+    assert zlib.decompress((tmp_path / "sets" / f"{name}.cpp").read_bytes()) == b"\x7fELF built"
+    assert inductor.cpp_key(["const float*", "float*"], 'extern "C" void kernel(const float* in, float* out) {}') == KEY
+
+
+def test_record_notes_each_cpp_kernel_inductor_gives_the_program(monkeypatch):
+    module = types.SimpleNamespace(AsyncCompile=type("AsyncCompile", (FakeAsyncCompile,), {}))
+    monkeypatch.setattr(inductor, "_cpp_seen", [])
+    inductor.record_cpp(module)
+    inductor.record_cpp(module)  # (once)
+    assert module.AsyncCompile().cpp_pybinding(["float*"], "src") == "built by Inductor"
+    assert inductor._cpp_seen == [(inductor.cpp_key(["float*"], "src"), "built by Inductor")]
+
+
+def test_a_recipe_reads_the_cpp_kernels_a_set_lists(tmp_path):
+    digest, name = write_cpp_set(tmp_path / "inductor-cache")
+    (s,) = read_recipe(tmp_path).inductor_cache
+    assert s.cpp_objects == (name,) and s.files == (f"{digest}.bin", f"{digest}.json", f"{name}.cpp")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda f, n: (f / f"{n}.cpp").unlink(), r"\.cpp is missing: .*\.json lists it"),
+        (lambda f, n: (f / f"{'c' * 64}.cpp").write_bytes(zlib.compress(b"x")), "no set's .json lists it"),
+        (lambda f, n: (f / f"{n}.cpp").write_bytes(b"plain"), "not a C\\+\\+ kernel's shared object"),
+        (lambda f, n: (f / f"{n}.cpp").write_bytes(zlib.compress(b"other")), "its bytes are not the ones recorded"),
+        (lambda f, n: (f / f"{n}.cpp").write_bytes(zlib.compress(bytes(70 << 20))), "inflates past 64 MiB"),
+    ],
+)  # fmt: skip
+def test_a_recipe_refuses_cpp_kernels_that_are_not_what_record_wrote(tmp_path, damage, message):
+    from aotpack.errors import AotpackError
+
+    folder = tmp_path / "inductor-cache"
+    _, name = write_cpp_set(folder)
+    damage(folder, name)
+    with pytest.raises(AotpackError, match=message):
+        read_recipe(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("cpp", "message"),
+    [
+        ([], "'cpp' is not a table naming the Python ABI"),
+        ({"soabi": SOABI, "cpu": "avx2", "kernels": {}}, "'cpp.cpu' is not a list"),
+        ({"soabi": SOABI, "cpu": None, "kernels": {"k": "v"}}, "expected two sha256 digests"),
+        ({"soabi": SOABI, "cpu": None, "kernels": []}, "'cpp.kernels' is not a table"),
+    ],
+)  # fmt: skip
+def test_a_recipe_refuses_a_cpp_table_record_did_not_write(tmp_path, cpp, message):
+    from aotpack.errors import AotpackError
+
+    write_set(tmp_path / "inductor-cache", meta={**META, "cpp": cpp})
+    with pytest.raises(AotpackError, match=re.escape(message)):
+        read_recipe(tmp_path)
 
 
 def test_save_counts_the_cpp_kernels_the_graphs_call_for(fake_torch, tmp_path, monkeypatch):
@@ -230,8 +454,12 @@ def test_plan_says_a_c_compiler_is_needed_where_the_graphs_call_for_inductor_cpp
     recipe = read_recipe(tmp_path)
     assert sorted(s.cpp_kernels for s in recipe.inductor_cache) == [0, 2]
     (line,) = [x for x in plan_summary(recipe, plan_variants(recipe)) if x.startswith("inductor_cache:")]
-    assert line.endswith("their graphs call for 2 C++ kernels of Inductor's, which it builds when they load: a C++ "
-                         "compiler where the program is served")  # fmt: skip
+    assert line.endswith("their graphs call for 2 C++ kernels of Inductor's, which it builds when they load: 0 held "
+                         "built (served under the recording's Python on a CPU with its features), the others need a "
+                         "C++ compiler where the program is served")  # fmt: skip
+    write_cpp_set(tmp_path / "held")
+    (line,) = [x for x in plan_summary(read_recipe(tmp_path, "held"), ()) if x.startswith("inductor_cache:")]
+    assert "call for 1 C++ kernel of Inductor's, which it builds when they load: 1 held built" in line
     write_set(tmp_path / "other", b"one")
     (line,) = [x for x in plan_summary(read_recipe(tmp_path, "other"), ()) if x.startswith("inductor_cache:")]
     assert line.endswith("loaded by activate()")

@@ -77,7 +77,15 @@ def test_the_runtime_reads_only_declared_fields():
     hook = {"fn", "compile", "signature", "constants", "specialization_data"}  # Triton's jit_cache_hook arguments
     own = {"_aotpack_identity", "_aotpack_seeded"}  # what activate() keeps on a function object
     compiling = {"__name__", "hash", "src", "backend", "options", "env_vars"}  # triton.compile's frame (key_parts)
-    graphs = {"torch", "job_id", "settings", "cpp_kernels"}  # a set's own .json (_aotpack_inductor, inductor_cache)
+    graphs = {
+        "torch",
+        "job_id",
+        "settings",
+        "cpp_kernels",
+        "cpp",
+        "soabi",
+        "cpu",
+    }  # a set's own .json (_aotpack_inductor)
     spooled = {"event", "name"}  # a compile worker's list of what it compiled (_aotpack_guard.spooled)
     assert {"variants", "bindings", "params", "tuned"} <= read, "the scan finds the runtime's reads"
     unknown = read - declared(manifest.json_schema()) - cache_file - not_manifest - hook - own - compiling - graphs

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import atexit
 import importlib
-import importlib.abc
 import importlib.metadata
 import importlib.util
 import json
@@ -39,9 +38,11 @@ from collections.abc import Callable
 from typing import Any
 
 try:  # in aotpack's own process
+    from aotpack.runtime import _aotpack_imports as imports
     from aotpack.runtime import _aotpack_inductor as inductor
     from aotpack.runtime import aot_kernels as runtime
 except ImportError:  # in a recorded program: aotpack record puts the runtime's files beside this one
+    import _aotpack_imports as imports  # type: ignore[import-not-found,no-redef]
     import _aotpack_inductor as inductor  # type: ignore[import-not-found,no-redef]
     import _aotpack_kernels as runtime  # type: ignore[import-not-found,no-redef]
 
@@ -195,7 +196,7 @@ class Agent:
             compilation.listener = self.on_compiled
         if hasattr(sys.modules.get("triton.runtime.build"), "get_cache_manager"):  # else when it is imported
             self.watch_builds(sys.modules["triton.runtime.build"])
-        if "triton.runtime.jit" in sys.modules:  # else when it is imported (_WhenImported)
+        if "triton.runtime.jit" in sys.modules:  # else when it is imported (imports.when_imported)
             self.adapt(sys.modules["triton.runtime.jit"])
         autotuner = sys.modules.get("triton.runtime.autotuner")
         if hasattr(autotuner, "Autotuner"):  # (else still being imported, knobs first: tapped once it is)
@@ -330,39 +331,6 @@ class _Modules:
 # ---------------------------------------------------------------- starting in a recorded process
 
 
-class _WhenImported(importlib.abc.MetaPathFinder):
-    """Runs a callback on a module right after it is imported (the program imports Triton when it wants): the agent
-    starts with Triton's ``knobs``, and adapts to the release once ``triton.runtime.jit`` is there."""
-
-    def __init__(self, callbacks: dict[str, Callable[[Any], None]]) -> None:
-        self.callbacks = callbacks
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        callback = self.callbacks.pop(name, None)
-        if callback is None:
-            return None
-        sys.meta_path.remove(self)  # the module's own finder finds it; this one waits for the next name, if any
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            if self.callbacks:
-                sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        loader, then = spec.loader, callback
-
-        class _Loader(importlib.abc.Loader):
-            def create_module(self, spec: Any) -> Any:
-                return loader.create_module(spec)
-
-            def exec_module(self, module: Any) -> None:
-                loader.exec_module(module)
-                then(module)
-
-        spec.loader = _Loader()
-        return spec
-
-
 def start(folder: str, knobs: Any = None) -> Agent:
     """Install the agent now (Triton imported) and write what it saw at exit; with a Triton release aotpack is
     not tested with, say so and record nothing (its hooks may hand over other things)."""
@@ -397,9 +365,8 @@ def _when_triton_is_imported(folder: str) -> None:
         if agents:
             agents[0].watch_builds(build_module)
 
-    sys.meta_path.insert(0, _WhenImported({"triton.knobs": started, "triton.runtime.jit": adapted,
-                                           "triton.runtime.autotuner": tapped,
-                                           "triton.runtime.build": built}))  # fmt: skip
+    imports.when_imported({"triton.knobs": started, "triton.runtime.jit": adapted, "triton.runtime.autotuner": tapped,
+                           "triton.runtime.build": built})  # fmt: skip
 
 
 def _chain_sitecustomize() -> None:
@@ -417,6 +384,7 @@ def _chain_sitecustomize() -> None:
 
 
 if __name__ == "sitecustomize" and os.environ.get(ENV_DIR):
+    imports.when_imported({"torch._inductor.async_compile": inductor.record_cpp})  # its C++ kernels, kept at exit
     if "triton.knobs" in sys.modules:
         start(os.environ[ENV_DIR], sys.modules["triton.knobs"])
     else:

@@ -5,12 +5,13 @@ atomically."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from ...._temp import atomic_file
 from ....model import Source
-from ....recipe import sources
+from ....recipe import inductor_cache, sources
 from ....runtime import aot_kernels
 from ....values import Widened
 from .. import introspect
@@ -96,9 +97,21 @@ def _write_entries(folder: Path, events: Events) -> bool:
 
 
 def _write_sets(folder: Path, sets: tuple[Path, ...]) -> bool:
-    """torch.compile's caches each process saved, into ``folder`` (``<digest>.bin`` and its ``.json``; a set there
-    already is the same bytes: kept); whether any was added."""
-    return any([_copy_new(file, folder / file.name) for data in sets for file in (data, data.with_suffix(".json"))])
+    """torch.compile's caches each process saved, into ``folder`` (``<digest>.bin``, the shared objects of C++
+    kernels its ``.json`` lists, then the ``.json``; a file there already is the same bytes: kept); whether any was
+    added."""
+    files = [f for data in sets for f in (data, *_objects(data.with_suffix(".json")), data.with_suffix(".json"))]
+    return any([_copy_new(file, folder / file.name) for file in files])
+
+
+def _objects(meta: Path) -> list[Path]:
+    """The C++ kernels' shared objects a set's .json lists (one the agent could not describe: none; the recipe
+    reader then says what is wrong with the set)."""
+    try:
+        names = inductor_cache.listed_objects(json.loads(meta.read_bytes()).get("cpp"))
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [meta.parent / f"{name}.cpp" for name in names]
 
 
 def _copy_new(source: Path, target: Path) -> bool:
