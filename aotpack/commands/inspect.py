@@ -92,8 +92,10 @@ def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
         torches = ", ".join(sorted({g["torch"] for g in graphs}))
         size = sum(g["size"] for g in graphs) / 1e6
         cpp, held = sum(g.get("cpp_kernels", 0) for g in graphs), sum(g.get("cpp_objects", 0) for g in graphs)
-        said = (f"; {plural(cpp, 'C++ kernel')} of Inductor's, {held} held built (for the recording's CPU and "
-                "Python; the others need a C++ compiler where served)") if cpp else ""  # fmt: skip
+        objects = plural(held, "shared object")
+        said = (f"; their graphs call for C++ kernels of Inductor's ({plural(cpp, 'call')}), {objects} of them held "
+                "(for the recording's CPU and Python; any other needs a C++ compiler where served)")  # fmt: skip
+        said = said if cpp else ""
         out += [f"torch.compile's caches: {plural(len(graphs), 'set')} of torch {torches} ({size:.2f} MB){said}", ""]
     pruned = [(name, p) for name, k in sorted(manifest["kernels"].items()) for p in k["pruned"]]
     if pruned:

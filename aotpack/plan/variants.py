@@ -211,9 +211,10 @@ def plan_summary(recipe: Recipe, variants: tuple[Variant, ...], every: bool = Fa
         processes = plural(len(recipe.inductor_cache), "process", "processes")
         cpp = sum(s.cpp_kernels for s in recipe.inductor_cache)
         held = sum(len(s.cpp_objects) for s in recipe.inductor_cache)
-        needs = (f"; their graphs call for {plural(cpp, 'C++ kernel')} of Inductor's, which it builds when they load: "
-                 f"{held} held built (served under the recording's Python on a CPU with its features), the others "
-                 "need a C++ compiler where the program is served") if cpp else ""  # fmt: skip
+        needs = (f"; their graphs' code calls for C++ kernels of Inductor's ({plural(cpp, 'call')}), which it builds "
+                 f"when they load: {plural(held, 'shared object')} of them held (served under the recording's Python "
+                 "on a CPU with its features), any other needs a C++ compiler where the program is served"
+                 ) if cpp else ""  # fmt: skip
         lines.append(f"inductor_cache: torch.compile's caches of {processes} shipped as recorded (torch {torches}), "
                      f"loaded by activate(){needs}")  # fmt: skip
     for name, values in recipe.widen:  # its effect is in the variants above; this says where it comes from

@@ -247,17 +247,15 @@ def _load(torch: Any, stem: str, fallback: str) -> tuple[bool, str | None]:
     if not isinstance(count, int) or count <= 0:
         return True, None
     held, why = _servable(os.path.dirname(stem), meta.get("cpp"))
-    _cpp_held.update(held)
-    if count <= len(held):
-        return True, None
-    return True, _said_cpp(where, count - len(held), why, fallback)
+    _cpp_held.update(held)  # (a kernel the recording did not keep is said where its graph loads: _compiles)
+    return True, None if held else _said_cpp(where, count, why, fallback)
 
 
 def _servable(folder: str, table: Any) -> tuple[dict[str, str], str]:
     """The C++ kernels a set's ``cpp`` table holds that this process can load (cpp_key -> the compressed object),
     and why the others cannot be."""
     if not isinstance(table, dict) or not isinstance(table.get("kernels"), dict):
-        return {}, "the recording kept no shared object of theirs"
+        return {}, "the recording kept none of their shared objects"
     if table.get("soabi") != _soabi():
         return {}, f"they were built for Python's ABI {table.get('soabi')}, this Python is {_soabi()}"
     need, have = table.get("cpu"), _cpu_flags()
@@ -270,7 +268,7 @@ def _servable(folder: str, table: Any) -> tuple[dict[str, str], str]:
         return {}, f"they were built for the recording's CPU (-march=native), whose features this CPU lacks: {shown}"
     held = {k: os.path.join(folder, v + CPP_SUFFIX) for k, v in table["kernels"].items()
             if isinstance(k, str) and isinstance(v, str) and _hex64(k) and _hex64(v)}  # fmt: skip
-    return held, "the recording kept no shared object of the others"
+    return held, "the recording kept none of their shared objects"
 
 
 def _hex64(text: str) -> bool:
@@ -280,7 +278,8 @@ def _hex64(text: str) -> bool:
 def _said_cpp(where: str, count: int, why: str, fallback: str) -> str:
     """Inductor's C++ kernels of a set that no package can serve here: compiled as their graph loads (a C++
     compiler needed), or refused there under fallback="error"."""
-    held = f"Inductor's C++ kernels for the CPU in {where}: {count} cannot be served here ({why})"
+    held = (f"Inductor's C++ kernels for the CPU in {where} (its graphs' code calls for them {count} "
+            f"time{'s' * (count > 1)}) cannot be served here ({why})")
     if fallback == "error":
         return f"{held}; fallback='error' refuses them when their graph loads (record the program where it is served)"
     import shutil

@@ -208,7 +208,8 @@ def test_a_set_whose_cpp_kernels_the_recording_did_not_keep_says_what_they_need(
         assert len(inductor.serve(str(tmp_path), fallback)) == 1
     assert torch.loaded == [b"graphs"]
     (message,) = [str(w.message) for w in caught]
-    assert "2 cannot be served here (the recording kept no shared object of theirs)" in message and said in message
+    assert "calls for them 2 times) cannot be served here (the recording kept none of their shared objects)" in message
+    assert said in message
 
 
 SOABI = "cpython-311-x86_64-linux-gnu"
@@ -454,12 +455,12 @@ def test_plan_says_a_c_compiler_is_needed_where_the_graphs_call_for_inductor_cpp
     recipe = read_recipe(tmp_path)
     assert sorted(s.cpp_kernels for s in recipe.inductor_cache) == [0, 2]
     (line,) = [x for x in plan_summary(recipe, plan_variants(recipe)) if x.startswith("inductor_cache:")]
-    assert line.endswith("their graphs call for 2 C++ kernels of Inductor's, which it builds when they load: 0 held "
-                         "built (served under the recording's Python on a CPU with its features), the others need a "
-                         "C++ compiler where the program is served")  # fmt: skip
+    assert line.endswith("their graphs' code calls for C++ kernels of Inductor's (2 calls), which it builds when they "
+                         "load: 0 shared objects of them held (served under the recording's Python on a CPU with its "
+                         "features), any other needs a C++ compiler where the program is served")  # fmt: skip
     write_cpp_set(tmp_path / "held")
     (line,) = [x for x in plan_summary(read_recipe(tmp_path, "held"), ()) if x.startswith("inductor_cache:")]
-    assert "call for 1 C++ kernel of Inductor's, which it builds when they load: 1 held built" in line
+    assert "C++ kernels of Inductor's (1 call), which it builds when they load: 1 shared object of them held" in line
     write_set(tmp_path / "other", b"one")
     (line,) = [x for x in plan_summary(read_recipe(tmp_path, "other"), ()) if x.startswith("inductor_cache:")]
     assert line.endswith("loaded by activate()")

@@ -275,6 +275,15 @@ def test_torch_compile_s_recorded_caches_are_counted_typed_and_escaped(written_m
     text = inspect.describe(changed, WHEEL)
     assert "torch.compile's caches: 2 sets of torch 2.11.0+cu130, 2.11.0\\x1b[2J (2.00 MB)" in text
     assert "\x1b" not in text
+    changed["inductor_cache"][0].update(cpp_kernels=2, cpp_objects=1)  # Inductor's C++ kernels it calls for, held
+    assert ("(2.00 MB); their graphs call for C++ kernels of Inductor's (2 calls), 1 shared object of them held (for "
+            "the recording's CPU and Python; any other needs a C++ compiler where served)") in inspect.describe(
+        changed, WHEEL
+    )  # fmt: skip
+    changed["inductor_cache"][0]["cpp_objects"] = [1]
+    with pytest.raises(WheelError, match=r"inductor_cache\[0\]\.cpp_objects: .*not a whole number"):
+        inspect.describe(changed, WHEEL)
+    changed["inductor_cache"][0]["cpp_objects"] = 1
     changed["inductor_cache"][0]["size"] = "1.5 MB"
     with pytest.raises(WheelError, match=r"inductor_cache\[0\]\.size: text, not a whole number"):
         inspect.describe(changed, WHEEL)
