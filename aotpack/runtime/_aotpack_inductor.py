@@ -65,7 +65,7 @@ CPU_INFO = "/proc/cpuinfo"
 
 _loaded: set[str] = set()  # digests loaded in this process
 _lock = threading.Lock()
-_cpp_seen: list[tuple[str, Any]] = []  # aotpack record: (cpp_key, what cpp_pybinding returned), in this process
+_cpp_seen: dict[str, Any] = {}  # aotpack record: cpp_key -> what cpp_pybinding first returned for it, in this process
 _cpp_held: dict[str, str] = {}  # activate(): cpp_key -> the package's compressed object it serves
 _cpp_loaded: dict[str, Any] = {}  # cpp_key -> the kernel, loaded
 
@@ -160,7 +160,7 @@ def record_cpp(async_compile: Any) -> None:
     def cpp_pybinding(self: Any, argtypes: Any, source_code: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, argtypes, source_code, *args, **kwargs)
         if not args and not kwargs and isinstance(source_code, str):  # (a form this file knows)
-            _cpp_seen.append((cpp_key(argtypes, source_code), result))
+            _cpp_seen.setdefault(cpp_key(argtypes, source_code), result)
         return result
 
     cpp_pybinding._aotpack = True  # type: ignore[attr-defined]
@@ -171,9 +171,7 @@ def _built_cpp() -> dict[str, tuple[str, bytes]]:
     """The shared object of each C++ kernel this process loaded (cpp_key -> its sha256 and bytes); one that cannot
     be read is left out (its graph then needs a compiler where it is served, as the set's count says)."""
     out: dict[str, tuple[str, bytes]] = {}
-    for key, result in list(_cpp_seen):
-        if key in out:
-            continue
+    for key, result in list(_cpp_seen.items()):
         try:
             kernel = result.result() if hasattr(result, "result") else result  # (a future where compiled in a pool)
             with open(kernel.__self__.__file__, "rb") as f:  # the module Inductor loaded it from
@@ -321,7 +319,7 @@ def _answer(async_compile: Any) -> None:
         if key is not None and key in _cpp_held:
             try:
                 return _cpp_kernel(key)
-            except (OSError, ImportError, ValueError) as exc:
+            except (OSError, ImportError, ValueError, AttributeError) as exc:  # (AttributeError: another torch's API)
                 why = f"the package's copy did not load: {exc}"
         _compiles(key, why)
         return original(self, argtypes, source_code, *args, **kwargs)

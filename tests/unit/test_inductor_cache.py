@@ -307,6 +307,17 @@ def test_fallback_jit_lets_inductor_build_a_cpp_kernel_no_package_holds_and_list
         assert event["event"] == "compiled" and event["key"] == inductor.cpp_key(["float*"], "other")
 
 
+@pytest.mark.parametrize("error", [OSError("read-only cache folder"), AttributeError("no _load_library")])
+def test_a_held_cpp_kernel_that_does_not_load_is_compiled_or_refused_saying_why(answering, monkeypatch, error):
+    monkeypatch.setattr(inductor, "_cpp_kernel", lambda key: (_ for _ in ()).throw(error))
+    source = 'extern "C" void kernel(const float* in, float* out) {}'
+    with pytest.raises(LookupError, match=f"the package's copy did not load: {error}"):
+        answering("error").cpp_pybinding(["const float*", "float*"], source)
+    compiler = answering("jit")
+    assert compiler.cpp_pybinding(["const float*", "float*"], source) == "built by Inductor"
+    assert [e["key"] for e in inductor.compiled] == [KEY]
+
+
 def test_activate_answers_inductor_once_it_is_imported(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch._inductor.async_compile", raising=False)
     monkeypatch.setattr(inductor, "_policy", inductor._Policy())
@@ -376,7 +387,7 @@ def test_save_keeps_the_shared_object_of_each_cpp_kernel_the_process_loaded(fake
     kernel = types.SimpleNamespace(__self__=types.SimpleNamespace(__file__=str(built)))
     future = types.SimpleNamespace(result=lambda: kernel)  # (compiled in a pool: a future)
     broken = types.SimpleNamespace(result=lambda: (_ for _ in ()).throw(RuntimeError("never loaded")))
-    monkeypatch.setattr(inductor, "_cpp_seen", [(KEY, future), (KEY, kernel), ("b" * 64, broken)])
+    monkeypatch.setattr(inductor, "_cpp_seen", {KEY: future, "b" * 64: broken})
     monkeypatch.setattr(inductor, "_cpu_flags", lambda: frozenset({"fma", "avx2"}))
     digest = inductor.save(str(tmp_path / "sets"))
     name = hashlib.sha256(b"\x7fELF built").hexdigest()
@@ -388,11 +399,13 @@ def test_save_keeps_the_shared_object_of_each_cpp_kernel_the_process_loaded(fake
 
 def test_record_notes_each_cpp_kernel_inductor_gives_the_program(monkeypatch):
     module = types.SimpleNamespace(AsyncCompile=type("AsyncCompile", (FakeAsyncCompile,), {}))
-    monkeypatch.setattr(inductor, "_cpp_seen", [])
+    monkeypatch.setattr(inductor, "_cpp_seen", {})
     inductor.record_cpp(module)
     inductor.record_cpp(module)  # (once)
-    assert module.AsyncCompile().cpp_pybinding(["float*"], "src") == "built by Inductor"
-    assert inductor._cpp_seen == [(inductor.cpp_key(["float*"], "src"), "built by Inductor")]
+    compiler = module.AsyncCompile()
+    assert compiler.cpp_pybinding(["float*"], "src") == compiler.cpp_pybinding(["float*"], "src") == "built by Inductor"
+    assert compiler.built == ["src", "src"]
+    assert inductor._cpp_seen == {inductor.cpp_key(["float*"], "src"): "built by Inductor"}
 
 
 def test_a_recipe_reads_the_cpp_kernels_a_set_lists(tmp_path):
