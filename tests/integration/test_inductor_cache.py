@@ -107,3 +107,23 @@ def test_a_recording_s_graphs_serve_sizes_it_never_saw_with_no_compiled_graph(tm
     # (its own checks, not the program's kernels); no kernel of the graph was built
     written = [p.read_text() for p in (tmp_path / "other").rglob("*.cpp")]
     assert written and not [t for t in written if re.search(r"\bvoid\s+kernel\(", t)]
+
+
+def test_the_recording_agent_leaves_the_program_s_modules_as_they_would_be(tmp_path, monkeypatch):
+    # Inductor's cache keys hash pickles, and pickle names torch.contiguous_format by the first module in sys.modules
+    # holding `torch`: an agent that imported the aotpack package (and with it multiprocessing, whose __mp_main__ is
+    # the program's main module, which imports torch) made every key of a torch.compile'd Llama on the CPU other than
+    # in the program served, and no recorded graph was found (torch 2.13, 2026-11-27)
+    from aotpack.backends.triton.record import program
+
+    probe = tmp_path / "probe.py"
+    probe.write_text("import json, sys\nimport torch\nimport pickle\njson.dump({'modules': sorted(sys.modules), "
+                     "'by': pickle.whichmodule(torch.contiguous_format, 'torch.contiguous_format')}, "
+                     "open(sys.argv[1], 'w'))\n")  # fmt: skip
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # (aotpack importable in the program, as from a checkout)
+    assert program.run(["python", str(probe), str(tmp_path / "recorded.json")], tmp_path / "rec").status == 0
+    recorded = json.loads((tmp_path / "recorded.json").read_text())
+    assert "sitecustomize" in recorded["modules"]  # (the agent ran)
+    assert not [m for m in recorded["modules"] if m.split(".")[0] == "aotpack"]
+    subprocess.run([sys.executable, str(probe), str(tmp_path / "plain.json")], check=True)
+    assert json.loads((tmp_path / "plain.json").read_text())["by"] == recorded["by"]

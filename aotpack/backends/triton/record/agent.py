@@ -37,14 +37,18 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-try:  # in aotpack's own process
+if __name__ == "sitecustomize":  # in a recorded program: the runtime's files aotpack record puts beside this one.
+    # Never the aotpack package, even where the program's Python has it: it imports multiprocessing, whose alias of
+    # the main module (__mp_main__) would then come before torch's modules in sys.modules, and pickle names an
+    # object like torch.contiguous_format by the first module it finds holding it: Inductor's cache keys (a hash
+    # of such pickles) would be other than in the program served, and no graph it recorded would be found
+    import _aotpack_imports as imports  # type: ignore[import-not-found]
+    import _aotpack_inductor as inductor  # type: ignore[import-not-found]
+    import _aotpack_kernels as runtime  # type: ignore[import-not-found]
+else:  # in aotpack's own process
     from aotpack.runtime import _aotpack_imports as imports
     from aotpack.runtime import _aotpack_inductor as inductor
     from aotpack.runtime import aot_kernels as runtime
-except ImportError:  # in a recorded program: aotpack record puts the runtime's files beside this one
-    import _aotpack_imports as imports  # type: ignore[import-not-found,no-redef]
-    import _aotpack_inductor as inductor  # type: ignore[import-not-found,no-redef]
-    import _aotpack_kernels as runtime  # type: ignore[import-not-found,no-redef]
 
 ENV_DIR = "AOTPACK_RECORD_DIR"
 ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
