@@ -61,6 +61,7 @@ MAX_INDUCTOR_SETS = 256
 MAX_INDUCTOR_BYTES = _inductor.MAX_BYTES  # all of them together, as activate() loads one (its own limit)
 MAX_INDUCTOR_META = _inductor.MAX_META  # a set's .json
 MAX_INDUCTOR_CPP = _inductor.MAX_CPP_KERNELS  # shared objects of Inductor's C++ kernels one set lists
+MAX_INDUCTOR_CPP_FILES = 4096  # of them in the folder, all sets together
 MAX_INDUCTOR_CPP_BYTES = _inductor.MAX_CPP_BYTES  # one of them, uncompressed
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import zlib
 from pathlib import Path
 
 from .. import limits
 from ..model import InductorSet
+from ..runtime import _aotpack_inductor as _inductor
 from . import fields
 from .yamlnodes import Node
 
@@ -30,10 +30,10 @@ def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
     """The sets of the folder ``node`` names (relative to the recipe's folder ``root``), sorted by digest."""
     folder = fields.recorded_folder(node, root, "torch.compile's caches", "inductor_cache")
     files = sorted(folder.iterdir())
-    if len(files) > 2 * limits.MAX_INDUCTOR_SETS + limits.MAX_INDUCTOR_CPP:
+    if len(files) > 2 * limits.MAX_INDUCTOR_SETS + limits.MAX_INDUCTOR_CPP_FILES:
         raise node.fail(f"{folder} holds {len(files)} files; at most {limits.MAX_INDUCTOR_SETS} sets and "
-                        f"{limits.MAX_INDUCTOR_CPP} C++ kernels (aotpack's limits.MAX_INDUCTOR_SETS, "
-                        "MAX_INDUCTOR_CPP)")  # fmt: skip
+                        f"{limits.MAX_INDUCTOR_CPP_FILES} C++ kernels (aotpack's limits.MAX_INDUCTOR_SETS, "
+                        "MAX_INDUCTOR_CPP_FILES)")  # fmt: skip
     digests: dict[str, set[str]] = {}
     objects: set[str] = set()
     for file in files:
@@ -79,22 +79,15 @@ def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
 
 
 def _object(node: Node, path: Path) -> int:
-    """Check one C++ kernel's stored shared object: it inflates, within bounds, to the bytes its name is the
-    sha256 of; returns its stored size."""
+    """Check one C++ kernel's stored shared object as activate() will (``unpack_cpp``); returns its stored size."""
     try:
         size = path.stat().st_size
         if size > limits.MAX_INDUCTOR_CPP_BYTES:
             raise ValueError(f"larger than {limits.MAX_INDUCTOR_CPP_BYTES >> 20} MiB")
-        inflate = zlib.decompressobj()
-        obj = inflate.decompress(path.read_bytes(), limits.MAX_INDUCTOR_CPP_BYTES + 1)
-        if len(obj) > limits.MAX_INDUCTOR_CPP_BYTES or not inflate.eof:
-            raise ValueError(f"it inflates past {limits.MAX_INDUCTOR_CPP_BYTES >> 20} MiB or is cut short")
-    except (OSError, ValueError, zlib.error) as exc:
+        _inductor.unpack_cpp(path.read_bytes(), path.stem)
+    except (OSError, ValueError) as exc:
         raise node.fail(f"{path}: not a C++ kernel's shared object as aotpack record stores it ({exc}); record "
                         "again") from None  # fmt: skip
-    if hashlib.sha256(obj).hexdigest() != path.stem:
-        raise node.fail(f"{path}: its bytes are not the ones recorded (the sha256 of what it holds is its name); "
-                        "record again")  # fmt: skip
     return size
 
 

@@ -54,13 +54,13 @@ SETTINGS = (
     ("bundle_triton_into_fx_graph_cache", "TORCHINDUCTOR_BUNDLE_TRITON_INTO_FX_GRAPH_CACHE"),
 )
 MAX_BYTES = 1 << 30  # a set larger than this is not one torch wrote for a program (aotpack's limits.py reads it)
-MAX_META = 1 << 16  # its .json: four fields
+MAX_META = 1 << 16  # its .json: four fields and the table of its C++ kernels (at most MAX_CPP_KERNELS)
 # how a graph's code calls for one of Inductor's C++ kernels for the CPU (a graph's code is text in the set):
 # Inductor builds those with a C++ compiler when the graph loads, which no package can stand in for
 CPP_KERNEL = b"async_compile.cpp_pybinding("
 CPP_SUFFIX = ".cpp"  # a C++ kernel's shared object beside the sets: <sha256 of the object>.cpp, zlib-compressed
 MAX_CPP_BYTES = 1 << 26  # one C++ kernel's shared object (Inductor's are tens of KiB)
-MAX_CPP_KERNELS = 4096  # C++ kernels one set lists
+MAX_CPP_KERNELS = 384  # C++ kernels one set lists: 136 bytes each in its .json, which stays within MAX_META
 CPU_INFO = "/proc/cpuinfo"
 
 _loaded: set[str] = set()  # digests loaded in this process
@@ -357,14 +357,11 @@ def _cpp_kernel(key: str) -> Any:
         path = _cpp_held[key]
         with open(path, "rb") as f:
             packed = f.read(MAX_CPP_BYTES + 1)
-        inflate = zlib.decompressobj()
-        try:
-            obj = inflate.decompress(packed, MAX_CPP_BYTES + 1)
-        except zlib.error as exc:
-            raise ValueError(f"{path} is damaged ({exc})") from None
         name = os.path.basename(path)[: -len(CPP_SUFFIX)]
-        if len(obj) > MAX_CPP_BYTES or not inflate.eof or hashlib.sha256(obj).hexdigest() != name:
-            raise ValueError(f"{path} is damaged (its bytes are not the ones recorded)")
+        try:
+            obj = unpack_cpp(packed, name)
+        except ValueError as exc:
+            raise ValueError(f"{path} {exc}") from None
         from torch._inductor.codecache import CppPythonBindingsCodeCache as Bindings
         from torch._inductor.runtime.cache_dir_utils import cache_dir
 
@@ -378,6 +375,21 @@ def _cpp_kernel(key: str) -> Any:
             os.replace(part, target)
         kernel = _cpp_loaded[key] = getattr(Bindings._load_library(target, key), Bindings.entry_function)
         return kernel
+
+
+def unpack_cpp(packed: bytes, name: str) -> bytes:
+    """A C++ kernel's shared object as a set stores it (zlib), checked: whole, within MAX_CPP_BYTES, and the bytes
+    whose sha256 is ``name``; a ValueError says what is wrong (the recipe reader checks each one with this too)."""
+    inflate = zlib.decompressobj()
+    try:
+        obj = inflate.decompress(packed, MAX_CPP_BYTES + 1)
+    except zlib.error as exc:
+        raise ValueError(f"is damaged ({exc})") from None
+    if len(obj) > MAX_CPP_BYTES:
+        raise ValueError(f"inflates past {MAX_CPP_BYTES >> 20} MiB")
+    if not inflate.eof or hashlib.sha256(obj).hexdigest() != name:
+        raise ValueError("is damaged (its bytes are not the ones recorded: the sha256 of what it holds is its name)")
+    return obj
 
 
 def _holds(path: str, digest: str) -> bool:

@@ -408,6 +408,15 @@ def test_record_notes_each_cpp_kernel_inductor_gives_the_program(monkeypatch):
     assert inductor._cpp_seen == {inductor.cpp_key(["float*"], "src"): "built by Inductor"}
 
 
+def test_a_set_listing_as_many_cpp_kernels_as_allowed_fits_the_json_bound_serving_and_reading_use():
+    # activate() reads MAX_META bytes of a set's .json, and the recipe reader refuses a larger one: the most C++
+    # kernels a set lists, on a CPU of many flags, still fits
+    flags = [f"feature_flag_{n:04d}" for n in range(300)]
+    kernels = {f"{n:064x}": f"{n + 1:064x}" for n in range(inductor.MAX_CPP_KERNELS)}
+    meta = {**META, "cpp_kernels": 10**9, "cpp": {"soabi": SOABI, "cpu": flags, "kernels": kernels}}
+    assert len(json.dumps(meta, sort_keys=True).encode()) <= inductor.MAX_META
+
+
 def test_a_recipe_reads_the_cpp_kernels_a_set_lists(tmp_path):
     digest, name = write_cpp_set(tmp_path / "inductor-cache")
     (s,) = read_recipe(tmp_path).inductor_cache
