@@ -40,6 +40,7 @@ MAX_CALLS = 4096  # typical calls evaluated per choice of None arguments
 MAX_DIGITS = 20  # digits of a number (2**63 has 19): int() of thousands of digits is slow, and past 4300 refused
 MAX_SIZE = 1 << 60  # a size in bytes (--trim, $AOTPACK_CACHE_SIZE): 1048576T, more than any disk holds
 MAX_JOBS = 1024  # parallel compiles: more than any machine has cores, far fewer than would exhaust it
+MAX_PROGRAM_RUNS = 16  # runs of a recorded program (aotpack record --runs: 3 by default)
 MAX_TUNE_RUNS = 100_000  # timed (--reps, 30 by default) or untimed (--warmup, 5) runs per variant and key
 
 # what aotpack reads of a wheel it may not have built (aotpack inspect): a hostile one costs at most this much

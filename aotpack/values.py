@@ -18,7 +18,15 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .limits import MAX_CONSTEXPR_TEXT, MAX_DIGITS, MAX_JOBS, MAX_RECORD_BYTES, MAX_SIZE, MAX_TUNE_RUNS
+from .limits import (
+    MAX_CONSTEXPR_TEXT,
+    MAX_DIGITS,
+    MAX_JOBS,
+    MAX_PROGRAM_RUNS,
+    MAX_RECORD_BYTES,
+    MAX_SIZE,
+    MAX_TUNE_RUNS,
+)
 
 Widened = int | float | bool | str  # a value a constexpr is widened to
 
@@ -63,6 +71,11 @@ def jobs(value: str | int) -> int:
 def runs(value: str, low: int) -> int:
     """Runs of a kernel per variant and key when tuning (``--reps`` from 1, ``--warmup`` from 0)."""
     return count(value, "a number of runs", low, MAX_TUNE_RUNS)
+
+
+def program_runs(value: str) -> int:
+    """How often ``aotpack record`` runs the program at most (``--runs``)."""
+    return count(value, "a number of runs of the program", 1, MAX_PROGRAM_RUNS)
 
 
 def boolean(value: str | bool, what: str) -> bool:

@@ -20,7 +20,7 @@ from .._version import __version__
 from ..backends.recipes import load
 from ..backends.triton import releases, toolchain
 from ..backends.triton.recipe import wanted_triton
-from ..backends.triton.record import parse_widen
+from ..backends.triton.record import RUNS, parse_widen
 from ..errors import AotpackError, OutputError, UsageError, shown
 from ..manifest import read_wheel
 from ..pipeline import cache
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         "record",
         help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
         "of built packages missed)",
-        usage="aotpack record -o RECIPE [--package NAME] [--widen NAME=VALUES] [--report PATH] [-q | -v] "
+        usage="aotpack record -o RECIPE [--package NAME] [--widen NAME=VALUES] [--runs N] [--report PATH] [-q | -v] "
         "[-- python program.py [args...]]",
     )
     r.add_argument("-o", "--out", type=_path, required=True, help="the recipe to write (merged into if it exists)")
@@ -116,6 +116,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--widen", type=parse_widen, action="append", default=[], metavar="NAME=VALUES",
                    help="build every recorded variant with constexpr NAME also at these values (1,2,4,8; 1..64; "
                    "1..256:pow2): the set a deployment needs (repeatable)")  # fmt: skip
+    r.add_argument("--runs", type=_runs, default=RUNS, metavar="N",
+                   help=f"run the program at most N times (default {RUNS}): again while a run changes torch.compile's "
+                   "profile of which sizes change, so that the recording holds the graphs a served process "
+                   "compiles; 1: once")  # fmt: skip
     r.add_argument("--report", type=_path, action="append", default=[], metavar="PATH",
                    help="class misses reported elsewhere (a file, or an AOTPACK_REPORT folder) to add to the "
                    "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
@@ -190,6 +194,7 @@ _size = _option(cache.parse_size)
 _reps = _option(lambda text: values.runs(text, 1))
 _warmup = _option(lambda text: values.runs(text, 0))
 _path = _option(values.path)
+_runs = _option(values.program_runs)
 
 
 def _cache_command(folder: Path | None, trim: int | None, verbose: bool = False) -> str:

@@ -42,9 +42,11 @@ def main(args: argparse.Namespace) -> None:
         else:
             said(f"{args.out} unchanged: it holds the rows of all {counted} reported")
     if program or not args.report:
-        summary = record(program, args.out, args.package, dict(args.widen))
+        summary = record(program, args.out, args.package, dict(args.widen), args.runs)
         compiled = summary.events.compilations()
         counts = _counts(summary.events)
+        if summary.runs > 1:
+            counts += f" (the program ran {summary.runs} times: torch.compile's caches as its last run left them)"
         if summary.written:
             said(f"wrote {args.out}: {counts}")
         elif compiled or summary.events.cached or summary.events.inductor:

@@ -150,7 +150,6 @@ class Guard(_Behind):
             return self.inner.put(f.read(), filename, binary=True)
 
 
-ENV_RECORDING = "AOTPACK_RECORD_DIR"  # aotpack record's events folder (the agent's): Recorder copies entries there
 ENV_RECORDED = "AOTPACK_RECORDED_CACHE_MANAGER"  # the manager the recorded program had (MODULE:CLASS)
 
 
@@ -189,7 +188,7 @@ def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
     made of (``key_parts``, where the compile is on this thread's stack), then its ``cached`` event in this
     process's events file; never raises into the program (a failure is a ``skipped`` event)."""
 
-    folder = os.environ.get(ENV_RECORDING)
+    folder = os.environ.get(_jit.ENV_RECORDING)
     if not folder or key in _copied:
         return
     _copied.add(key)
@@ -208,7 +207,7 @@ def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
         event = {"event": "skipped", "function": f"triton.compile of {name}",
                  "why": f"its Triton cache entry was not copied: {type(exc).__name__}: {exc}"}  # fmt: skip
     line = json.dumps(event, sort_keys=True, default=repr) + "\n"
-    with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:
+    with open(_jit.events_file(folder), "a") as f:
         f.write(line)
 
 

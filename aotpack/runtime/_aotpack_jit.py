@@ -13,6 +13,15 @@ import sys
 import threading
 from typing import Any
 
+ENV_RECORDING = "AOTPACK_RECORD_DIR"  # aotpack record's events folder, in each process of the recorded program
+ENV_RECORDING_RUN = "AOTPACK_RECORD_RUN"  # which run of the recorded program this is (record may run it again)
+
+
+def events_file(folder: str) -> str:
+    """This process's events file in aotpack record's ``folder`` (the agent's events, and the Recorder's): a
+    process's own, and its run's, since a process of a later run may have an earlier one's id."""
+    return os.path.join(folder, f"{os.environ.get(ENV_RECORDING_RUN, '1')}-{os.getpid()}.jsonl")
+
 # ---------------------------------------------------------------- source identity
 # How a @triton.jit function is known from one process to another (aotpack record writes it, activate() looks
 # it up), whatever module, file or line holds it: kernels generated anew in every process (Helion, code

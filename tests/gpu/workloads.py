@@ -155,8 +155,9 @@ WORKLOADS: dict[str, Workload] = {"llama": llama, "helion": helion, "fla": fla, 
              # batch equals the KV cache's heads, and Dynamo gives equal sizes one symbol (duck sizing), a graph
              # that serves no other batch. A length that is no multiple of 8 among the training steps: a graph
              # compiled at multiples of 8 alone guards on it (seq % 8 == 0; H200, 2026-11-27) and serves no other.
-             # (Training at 3x48 then 2x130, 4x130 or 2x99 compiles nothing; one graph of generate() is generated
-             # anew in every run, even at the recorded sizes and order, into a kernel of another Triton key)
+             # (One graph of generate() was generated anew in every served run, even at the recorded sizes and order:
+             # the served process starts with the finished profile, which gives the attention mask's sizes their own
+             # symbols where the recording's first run had shared the input ids'; record now runs it again)
              "llama_dynamic": functools.partial(llama, steps=((2, 64), (4, 99), (4, 128), (2, 98)), prompts=(2, 5),
                                                 compiled=True, dynamic=True, liger=False),
              "llama_dynamic_served": functools.partial(llama, steps=((3, 48), (2, 130), (5, 77)), prompts=(3,),

@@ -127,3 +127,54 @@ def test_the_recording_agent_leaves_the_program_s_modules_as_they_would_be(tmp_p
     assert not [m for m in recorded["modules"] if m.split(".")[0] == "aotpack"]
     subprocess.run([sys.executable, str(probe), str(tmp_path / "plain.json")], check=True)
     assert json.loads((tmp_path / "plain.json").read_text())["by"] == recorded["by"]
+
+
+PAIRS = textwrap.dedent("""
+    import json, sys
+    import torch, triton  # noqa: F401
+
+    @torch.compile(dynamic=True)
+    def h(x, y):
+        return torch.cat([x, y]).sin().sum(0)
+
+    out = []
+    for pair in sys.argv[1:]:
+        a, b = (int(s) for s in pair.split(","))
+        torch.manual_seed(a * 100 + b)
+        out.append(h(torch.randn(a, 16), torch.randn(b, 16)).tolist())
+    counters = torch._dynamo.utils.counters
+    print(json.dumps({"out": out, "misses": counters["inductor"]["fxgraph_cache_miss"]}))
+""")
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_a_recording_holds_the_graphs_its_own_profile_makes_a_served_process_compile(runs, tmp_path):
+    # The first run compiles h with both sizes one symbol at (4, 4) (equal sizes: Dynamo's duck sizing), then at
+    # (1, 5) another graph, and its profile marks both sizes as ones that change. A process that starts with that
+    # profile gives each its own symbol from the first call: a graph the first run never compiled (a Llama's
+    # generate() on the GPU did the same). record runs the program again while a run changes the profile: the
+    # second run starts as a served process does, and compiles and records that graph
+    (tmp_path / "prog.py").write_text(PAIRS)
+    (tmp_path / "serve.py").write_text(SERVE)
+    recorded = run(["-m", "aotpack", "record", "-o", "r/recipe.yaml", "--package", "graphs_kernels", "--runs",
+                    str(runs), "--", "python", "prog.py", "4,4", "1,5"], tmp_path, "record-cache")  # fmt: skip
+    said = recorded.stdout + recorded.stderr
+    if runs == 1:
+        assert "changed torch.compile's profile" in said and "with a larger --runs" in said, said
+    else:  # the second run changed nothing: not run a third time
+        assert "running it again" in said and "the program ran 2 times" in said, said
+    recipe = tmp_path / "r" / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("targets: []", "targets: [sm_90]"))
+    run(["-m", "aotpack", "build", "r/recipe.yaml", "-o", "dist"], tmp_path, "build-cache")
+    site = install_wheel(next((tmp_path / "dist").glob("*.whl")), tmp_path / "site")
+
+    bare = without_c_compiler(tmp_path / "bin")
+    args = ["prog.py", "7,7", "1,9"]  # sizes never recorded
+    if runs == 1:  # the graph of two symbols: never recorded, its C++ kernel refused (where a compiler is: where
+        # none is, Inductor's own check of the CPU's vector extensions fails first)
+        refused = run(["serve.py", "error", *args], tmp_path, "served", site, fails=True)
+        assert "Inductor would compile Inductor's C++ kernel" in refused.stderr, refused.stderr[-3000:]
+        return
+    served = run(["serve.py", "error", *args], tmp_path, "served", site, PATH=bare)
+    cold = json.loads(run(["serve.py", "-", *args], tmp_path, "cold", site).stdout)
+    assert json.loads(served.stdout) == {"out": cold["out"], "misses": 0}

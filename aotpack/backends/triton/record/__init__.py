@@ -9,11 +9,12 @@ the recipe as it is written (``merge``). ``misses`` adds the classes built packa
 
 from .events import Compilation, Events, Function, Unrecordable, compilation, read_events
 from .existing import Existing, existing_recipe
-from .program import Outcome, Recording, Summary, check_package, record, recording
+from .program import RUNS, Outcome, Recording, Summary, check_package, record, recording
 from .widen import parse_widen
 from .write import recipe_text, write
 
 __all__ = [
+    "RUNS",
     "Compilation",
     "Events",
     "Existing",

@@ -4,7 +4,7 @@ happens.
 ``aotpack record`` starts the program as a child process whose ``PYTHONPATH`` leads with a folder holding this
 file as ``sitecustomize.py`` (the program's own ``sitecustomize``, if any, still runs after it) and
 ``AOTPACK_RECORD_DIR`` naming where to write. Every Python process of the workload (workers it spawns too)
-installs the hooks as soon as it imports Triton, and appends one JSON line per event to ``<dir>/<pid>.jsonl``:
+installs the hooks as soon as it imports Triton, and appends one JSON line per event to ``<dir>/<run>-<pid>.jsonl``:
 ``compile`` (the function, its signature, constants, attributes, options and target, as Triton's
 ``jit_cache_hook`` gives them, each value encoded by ``encode``) as it happens, so that a program that crashes
 keeps what it compiled; ``cached``: a kernel ``triton.compile`` returned to another caller (Inductor under
@@ -44,13 +44,15 @@ if __name__ == "sitecustomize":  # in a recorded program: the runtime's files ao
     # of such pickles) would be other than in the program served, and no graph it recorded would be found
     import _aotpack_imports as imports  # type: ignore[import-not-found]
     import _aotpack_inductor as inductor  # type: ignore[import-not-found]
+    import _aotpack_jit as jit  # type: ignore[import-not-found]
     import _aotpack_kernels as runtime  # type: ignore[import-not-found]
 else:  # in aotpack's own process
     from aotpack.runtime import _aotpack_imports as imports
     from aotpack.runtime import _aotpack_inductor as inductor
+    from aotpack.runtime import _aotpack_jit as jit
     from aotpack.runtime import aot_kernels as runtime
 
-ENV_DIR = "AOTPACK_RECORD_DIR"
+ENV_DIR = jit.ENV_RECORDING
 ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
 ENTRIES = "triton-cache"  # beside the events: the cache entries of kernels compiled outside the JIT, by key
 INDUCTOR = "torch-compile"  # beside the events: torch.compile's caches, a set per process (_aotpack_inductor)
@@ -65,7 +67,7 @@ def _recorder_serves() -> bool:
 
 class Agent:
     """Triton's hooks, chained after any already installed; each event goes to ``sink`` (by default a line of
-    ``<folder>/<pid>.jsonl``). A compile event carries a ``number`` (launch counts refer to it) and the text of
+    ``<folder>/<run>-<pid>.jsonl``). A compile event carries a ``number`` (launch counts refer to it) and the text of
     each written-out source the first time it is needed."""
 
     def __init__(self, folder: str | None = None, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
@@ -73,7 +75,7 @@ class Agent:
         self.inductor: str | None = None  # where torch.compile's caches are saved at exit
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
-            self.path = os.path.join(folder, f"{os.getpid()}.jsonl")
+            self.path = jit.events_file(folder)
             self.entries = os.path.join(folder, ENTRIES)
             self.inductor = os.path.join(folder, INDUCTOR)
         self.sink = sink or self._append

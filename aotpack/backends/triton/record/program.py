@@ -33,6 +33,7 @@ from ...._temp import write_file
 from ....errors import AotpackError, OutputError, RecipeError, RecordError, UsageError
 from ....runtime import PYTHON_HELPERS, aot_kernels
 from ....runtime import _aotpack_inductor as inductor
+from ....runtime import _aotpack_jit as jit
 from ....values import Widened
 from ....words import plural
 from ... import recipes as recipe
@@ -46,6 +47,7 @@ from .write import write
 log = logging.getLogger("aotpack")
 
 RUNTIME_FILE = Path(aot_kernels.__file__)
+RUNS = 3  # how often record runs a program at most: again while a run changes torch.compile's profile (_again)
 
 
 class Recording:
@@ -165,29 +167,44 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
 
 @dataclass(frozen=True, kw_only=True)
 class Summary:
-    """What ``record`` did: the events, the class misses the program's aotpack packages reported, and whether
-    the recipe was written (not where it held every row already)."""
+    """What ``record`` did: the events, the class misses the program's aotpack packages reported, whether
+    the recipe was written (not where it held every row already), and how often the program ran."""
 
     events: Events
     misses: list[misses_.Miss]
     written: bool
+    runs: int = 1
 
 
-def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Widened]] | None = None) -> Summary:
+def record(
+    argv: list[str], out: Path, package: str, widen: dict[str, list[Widened]] | None = None, runs: int = RUNS
+) -> Summary:
     """Run the program recorded and merge what it compiled into the recipe ``out`` (module docstring: the
-    outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``)."""
+    outcomes). Class misses of aotpack packages it ran come back too (``AOTPACK_REPORT``). A program whose run
+    changed Dynamo's profile is run again, up to ``runs`` times in all (``_again``)."""
     check_package(package)
     existing_recipe(out)  # a malformed recipe fails before the program runs
     with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:  # (the cache entries copied from it)
         folder = Path(tmp)
-        outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports")})
+        number = 0
+        while True:
+            number += 1
+            profile = _profile(folder)
+            outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports"),
+                                         jit.ENV_RECORDING_RUN: str(number)})  # fmt: skip
+            if not (outcome.ok and _again(folder, profile, outcome, number, runs)):
+                break
+            # what the next run saves of torch.compile's caches is what a served process uses: the graphs it
+            # finds and those it compiles, and the profile as it is now (an earlier run's would replace it)
+            shutil.rmtree(folder / "events" / record_agent.INDUCTOR)
         events = read_events(folder / "events") if (folder / "events").is_dir() else Events()
         # class misses of the aotpack packages it ran (what they let the JIT compile, the agent saw too)
         reported = misses_.read_reports([folder / "reports"]).misses if (folder / "reports").is_dir() else []
         if events.refused:  # the program ran with a Triton aotpack is not tested with: nothing was recorded
             raise RecordError(f"{events.refused[0]}; {out} is left as it was")
         if not outcome.ok:
-            raise RecordError(f"the recorded program {_status(outcome.status)}: {out} is left as it was"
+            again = f" (run {number}: an earlier run changed torch.compile's profile)" if number > 1 else ""
+            raise RecordError(f"the recorded program {_status(outcome.status)}{again}: {out} is left as it was"
                               f"{_keep_partial(out, events, package)}")  # fmt: skip
         try:
             written = bool(events.compiled or events.cached or events.inductor) and write(out, events, package,
@@ -198,7 +215,36 @@ def record(argv: list[str], out: Path, package: str, widen: dict[str, list[Widen
             error = exc if isinstance(exc, OutputError) else OutputError(exc.errno, exc.strerror or str(exc),
                                                                          str(exc.filename or out))  # fmt: skip
             raise RecordError(f"{error}{_keep_partial(out, events, package)}") from None
-    return Summary(events=events, misses=reported, written=written)
+    return Summary(events=events, misses=reported, written=written, runs=number)
+
+
+def _profile(folder: Path) -> dict[str, bytes]:
+    """Dynamo's profile as the recorded program left it (its "PGO" code state: which sizes changed, kept in
+    Inductor's cache folder, which ``run`` makes the recording's own), file by file."""
+    dynamo = folder / "inductor-cache" / "dynamo"
+    return {p.name: p.read_bytes() for p in sorted(dynamo.glob("code_state_*.pkl"))} if dynamo.is_dir() else {}
+
+
+def _again(folder: Path, profile: dict[str, bytes], outcome: Outcome, number: int, runs: int) -> bool:
+    """Whether to run the program again: its run saved torch.compile's caches and changed Dynamo's profile.
+    A process served later starts with the profile as the run left it, and compiles each frame as that says
+    from its first call: not always a graph the run compiled, which started with less (a dimension it found
+    dynamic only later; sizes then equal, which Dynamo gives one symbol: a Llama's generate() at a batch
+    size equal to its KV heads; H200, torch 2.11, 2026-11-27). The next run starts as a served process does.
+    A server stopped by a signal is not started again; nor is a run past ``runs``: said."""
+    sets = folder / "events" / record_agent.INDUCTOR
+    if not any(sets.glob("*.json")) or _profile(folder) == profile:
+        return False
+    if outcome.stopped or number >= runs:
+        why = "it was stopped" if outcome.stopped else f"it ran {plural(runs, 'time')} (--runs)"
+        log.warning("run %d of the program changed torch.compile's profile of which sizes change, and %s: a "
+                    "served process may compile graphs this recording does not hold (record it again)%s", number,
+                    why, "" if outcome.stopped else ", with a larger --runs")  # fmt: skip
+        return False
+    log.info("run %d of the program changed torch.compile's profile of which sizes change: running it again, "
+             "as a served process starts, to record the graphs it then compiles (run %d of at most %d)", number,
+             number + 1, runs)  # fmt: skip
+    return True
 
 
 def check_package(package: str) -> None:
