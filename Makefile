@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: docs demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test test-releases unit lint gpu-test clean
+.PHONY: docs demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test test-releases test-torch unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,11 @@ test: $(STAMP)  ## lint, type-check, the docs site (strict), unit and integratio
 # The Triton-release tier alone (tests/releases.py): each tested release's subset, --triton builds, installs
 test-releases: $(STAMP)
 	$(PY) -m tests.releases
+
+# The torch tier (opt-in; tests/torch_releases.py): torch.compile's recorded caches with every torch that pins a
+# tested Triton, each in a venv of its own under build/torch-venvs (about 3 GB each: torch's CUDA build from PyPI)
+test-torch: $(STAMP)
+	$(PY) -m tests.torch_releases
 
 unit: $(STAMP)
 	$(PY) -m pytest

@@ -228,18 +228,20 @@ def _profile(folder: Path) -> dict[str, bytes]:
 def _again(folder: Path, profile: dict[str, bytes], outcome: Outcome, number: int, runs: int) -> bool:
     """Whether to run the program again: its run saved torch.compile's caches and changed Dynamo's profile.
     A process served later starts with the profile as the run left it, and compiles each frame as that says
-    from its first call: not always a graph the run compiled, which started with less (a dimension it found
-    dynamic only later; sizes then equal, which Dynamo gives one symbol: a Llama's generate() at a batch
-    size equal to its KV heads; H200, torch 2.11, 2026-11-27). The next run starts as a served process does.
-    A server stopped by a signal is not started again; nor is a run past ``runs``: said."""
+    from its first call: not always a graph the run compiled, which started with less (sizes it gave one symbol
+    because they were equal get one each once the profile marks them: a Llama's attention mask and input ids in
+    generate(); H200, torch 2.11, 2026-11-27). The next run starts as a served process does. A server stopped by
+    a signal is not started again; nor is a run past ``runs``: said."""
     sets = folder / "events" / record_agent.INDUCTOR
     if not any(sets.glob("*.json")) or _profile(folder) == profile:
         return False
     if outcome.stopped or number >= runs:
-        why = "it was stopped" if outcome.stopped else f"it ran {plural(runs, 'time')} (--runs)"
-        log.warning("run %d of the program changed torch.compile's profile of which sizes change, and %s: a "
-                    "served process may compile graphs this recording does not hold (record it again)%s", number,
-                    why, "" if outcome.stopped else ", with a larger --runs")  # fmt: skip
+        if outcome.stopped:
+            why, fix = "it was stopped", "record a program that ends by itself (a server's warm-up requests)"
+        else:
+            why, fix = f"it ran {plural(runs, 'time')} (--runs)", "record it with a larger --runs"
+        log.warning("run %d of the program changed torch.compile's profile of which sizes change, and %s: a served "
+                    "process may compile graphs this recording does not hold; %s", number, why, fix)  # fmt: skip
         return False
     log.info("run %d of the program changed torch.compile's profile of which sizes change: running it again, "
              "as a served process starts, to record the graphs it then compiles (run %d of at most %d)", number,
