@@ -186,13 +186,13 @@ def record(
     existing_recipe(out)  # a malformed recipe fails before the program runs
     with tempfile.TemporaryDirectory(prefix="aotpack-record-") as tmp:  # (the cache entries copied from it)
         folder = Path(tmp)
-        number = 0
+        number, profile = 0, _profile(folder)
         while True:
             number += 1
-            profile = _profile(folder)
             outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports"),
                                          jit.ENV_RECORDING_RUN: str(number)})  # fmt: skip
-            if not (outcome.ok and _again(folder, profile, outcome, number, runs)):
+            before, profile = profile, _profile(folder)  # (what the next run starts with)
+            if not (outcome.ok and _again(folder, before != profile, outcome, number, runs)):
                 break
             # what the next run saves of torch.compile's caches is what a served process uses: the graphs it
             # finds and those it compiles, and the profile as it is now (an earlier run's would replace it)
@@ -225,15 +225,15 @@ def _profile(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(dynamo.glob("code_state_*.pkl"))} if dynamo.is_dir() else {}
 
 
-def _again(folder: Path, profile: dict[str, bytes], outcome: Outcome, number: int, runs: int) -> bool:
-    """Whether to run the program again: its run saved torch.compile's caches and changed Dynamo's profile.
+def _again(folder: Path, changed: bool, outcome: Outcome, number: int, runs: int) -> bool:
+    """Whether to run the program again: its run saved torch.compile's caches and ``changed`` Dynamo's profile.
     A process served later starts with the profile as the run left it, and compiles each frame as that says
     from its first call: not always a graph the run compiled, which started with less (sizes it gave one symbol
     because they were equal get one each once the profile marks them: a Llama's attention mask and input ids in
     generate(); H200, torch 2.11, 2026-11-27). The next run starts as a served process does. A server stopped by
     a signal is not started again; nor is a run past ``runs``: said."""
     sets = folder / "events" / record_agent.INDUCTOR
-    if not any(sets.glob("*.json")) or _profile(folder) == profile:
+    if not changed or not any(sets.glob("*.json")):
         return False
     if outcome.stopped or number >= runs:
         if outcome.stopped:
