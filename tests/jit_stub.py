@@ -88,8 +88,8 @@ def captured(capability: int, cache: str) -> list[dict[str, Any]]:
     """What the record agent writes for each compilation of ``calls()`` under the installed Triton."""
     from aotpack import model
     from aotpack.backends.triton import introspect
-    from aotpack.backends.triton.record import agent as record_agent
     from aotpack.recipe import sources as _sources
+    from aotpack.runtime import _aotpack_agent as record_agent
 
     kernels = Path(__file__).resolve().parent / "fixtures" / "kernels" / "every_kind.py"
     fn = introspect.unwrap(_sources.load(model.Source(path=kernels, module=None, function="every_kind")))

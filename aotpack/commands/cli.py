@@ -20,12 +20,12 @@ from .._version import __version__
 from ..backends.recipes import load
 from ..backends.triton import releases, toolchain
 from ..backends.triton.recipe import wanted_triton
-from ..backends.triton.record import RUNS, parse_widen
 from ..errors import AotpackError, OutputError, UsageError, shown
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
 from ..plan.variants import plan_document, plan_summary, select
+from ..record import RUNS, parse_widen
 from ..words import plural
 from . import record
 from .checks import writable_folder

@@ -1,6 +1,6 @@
 """``aotpack record``: what the command line asks (the recipe to write, checked before the program runs; the
 program after ``--``; reports of class misses), and what it prints. The recording itself is
-``backends.triton.record``'s."""
+``record``'s."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ..backends.triton.record import Events, check_package, misses, record, widen, write
 from ..errors import UsageError
+from ..record import Events, check_package, misses, record, widen, write
 from ..words import plural
 from .checks import writable_folder
 

@@ -1,6 +1,6 @@
 """The runtime every generated package ships, as source: its C, compiled into the package's shared objects
 (pipeline/native.py), and its Python, copied beside them (pipeline/build.py) and beside ``aotpack record``'s
-agent (backends/triton/record/program.py). This module lists the files, for all three; it ships nowhere."""
+agent (record/program.py). This module lists the files, for all three; it ships nowhere."""
 
 # The C: the runtime proper, compiled with the generated tables into lib<package>.so, and the Python binding,
 # compiled with module.c into the extension; each has its public header (generated code includes it) and a

@@ -88,7 +88,7 @@ def record_without_gpu(recipe: str) -> None:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from aotpack.backends.triton.record import program
+    from aotpack.record import program
     from tests.jit_stub import jit_on
 
     with tempfile.TemporaryDirectory() as cache, program.recording(recipe, "tma_recorded") as rec, jit_on(90, cache):

@@ -360,7 +360,7 @@ def _preload() -> None:
 
     for module in pkgutil.walk_packages(aotpack.__path__, "aotpack."):
         if not module.name.startswith(
-            ("aotpack.runtime", "aotpack.templates", "aotpack.backends.triton.record.agent", "aotpack.__main__")
+            ("aotpack.runtime", "aotpack.templates", "aotpack.runtime._aotpack_agent", "aotpack.__main__")
         ):
             importlib.import_module(module.name)
 

@@ -15,9 +15,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from aotpack import build
+from aotpack import build, record
 from aotpack.backends import recipes as recipe
-from aotpack.backends.triton import record
 
 from .helpers import CAI_ARRAY, install_wheel, recorded_variants, run_on_fake_driver
 

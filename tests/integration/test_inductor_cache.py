@@ -114,7 +114,7 @@ def test_the_recording_agent_leaves_the_program_s_modules_as_they_would_be(tmp_p
     # holding `torch`: an agent that imported the aotpack package (and with it multiprocessing, whose __mp_main__ is
     # the program's main module, which imports torch) made every key of a torch.compile'd Llama on the CPU other than
     # in the program served, and no recorded graph was found (torch 2.13, 2026-11-27)
-    from aotpack.backends.triton.record import program
+    from aotpack.record import program
 
     probe = tmp_path / "probe.py"
     probe.write_text("import json, sys\nimport torch\nimport pickle\njson.dump({'modules': sorted(sys.modules), "

@@ -11,14 +11,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from aotpack import build, model
+from aotpack import build, model, record
 from aotpack.backends import recipes as recipe
-from aotpack.backends.triton import record
-from aotpack.backends.triton.record import agent as record_agent
 from aotpack.commands import cli
 from aotpack.errors import RecipeError
 from aotpack.manifest import read_wheel
 from aotpack.plan import variants as plan
+from aotpack.runtime import _aotpack_agent as record_agent
 
 from .helpers import CAI_ARRAY, install_wheel, recorded_variants, run_on_fake_driver
 

@@ -15,8 +15,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from aotpack import build
-from aotpack.backends.triton import record
+from aotpack import build, record
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 

@@ -13,9 +13,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from aotpack import model  # noqa: E402
+from aotpack import model, record  # noqa: E402
 from aotpack.backends import recipes as recipe  # noqa: E402
-from aotpack.backends.triton import introspect, record  # noqa: E402
+from aotpack.backends.triton import introspect  # noqa: E402
 from aotpack.plan import variants as plan  # noqa: E402
 from aotpack.recipe import sources as _sources  # noqa: E402
 from aotpack.runtime import aot_kernels  # noqa: E402

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from aotpack import record
 from aotpack.backends import recipes as recipe
-from aotpack.backends.triton import record, releases
+from aotpack.backends.triton import releases
 
 from .. import jit_stub
 from ..shared import ROOT, stand_in_wheel

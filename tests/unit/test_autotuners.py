@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aotpack.backends.triton.record import agent as record_agent
+from aotpack.runtime import _aotpack_agent as record_agent
 from aotpack.runtime import _aotpack_jit, aot_kernels
 
 

@@ -1,4 +1,4 @@
-"""Class misses into a recipe (aotpack/backends/triton/record/misses.py): reports read and checked, and each kernel's ``classes:``
+"""Class misses into a recipe (aotpack/record/misses.py): reports read and checked, and each kernel's ``classes:``
 written where the recipe stands, every other byte as it was."""
 
 import json
@@ -7,8 +7,8 @@ import pytest
 
 from aotpack import limits
 from aotpack.backends import recipes as recipe
-from aotpack.backends.triton.record import misses
 from aotpack.errors import RecipeError, RecordError, UsageError
+from aotpack.record import misses
 
 from ..shared import GOOD
 

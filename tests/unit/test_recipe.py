@@ -379,7 +379,7 @@ def test_inspect_reports_a_malformed_manifest_in_one_line(
 def test_a_package_name_is_refused_alike_by_new_and_record_before_anything_runs(tmp_path: Path, name: str) -> None:
     import sys
 
-    from aotpack.backends.triton import record
+    from aotpack import record
     from aotpack.commands import new
     from aotpack.errors import UsageError
 

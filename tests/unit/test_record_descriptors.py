@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from aotpack.backends.triton import record
-from aotpack.backends.triton.record import kernels
+from aotpack import record
+from aotpack.record import kernels
 from aotpack.runtime import _aotpack_desc, aot_kernels
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aotpack.backends.triton.record import program
+from aotpack.record import program
 
 
 class Started(Exception):

@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from aotpack import limits
+from aotpack import limits, record
 from aotpack.backends import recipes as recipe
-from aotpack.backends.triton import record
-from aotpack.backends.triton.record import kernels, program
 from aotpack.commands import cli
 from aotpack.errors import RecipeError, RecordError
+from aotpack.record import kernels, program
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = (ROOT / "examples" / "add.py").read_text()
@@ -661,7 +660,7 @@ def test_a_triton_event_that_names_no_release_is_skipped_and_said(version):
 def test_a_constexpr_that_took_several_values_is_said_with_the_widen_that_covers_it():
     """A constexpr that follows the problem (a batch size, a length) took several values while recording: the next
     one a deployment meets would be a compilation, so record says which --widen builds each value."""
-    from aotpack.backends.triton.record import widen
+    from aotpack.record import widen
 
     compiled = events(event(block=64), event(block=16), event(block=256, dtype="fp16")).compilations()
     assert widen.varying(compiled, {}, {}) == [(REF, "BLOCK", [16, 64, 256])]

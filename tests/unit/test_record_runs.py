@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from aotpack.backends.triton import record
-from aotpack.backends.triton.record import agent, program
+from aotpack import record
 from aotpack.commands import cli
 from aotpack.errors import RecordError
+from aotpack.record import program
+from aotpack.runtime import _aotpack_agent as agent
 from aotpack.runtime import _aotpack_jit as jit
 
 from .test_inductor_cache import write_set

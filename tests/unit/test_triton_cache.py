@@ -68,8 +68,8 @@ def entry_of(tmp_path, name="k"):
 
 
 def test_the_agent_copies_an_entry_at_once_and_reads_back_as_cached_and_chains_the_previous_listener(tmp_path):
-    from aotpack.backends.triton.record import agent as record_agent
-    from aotpack.backends.triton.record.events import read_events
+    from aotpack.record.events import read_events
+    from aotpack.runtime import _aotpack_agent as record_agent
 
     agent, heard = record_agent.Agent(str(tmp_path / "events")), []
     agent._previous_listener = lambda **given: heard.append(given["cache_hit"])
@@ -88,8 +88,8 @@ def test_the_agent_copies_an_entry_at_once_and_reads_back_as_cached_and_chains_t
 
 
 def test_an_entry_the_agent_cannot_copy_is_said_never_raised(tmp_path):
-    from aotpack.backends.triton.record import agent as record_agent
-    from aotpack.backends.triton.record.events import read_events
+    from aotpack.record.events import read_events
+    from aotpack.runtime import _aotpack_agent as record_agent
 
     agent = record_agent.Agent(str(tmp_path / "events"))
     metadata, group = entry_of(tmp_path)
@@ -109,7 +109,7 @@ def test_an_entry_the_agent_cannot_copy_is_said_never_raised(tmp_path):
     ],
 )
 def test_a_cached_event_that_is_not_an_entry_s_is_skipped(event, why):
-    from aotpack.backends.triton.record.events import Events
+    from aotpack.record.events import Events
 
     events = Events()
     events.add({"event": "cached", "name": "k", "triton": "3.6.0", "target": "cuda:90", **event}, "7")
@@ -165,7 +165,7 @@ def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make
 def test_the_jit_s_own_compilation_is_not_copied_and_the_next_one_in_the_thread_is(tmp_path):
     from types import SimpleNamespace
 
-    from aotpack.backends.triton.record import agent as record_agent
+    from aotpack.runtime import _aotpack_agent as record_agent
 
     events: list[dict] = []
     agent = record_agent.Agent(str(tmp_path / "events"), sink=events.append)
@@ -199,8 +199,8 @@ def test_a_module_the_program_s_cache_lacks_comes_from_the_package(guard, tmp_pa
 def test_the_agent_copies_each_module_triton_builds_or_finds_and_the_recipe_reads_it(tmp_path):
     from types import SimpleNamespace
 
-    from aotpack.backends.triton.record import agent as record_agent
-    from aotpack.backends.triton.record.events import read_events
+    from aotpack.record.events import read_events
+    from aotpack.runtime import _aotpack_agent as record_agent
 
     built = tmp_path / "program-cache" / ("M" * 52)
     built.mkdir(parents=True)

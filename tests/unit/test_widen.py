@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aotpack import record
 from aotpack.backends import recipes as recipe
-from aotpack.backends.triton import record
 from aotpack.commands import cli
 from aotpack.errors import RecipeError, RecordError
 from aotpack.plan import variants as plan

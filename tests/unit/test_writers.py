@@ -30,7 +30,7 @@ ALLOWED = {
         "symlink_to",
     ): "a link inside the build's own scratch folder (Python's headers by arch)",
     (
-        "aotpack/backends/triton/record/agent.py",
+        "aotpack/runtime/_aotpack_agent.py",
         "open",
     ): "runs in the recorded program: appends whole event lines; a process killed "
     "mid-line leaves its last line short, which record.read_events skips",

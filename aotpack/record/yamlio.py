@@ -17,7 +17,7 @@ from ruamel.yaml.error import YAMLError as RuamelError
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 
-from ....errors import Location, RecipeError
+from ..errors import Location, RecipeError
 
 
 def dump(recipe: dict[str, Any]) -> str:

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from ....recipe import yamlnodes
-from ... import recipes as recipe
+from ..backends import recipes as recipe
+from ..recipe import yamlnodes
 from . import yamlio
 
 

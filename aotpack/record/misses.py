@@ -17,13 +17,13 @@ from typing import Any
 
 import yaml
 
-from ...._temp import atomic_file
-from ....errors import RecipeError, RecordError, UsageError
-from ....limits import MAX_REPORT_BYTES, MAX_REPORTS
-from ....model import Kernel
-from ....plan import classes
-from ....recipe import yamlnodes
-from ... import recipes as recipe
+from .._temp import atomic_file
+from ..backends import recipes as recipe
+from ..errors import RecipeError, RecordError, UsageError
+from ..limits import MAX_REPORT_BYTES, MAX_REPORTS
+from ..model import Kernel
+from ..plan import classes
+from ..recipe import yamlnodes
 
 REPORT_FORMAT = "aotpack-report/1"  # what aot_kernels.stats() writes
 

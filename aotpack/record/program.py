@@ -29,16 +29,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ...._temp import write_file
-from ....errors import AotpackError, OutputError, RecipeError, RecordError, UsageError
-from ....runtime import PYTHON_HELPERS, aot_kernels
-from ....runtime import _aotpack_inductor as inductor
-from ....runtime import _aotpack_jit as jit
-from ....values import Widened
-from ....words import plural
-from ... import recipes as recipe
-from .. import releases
-from . import agent as record_agent
+from .._temp import write_file
+from ..backends import recipes as recipe
+from ..backends.triton import releases
+from ..errors import AotpackError, OutputError, RecipeError, RecordError, UsageError
+from ..runtime import PYTHON_HELPERS, aot_kernels
+from ..runtime import _aotpack_agent as record_agent
+from ..runtime import _aotpack_inductor as inductor
+from ..runtime import _aotpack_jit as jit
+from ..values import Widened
+from ..words import plural
 from . import misses as misses_
 from .events import Events, read_events
 from .existing import existing_recipe

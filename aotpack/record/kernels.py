@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from .... import facts
-from ....errors import RecordError
-from ....model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
-from ....states import NONE
-from ....values import Widened
+from .. import facts
+from ..errors import RecordError
+from ..model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
+from ..states import NONE
+from ..values import Widened
 from . import descriptors
 from .events import Compilation, Function, Json, Row
 from .widen import widened

@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...._temp import atomic_file
-from ....model import Source
-from ....recipe import inductor_cache, sources
-from ....runtime import aot_kernels
-from ....values import Widened
-from .. import introspect
+from .._temp import atomic_file
+from ..backends.triton import introspect
+from ..model import Source
+from ..recipe import inductor_cache, sources
+from ..runtime import aot_kernels
+from ..values import Widened
 from .events import Compilation, Events, Json
 from .existing import existing_recipe
 from .kernels import recipe_data

@@ -12,7 +12,7 @@ torch.compile, a DSL; compiled or loaded from Triton's cache), whose cache entry
 into ``<dir>/triton-cache/<key>/`` (a compile worker may end without running ``atexit``), and so is each module
 Triton builds with a C compiler or loads from its cache (a kernel launcher, its driver's utilities: a program
 served without a C compiler needs them); ``launches`` and ``picks`` (what each ``@triton.autotune`` chose) at
-exit. aotpack, the parent, reads them into typed events (``aotpack/backends/triton/record/events.py``) and
+exit. aotpack, the parent, reads them into typed events (``aotpack/record/events.py``) and
 turns them into a recipe.
 
 A function that a fresh process could not import by its module path (defined in ``__main__``, generated into a

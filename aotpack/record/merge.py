@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from ruamel.yaml.comments import Comment, CommentedMap, CommentedSeq
 
-from ....errors import RecordError
+from ..errors import RecordError
 from .events import Json
 from .existing import Existing
 from .kernels import compilations_of, listed, row_key

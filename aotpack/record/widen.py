@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ....errors import UsageError
-from ....limits import MAX_WIDEN
-from ....values import Widened, constexpr_problem
-from ....values import widened as widened_values
+from ..errors import UsageError
+from ..limits import MAX_WIDEN
+from ..values import Widened, constexpr_problem
+from ..values import widened as widened_values
 from .events import Compilation, Json, Row
 
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .... import facts
-from ....recipe.triton_cache import FILE, KEY
-from ....runtime import aot_kernels
-from ....states import ANY, DIV16, NONE, ONE, State
-from .agent import ENTRIES, INDUCTOR
+from .. import facts
+from ..recipe.triton_cache import FILE, KEY
+from ..runtime import aot_kernels
+from ..runtime._aotpack_agent import ENTRIES, INDUCTOR
+from ..states import ANY, DIV16, NONE, ONE, State
 
 # a JSON value as the agent writes it
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
