@@ -4,7 +4,7 @@
 and the one reader aotpack's own commands use (``inspect``, ``tune``).
 
 A change of shape is a new ``SCHEMA`` (``aotpack-manifest/N``): the generated package's runtime
-(``runtime/aot_kernels.py``, which ships without aotpack) reads only fields the schema declares
+(``runtime/_aotpack_runtime.py``, which ships without aotpack) reads only fields the schema declares
 (``tests/unit/test_manifest.py`` checks that it does).
 """
 
@@ -36,7 +36,7 @@ ConstJson = Any
 
 
 def const_json(value: ConstValue) -> ConstJson:
-    """A constexpr's value as the manifest holds it (the generated runtime reads it back: aot_kernels._keyed)."""
+    """A constexpr's value as the manifest holds it (the generated runtime reads it back: _aotpack_runtime._keyed)."""
     if isinstance(value, DtypeConst):
         return {"torch_dtype" if value.torch else "dtype": value.name}
     if isinstance(value, FunctionConst):
@@ -117,7 +117,7 @@ class _Kernel(TypedDict):
 class Function(TypedDict):
     module: str | None  # None: a file beside the recipe (a recording's written-out source, say)
     name: str
-    identity: str  # the source identity activate() finds the function's call sites by (aot_kernels.identity)
+    identity: str  # the source identity activate() finds the function's call sites by (_aotpack_identity.identity)
 
 
 class LaunchConfig(TypedDict):

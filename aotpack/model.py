@@ -68,7 +68,7 @@ class DtypeConst:
 @dataclass(frozen=True)
 class FunctionConst:
     """A @triton.jit function passed as a constexpr (recorded kernels), by where a build finds it, and its
-    source identity (how a call's function is matched: runtime/aot_kernels.identity)."""
+    source identity (how a call's function is matched: runtime/_aotpack_identity.identity)."""
 
     source: Source
     identity: str

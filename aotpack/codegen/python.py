@@ -12,6 +12,8 @@ from ..backends import Artifact
 from ..manifest import Manifest
 from ..model import PACKAGE_NAMES, Arg, Kernel
 from ..plan import classes
+from ..plan.variants import Variant
+from ..runtime import _aotpack_env as env
 from ..words import plural
 from . import BuildInput, KernelBuild
 
@@ -79,69 +81,9 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
     recipe = build.recipe
     kernels: dict[str, manifest_types.Kernel] = {}
     for kb in build.kernels:
-        k = kb.kernel
-        kernels[k.name] = {
-            "source": _source_text(k, recipe.path),
-            "backend": k.backend,
-            "args": [
-                {
-                    "name": a.name,
-                    "type": _arg_type(a),
-                    "kind": a.kind,
-                    **({"default": _default_text(a)} if a.has_default else {}),
-                    **({"optional": True} if a.optional else {}),
-                    **({"extent": expr.unparse(a.extent)} if a.extent is not None else {}),
-                    **({"launch_only": True} if a.launch_only else {}),
-                }
-                for a in k.args
-            ],
-            "types": {var: list(choices) for var, choices in k.types},
-            "bindings": [dict(b) for b in k.bindings],
-            "grid": [expr.unparse(g) for g in k.grid],
-            "key": [[name, expr.unparse(e)] for name, e in k.key],  # a list: the order matters
-            "bucket": k.bucket,
-            "autotune": k.autotune,
-            "mutates": _mutates(kb),
-            "default_config": k.default.label,
-            "dispatch": [
-                {
-                    "key": list(r.key),
-                    "config": r.config.label,
-                    "arch": r.arch,
-                    "types": dict(r.types or ()),
-                    "specialization": r.specialization,
-                }
-                for r in k.rules
-            ],
-            "call_order": [k.args[i].name for i in k.call_order],
-            "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in classes.specs(k)],
-            "targets": list(k.targets),
-            "min_driver_cuda": {t: facts.cuda_text(f.cuda) for t, f in kb.min_driver.items()},
-            "driver_floor_set_by": {t: f.set_by for t, f in kb.min_driver.items()},
-            "variants": [
-                {
-                    "id": v.id,
-                    "target": v.target,
-                    "types": dict(v.binding),
-                    "config": v.config.label,
-                    "specialization": v.specialization,
-                    "assumes": v.spec.jit_terms(k),
-                    "entry": art.entry,
-                    "shared_bytes": art.shared,
-                    "static_shared_bytes": art.static_shared,
-                    "num_warps": art.num_warps,
-                    "num_stages": v.config.num_stages,
-                    "constexprs": {n: manifest_types.const_json(c) for n, c in v.config.constexprs},
-                    "image_bytes": len(art.image),
-                    "image_sha256": hashlib.sha256(art.image).hexdigest(),
-                    "compiler": _compiler_facts(art),
-                }
-                for v, art in kb.variants
-            ],
-            "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
-        }
+        kernels[kb.kernel.name] = _kernel_entry(kb, recipe.path)
         if kb.caller_launches:
-            _add_launch(kernels[k.name], k)
+            _add_launch(kernels[kb.kernel.name], kb.kernel)
     out: Manifest = {
         "schema": manifest_types.SCHEMA,
         "package": recipe.package,
@@ -163,6 +105,73 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
         out["inductor_cache"] = [{"digest": s.digest, "torch": s.torch, "size": s.size, "cpp_kernels": s.cpp_kernels,
                                   "cpp_objects": len(s.cpp_objects)} for s in recipe.inductor_cache]  # fmt: skip
     return out
+
+
+def _kernel_entry(kb: KernelBuild, recipe_path: Path) -> manifest_types.Kernel:
+    """A kernel's entry in the manifest: its arguments, dispatch, classes, targets and variants."""
+    k = kb.kernel
+    return {
+        "source": _source_text(k, recipe_path),
+        "backend": k.backend,
+        "args": [_arg_entry(a) for a in k.args],
+        "types": {var: list(choices) for var, choices in k.types},
+        "bindings": [dict(b) for b in k.bindings],
+        "grid": [expr.unparse(g) for g in k.grid],
+        "key": [[name, expr.unparse(e)] for name, e in k.key],  # a list: the order matters
+        "bucket": k.bucket,
+        "autotune": k.autotune,
+        "mutates": _mutates(kb),
+        "default_config": k.default.label,
+        "dispatch": [
+            {
+                "key": list(r.key),
+                "config": r.config.label,
+                "arch": r.arch,
+                "types": dict(r.types or ()),
+                "specialization": r.specialization,
+            }
+            for r in k.rules
+        ],
+        "call_order": [k.args[i].name for i in k.call_order],
+        "specializations": [{"name": s.name, "assumes": s.jit_terms(k)} for s in classes.specs(k)],
+        "targets": list(k.targets),
+        "min_driver_cuda": {t: facts.cuda_text(f.cuda) for t, f in kb.min_driver.items()},
+        "driver_floor_set_by": {t: f.set_by for t, f in kb.min_driver.items()},
+        "variants": [_variant_entry(k, v, art) for v, art in kb.variants],
+        "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
+    }
+
+
+def _arg_entry(a: Arg) -> manifest_types.Arg:
+    return {
+        "name": a.name,
+        "type": _arg_type(a),
+        "kind": a.kind,
+        **({"default": _default_text(a)} if a.has_default else {}),
+        **({"optional": True} if a.optional else {}),
+        **({"extent": expr.unparse(a.extent)} if a.extent is not None else {}),
+        **({"launch_only": True} if a.launch_only else {}),
+    }
+
+
+def _variant_entry(k: Kernel, v: Variant, art: Artifact) -> manifest_types.Variant:
+    return {
+        "id": v.id,
+        "target": v.target,
+        "types": dict(v.binding),
+        "config": v.config.label,
+        "specialization": v.specialization,
+        "assumes": v.spec.jit_terms(k),
+        "entry": art.entry,
+        "shared_bytes": art.shared,
+        "static_shared_bytes": art.static_shared,
+        "num_warps": art.num_warps,
+        "num_stages": v.config.num_stages,
+        "constexprs": {n: manifest_types.const_json(c) for n, c in v.config.constexprs},
+        "image_bytes": len(art.image),
+        "image_sha256": hashlib.sha256(art.image).hexdigest(),
+        "compiler": _compiler_facts(art),
+    }
 
 
 def _add_launch(entry: manifest_types.Kernel, kernel: Kernel) -> None:
@@ -205,6 +214,13 @@ def _mutates(kb: KernelBuild) -> list[str] | None:
 
 
 def init_py(build: BuildInput) -> str:
+    """The package's ``__init__.py``: its kernels, then what a package offers (tuning, statistics, torch operators,
+    the drop-in, the C API), each part a function of its own. Recipe text reaches it only through repr(): data,
+    never code."""
+    return _init_kernels(build) + _init_options(build) + _init_dropin(build.recipe.package) + _init_lookup(build)
+
+
+def _init_kernels(build: BuildInput) -> str:
     names = [kb.kernel.name for kb in build.kernels]
     recipe = build.recipe
     kernels = "\n".join(
@@ -217,8 +233,7 @@ def init_py(build: BuildInput) -> str:
         "Every kernel takes CUDA tensors (torch, or objects with __cuda_array_interface__) or integer device\n"
         "pointers, and an optional stream=. Only the NVIDIA driver is needed at run time.\n"
     )
-    # recipe text reaches Python only through repr(): data, never code
-    return f'''{doc!r}
+    return f"""{doc!r}
 
 import os as _os
 
@@ -233,20 +248,26 @@ __all__ = [{", ".join(repr(n) for n in (*PACKAGE_NAMES, *names))}]
 _manifest = _runtime.Manifest(__name__)  # read on first use: launches never need it
 
 {kernels}
+"""
 
+
+def _init_options(build: BuildInput) -> str:
+    """Runtime autotuning, statistics and reports, and the environment variables that switch them on at import
+    (their names from runtime/_aotpack_env.py)."""
+    return f'''
 
 def autotune(enabled=True, cache=None, per="bucket"):
     """Runtime autotuning for keys the baked tables lack (kernels built with ``autotune: true``):
     timed on first sight, remembered per process, and with ``cache`` (a file path) shared between
     processes. ``per="bucket"``: one timing per bucket of the key (the recipe's ``bucket``);
-    ``per="key"``: one per distinct key value, as @triton.autotune does. AOTPACK_AUTOTUNE=1 (or
-    ``key``), and AOTPACK_AUTOTUNE_CACHE, switch it on at import."""
+    ``per="key"``: one per distinct key value, as @triton.autotune does. {env.AUTOTUNE}=1 (or
+    ``key``), and {env.AUTOTUNE_CACHE}, switch it on at import."""
     _runtime.autotune(_native, _manifest(), enabled, cache, per)
 
 
-if _os.environ.get("AOTPACK_AUTOTUNE", "") not in ("", "0"):
-    autotune(True, _os.environ.get("AOTPACK_AUTOTUNE_CACHE") or None,
-             "key" if _os.environ["AOTPACK_AUTOTUNE"] == "key" else "bucket")
+if _os.environ.get("{env.AUTOTUNE}", "") not in ("", "0"):
+    autotune(True, _os.environ.get("{env.AUTOTUNE_CACHE}") or None,
+             "key" if _os.environ["{env.AUTOTUNE}"] == "key" else "bucket")
 
 
 def stats():
@@ -257,31 +278,36 @@ def stats():
 
 
 def warn_class_misses(enabled=True):
-    """Warn (ClassMissWarning) the first call of each class miss; AOTPACK_WARN_CLASS_MISSES=1 does it at import."""
+    """Warn (ClassMissWarning) the first call of each class miss; {env.WARN_CLASS_MISSES}=1 does it at import."""
     _native._warn_misses(ClassMissWarning if enabled else None)
 
 
-if _os.environ.get("AOTPACK_WARN_CLASS_MISSES", "") not in ("", "0"):
+if _os.environ.get("{env.WARN_CLASS_MISSES}", "") not in ("", "0"):
     warn_class_misses(True)
-if _os.environ.get("AOTPACK_REPORT"):  # a folder: stats() is written there at exit, a file per process
-    _runtime.report_at_exit(_os.environ["AOTPACK_REPORT"], stats)
+if _os.environ.get("{env.REPORT}"):  # a folder: stats() is written there at exit, a file per process
+    _runtime.report_at_exit(_os.environ["{env.REPORT}"], stats)
+'''
 
+
+def _init_dropin(package: str) -> str:
+    """Torch operators, and the drop-in: activate(), coverage(), deactivate()."""
+    return f'''
 
 def torch_ops():
-    """Register the kernels as torch.ops.{recipe.package}.<kernel> (torch.compile traces them and CUDA
+    """Register the kernels as torch.ops.{package}.<kernel> (torch.compile traces them and CUDA
     graphs see their writes). Not done at import, so that eager users never pay for it: call this, or
-    use ``{recipe.package}.ops.<kernel>`` (which calls it). Returns the names registered."""
+    use ``{package}.ops.<kernel>`` (which calls it). Returns the names registered."""
     return _runtime.register_torch_ops(_native, _manifest())
 
 
 def __getattr__(name):
     if name == "__aotpack__":  # the manifest, parsed on first use
         return _manifest()
-    if name == "ops":  # torch.ops.{recipe.package}, registered on first use
+    if name == "ops":  # torch.ops.{package}, registered on first use
         torch_ops()
         import torch
 
-        return getattr(torch.ops, {recipe.package!r})
+        return getattr(torch.ops, {package!r})
     raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}")
 
 
@@ -308,17 +334,23 @@ def activate(fallback=None):
 
 def coverage():
     """What Triton's JIT compiled while activated with ``fallback="jit"``, in the form ``aotpack record
-    --report`` merges (AOTPACK_REPORT writes it at exit, with stats())."""
+    --report`` merges ({env.REPORT} writes it at exit, with stats())."""
     return _runtime.coverage()
 
 
 def deactivate():
     """Undo ``activate()``."""
     _runtime.deactivate()
+'''
 
+
+def _init_lookup(build: BuildInput) -> str:
+    """The C API's header folder, and ``select()`` by a kernel's name."""
+    names = [kb.kernel.name for kb in build.kernels]
+    return f'''
 
 def get_include():
-    """The folder holding {recipe.package}.h, the C API of these kernels (link with lib{recipe.package}.so
+    """The folder holding {build.recipe.package}.h, the C API of these kernels (link with lib{build.recipe.package}.so
     beside this file)."""
     from importlib import resources
 

@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="aotpack", description="Ahead-of-time GPU kernel bundles as wheels.")
     parser.add_argument("--version", action="version", version=f"aotpack {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    for verb in (_build_verb, _tune_verb, _inspect_verb, _new_verb, _record_verb, _cache_verb, _plan_verb):
+        verb(sub)  # (in this order in --help)
+    return parser
+
+
+def _build_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     b = sub.add_parser("build", help="compile a recipe into a repaired manylinux wheel")
     b.add_argument("recipe", type=_path, help="the recipe file (docs/recipe.md)")
     b.add_argument("-o", "--out-dir", type=_path, default=Path("dist"), help="where the wheel goes (default: dist)")
@@ -76,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--line-info", action="store_true",
                    help="keep line info in Triton's cubins, for profilers; it holds the sources' absolute paths, "
                         "so the wheel is then tied to this checkout")  # fmt: skip
+
+
+def _tune_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     t = sub.add_parser("tune", help="on a GPU host: time every variant of the installed package, write tables")
     t.add_argument("recipe", type=_path, help="the recipe the installed package was built from")
     t.add_argument("-o", "--out-dir", type=_path, default=Path("tables"), help="where the table goes (default: tables)")
@@ -87,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
     _amount(t, quiet="only the table's path, and warnings and errors", verbose="log every variant's time at each key")
+
+
+def _inspect_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     i = sub.add_parser("inspect", help="show what a built wheel holds (its manifest)")
     i.add_argument("wheel", type=_path, help="the .whl file")
     i.add_argument("--json", action="store_true",
@@ -96,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
         quiet="only its first line (package, version, tags)",
         verbose="list every variant id and whole sha256 digests",
     )
+
+
+def _new_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     n = sub.add_parser("new", help="start a kernel package: recipe, a Triton and a CUDA kernel, tests")
     n.add_argument("name", help="the Python package name (lower case, digits, _)")
     n.add_argument("--dir", type=_path, default=None, help="where to write it (default: ./NAME)")
@@ -104,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
                    "triton, torch, aotpack), which installing the wheel replaces; its recipe says 'replaces: "
                    "DIST'")  # fmt: skip
     _amount(n, quiet="errors only", verbose="list every file written")
+
+
+def _record_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     r = sub.add_parser(
         "record",
         help="run a program under Triton's JIT and write the recipe of what it compiled (and the classes its calls "
@@ -125,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
                    "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
     _amount(r, quiet="warnings and errors only (no counts, no advice)", verbose="echo the program's command line")
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
+
+
+def _cache_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     c = sub.add_parser("cache", help="show the cache of compiled variants and wheels; trim or clear it")
     c.add_argument("--cache-dir", type=_path, default=None, help="the cache (default: ~/.cache/aotpack)")
     what = c.add_mutually_exclusive_group()
@@ -132,6 +153,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="drop the least recently used entries until it holds at most SIZE (500M, 10G)")  # fmt: skip
     what.add_argument("--clear", action="store_true", help="remove every entry")
     _amount(c, quiet="errors only", verbose="name every entry dropped, and give the size of each kind")
+
+
+def _plan_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("plan", help="list the variant ids a recipe builds")
     p.add_argument("recipe", type=_path, help="the recipe file (docs/recipe.md)")
     p.add_argument("--only", action="append", default=[], metavar="GLOB",
@@ -144,7 +168,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="where --triton's release is kept (default: ~/.cache/aotpack)")  # fmt: skip
     _amount(p, quiet="only the variant ids (or --json's document), and warnings and errors",
             verbose="give each config and class skipped, with its reason")  # fmt: skip
-    return parser
 
 
 def _amount(verb: argparse.ArgumentParser, quiet: str, verbose: str) -> None:

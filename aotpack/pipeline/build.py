@@ -302,7 +302,7 @@ def runtime_notice() -> bytes:
     text = next((t for t in found if t), None)
     if text is None:
         raise CompileError("aotpack's LICENSE is missing from its installation; reinstall aotpack")
-    shipped = ", ".join(("_aotpack_runtime.py", *runtime.PYTHON_HELPERS))
+    shipped = ", ".join(runtime.PYTHON_FILES)
     head = (f"This package embeds the runtime of aotpack {__version__} (its C, aot_*.c, compiled into the\n"
             f"shared objects; its Python, {shipped}, copied beside them), licensed\n"
             "under the Apache License, Version 2.0, whose text follows.\n\n")  # fmt: skip
@@ -334,6 +334,7 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         "capi.c": codegen_c.capi_c(inputs),
         f"{pkg}.h": header,
         "aot_limits.h": limits.header(),
+        "aot_vocabulary.h": codegen_c.vocabulary_h(),
     }
     log.info("compiling the extension module and the C API library")
     so, library = native.compile_libraries(work, generated, pkg)
@@ -345,8 +346,7 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         (f"{pkg}/_native.abi3.so", so.read_bytes()),
         (f"{pkg}/lib{pkg}.so", library.read_bytes()),
         (f"{pkg}/include/{pkg}.h", header.encode()),
-        (f"{pkg}/_aotpack_runtime.py", native.runtime_text(runtime.PYTHON_MAIN).encode()),
-        *((f"{pkg}/{name}", native.runtime_text(name).encode()) for name in runtime.PYTHON_HELPERS),
+        *((f"{pkg}/{name}", native.runtime_text(name).encode()) for name in runtime.PYTHON_FILES),
         # Triton cache entries as recorded, which activate() serves as cache hits (_aotpack_guard)
         *((f"{pkg}/_triton_cache/{e.key}/{f}", (e.folder / f).read_bytes()) for e in rec.triton_cache for f in e.files),
         # torch.compile's caches as recorded, which activate() loads into torch's (_aotpack_inductor)

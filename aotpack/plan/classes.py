@@ -30,14 +30,16 @@ a dispatch row may name a level.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from .. import classnames
+from ..classnames import allowed, spell
 from ..errors import RecipeError
 from ..limits import MAX_CLASSES, MAX_ONE_INT_FLOORS
 from ..model import Arg, Kernel
-from ..states import ANY, DIV16, LETTER, NONE, ONE, STATE_OF
+from ..states import ANY, DIV16, NONE, ONE
+from ..states import spell as spelled
 from . import typical
 
 Origin = Literal["typical", "recipe", "relaxed", "floor", "level"]
@@ -64,60 +66,6 @@ class Spec:
     def jit_terms(self, kernel: Kernel) -> dict[str, str]:
         """What the class assumes of each argument, as Triton's JIT keys name it."""
         return {a.name: s for a, s in zip(kernel.args, self.states, strict=True) if s}
-
-
-def _hints_only(kernel: Kernel) -> bool:
-    """Only the hint levels are built: the code does not specialize as the JIT does, or ``specialize: none``."""
-    return not kernel.specialization.jit or kernel.specialize == "none"
-
-
-# ---------------------------------------------------------------- what each argument can be
-
-
-def _hint_state(arg: Arg) -> str:
-    return ONE if arg.hint == 1 else DIV16
-
-
-def allowed(kernel: Kernel, arg: Arg) -> tuple[str, ...]:
-    """The states a class may give the argument: what the kernel's Triton release keys it on (and a hint's
-    state; a required hint's only), with None where the argument is optional. Hints only (CUDA kernels,
-    ``specialize: none``): the hint or nothing."""
-    if _hints_only(kernel) or arg.launch_only or arg.descriptor or arg.kind not in ("tensor", "int"):
-        states: tuple[str, ...] = (_hint_state(arg), ANY) if arg.hint is not None else (ANY,)
-    elif arg.hint is not None and not arg.required:  # what the JIT keys, and the hint even where it keys nothing
-        states = tuple(s for s in (ONE, DIV16, ANY) if s in arg.jit_states or s == _hint_state(arg))
-    else:
-        states = arg.jit_states
-    if arg.required and arg.hint is not None:
-        states = (_hint_state(arg),)
-    return states + ((NONE,) if arg.optional else ())
-
-
-def keyed(kernel: Kernel) -> list[Arg]:
-    """The arguments a class name spells, in order: those a class can give more than one state."""
-    return [a for a in kernel.args if len(allowed(kernel, a)) > 1]
-
-
-def spell(kernel: Kernel, states: Mapping[str, str]) -> str:
-    """A class's name: one letter per keyed argument (``plain`` when none is)."""
-    return "".join(LETTER[states.get(a.name, ANY)] for a in keyed(kernel)) or "plain"
-
-
-def read(kernel: Kernel, name: str) -> tuple[str, ...] | str:
-    """A class name back into one state per argument, or why it is not one of this kernel's."""
-    args = keyed(kernel)
-    if len(name) != len(args) or any(c not in STATE_OF for c in name):
-        return (f"expected one letter per argument the JIT keys ({len(args)}: {', '.join(a.name for a in args)}), "
-                "each D, 1, N or _")  # fmt: skip
-    given = {a.name: STATE_OF[c] for a, c in zip(args, name, strict=True)}
-    out = []
-    for arg in kernel.args:
-        can = allowed(kernel, arg)
-        state = given.get(arg.name, can[0])
-        if state not in can:
-            return f"argument {arg.name} cannot be {LETTER[state]!r} (it can be {', '.join(LETTER[s] for s in can)})"
-        out.append(state)
-    return tuple(out)
 
 
 # ---------------------------------------------------------------- the classes of typical calls
@@ -173,7 +121,7 @@ def _level(kernel: Kernel, states: tuple[str, ...]) -> str:
     hinted = [(a, s) for a, s in zip(kernel.args, states, strict=True) if a.hint is not None and not a.required]
     if not hinted:
         return ""
-    return "hinted" if all(s == _hint_state(a) for a, s in hinted) else "safe"
+    return "hinted" if all(s == classnames.hint_state(a) for a, s in hinted) else "safe"
 
 
 def _floors(kernel: Kernel) -> list[tuple[str, ...]]:
@@ -220,7 +168,7 @@ def _hinted_and_plain(kernel: Kernel) -> list[tuple[str, ...]]:
         for hinted in (True, False):
             out.append(tuple(
                 NONE if a.name in none
-                else _hint_state(a) if a.hint is not None and (hinted or a.required)
+                else classnames.hint_state(a) if a.hint is not None and (hinted or a.required)
                 else ANY
                 for a in kernel.args
             ))  # fmt: skip
@@ -239,7 +187,7 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
     if how.recorded:  # the classes a recording saw, then each one's floor (a deployment's other values)
         add("recipe", [p.states for p in kernel.points])
         add("floor", [floor for p in kernel.points for floor in recorded_floors(kernel, p.states)])
-    elif _hints_only(kernel):
+    elif classnames.hints_only(kernel):
         add("level", _hinted_and_plain(kernel))
     elif kernel.specialize == "all":
         add("typical", _every(kernel))
@@ -250,13 +198,13 @@ def specs(kernel: Kernel) -> tuple[Spec, ...]:
         add("floor", [*common.known, *_floors(kernel)])
         add("relaxed", _relaxed(kernel, [group[0] for group in common.groups]))
     if how.recorded:
-        names = {s: _recorded_name(kernel, s) for s in found}
+        names = {s: classnames.recorded_name(kernel, s) for s in found}
     else:
         names = {s: spell(kernel, dict(zip((a.name for a in kernel.args), s, strict=True))) for s in found}
     made = [Spec(name=names[s], states=s, level=_level(kernel, s), origin=o) for s, o in found.items()]
     if how.by_level:  # named by level, and which optional arguments are None
         optional = [i for i, a in enumerate(kernel.args) if a.optional]
-        made = [Spec(name="-".join(p for p in (s.level, "".join(LETTER[s.states[i]] for i in optional)) if p)
+        made = [Spec(name="-".join(p for p in (s.level, spelled(s.states[i] for i in optional)) if p)
                      or "plain", states=s.states, level=s.level, origin=s.origin) for s in made]  # fmt: skip
     return tuple(sorted(made, key=lambda s: -s.degree))
 
@@ -279,17 +227,3 @@ def recorded_floors(kernel: Kernel, states: tuple[str, ...]) -> list[tuple[str, 
     singles = [relaxed([i]) for i in ints] if 1 < len(ints) <= MAX_ONE_INT_FLOORS else []
     floors = (*singles, relaxed(ints), relaxed(relaxable))
     return [floor for floor in dict.fromkeys(floors) if floor != states]
-
-
-def _recorded_name(kernel: Kernel, states: tuple[str, ...]) -> str:
-    """A recorded class's name: one letter per argument the JIT keys (or that may be None)."""
-    spelled = [LETTER[s] for a, s in zip(kernel.args, states, strict=True) if a in lettered(kernel)]
-    return "".join(spelled) or "plain"
-
-
-def lettered(kernel: Kernel) -> list[Arg]:
-    """The arguments a class name of the kernel has a letter for (the runtime spells a call's JIT class so)."""
-    how = kernel.specialization
-    if how.recorded:
-        return [a for a in kernel.args if len(a.jit_states) > 1 or a.optional]
-    return [a for a in kernel.args if a.optional] if how.by_level else keyed(kernel)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from .. import expr, limits
+from .. import classnames, expr, limits
 from ..errors import RecipeError
 from ..model import (
     BUCKETS,
@@ -29,7 +29,6 @@ from ..model import (
     TuneSpec,
     const_text,
 )
-from ..plan import classes
 from . import args as _args
 from . import fields as _fields
 from .args import TypeVars
@@ -138,7 +137,7 @@ def _classes(node: Node, kernel: Kernel) -> tuple[tuple[str, ...], ...]:
         raise node.fail("'classes' adds to the common classes; it needs 'specialize: common' (the default)")
     out: list[tuple[str, ...]] = []
     for item in node.sequence():
-        states = classes.read(kernel, item.string())
+        states = classnames.read(kernel, item.string())
         if isinstance(states, str):
             raise item.fail(f"{item.string()!r}: {states}")
         out.append(states)

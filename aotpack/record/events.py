@@ -5,7 +5,7 @@ The agent runs inside the recorded program, where aotpack may not be installed, 
 objects (and a package activated with ``fallback="jit"`` reports its compilations in the same form, written
 by the runtime); this module is the one reader of that form, as the agent and the runtime write it:
 
-- ``compile``: a compilation as it happens (``aot_kernels.payload``, numbered by the agent, with the text of
+- ``compile``: a compilation as it happens (``_aotpack_jit.payload``, numbered by the agent, with the text of
   each written-out source the first time an event needs it);
 - ``launches``: at exit, how often each compilation (by its number) was launched;
 - ``picks``: at exit, what an ``@triton.autotune`` around a function chose, per key;
@@ -29,8 +29,8 @@ from typing import Any
 
 from .. import facts
 from ..recipe.triton_cache import FILE, KEY
-from ..runtime import aot_kernels
 from ..runtime._aotpack_agent import ENTRIES, INDUCTOR
+from ..runtime._aotpack_runtime import LAUNCH_DEFAULTS
 from ..states import ANY, DIV16, NONE, ONE, State
 
 # a JSON value as the agent writes it
@@ -44,7 +44,7 @@ Ident = tuple[str, int, Row]  # a compilation: its function's identity, its arch
 @dataclass(frozen=True, kw_only=True)
 class Function:
     """A recorded @triton.jit function: where a build finds it (its module, or the source written out: a file
-    name), and its source identity (aot_kernels.identity)."""
+    name), and its source identity (_aotpack_identity.identity)."""
 
     module: str
     qualname: str
@@ -64,7 +64,7 @@ class Function:
 
     @staticmethod
     def from_json(described: Mapping[str, Any]) -> Function:
-        """From ``aot_kernels.describe``'s form."""
+        """From ``_aotpack_source.describe``'s form."""
         source = described.get("source")
         if source is not None and not isinstance(source, str):
             raise TypeError(f"a function's source is not a file name: {source!r:.50}")
@@ -81,7 +81,7 @@ class Compile:
     function: Function
     params: tuple[tuple[str, bool], ...]  # (name, is a constexpr), in the signature's order
     signature: dict[str, str]  # parameter -> Triton's type ('*fp16', 'i32', 'constexpr')
-    constants: dict[Indices, Json]  # the constexprs and folded arguments, encoded (aot_kernels.encode)
+    constants: dict[Indices, Json]  # the constexprs and folded arguments, encoded (_aotpack_jit.encode)
     attrs: dict[Indices, tuple[tuple[Json, Json], ...]]  # an argument's attributes: ('tt.divisibility', 16)
     num_warps: int
     num_stages: int
@@ -129,7 +129,7 @@ class Launches:
 
 @dataclass(frozen=True, kw_only=True)
 class Picks:
-    """At a process's exit: what an @triton.autotune around a function picked (``aot_kernels.picks``)."""
+    """At a process's exit: what an @triton.autotune around a function picked (``_aotpack_tuners.picks``)."""
 
     function: Function
     picks: tuple[Json, ...]  # {key: [...], config: {...}}, as the recipe's autotuned: writes them
@@ -290,7 +290,7 @@ class Compilation:
         return (self.types, self.states, consts, self.num_warps, self.num_stages, self.options)
 
 
-_DEFAULT_OPTIONS = aot_kernels.LAUNCH_DEFAULTS  # launch options that select other code, and Triton's defaults
+_DEFAULT_OPTIONS = LAUNCH_DEFAULTS  # launch options that select other code, and Triton's defaults
 
 
 class Unrecordable(ValueError):

@@ -10,8 +10,10 @@ from typing import Any
 
 import yaml
 
+from .. import recorded
 from ..backends import recipes as recipe
 from ..recipe import yamlnodes
+from ..states import letters
 from . import yamlio
 
 
@@ -58,7 +60,7 @@ def _check_recorded(fields: dict[str, yamlnodes.Node]) -> None:
     for option in (fields["options"].mapping(()) if "options" in fields else {}).values():
         option.scalar()
     for row in fields["variants"].sequence() if "variants" in fields else ():
-        parts = row.mapping((), required=("config", "class"))
+        parts = row.mapping((), required=recorded.ROW_REQUIRED)
         for name, value in parts["config"].mapping(()).items():
             if name in ("num_warps", "num_stages"):
                 value.integer(minimum=0)
@@ -68,10 +70,9 @@ def _check_recorded(fields: dict[str, yamlnodes.Node]) -> None:
             dtype.string()
         if "launches" in parts:
             parts["launches"].integer(minimum=0)
-        letters = parts["class"].string()
-        if len(letters) != len(args):
-            raise parts["class"].fail(f"{letters!r} has {len(letters)} letters; expected one per argument of args "
-                                      f"({len(args)}: {', '.join(args) or 'none'})")  # fmt: skip
+        states = letters(parts["class"].string(), list(args))
+        if isinstance(states, str):
+            raise parts["class"].fail(states)
     for pick in fields["autotuned"].sequence() if "autotuned" in fields else ():
         _check_value(pick)
 

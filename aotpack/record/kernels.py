@@ -1,5 +1,5 @@
 """A recording as recipe data: each recorded function one ``launch: triton`` kernel (Triton's launch syntax, see
-aot_kernels.Launcher) with exactly the variants seen, a row each (types, constexprs and options, and the JIT's
+_aotpack_runtime.Launcher) with exactly the variants seen, a row each (types, constexprs and options, and the JIT's
 specialization class of every argument), and what its @triton.autotune picked. Merged into an existing recipe's
 data, a kernel the recording has too keeps its rows as they are (their launch counts included) and takes the
 rows and picks it lacks; the order is deterministic (diff-friendly)."""
@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from .. import facts
+from .. import facts, recorded
 from ..errors import RecordError
 from ..model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
-from ..states import NONE
+from ..states import NONE, ONE, letters
 from ..values import Widened
 from . import descriptors
 from .events import Compilation, Function, Json, Row
@@ -190,19 +190,21 @@ def compilations_of(kernel: dict[str, Any]) -> list[Compilation]:
         config = dict(row["config"])
         warps = int(config.pop("num_warps", TRITON_DEFAULT_WARPS))
         stages = int(config.pop("num_stages", TRITON_DEFAULT_STAGES))
-        letters = str(row["class"])
+        states = letters(str(row["class"]), [str(name) for name in args])
+        if isinstance(states, str):  # (record/existing.py checks a recipe's rows before they are read here)
+            raise RecordError(f"a row of {kernel.get('triton')}: class {row['class']!r}: {states}")
         types = []
-        for (name, kind), letter in zip(args.items(), letters, strict=False):
+        for (name, kind), state in zip(args.items(), states, strict=True):
             desc = descriptors.parse(str(kind))
             if desc is not None:  # the row's own dtype and block
                 types.append((name, descriptors.concrete(str(kind), binding.get(desc[0], desc[0]), config)))
                 continue
             dtype = str(kind).lstrip("*")
             dtype = binding.get(dtype, dtype)
-            types.append((name, "" if letter in "1N" else ("*" if str(kind).startswith("*") else "") + dtype))
+            types.append((name, "" if state in (ONE, NONE) else ("*" if str(kind).startswith("*") else "") + dtype))
         out.append(Compilation(
             function=_MERGED, params=(), types=tuple(types),
-            states=tuple("" if ch == "_" else ch for ch in letters), constexprs=tuple(config.items()),
+            states=states, constexprs=tuple(config.items()),
             num_warps=warps, num_stages=stages, options=tuple((kernel.get("options") or {}).items()), arch=0,
             launches=int(row.get("launches", 0)),
         ))  # fmt: skip
@@ -244,13 +246,10 @@ def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: d
                  "kernel's other variants" for n, _ in other[:1]) + ": a recipe kernel takes one type per scalar "
                  "argument; record this call into a recipe of its own")  # fmt: skip
             continue
-        row: dict[str, Any] = {}
-        if typevars:
-            row["types"] = {var: col[i] for col, var in typevars.items()}
-        row["config"] = {**dict(c.constexprs), "num_warps": c.num_warps, "num_stages": c.num_stages}
-        row["class"] = "".join(s or "_" for s in c.states)
-        row["launches"] = c.launches
-        rows[row_key(row)] = row
+        row = recorded.row(types={var: col[i] for col, var in typevars.items()}, states=c.states,
+                           config={**dict(c.constexprs), "num_warps": c.num_warps, "num_stages": c.num_stages},
+                           launches=c.launches)  # fmt: skip
+        rows[recorded.row_order(row)] = row
     kernel: dict[str, Any] = {"triton": source, "launch": "triton"}
     if types:
         kernel["types"] = types
@@ -260,7 +259,7 @@ def _kernel(source: str, group: list[Compilation], picks: list[Json], dropped: d
         kernel["options"] = options
     kernel["variants"] = [rows[k] for k in sorted(rows)]
     if picks:
-        unique = {json.dumps(p, sort_keys=True, default=str): p for p in picks}
+        unique = {recorded.pick_order(p): p for p in picks}
         kernel["autotuned"] = [unique[k] for k in sorted(unique)]
     return kernel
 
@@ -282,10 +281,6 @@ def _columns(runtime: list[str], group: list[Compilation],
         else:
             scalar[name] = max(set(known), key=known.count) if known else "i32"
     return columns, scalar
-
-
-def row_key(row: dict[str, Any]) -> str:
-    return json.dumps([row.get("types"), row.get("config"), row.get("class")], sort_keys=True, default=str)
 
 
 def _tuned_key(pick: Json) -> str:

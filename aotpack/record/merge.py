@@ -19,16 +19,15 @@ from typing import Any
 import yaml
 from ruamel.yaml.comments import Comment, CommentedMap, CommentedSeq
 
+from .. import recorded
 from ..errors import RecordError
-from .events import Json
 from .existing import Existing
-from .kernels import compilations_of, listed, row_key
+from .kernels import compilations_of, listed
 from .yamlio import flow, render, round_trip, said
 
 # where dump writes them
 _TOP_ORDER = ("package", "version", "summary", "triton", "triton_cache", "inductor_cache", "widen", "targets",
               "kernels")  # fmt: skip
-_KERNEL_ORDER = ("triton", "launch", "types", "args", "options", "variants", "autotuned")
 
 
 def merged_text(existing: Existing, path: Path, wanted: dict[str, Any]) -> str | None:
@@ -105,44 +104,40 @@ def _merge_kernel(new: _Verbatim, kernels: CommentedMap, name: str, old: dict[st
     wanted = {_ident(want, row): row for row in want["variants"]}
     added = [row for ident, row in wanted.items() if ident not in have]
     gone = [i for i, ident in enumerate(have) if ident not in wanted]  # what a widened row now covers
-    picked = [_pick_key(p) for p in old.get("autotuned") or ()]
-    picks = [p for p in want.get("autotuned") or () if _pick_key(p) not in picked]
+    picked = [recorded.pick_order(p) for p in old.get("autotuned") or ()]
+    picks = [p for p in want.get("autotuned") or () if recorded.pick_order(p) not in picked]
     if not (added or gone or picks):
         return False
     node, shared = _own(kernels, name, shared)
     for key in ("types", "args", "options"):
         if key in want and want[key] != old.get(key):
-            _put(node, key, new(want[key]), _KERNEL_ORDER)
+            _put(node, key, new(want[key]), recorded.KERNEL_KEYS)
         elif key not in want and key in node:
             del node[key]
     if added or gone:
         if node.get("variants") is None:
-            _put(node, "variants", CommentedSeq(), _KERNEL_ORDER)
+            _put(node, "variants", CommentedSeq(), recorded.KERNEL_KEYS)
         seq, _ = _own(node, "variants", shared)
-        keys = [row_key(row) for row in rows]
+        keys = [recorded.row_order(row) for row in rows]
         for i, ident in enumerate(have):
             if ident in wanted and wanted[ident].get("types") != rows[i].get("types"):
-                seq[i], keys[i] = new(wanted[ident]), row_key(wanted[ident])
+                seq[i], keys[i] = new(wanted[ident]), recorded.row_order(wanted[ident])
         for i in reversed(gone):
             del seq[i], keys[i]
         for row in added:
-            _insert(seq, keys, row_key(row), new(row))
+            _insert(seq, keys, recorded.row_order(row), new(row))
     if picks:
         if node.get("autotuned") is None:
-            _put(node, "autotuned", CommentedSeq(), _KERNEL_ORDER)
+            _put(node, "autotuned", CommentedSeq(), recorded.KERNEL_KEYS)
         seq, _ = _own(node, "autotuned", shared)
         for pick in picks:
-            _insert(seq, picked, _pick_key(pick), new(pick))
+            _insert(seq, picked, recorded.pick_order(pick), new(pick))
     return True
 
 
 def _ident(kernel: dict[str, Any], row: dict[str, Any]) -> tuple[object, ...]:
     """What a row of a recorded kernel compiles, whatever its type variables are named."""
     return compilations_of({"args": kernel.get("args"), "variants": [row]})[0].variant[:-1]
-
-
-def _pick_key(pick: Json) -> str:
-    return json.dumps(pick, sort_keys=True, default=str)
 
 
 def _insert(into: CommentedSeq | CommentedMap, keys: list[str], key: str, item: Any) -> None:

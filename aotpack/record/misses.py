@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from .. import classnames
 from .._temp import atomic_file
 from ..backends import recipes as recipe
 from ..errors import RecipeError, RecordError, UsageError
@@ -24,8 +25,7 @@ from ..limits import MAX_REPORT_BYTES, MAX_REPORTS
 from ..model import Kernel
 from ..plan import classes
 from ..recipe import yamlnodes
-
-REPORT_FORMAT = "aotpack-report/1"  # what aot_kernels.stats() writes
+from ..runtime._aotpack_report import REPORT_FORMAT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +111,7 @@ def add_classes(path: Path, misses: list[Miss]) -> list[str]:
             notes.append(f"{miss.kernel}: class {miss.jit} not added (classes: is for Triton kernels the "
                          "dispatcher calls, with specialize: common)")  # fmt: skip
             continue
-        states = classes.read(kernel, miss.jit)
+        states = classnames.read(kernel, miss.jit)
         if isinstance(states, str):
             notes.append(f"{miss.kernel}: class {miss.jit} not added: {states}")
             continue
@@ -159,8 +159,8 @@ def _edit(
     """(start, end, text) that gives kernel ``name`` its classes plus ``new``."""
     node = kernels[name].node
     assert isinstance(node, yaml.MappingNode)
-    present = [spelled for spelled in (classes.spell(kernel, dict(zip((a.name for a in kernel.args), s, strict=True)))
-                                       for s in kernel.classes)]  # fmt: skip
+    names = [a.name for a in kernel.args]
+    present = [classnames.spell(kernel, dict(zip(names, s, strict=True))) for s in kernel.classes]
     value = _flow(present + new)
     for key, item in node.value:
         if key.value == "classes":

@@ -33,10 +33,9 @@ from .._temp import write_file
 from ..backends import recipes as recipe
 from ..backends.triton import releases
 from ..errors import AotpackError, OutputError, RecipeError, RecordError, UsageError
-from ..runtime import PYTHON_HELPERS, aot_kernels
+from ..runtime import AGENT, PYTHON_FILES, RECORDING_PACKAGE, _aotpack_env
 from ..runtime import _aotpack_agent as record_agent
 from ..runtime import _aotpack_inductor as inductor
-from ..runtime import _aotpack_jit as jit
 from ..values import Widened
 from ..words import plural
 from . import misses as misses_
@@ -46,7 +45,15 @@ from .write import write
 
 log = logging.getLogger("aotpack")
 
-RUNTIME_FILE = Path(aot_kernels.__file__)
+RUNTIME = Path(record_agent.__file__).parent
+# the first module every Python process of the recorded program imports: it starts the agent, from the runtime's
+# package beside it (_aotpack_agent.main)
+SITECUSTOMIZE = f"""\"\"\"aotpack record's agent, in each Python process of the recorded program.\"\"\"
+import os
+from {RECORDING_PACKAGE} import _aotpack_agent
+
+_aotpack_agent.main(os.path.dirname(os.path.abspath(__file__)))
+"""
 RUNS = 3  # how often record runs a program at most: again while a run changes torch.compile's profile (_again)
 
 
@@ -124,25 +131,25 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
     "events"``; SIGINT and SIGTERM sent to aotpack go on to the program."""
     cmd = command(argv)
     agent_dir = folder / "agent"
-    write_file(agent_dir / "sitecustomize.py", Path(record_agent.__file__).read_bytes())
-    write_file(agent_dir / "_aotpack_kernels.py", RUNTIME_FILE.read_bytes())
-    for name in PYTHON_HELPERS:  # the modules it imports, by their own names
-        write_file(agent_dir / name, (RUNTIME_FILE.parent / name).read_bytes())
+    write_file(agent_dir / "sitecustomize.py", SITECUSTOMIZE)
+    write_file(agent_dir / RECORDING_PACKAGE / "__init__.py", "")
+    for name in (*PYTHON_FILES, AGENT):  # the runtime's modules, under the names they have everywhere
+        write_file(agent_dir / RECORDING_PACKAGE / name, (RUNTIME / name).read_bytes())
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(agent_dir), env.get("PYTHONPATH")]))
-    env[record_agent.ENV_DIR] = str(folder / "events")
+    env[_aotpack_env.RECORD_DIR] = str(folder / "events")
     # Triton's cache manager in every process of the program: what any caller of triton.compile compiled or
     # found is copied into the recording, also where the agent does not run (_aotpack_guard.Recorder)
-    if env.get("TRITON_CACHE_MANAGER"):
-        env["AOTPACK_RECORDED_CACHE_MANAGER"] = env["TRITON_CACHE_MANAGER"]
-    env["TRITON_CACHE_MANAGER"] = "_aotpack_guard:Recorder"
+    if env.get(_aotpack_env.TRITON_MANAGER):
+        env[_aotpack_env.RECORDED_MANAGER] = env[_aotpack_env.TRITON_MANAGER]
+    env[_aotpack_env.TRITON_MANAGER] = f"{RECORDING_PACKAGE}._aotpack_guard:Recorder"
     # and an empty Inductor cache: a graph it holds already brings its kernels' Triton files back itself (its
     # bundle, written into Triton's cache), so that triton.compile is never called for them and they go unrecorded
     env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor-cache")
     # under a job id, without which Dynamo keeps no profile of the sizes that changed (_aotpack_inductor)
     if not (env.get("TORCH_COMPILE_JOB_ID") or env.get("TORCH_COMPILE_STICKY_PGO_KEY")):
         env["TORCH_COMPILE_JOB_ID"] = inductor.JOB_ID
-    env[record_agent.ENV_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
+    env[_aotpack_env.RECORD_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
     env.update(extra_env or {})
     log.debug("$ %s", shlex.join(cmd))  # (-v)
     try:
@@ -189,8 +196,8 @@ def record(
         number, profile = 0, _profile(folder)
         while True:
             number += 1
-            outcome = run(argv, folder, {"AOTPACK_REPORT": str(folder / "reports"),
-                                         jit.ENV_RECORDING_RUN: str(number)})  # fmt: skip
+            outcome = run(argv, folder, {_aotpack_env.REPORT: str(folder / "reports"),
+                                         _aotpack_env.RECORD_RUN: str(number)})  # fmt: skip
             before, profile = profile, _profile(folder)  # (what the next run starts with)
             if not (outcome.ok and _again(folder, before != profile, outcome, number, runs)):
                 break

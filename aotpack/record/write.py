@@ -13,7 +13,7 @@ from .._temp import atomic_file
 from ..backends.triton import introspect
 from ..model import Source
 from ..recipe import inductor_cache, sources
-from ..runtime import aot_kernels
+from ..runtime._aotpack_identity import identity
 from ..values import Widened
 from .events import Compilation, Events, Json
 from .existing import existing_recipe
@@ -82,7 +82,7 @@ def _identities(data: dict[str, Any], root: Path) -> dict[str, str]:
         except Exception:  # (the recipe's own module, imported: whatever it raises, it is matched by its text)
             continue
         if fn is not None:
-            out.setdefault(aot_kernels.identity(fn), str(name))
+            out.setdefault(identity(fn), str(name))
     return out
 
 

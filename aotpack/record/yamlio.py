@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,23 @@ from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 
 from ..errors import Location, RecipeError
+from ..states import legend
+
+# what a recipe record writes says of itself (its class letters' legend from states.py)
+HEADER = textwrap.fill(
+    "Written by aotpack record: the kernels a workload ran under Triton's JIT, each variant as the JIT compiled it "
+    f"(types, constexprs and options, and its class: per argument {legend()}). Build it with: aotpack build <this "
+    "file>",
+    width=98,
+    initial_indent="# ",
+    subsequent_indent="# ",
+    break_on_hyphens=False,
+)
 
 
 def dump(recipe: dict[str, Any]) -> str:
     """YAML with one line per variant and per autotuner pick (diff-friendly)."""
-    lines = ["# Written by aotpack record: the kernels a workload ran under Triton's JIT, each variant as the",
-             "# JIT compiled it (types, constexprs and options, and its class: per argument D = 16-divisible or",
-             "# aligned, 1 = equal to 1, N = None, _ = nothing). Build it with: aotpack build <this file>"]  # fmt: skip
+    lines = HEADER.splitlines()
     for key, value in recipe.items():  # widen: a line, as a row's lists are
         if key == "widen":
             lines.append(f"widen: {flow(value)}")

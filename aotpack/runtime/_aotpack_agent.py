@@ -1,27 +1,31 @@
 """What ``aotpack record`` runs inside the recorded program: Triton's hooks, writing each compilation as it
 happens.
 
-``aotpack record`` starts the program as a child process whose ``PYTHONPATH`` leads with a folder holding this
-file as ``sitecustomize.py`` (the program's own ``sitecustomize``, if any, still runs after it) and
-``AOTPACK_RECORD_DIR`` naming where to write. Every Python process of the workload (workers it spawns too)
-installs the hooks as soon as it imports Triton, and appends one JSON line per event to ``<dir>/<run>-<pid>.jsonl``:
-``compile`` (the function, its signature, constants, attributes, options and target, as Triton's
-``jit_cache_hook`` gives them, each value encoded by ``encode``) as it happens, so that a program that crashes
-keeps what it compiled; ``cached``: a kernel ``triton.compile`` returned to another caller (Inductor under
-torch.compile, a DSL; compiled or loaded from Triton's cache), whose cache entry, every file, is copied at once
-into ``<dir>/triton-cache/<key>/`` (a compile worker may end without running ``atexit``), and so is each module
-Triton builds with a C compiler or loads from its cache (a kernel launcher, its driver's utilities: a program
-served without a C compiler needs them); ``launches`` and ``picks`` (what each ``@triton.autotune`` chose) at
-exit. aotpack, the parent, reads them into typed events (``aotpack/record/events.py``) and
-turns them into a recipe.
+``aotpack record`` starts the program as a child process whose ``PYTHONPATH`` leads with a folder holding a
+``sitecustomize.py`` that calls ``main`` (the program's own ``sitecustomize``, if any, still runs after it) and a
+package of the runtime's files, this one among them, and ``AOTPACK_RECORD_DIR`` naming where to write. Every Python
+process of the workload (workers it spawns too) installs the hooks as soon as it imports Triton, and appends one
+JSON line per event to ``<dir>/<run>-<pid>.jsonl``: ``compile`` (the function, its signature, constants,
+attributes, options and target, as Triton's ``jit_cache_hook`` gives them, each value encoded by ``encode``) as it
+happens, so that a program that crashes keeps what it compiled; ``cached``: a kernel ``triton.compile`` returned to
+another caller (Inductor under torch.compile, a DSL; compiled or loaded from Triton's cache), whose cache entry,
+every file, is copied at once into ``<dir>/triton-cache/<key>/`` (a compile worker may end without running
+``atexit``), and so is each module Triton builds with a C compiler or loads from its cache (a kernel launcher, its
+driver's utilities: a program served without a C compiler needs them); ``launches`` and ``picks`` (what each
+``@triton.autotune`` chose) at exit. aotpack, the parent, reads them into typed events (``aotpack/record/events.py``)
+and turns them into a recipe.
 
 A function that a fresh process could not import by its module path (defined in ``__main__``, generated into a
 temporary module, loaded from a file outside any installed package, made with ``exec``) is written out as
-source (``aot_kernels.describe``): the function and every ``@triton.jit`` function and constant it reads, by
+source (``_aotpack_source.describe``): the function and every ``@triton.jit`` function and constant it reads, by
 name, the way Triton's JIT reads them for its cache key; the first event that needs it carries its text.
 
-Self-contained: the standard library and the program's own Triton; never aotpack, which the program's Python
-may not have. A hook that fails writes a ``skipped`` line and lets the program go on.
+A runtime module (runtime/__init__.py says what that means): the standard library and the program's own Triton;
+never aotpack, which the program's Python may not have, and which must not be imported there even where it is: it
+imports multiprocessing, whose alias of the main module (``__mp_main__``) would then come before torch's modules in
+``sys.modules``, and pickle names an object like ``torch.contiguous_format`` by the first module it finds holding
+it: Inductor's cache keys (a hash of such pickles) would be other than in the program served, and no graph it
+recorded would be found. A hook that fails writes a ``skipped`` line and lets the program go on.
 """
 
 from __future__ import annotations
@@ -37,25 +41,23 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-if __name__ == "sitecustomize":  # in a recorded program: the runtime's files aotpack record puts beside this one.
-    # Never the aotpack package, even where the program's Python has it: it imports multiprocessing, whose alias of
-    # the main module (__mp_main__) would then come before torch's modules in sys.modules, and pickle names an
-    # object like torch.contiguous_format by the first module it finds holding it: Inductor's cache keys (a hash
-    # of such pickles) would be other than in the program served, and no graph it recorded would be found
-    import _aotpack_imports as imports  # type: ignore[import-not-found]
-    import _aotpack_inductor as inductor  # type: ignore[import-not-found]
-    import _aotpack_jit as jit  # type: ignore[import-not-found]
-    import _aotpack_kernels as runtime  # type: ignore[import-not-found]
-else:  # in aotpack's own process
-    from aotpack.runtime import _aotpack_imports as imports
-    from aotpack.runtime import _aotpack_inductor as inductor
-    from aotpack.runtime import _aotpack_jit as jit
-    from aotpack.runtime import aot_kernels as runtime
+from . import _aotpack_imports as imports
+from . import _aotpack_inductor as inductor
+from . import _aotpack_jit as compilations
+from ._aotpack_env import RECORD_DIR, RECORD_TESTED
+from ._aotpack_identity import jit_of
+from ._aotpack_source import describe, source_names, source_text
+from ._aotpack_tuners import KeyTap, pick_of, picks, wrap_tuner_runs
 
-ENV_DIR = jit.ENV_RECORDING
-ENV_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
 ENTRIES = "triton-cache"  # beside the events: the cache entries of kernels compiled outside the JIT, by key
 INDUCTOR = "torch-compile"  # beside the events: torch.compile's caches, a set per process (_aotpack_inductor)
+
+
+def _guard() -> Any:
+    """The guard's module (aotpack record's Recorder): it imports Triton at load, so only once Triton is imported."""
+    from . import _aotpack_guard
+
+    return _aotpack_guard
 
 
 def _recorder_serves() -> bool:
@@ -75,7 +77,7 @@ class Agent:
         self.inductor: str | None = None  # where torch.compile's caches are saved at exit
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
-            self.path = jit.events_file(folder)
+            self.path = compilations.events_file(folder)
             self.entries = os.path.join(folder, ENTRIES)
             self.inductor = os.path.join(folder, INDUCTOR)
         self.sink = sink or self._append
@@ -105,8 +107,8 @@ class Agent:
         self._jit.fn = getattr(fn, "jit_function", None)  # its triton.compile is this one's: no cached event
         try:
             if _recorder_serves():  # nor does the Recorder copy its entry
-                runtime._guard().jit_compiles()
-            event = runtime.payload(key, fn, compile)
+                _guard().jit_compiles()
+            event = compilations.payload(key, fn, compile)
             with self._lock:
                 event["number"] = self.compiled
                 self.compiled += 1
@@ -150,7 +152,7 @@ class Agent:
         for file, path in group.items():
             if os.path.basename(path) != file:
                 raise ValueError(f"{file!r} is not the name of a file in the entry ({path})")
-        runtime.copy_entry(os.path.join(self.entries, key), group)
+        compilations.copy_entry(os.path.join(self.entries, key), group)
         self._cached.add(key)
         target = metadata.get("target")
         arch = target.get("arch") if isinstance(target, dict) else getattr(target, "arch", None)
@@ -161,9 +163,9 @@ class Agent:
 
     def _with_sources(self, event: dict[str, Any]) -> dict[str, Any]:
         """The event, with the text of every written-out source it names and no earlier event carried."""
-        names = [n for n in runtime.source_names(event) if n not in self._sent]
+        names = [n for n in source_names(event) if n not in self._sent]
         self._sent.update(names)
-        return {**event, "sources": {n: runtime.source_text(n) for n in names}} if names else event
+        return {**event, "sources": {n: source_text(n) for n in names}} if names else event
 
     def on_launch(self, metadata: Any) -> None:
         try:
@@ -233,22 +235,22 @@ class Agent:
 
     def adapt(self, jit_module: Any) -> None:
         """What this Triton release needs so that the hook sees every compilation (name_function_constexprs)."""
-        self._unname = runtime.name_function_constexprs(jit_module)
+        self._unname = compilations.name_function_constexprs(jit_module)
 
     def tap(self, autotuner_module: Any) -> None:
         """Every autotuner's run (Triton's and libraries' subclasses) shows which key it ran and what it picked
         (``KeyTap``), also where its cache cannot be read back at exit."""
         if self._untap is None:
-            self._untap = runtime.wrap_tuner_runs(autotuner_module.Autotuner, self._tapping)
+            self._untap = wrap_tuner_runs(autotuner_module.Autotuner, self._tapping)
 
     def _tapping(self, original: Any) -> Any:
         agent = self
 
         def tuner_run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
             cache = tuner.__dict__.get("cache")
-            if cache is None or isinstance(cache, runtime.KeyTap):  # (another thread's run is tapping it)
+            if cache is None or isinstance(cache, KeyTap):  # (another thread's run is tapping it)
                 return original(tuner, *args, **kwargs)
-            tap = tuner.cache = runtime.KeyTap(cache)
+            tap = tuner.cache = KeyTap(cache)
             try:
                 return original(tuner, *args, **kwargs)
             finally:
@@ -259,10 +261,10 @@ class Agent:
 
     def _picked(self, tuner: Any, tap: Any) -> None:
         try:
-            jit, config = runtime.jit_of(tuner), getattr(tuner, "best_config", None)
+            jit, config = jit_of(tuner), getattr(tuner, "best_config", None)
             if jit is None or config is None or not tap.keys or not isinstance(tap.keys[-1], tuple):
                 return
-            pick = runtime.pick_of(tap.keys[-1], config)
+            pick = pick_of(tap.keys[-1], config)
             with self._lock:
                 self._tapped.setdefault(id(jit), {})[json.dumps(pick["key"], default=repr)] = pick
                 self._functions.setdefault(id(jit), jit)
@@ -296,7 +298,7 @@ class Agent:
         for number, jit in list(self._functions.items()):
             seen = list(self._tapped.get(number, {}).values())  # what its autotuners' runs picked
             try:
-                read = runtime.picks(jit)  # and what their caches hold (picks loaded from disk too)
+                read = picks(jit)  # and what their caches hold (picks loaded from disk too)
             except Exception as exc:  # a cache aotpack cannot read: said unless the runs showed every pick
                 read = []
                 if not seen:
@@ -305,7 +307,7 @@ class Agent:
             chosen = seen + [p for p in read if p["key"] not in [s["key"] for s in seen]]
             try:
                 if chosen:
-                    self.sink(self._with_sources({"event": "picks", "function": runtime.describe(jit),
+                    self.sink(self._with_sources({"event": "picks", "function": describe(jit),
                                                   "picks": chosen}))  # fmt: skip
             except Exception as exc:  # the program's exit goes on
                 function = f"{getattr(jit, '__module__', '?')}:{getattr(jit, '__name__', '?')}"
@@ -341,7 +343,7 @@ def start(folder: str, knobs: Any = None) -> Agent:
     """Install the agent now (Triton imported) and write what it saw at exit; with a Triton release aotpack is
     not tested with, say so and record nothing (its hooks may hand over other things)."""
     agent = Agent(folder)
-    tested = [t for t in os.environ.get(ENV_TESTED, "").split(",") if t]
+    tested = [t for t in os.environ.get(RECORD_TESTED, "").split(",") if t]
     version = importlib.metadata.version("triton")
     if tested and ".".join(version.split(".")[:2]) not in tested:
         agent.sink({"event": "refused", "why": f"the program runs Triton {version}; aotpack records with Triton "
@@ -375,9 +377,8 @@ def _when_triton_is_imported(folder: str) -> None:
                            "triton.runtime.build": built})  # fmt: skip
 
 
-def _chain_sitecustomize() -> None:
-    """Run the sitecustomize this file stands before, if the environment has one."""
-    here = os.path.dirname(os.path.abspath(__file__))
+def _chain_sitecustomize(here: str) -> None:
+    """Run the sitecustomize the agent's (in the folder ``here``) stands before, if the environment has one."""
     for entry in sys.path:
         if os.path.abspath(entry or ".") == here:
             continue
@@ -389,10 +390,14 @@ def _chain_sitecustomize() -> None:
             return
 
 
-if __name__ == "sitecustomize" and os.environ.get(ENV_DIR):
-    imports.when_imported({"torch._inductor.async_compile": inductor.record_cpp})  # its C++ kernels, kept at exit
-    if "triton.knobs" in sys.modules:
-        start(os.environ[ENV_DIR], sys.modules["triton.knobs"])
-    else:
-        _when_triton_is_imported(os.environ[ENV_DIR])
-    _chain_sitecustomize()
+def main(here: str) -> None:
+    """In each Python process of a recorded program, as it starts: the ``sitecustomize`` aotpack record puts in the
+    folder ``here``, first on the program's ``PYTHONPATH``, calls this (record/program.py)."""
+    folder = os.environ.get(RECORD_DIR)
+    if folder:
+        imports.when_imported({"torch._inductor.async_compile": inductor.record_cpp})  # its C++ kernels, kept at exit
+        if "triton.knobs" in sys.modules:
+            start(folder, sys.modules["triton.knobs"])
+        else:
+            _when_triton_is_imported(folder)
+    _chain_sitecustomize(here)

@@ -1,5 +1,5 @@
-"""Host tensor descriptors at a recorded kernel's call site (shipped unchanged in each wheel; standard library
-only, Triton imported where present).
+"""Host tensor descriptors at a recorded kernel's call site. A runtime module (runtime/__init__.py says what that
+means): standard library only, Triton imported where present.
 
 A library on the Hopper TMA path passes ``triton.tools.tensor_descriptor.TensorDescriptor(base, shape, strides,
 block_shape, padding)``. Triton's launcher encodes its tiled tensor map from the base's address and the given

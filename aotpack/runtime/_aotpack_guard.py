@@ -17,7 +17,8 @@ exception, by design: a kernel the packages hold compiled by another ptxas of th
 its key the same (``_same_kernel``: Inductor's compile workers and the process starting them use different
 ptxas, and which compiles a kernel is decided while the program runs), is served from that entry.
 
-Shipped in each wheel beside the runtime; imported only where Triton is (it subclasses Triton's manager)."""
+A runtime module (runtime/__init__.py says what that means). At load it imports triton: it subclasses Triton's
+cache manager, so it is imported only where Triton is."""
 
 from __future__ import annotations
 
@@ -27,23 +28,24 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 from triton import knobs
 from triton.runtime.cache import CacheManager, FileCacheManager
 
-try:  # a module of a package: aotpack.runtime, or a generated package
-    from . import _aotpack_jit as _jit
-except ImportError:  # a top-level module beside aotpack record's agent
-    import _aotpack_jit as _jit  # type: ignore[import-not-found,no-redef]
+from . import _aotpack_jit as _jit
+from ._aotpack_env import (
+    CACHE_ENTRIES,
+    COMPILED_DIR,
+    FALLBACK,
+    PROGRAMS_MANAGER,
+    RECORD_DIR,
+    RECORDED_MANAGER,
+    TRITON_MANAGER,
+)
 
-ENV_MANAGER = "TRITON_CACHE_MANAGER"  # Triton reads it on every lookup, in every process
-ENV_FALLBACK = "AOTPACK_FALLBACK"  # error | jit: what a miss does, in this process and those it starts
-ENV_PROGRAMS = "AOTPACK_CACHE_MANAGER"  # the manager the program had (MODULE:CLASS), which serves behind the guard
-ENV_ENTRIES = "AOTPACK_CACHE_ENTRIES"  # the packages' copies of Triton cache entries: folders, os.pathsep between
-# fallback="jit": the folder where the processes the program starts (Inductor's compile workers) list what they
-# compiled, a file each, so that the activating process's coverage() and AOTPACK_REPORT hold it (spooled())
-ENV_COMPILED = "AOTPACK_COMPILED_DIR"
 MAX_SPOOLED = 1 << 20  # bytes read of one process's list: a worker compiles hundreds of kernels, not millions
 
 
@@ -51,13 +53,30 @@ class CompilationRefused(RuntimeError):
     """Triton was asked to compile a kernel while a package was activated with ``fallback="error"``."""
 
 
-_state = threading.local()  # .jit, .recorded: the JIT's hook let this thread's next compilation through
-compiled: list[dict[str, Any]] = []  # what this process compiled outside the JIT while fallback="jit"
-_said: set[str] = set()
-_installed_in: int | None = None  # the process that installed the guard (the others spool what they compile)
+class _Guarding:
+    """This process's guard and recorder. ``reset()`` gives back what ``install()`` changed; what compiled stays
+    listed (``compiled()``: a report written at exit holds it) and the packages' entries indexed."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.thread = threading.local()  # .jit, .recorded: the JIT's hook let this thread's next compilation through
+        self.compiled: list[dict[str, Any]] = []  # what this process compiled outside the JIT while fallback="jit"
+        self.said: set[str] = set()  # kernels whose compilation was logged
+        self.installed_in: int | None = None  # the process that installed the guard (the others spool)
+        self.here: Any = None  # a manager class the program set in this process (knobs), serving behind the guard
+        self.undo: Callable[[], None] | None = None  # what install() changed, given back
+        self.spool: str | None = None  # this process's spool folder (removed at its exit)
+        self.copied: set[str] = set()  # (aotpack record's Recorder) the keys whose entries were copied
+        # per AOTPACK_CACHE_ENTRIES: what the activated packages hold (_held_kernels)
+        self.indexes: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {}
+
+    def reset(self) -> None:
+        undo, self.undo = self.undo, None
+        if undo is not None:
+            undo()
 
 
-_here: Any = None  # a manager class the program set in this process (knobs), serving behind the guard here
+_state = _Guarding()
 
 
 def _named(env: str) -> Any:
@@ -72,8 +91,8 @@ def _named(env: str) -> Any:
 def _jit_took(which: str) -> bool:
     """Whether the JIT's hook said this thread's compilation is the JIT's own (``jit_compiles``): asked once per
     compilation, by its first lookup, for the guard (``jit``) or the recorder (``recorded``)."""
-    took = bool(getattr(_state, which, False))
-    setattr(_state, which, False)
+    took = bool(getattr(_state.thread, which, False))
+    setattr(_state.thread, which, False)
     return took
 
 
@@ -110,7 +129,7 @@ class Guard(_Behind):
     Triton compiles it."""
 
     def _programs(self) -> Any:
-        return _here if _here is not None else _named(ENV_PROGRAMS)
+        return _state.here if _state.here is not None else _named(PROGRAMS_MANAGER)
 
     def get_group(self, filename: str) -> Any:
         group = self.inner.get_group(filename)
@@ -150,9 +169,6 @@ class Guard(_Behind):
             return self.inner.put(f.read(), filename, binary=True)
 
 
-ENV_RECORDED = "AOTPACK_RECORDED_CACHE_MANAGER"  # the manager the recorded program had (MODULE:CLASS)
-
-
 class Recorder(_Behind):
     """Triton's cache manager while ``aotpack record`` runs a program, named in ``TRITON_CACHE_MANAGER`` and so
     in every process the program starts, whether or not the agent runs there (a compile worker forked before it,
@@ -163,7 +179,7 @@ class Recorder(_Behind):
     jit = False  # this compilation is the JIT's (its first lookup asked)
 
     def _programs(self) -> Any:
-        return _named(ENV_RECORDED)
+        return _named(RECORDED_MANAGER)
 
     def get_group(self, filename: str) -> Any:
         group = self.inner.get_group(filename)
@@ -180,18 +196,15 @@ class Recorder(_Behind):
         return stored
 
 
-_copied: set[str] = set()
-
-
 def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
     """The entry's files into the recording's ``triton-cache/<key>/`` (each atomically) with what its key was
     made of (``key_parts``, where the compile is on this thread's stack), then its ``cached`` event in this
     process's events file; never raises into the program (a failure is a ``skipped`` event)."""
 
-    folder = os.environ.get(_jit.ENV_RECORDING)
-    if not folder or key in _copied:
+    folder = os.environ.get(RECORD_DIR)
+    if not folder or key in _state.copied:
         return
-    _copied.add(key)
+    _state.copied.add(key)
     name = filename.removesuffix(".json")
     try:
         parts = _jit.key_parts(key)  # (once per entry: after the check above)
@@ -213,26 +226,22 @@ def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
 
 def _held(key: str, filename: str) -> str | None:
     """Where an activated package holds this file of the entry ``key``, or None."""
-    for folder in filter(None, os.environ.get(ENV_ENTRIES, "").split(os.pathsep)):
+    for folder in filter(None, os.environ.get(CACHE_ENTRIES, "").split(os.pathsep)):
         path = os.path.join(folder, key, filename)
         if os.path.isfile(path):
             return path
     return None
 
 
-_index_lock = threading.Lock()
-_indexes: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {}  # per AOTPACK_CACHE_ENTRIES (_held_kernels)
-
-
 def _held_kernels(name: str) -> list[tuple[str, str, dict[str, Any]]]:
     """Every entry the activated packages hold of kernel ``name``, in folder and key order: its key, its folder and
     what its key was made of (``key_parts``; {} where it was not recorded). The folders are listed once per process:
     a package's entries do not change while it runs, and a miss should not list them again."""
-    folders = os.environ.get(ENV_ENTRIES, "")
-    with _index_lock:
-        if folders not in _indexes:
-            _indexes[folders] = _index(folders)
-        return _indexes[folders].get(name, [])
+    folders = os.environ.get(CACHE_ENTRIES, "")
+    with _state.lock:
+        if folders not in _state.indexes:
+            _state.indexes[folders] = _index(folders)
+        return _state.indexes[folders].get(name, [])
 
 
 def _index(folders: str) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
@@ -276,13 +285,13 @@ def _same_kernel(name: str, key: str) -> str | None:
                 None)  # fmt: skip
 
 
-_PARTS = {  # what a change in each part of Triton's cache key (_aotpack_jit.key_parts) means
+_PARTS = MappingProxyType({  # what a change in each part of Triton's cache key (_aotpack_jit.key_parts) means
     "triton": "another Triton release or build", "function": "the kernel's source or a function it calls: "
     "another torch (Inductor's code) or library", "attrs": "which arguments are 16-divisible or aligned",
     "signature": "argument types", "constants": "constexpr values: a config or size hint", "source": "its IR",
     "backend": "another ptxas or GPU", "target": "another GPU", "options": "compile options",
     "environment": "Triton's environment variables",
-}  # fmt: skip
+})  # fmt: skip
 
 
 def _others(name: str, key: str) -> str:
@@ -306,7 +315,7 @@ def _others(name: str, key: str) -> str:
 def _compiling(name: str, key: str) -> None:
     where = (f"{name} (Triton cache key {key}) in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
              f"{_others(name, key)}")  # fmt: skip
-    if os.environ.get(ENV_FALLBACK) == "error":
+    if os.environ.get(FALLBACK) == "error":
         raise CompilationRefused(
             f"Triton would compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "
             "triton.compile), and no activated package holds it; activate(fallback='error') allows no compilation "
@@ -317,13 +326,13 @@ def _compiling(name: str, key: str) -> None:
             "compile it and list it in coverage()"
         )
     event = {"event": "compiled", "name": name, "key": key, "pid": os.getpid()}
-    spool = os.environ.get(ENV_COMPILED)
-    if spool and _installed_in != os.getpid():  # a process the activating one started: list it there
+    spool = os.environ.get(COMPILED_DIR)
+    if spool and _state.installed_in != os.getpid():  # a process the activating one started: list it there
         _spool(spool, event)
     else:
-        compiled.append(event)
-    if name not in _said:
-        _said.add(name)
+        _state.compiled.append(event)
+    if name not in _state.said:
+        _state.said.add(name)
         logging.getLogger("aotpack").warning("%s: Triton compiles it outside the JIT (no activated package has it)",
                                              where)  # fmt: skip
 
@@ -339,11 +348,16 @@ def _spool(folder: str, event: dict[str, Any]) -> None:
                                              event["name"], os.getpid(), exc)  # fmt: skip
 
 
+def compiled() -> list[dict[str, Any]]:
+    """What compiled outside the JIT while fallback="jit": in this process, and in those it started (``spooled``)."""
+    return _state.compiled + spooled()
+
+
 def spooled() -> list[dict[str, Any]]:
     """What the processes this one started compiled outside the JIT while fallback="jit" (their lists in
     ``AOTPACK_COMPILED_DIR``), in the order of their process ids; empty in any process but the activating one."""
-    folder = _spool_made  # (deactivate() takes the variable back; the lists stay until this process exits)
-    if folder is None or _installed_in != os.getpid() or not os.path.isdir(folder):
+    folder = _state.spool  # (deactivate() takes the variable back; the lists stay until this process exits)
+    if folder is None or _state.installed_in != os.getpid() or not os.path.isdir(folder):
         return []
     events = []
     for name in sorted(os.listdir(folder), key=lambda n: (len(n), n)):
@@ -365,71 +379,73 @@ def spooled() -> list[dict[str, Any]]:
 def jit_compiles() -> None:
     """The JIT's hook let this thread's next compilation through: the guard does not say it again (the hook
     said it, fallback="jit"), the recorder does not copy it (the agent records it as a compile event)."""
-    _state.jit = _state.recorded = True
+    _state.thread.jit = _state.thread.recorded = True
 
 
-def install(fallback: str, entries: list[str] | None = None) -> Any:
+def install(fallback: str, entries: list[str] | None = None) -> None:
     """Guard every lookup of this process (and the processes it starts) with ``fallback``, the packages' cache
-    entries in ``entries`` (folders) serving behind the program's cache; returns the undo."""
-    global _here, _installed_in
-    _state.jit = False  # (a mark no lookup of an earlier manager took)
-    was = {name: os.environ.get(name) for name in (ENV_MANAGER, ENV_FALLBACK, ENV_PROGRAMS, ENV_ENTRIES, ENV_COMPILED)}
+    entries in ``entries`` (folders) serving behind the program's cache; ``reset()`` gives back what it changed (an
+    earlier install is given back first)."""
+    reset()
+    _state.thread.jit = False  # (a mark no lookup of an earlier manager took)
+    names = (TRITON_MANAGER, FALLBACK, PROGRAMS_MANAGER, CACHE_ENTRIES, COMPILED_DIR)
+    was = {name: os.environ.get(name) for name in names}
     mine = f"{__name__}:Guard"
-    programs = was[ENV_MANAGER]
+    programs = was[TRITON_MANAGER]
     if programs != mine:  # (activated again: the program's manager stays the one behind)
         if programs:
-            os.environ[ENV_PROGRAMS] = programs
-        os.environ[ENV_MANAGER] = mine
-    os.environ[ENV_FALLBACK] = fallback
+            os.environ[PROGRAMS_MANAGER] = programs
+        os.environ[TRITON_MANAGER] = mine
+    os.environ[FALLBACK] = fallback
     if entries:
-        os.environ[ENV_ENTRIES] = os.pathsep.join(entries)
-    _installed_in = os.getpid()
+        os.environ[CACHE_ENTRIES] = os.pathsep.join(entries)
+    _state.installed_in = os.getpid()
     if fallback == "jit":
-        os.environ[ENV_COMPILED] = _spool_folder()
+        os.environ[COMPILED_DIR] = _spool_folder()
     set_here = knobs.cache.__dict__.get("manager_class")  # a class the program set in this process, not by name
     if set_here is not None and set_here is not Guard:
-        _here = set_here
+        _state.here = set_here
         knobs.cache.manager_class = Guard
     _restart_compile_workers()
 
     def undo() -> None:
-        global _here
         for name, value in was.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        if _here is not None and knobs.cache.__dict__.get("manager_class") is Guard:
-            knobs.cache.manager_class, _here = _here, None
+        if _state.here is not None and knobs.cache.__dict__.get("manager_class") is Guard:
+            knobs.cache.manager_class, _state.here = _state.here, None
         _restart_compile_workers()
 
-    return undo
+    _state.undo = undo
 
 
-_spool_made: str | None = None  # this process's spool folder (removed at its exit)
+def reset() -> None:
+    """Give back what ``install()`` changed: the environment the processes started inherit, and the manager class
+    the program set in this process."""
+    _state.reset()
 
 
 def _spool_folder() -> str:
     """The folder the processes this one starts list their compilations in: made once per process, removed when
     it exits."""
-    global _spool_made
-    if _spool_made is None or not os.path.isdir(_spool_made):
+    if _state.spool is None or not os.path.isdir(_state.spool):
         import atexit
         import shutil
         import tempfile
 
-        _spool_made = made = tempfile.mkdtemp(prefix="aotpack-compiled-")
+        _state.spool = made = tempfile.mkdtemp(prefix="aotpack-compiled-")
         maker = os.getpid()
 
         def remove() -> None:  # (a report written at exit after this still lists what was spooled)
-            global _spool_made
             if os.getpid() == maker:  # (not at a forked child's exit)
-                compiled.extend(spooled())
-                _spool_made = None
+                _state.compiled.extend(spooled())
+                _state.spool = None
                 shutil.rmtree(made, True)
 
         atexit.register(remove)
-    return _spool_made
+    return _state.spool
 
 
 def _restart_compile_workers() -> None:

@@ -2,7 +2,7 @@
 agent starts with Triton's ``knobs`` and adapts once ``triton.runtime.jit`` is there; it notes and ``activate()``
 answers Inductor's C++ kernels once ``torch._inductor.async_compile`` is there (``_aotpack_inductor``).
 
-Standard library only."""
+A runtime module (runtime/__init__.py says what that means): standard library only."""
 
 from __future__ import annotations
 

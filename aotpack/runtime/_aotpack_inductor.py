@@ -27,7 +27,8 @@ CPU (``-march=native``) against its Python, so they are served only under the sa
 CPU with every feature flag of the recording's (``/proc/cpuinfo``); elsewhere, and for a kernel no package holds,
 Inductor compiles it (``fallback="jit"``, listed in ``coverage()``) or it is refused (``fallback="error"``).
 
-Standard library only here; torch is imported only where a package ships a set (torch.compile needs it)."""
+A runtime module (runtime/__init__.py says what that means): standard library only; torch is imported only where a
+package ships a set (torch.compile needs it)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,7 @@ import warnings
 import zlib
 from typing import Any
 
-try:  # a module of a package: aotpack.runtime, or a generated package
-    from ._aotpack_imports import when_imported
-except ImportError:  # a top-level module beside aotpack record's agent
-    from _aotpack_imports import when_imported  # type: ignore[import-not-found,no-redef]
+from ._aotpack_imports import when_imported
 
 JOB_ID = "aotpack"  # the job id aotpack record runs a program under, where it sets none itself
 # Inductor settings in its cache key that the environment sets: (config attribute, what sets it)
@@ -63,23 +61,37 @@ MAX_CPP_BYTES = 1 << 26  # one C++ kernel's shared object (Inductor's are tens o
 MAX_CPP_KERNELS = 384  # C++ kernels one set lists: 136 bytes each in its .json, which stays within MAX_META
 CPU_INFO = "/proc/cpuinfo"
 
-_loaded: set[str] = set()  # digests loaded in this process
-_lock = threading.Lock()
-_cpp_seen: dict[str, Any] = {}  # aotpack record: cpp_key -> what cpp_pybinding first returned for it, in this process
-_cpp_held: dict[str, str] = {}  # activate(): cpp_key -> the package's compressed object it serves
-_cpp_loaded: dict[str, Any] = {}  # cpp_key -> the kernel, loaded
+class _Graphs:
+    """This process's torch.compile caches and Inductor's C++ kernels: what was loaded, recorded or served, and
+    activate()'s policy for the C++ kernels no package holds (``guard_cpp``), which ``reset()`` gives back. The sets
+    loaded stay loaded and the kernels held stay served: torch keeps what it loaded, and a loaded graph calls them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.loaded: set[str] = set()  # digests loaded in this process
+        self.cpp_seen: dict[str, Any] = {}  # aotpack record: cpp_key -> what cpp_pybinding first returned for it
+        self.cpp_held: dict[str, str] = {}  # activate(): cpp_key -> the package's compressed object it serves
+        self.cpp_loaded: dict[str, Any] = {}  # cpp_key -> the kernel, loaded
+        self.fallback: str | None = None  # activate()'s, for the C++ kernels no package holds (guard_cpp)
+        self.refused: type[Exception] = RuntimeError
+        self.waiting = False  # for Inductor to be imported
+        self.compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit"
+
+    def reset(self) -> None:
+        self.fallback, self.refused = None, RuntimeError
 
 
-class _Policy:
-    """activate()'s, for the C++ kernels no package holds (guard_cpp)."""
-
-    fallback: str | None = None
-    refused: type[Exception] = RuntimeError
-    waiting = False  # for Inductor to be imported
+_state = _Graphs()
 
 
-_policy = _Policy()
-compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit" (coverage())
+def compiled() -> list[dict[str, Any]]:
+    """The C++ kernels Inductor compiled in this process while fallback="jit" (``coverage()``)."""
+    return list(_state.compiled)
+
+
+def reset() -> None:
+    """Give back activate()'s policy for the C++ kernels no package holds: compiled, not listed."""
+    _state.reset()
 
 
 def _settings(torch: Any) -> dict[str, str]:
@@ -160,7 +172,7 @@ def record_cpp(async_compile: Any) -> None:
     def cpp_pybinding(self: Any, argtypes: Any, source_code: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, argtypes, source_code, *args, **kwargs)
         if not args and not kwargs and isinstance(source_code, str):  # (a form this file knows)
-            _cpp_seen.setdefault(cpp_key(argtypes, source_code), result)
+            _state.cpp_seen.setdefault(cpp_key(argtypes, source_code), result)
         return result
 
     cpp_pybinding._aotpack = True  # type: ignore[attr-defined]
@@ -171,7 +183,7 @@ def _built_cpp() -> dict[str, tuple[str, bytes]]:
     """The shared object of each C++ kernel this process loaded (cpp_key -> its sha256 and bytes); one that cannot
     be read is left out (its graph then needs a compiler where it is served, as the set's count says)."""
     out: dict[str, tuple[str, bytes]] = {}
-    for key, result in list(_cpp_seen.items()):
+    for key, result in list(_state.cpp_seen.items()):
         try:
             kernel = result.result() if hasattr(result, "result") else result  # (a future where compiled in a pool)
             with open(kernel.__self__.__file__, "rb") as f:  # the module Inductor loaded it from
@@ -195,16 +207,16 @@ def serve(folder: str, fallback: str = "jit") -> list[str]:
     import torch
 
     skipped = []
-    with _lock:
+    with _state.lock:
         for digest in names:
-            if digest in _loaded:
+            if digest in _state.loaded:
                 continue
             loaded, why = _load(torch, os.path.join(folder, digest), fallback)
             if why:
                 skipped.append(why)
                 warnings.warn(why, RuntimeWarning, stacklevel=3)
             if loaded:
-                _loaded.add(digest)
+                _state.loaded.add(digest)
     return skipped
 
 
@@ -245,7 +257,7 @@ def _load(torch: Any, stem: str, fallback: str) -> tuple[bool, str | None]:
     if not isinstance(count, int) or count <= 0:
         return True, None
     held, why = _servable(os.path.dirname(stem), meta.get("cpp"))
-    _cpp_held.update(held)  # (a kernel the recording did not keep is said where its graph loads: _compiles)
+    _state.cpp_held.update(held)  # (a kernel the recording did not keep is said where its graph loads: _compiles)
     return True, None if held else _said_cpp(where, count, why, fallback)
 
 
@@ -298,12 +310,12 @@ def guard_cpp(fallback: str | None, refused: type[Exception]) -> None:
     (``fallback="jit"``, listed in ``compiled``; None, after deactivate(): not listed) or refused with ``refused``
     (``fallback="error"``). Inductor is imported by the program when it compiles; the answer is put in place then
     (``when_imported``)."""
-    _policy.fallback, _policy.refused = fallback, refused
+    _state.fallback, _state.refused = fallback, refused
     module = sys.modules.get("torch._inductor.async_compile")
     if module is not None:
         _answer(module)
-    elif not _policy.waiting:
-        _policy.waiting = True
+    elif not _state.waiting:
+        _state.waiting = True
         when_imported({"torch._inductor.async_compile": _answer})
 
 
@@ -316,7 +328,7 @@ def _answer(async_compile: Any) -> None:
     def cpp_pybinding(self: Any, argtypes: Any, source_code: Any, *args: Any, **kwargs: Any) -> Any:
         key = cpp_key(argtypes, source_code) if not args and not kwargs and isinstance(source_code, str) else None
         why = "no activated package holds it"
-        if key is not None and key in _cpp_held:
+        if key is not None and key in _state.cpp_held:
             try:
                 return _cpp_kernel(key)
             except (OSError, ImportError, ValueError, AttributeError) as exc:  # (AttributeError: another torch's API)
@@ -332,16 +344,16 @@ def _compiles(key: str | None, why: str) -> None:
     """Inductor is about to build one of its C++ kernels: refused under fallback="error", listed under "jit"."""
     name = f"Inductor's C++ kernel {key[:16] if key else '(of a form aotpack does not know)'}"
     where = f"{name} in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
-    if _policy.fallback == "error":
-        raise _policy.refused(
+    if _state.fallback == "error":
+        raise _state.refused(
             f"Inductor would compile {where} with a C++ compiler ({why}); activate(fallback='error') allows no "
             "compilation in this process. Record the program (`aotpack record -o RECIPE -- python PROGRAM`) with "
             "this torch and Python, on a CPU with the features of this one, and rebuild; or run with "
             "fallback='jit' to compile it (a C++ compiler needed) and list it in coverage()"
         )
-    if _policy.fallback is None:
+    if _state.fallback is None:
         return
-    compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
+    _state.compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
     import logging
 
     logging.getLogger("aotpack").warning("%s: Inductor compiles it with a C++ compiler (%s)", where, why)
@@ -350,11 +362,11 @@ def _compiles(key: str | None, why: str) -> None:
 def _cpp_kernel(key: str) -> Any:
     """The C++ kernel a package holds under ``key``, loaded once per process: its object written into Inductor's
     cache folder (once per machine; Inductor loads from files) and loaded by Inductor's own loader."""
-    with _lock:
-        kernel = _cpp_loaded.get(key)
+    with _state.lock:
+        kernel = _state.cpp_loaded.get(key)
         if kernel is not None:
             return kernel
-        path = _cpp_held[key]
+        path = _state.cpp_held[key]
         with open(path, "rb") as f:
             packed = f.read(MAX_CPP_BYTES + 1)
         name = os.path.basename(path)[: -len(CPP_SUFFIX)]
@@ -373,7 +385,7 @@ def _cpp_kernel(key: str) -> Any:
             with open(part, "wb") as f:
                 f.write(obj)
             os.replace(part, target)
-        kernel = _cpp_loaded[key] = getattr(Bindings._load_library(target, key), Bindings.entry_function)
+        kernel = _state.cpp_loaded[key] = getattr(Bindings._load_library(target, key), Bindings.entry_function)
         return kernel
 
 

@@ -1,15 +1,28 @@
-"""Runtime autotuning of a generated package (shipped unchanged in each wheel, beside _aotpack_runtime.py):
-switching it on per bucket or per key, and the cache file that shares tuned keys between processes."""
+"""Runtime autotuning of a generated package: switching it on per bucket or per key, and the cache file that shares
+tuned keys between processes.
+
+A runtime module (runtime/__init__.py says what that means): standard library only."""
 
 from __future__ import annotations
 
+import threading
+from types import MappingProxyType
 from typing import Any
 
 CACHE_FORMAT = "aotpack-autotune/2"
-_saved_at_exit: set[str] = set()
+# the C runtime's aot_tune_mode, by name (the build writes them into aot_vocabulary.h: codegen/c.py)
+TUNE_MODES = MappingProxyType({"off": 0, "bucket": 1, "key": 2})
 
 
-_TUNE_PER = {"bucket": 1, "key": 2}  # aot_tune_mode in aot_runtime.h
+class _Saving:
+    """The cache files this process merges its tuned keys into at exit (and when tuning is switched off)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.at_exit: set[str] = set()
+
+
+_state = _Saving()
 
 
 def autotune(
@@ -19,18 +32,20 @@ def autotune(
     baked table lacks is timed over every config on first sight, never during graph capture), per
     bucket of the key or per distinct key value. With ``cache``, keys tuned by earlier processes are
     loaded now, and this process's are merged into the file at exit (and when tuning is switched off)."""
-    if per not in _TUNE_PER:
+    if per not in ("bucket", "key"):
         raise ValueError(f"autotune(per={per!r}): expected 'bucket' or 'key'")
     if cache is not None:
         _load(native, manifest, cache)
-        if cache not in _saved_at_exit:
+        with _state.lock:
+            first = cache not in _state.at_exit
+            _state.at_exit.add(cache)
+        if first:
             import atexit
 
             atexit.register(save_autotune, native, manifest, cache)
-            _saved_at_exit.add(cache)
-    native._autotune(_TUNE_PER[per] if enabled else 0)
+    native._autotune(TUNE_MODES[per] if enabled else TUNE_MODES["off"])
     if not enabled:
-        for path in _saved_at_exit:
+        for path in sorted(_state.at_exit):
             save_autotune(native, manifest, path)
 
 

@@ -67,7 +67,7 @@ static uint8_t jit_state(const aot_kernel *k, const aot_call *call, int p) {
   return k->params[p].jit_states >> have & 1 ? have : AOT_SPEC_ANY;
 }
 
-static const char spec_letter[] = {'_', 'D', '1', 'N'}; /* by aot_spec_state, as class names spell it */
+static const char spec_letter[] = AOT_SPEC_LETTERS;
 
 /* Whether the call satisfies an argument's hint (16-divisible, or 1). */
 static int hint_holds(const aot_kernel *k, const aot_call *call, int p) {

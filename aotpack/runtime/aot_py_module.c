@@ -24,7 +24,7 @@ static const aot_kernel *kernel_named(const char *name) {
 
 /* ---------------------------------------------------------------- the kernel object */
 
-/* The base of a package's kernel objects (aot_kernels.py's Kernel adds the Python side): calling one goes
+/* The base of a package's kernel objects (_aotpack_runtime.py's Kernel adds the Python side): calling one goes
  * from the interpreter straight to aot_py_call, with no __call__ looked up and no function in between. */
 typedef struct {
   PyObject_HEAD

@@ -8,6 +8,9 @@
 /* A runner is a builtin bound to (capsule of the kernel, spec); see aot_python.h for the spec. */
 enum { SPEC_NAMES, SPEC_RUNTIME, SPEC_DEFAULTS, SPEC_CONFIGS, SPEC_OPTIONS, SPEC_SELECTING, SPEC_PLAIN, SPEC_COMPILED,
        SPEC_FALLBACK, SPEC_LEN };
+/* The spec's keys (aot_python.h), by position in the tuple a runner keeps: read by key once, when it is made. */
+static const char *const spec_keys[SPEC_LEN] = {"names",    "runtime", "defaults", "configs", "options",
+                                                "selecting", "plain",   "compiled", "fallback"};
 #define AOT_MAX_PARAMS (2 * AOT_MAX_ARGS) /* runtime arguments and constexprs */
 
 /* A constexpr as the configs hold it: plain Python values as they are, others (tl.constexpr) through
@@ -205,12 +208,35 @@ static PyMethodDef run_def = {"run", (PyCFunction)(void (*)(void))run, METH_VARA
                               "run(*args, grid, warmup=False, num_warps=4, num_stages=3, **constexprs): launch "
                               "in Triton's syntax"};
 
+/* The spec as a runner keeps it: its values in spec_keys' order, each read by key (NULL and an exception where the
+ * spec is no dict or lacks one, or has a key no runner reads). */
+static PyObject *spec_tuple(const aot_kernel *k, PyObject *spec) {
+  if (!PyDict_Check(spec)) return PyErr_Format(PyExc_TypeError, "_runner_%s(spec): expected a dict", k->name);
+  if (PyDict_Size(spec) != SPEC_LEN)
+    return PyErr_Format(PyExc_TypeError, "_runner_%s(spec): expected the %d keys of aot_python.h, got %zd", k->name,
+                        (int)SPEC_LEN, PyDict_Size(spec));
+  PyObject *kept = PyTuple_New(SPEC_LEN);
+  for (int i = 0; kept != NULL && i < SPEC_LEN; i++) {
+    PyObject *value = PyDict_GetItemString(spec, spec_keys[i]); /* (borrowed) */
+    if (value == NULL) {
+      Py_DECREF(kept);
+      return PyErr_Format(PyExc_TypeError, "_runner_%s(spec): no key '%s'", k->name, spec_keys[i]);
+    }
+    Py_INCREF(value);
+    if (PyTuple_SetItem(kept, i, value) < 0) { /* (it drops the value's reference) */
+      Py_DECREF(kept);
+      return NULL;
+    }
+  }
+  return kept;
+}
+
 PyObject *aot_py_runner(const aot_kernel *k, PyObject *spec) {
-  if (!PyTuple_Check(spec) || PyTuple_Size(spec) != SPEC_LEN)
-    return PyErr_Format(PyExc_TypeError, "_runner_%s(spec): expected a tuple of %d", k->name, (int)SPEC_LEN);
-  PyObject *capsule = PyCapsule_New((void *)k, NULL, NULL);
-  PyObject *self = capsule ? PyTuple_Pack(2, capsule, spec) : NULL;
+  PyObject *kept = spec_tuple(k, spec);
+  PyObject *capsule = kept ? PyCapsule_New((void *)k, NULL, NULL) : NULL;
+  PyObject *self = capsule ? PyTuple_Pack(2, capsule, kept) : NULL;
   Py_XDECREF(capsule);
+  Py_XDECREF(kept);
   PyObject *fn = self ? PyCFunction_NewEx(&run_def, self, NULL) : NULL;
   Py_XDECREF(self);
   return fn;

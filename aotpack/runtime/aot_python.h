@@ -14,7 +14,7 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs);
 PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs);
 
 /* Triton's launch syntax (launch: triton kernels): a builtin run(*args, grid, warmup=False, num_warps=4,
- * num_stages=3, **kwargs), what JITFunction.run takes. spec is the tuple (names: every parameter in order,
+ * num_stages=3, **kwargs), what JITFunction.run takes. spec is a dict of these keys (names: every parameter in order,
  * runtime: per name True for a runtime argument and False for a constexpr, defaults: {name: value},
  * configs: {(constexpr values, num_warps, num_stages): config index}, options: {option: value the variants
  * were built with}, selecting: launch options that would need other code, plain: unwraps a constexpr object,

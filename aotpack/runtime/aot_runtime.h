@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aot_limits.h" /* AOT_MAX_ARGS, _KEY, _DIMS, _DEVICES: generated from aotpack/limits.py */
+#include "aot_limits.h"     /* AOT_MAX_ARGS, _KEY, _DIMS, _DEVICES: generated from aotpack/limits.py */
+#include "aot_vocabulary.h" /* aot_spec_state, AOT_SPEC_LETTERS, aot_tune_mode: generated (aotpack/codegen/c.py) */
 #define AOT_ERR_LEN 768
 
 /* The few driver API types the runtime needs; the driver itself is dlopen'ed. */
@@ -30,11 +31,10 @@ typedef enum {
   AOT_ARG_F64, AOT_ARG_BOOL
 } aot_arg_kind;
 
-/* What a call's argument is, as Triton's JIT specializes on it (and what a variant assumes of it):
- * anything, 16-divisible (integers) or 16-byte aligned (pointers), equal to 1 (folded into the code),
- * or None (an optional pointer left out, folded too). A variant's assumption of "anything" holds for
+/* aot_spec_state (aot_vocabulary.h): what a call's argument is, as Triton's JIT specializes on it (and what a
+ * variant assumes of it): anything, 16-divisible (integers) or 16-byte aligned (pointers), equal to 1 (folded into
+ * the code), or None (an optional pointer left out, folded too). A variant's assumption of "anything" holds for
  * every value but None. */
-typedef enum { AOT_SPEC_ANY = 0, AOT_SPEC_DIV16, AOT_SPEC_ONE, AOT_SPEC_NONE } aot_spec_state;
 
 typedef struct {
   const char *name;
@@ -259,8 +259,8 @@ int aot_select(const aot_kernel *k, aot_call *call, int device, int forced);
  * for a call in the most specialized class built (-1 and err on failure). */
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int device, aot_error *err);
 
-/* Runtime autotuning: switch it on or off, and read or add the tuned keys (for a cache file). */
-typedef enum { AOT_TUNE_OFF = 0, AOT_TUNE_BUCKET = 1, AOT_TUNE_KEY = 2 } aot_tune_mode;
+/* Runtime autotuning: switch it on (an aot_tune_mode, aot_vocabulary.h) or off, and read or add the tuned keys
+ * (for a cache file). */
 void aot_autotune_enable(int mode); /* an aot_tune_mode */
 int aot_memo_get(const aot_kernel *k, int index, aot_tuned *out);
 int aot_memo_put(const aot_kernel *k, const aot_tuned *entry);

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROGRAM = """
 import json, os, sys, torch
-from aotpack.runtime import aot_kernels
+from aotpack.runtime import _aotpack_activate
 
 
 def f(x, y):
@@ -46,7 +46,7 @@ def ready():  # Inductor's compile workers up and ready: the next compilation go
 if {before!r}:  # torch.compile ran before activate(): its compile workers are up, and ready
     torch.compile(lambda a: a.cos() + 1)(x)
     ready()
-aot_kernels.activate([], {fallback!r}, LookupError)
+_aotpack_activate.activate([], {fallback!r}, LookupError)
 if {before!r}:  # workers started anew by activate(), ready again: the next compilation is a worker's
     ready()
 compiled = torch.compile(f)
@@ -54,7 +54,7 @@ try:
     out = compiled(x, y)
     torch.cuda.synchronize()
     print(json.dumps({{"ran": True, "equal": bool(torch.allclose(out, f(x, y), atol=1e-3)),
-                      "coverage": [e["name"] for e in aot_kernels.coverage()]}}))
+                      "coverage": [e["name"] for e in _aotpack_activate.coverage()]}}))
 except Exception as exc:
     print(json.dumps({{"ran": False, "error": f"{{type(exc).__name__}}: {{exc}}"[:2000]}}))
 """

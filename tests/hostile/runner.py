@@ -359,9 +359,7 @@ def _preload() -> None:
     import aotpack
 
     for module in pkgutil.walk_packages(aotpack.__path__, "aotpack."):
-        if not module.name.startswith(
-            ("aotpack.runtime", "aotpack.templates", "aotpack.runtime._aotpack_agent", "aotpack.__main__")
-        ):
+        if not module.name.startswith(("aotpack.runtime", "aotpack.templates", "aotpack.__main__")):
             importlib.import_module(module.name)
 
     try:

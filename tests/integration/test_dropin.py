@@ -233,13 +233,13 @@ class Kernels:
 def test_a_kernel_inside_a_function_or_class_of_an_installed_package_is_written_out(tmp_path, monkeypatch):
     """Importable modules hold kernels a module path cannot name (a factory's, a class's): their sources go
     beside the recipe as generated kernels do, and the recipe builds."""
-    from aotpack.runtime import _aotpack_jit
+    from aotpack.runtime import _aotpack_source
 
     site = tmp_path / "site"
     (site / "nested_pkg").mkdir(parents=True)
     (site / "nested_pkg" / "__init__.py").write_text(NESTED)
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(_aotpack_jit, "_installed_roots", lambda: (str(site.resolve()),))
+    monkeypatch.setattr(_aotpack_source, "_installed_roots", lambda: (str(site.resolve()),))
     module = importlib.import_module("nested_pkg")
     try:
         rec = record.Recording()

@@ -66,8 +66,8 @@ def test_error_refuses_every_compilation_in_the_process_and_those_it_starts(sett
     compile_code, env = setting
     code = compile_code + textwrap.dedent("""
     import os, subprocess
-    from aotpack.runtime import aot_kernels, _aotpack_guard
-    aot_kernels.activate([], "error", LookupError)
+    from aotpack.runtime import _aotpack_activate, _aotpack_guard
+    _aotpack_activate.activate([], "error", LookupError)
     try:
         compile_it(64)
     except _aotpack_guard.CompilationRefused as exc:
@@ -75,7 +75,7 @@ def test_error_refuses_every_compilation_in_the_process_and_those_it_starts(sett
     # a compile worker: a process started afterwards, which knows nothing of activate() but its environment
     worker = subprocess.run([sys.executable, "-c", {worker!r}], capture_output=True, text=True)
     print("worker:", worker.returncode, worker.stderr.strip().splitlines()[-1])
-    aot_kernels.deactivate()
+    _aotpack_activate.deactivate()
     print("after:", os.environ.get("TRITON_CACHE_MANAGER"), os.environ.get("AOTPACK_FALLBACK"))
     print("compiled:", compile_it(64).name)
     """).format(worker=compile_code + "\ncompile_it(128)\n")
@@ -93,11 +93,11 @@ def test_error_lets_a_kernel_the_cache_holds_load_and_jit_lists_what_compiled(se
     compile_code, env = setting
     code = compile_code + textwrap.dedent("""
     import json
-    from aotpack.runtime import aot_kernels, _aotpack_guard
+    from aotpack.runtime import _aotpack_activate, _aotpack_guard
     compile_it(64)  # Triton's cache holds it now
-    aot_kernels.activate([], "error", LookupError)
+    _aotpack_activate.activate([], "error", LookupError)
     print("hit:", compile_it(64).name)  # loaded, not compiled
-    aot_kernels.activate([], "jit", LookupError)
+    _aotpack_activate.activate([], "jit", LookupError)
     compile_it(32)
     compile_it(32)  # the second time Triton's cache holds it
     _aotpack_guard.jit_compiles()  # the JIT's hook let its compilation through and listed it: not twice
@@ -105,7 +105,7 @@ def test_error_lets_a_kernel_the_cache_holds_load_and_jit_lists_what_compiled(se
     _aotpack_guard.jit_compiles()  # the JIT's, found in Triton's cache: the mark goes with that lookup
     compile_it(64)
     compile_it(8)  # another caller's: listed
-    print(json.dumps([{k: e[k] for k in ("event", "name")} for e in aot_kernels.coverage()]))
+    print(json.dumps([{k: e[k] for k in ("event", "name")} for e in _aotpack_activate.coverage()]))
     """)
     done = run(code, env)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -121,17 +121,17 @@ def test_jit_lists_what_the_processes_it_started_compiled_in_the_activating_proc
     # a worker's own coverage() lists nothing of the others, and deactivate() keeps what was listed
     compile_code, env = setting
     worker = compile_code + textwrap.dedent("""
-    from aotpack.runtime import aot_kernels
+    from aotpack.runtime import _aotpack_activate
     compile_it(WORKER_BLOCK)
     compile_it(WORKER_BLOCK)  # (Triton's cache holds it now: listed once)
-    print(len(aot_kernels.coverage()))
+    print(len(_aotpack_activate.coverage()))
     """)
     code = compile_code + textwrap.dedent("""
     import json, os, subprocess
-    from aotpack.runtime import aot_kernels
+    from aotpack.runtime import _aotpack_activate, _aotpack_report
     # AOTPACK_REPORT, as a package registers it at its import (before activate()): written at exit
-    aot_kernels.report_at_exit({report!r}, lambda: {{"package": "p", "compilations": aot_kernels.coverage()}})
-    aot_kernels.activate([], "jit", LookupError)
+    _aotpack_report.report_at_exit({report!r}, lambda: {{"package": "p", "compilations": _aotpack_activate.coverage()}})
+    _aotpack_activate.activate([], "jit", LookupError)
     compile_it(64)
     pids = []
     for block in (32, 16):
@@ -139,8 +139,8 @@ def test_jit_lists_what_the_processes_it_started_compiled_in_the_activating_proc
         assert done.returncode == 0, done.stderr
         pids.append(done.stdout.split()[-1])
     folder = os.environ["AOTPACK_COMPILED_DIR"]
-    aot_kernels.deactivate()
-    events = aot_kernels.coverage()
+    _aotpack_activate.deactivate()
+    events = _aotpack_activate.coverage()
     print(json.dumps({{"pids": pids, "events": [[e["name"], e["pid"] == os.getpid()] for e in events],
                        "workers": len({{e["pid"] for e in events}}), "folder": os.path.isdir(folder)}}))
     print(folder)
@@ -173,13 +173,13 @@ def test_the_program_s_own_cache_manager_still_serves_behind_the_guard(setting, 
     env = {**env, "TRITON_CACHE_MANAGER": "programs_manager:Counting"}
     code = compile_code + textwrap.dedent("""
     import os
-    from aotpack.runtime import aot_kernels, _aotpack_guard
-    aot_kernels.activate([], "error", LookupError)
+    from aotpack.runtime import _aotpack_activate, _aotpack_guard
+    _aotpack_activate.activate([], "error", LookupError)
     try:
         compile_it(64)
     except _aotpack_guard.CompilationRefused:
         print("refused")
-    aot_kernels.deactivate()
+    _aotpack_activate.deactivate()
     print(os.environ["TRITON_CACHE_MANAGER"])
     """)
     done = run(code, env)

@@ -18,7 +18,7 @@ from aotpack.backends import recipes as recipe  # noqa: E402
 from aotpack.backends.triton import introspect  # noqa: E402
 from aotpack.plan import variants as plan  # noqa: E402
 from aotpack.recipe import sources as _sources  # noqa: E402
-from aotpack.runtime import aot_kernels  # noqa: E402
+from aotpack.runtime import _aotpack_tuners  # noqa: E402
 
 from .helpers import recorded_variants  # noqa: E402
 
@@ -170,7 +170,7 @@ def test_an_autotuned_and_heuristic_kernel_s_picks_come_back(tmp_path, wrapper, 
                     "SHAPE": (1, 2), "FN": "function"}, "num_warps": 4, "num_stages": 3, "types": ("i32", "i32")}  # fmt: skip
     rec = record.Recording()
     rec.on_compile(**hook(fn, c))
-    tuner = aot_kernels.tuner_of(wrapped)
+    tuner = _aotpack_tuners.tuner_of(wrapped)
     tuner.cache[(4096, "torch.float16")] = tuner.configs[0]  # what the autotuner picked for a key
     rec.stop()  # reads the picks (the agent's exit)
     path = tmp_path / "r.yaml"

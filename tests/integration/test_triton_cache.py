@@ -167,8 +167,8 @@ static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "tiny", NULL, -1, NULL};
 PyMODINIT_FUNC PyInit_tiny(void) { return PyModule_Create(&m); }
 """
 if sys.argv[1:] == ["serve"]:
-    from aotpack.runtime import aot_kernels
-    aot_kernels.activate([], "error", LookupError, [os.environ["ENTRIES"]])
+    from aotpack.runtime import _aotpack_activate
+    _aotpack_activate.activate([], "error", LookupError, [os.environ["ENTRIES"]])
 print(build.compile_module_from_src(SRC, "tiny").__file__)
 '''
 

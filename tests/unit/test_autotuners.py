@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from aotpack.runtime import _aotpack_activate, _aotpack_identity, _aotpack_tuners
 from aotpack.runtime import _aotpack_agent as record_agent
-from aotpack.runtime import _aotpack_jit, aot_kernels
 
 
 class Config:
@@ -59,7 +59,7 @@ def tuner(cache: Any) -> Any:
 
 @pytest.mark.parametrize("cache", [dict(PICKS), ConfigCache(PICKS), Keyed(PICKS)], ids=["dict", "inner", "keyed"])
 def test_an_autotuner_s_picks_are_read_whatever_its_cache(cache):
-    assert [(key, config.kwargs["BLOCK"]) for key, config in _aotpack_jit.tuned(tuner(cache))] == [
+    assert [(key, config.kwargs["BLOCK"]) for key, config in _aotpack_tuners.tuned(tuner(cache))] == [
         ((4096, "torch.float16"), 1024), ((8192, "torch.float16"), 2048)
     ]  # fmt: skip
 
@@ -72,7 +72,7 @@ def test_an_autotuner_s_picks_are_read_whatever_its_cache(cache):
 )  # fmt: skip
 def test_an_autotuner_whose_cache_cannot_be_read_says_why(cache, says):
     with pytest.raises(ValueError, match=says):
-        _aotpack_jit.tuned(tuner(cache))
+        _aotpack_tuners.tuned(tuner(cache))
 
 
 def _jit_in_module(name: str, cache: Any) -> Any:
@@ -88,7 +88,7 @@ def _jit_in_module(name: str, cache: Any) -> Any:
 
 
 def test_an_unreadable_autotuner_is_said_at_exit_and_the_exit_goes_on(monkeypatch):
-    monkeypatch.setattr(aot_kernels, "describe", lambda jit: {"module": jit.__module__, "name": "k"})
+    monkeypatch.setattr(record_agent, "describe", lambda jit: {"module": jit.__module__, "name": "k"})
     readable = _jit_in_module("lib_readable", ConfigCache(PICKS))
     unreadable = _jit_in_module("lib_unreadable", Opaque())
     try:
@@ -137,15 +137,15 @@ def test_activate_seeds_a_library_autotuner_whose_run_is_its_own(tmp_path):
 
     key = (1000, "torch.float16")
     picks = [{"key": list(key), "kwargs": {"BLOCK": 128}, "num_warps": 4, "num_stages": 3}]
-    state = aot_kernels._Activation()
+    state = _aotpack_activate._Activation()
     # what seeding reads of a package's launcher: the picks, and which configs have variants
     launcher: Any = types.SimpleNamespace(tuned=picks, holds=lambda config: config.kwargs["BLOCK"] == 128)
-    state.launchers[aot_kernels.identity_of(module.scale)] = (launcher, None)
-    saved = aot_kernels._activation
+    state.launchers[_aotpack_identity.identity_of(module.scale)] = (launcher, None)
+    saved = _aotpack_activate._state.current
     try:
         state.jit_run = type(module.scale).run
-        aot_kernels._activation = state
-        aot_kernels._seed_tuners(state, Autotuner)
+        _aotpack_activate._state.current = state
+        _aotpack_activate._seed_tuners(state, Autotuner)
 
         class LaterTuner(Autotuner):  # type: ignore[misc]  # defined after activate(): the hook gives it the seeding run
             def run(self, *args, **kwargs):
@@ -162,11 +162,11 @@ def test_activate_seeds_a_library_autotuner_whose_run_is_its_own(tmp_path):
         tuner.__class__ = LibTuner
         tuner.run()
         assert [c.kwargs["BLOCK"] for c in tuner.configs] == [64, 128]
-        aot_kernels.deactivate()
+        _aotpack_activate.deactivate()
         assert "tuner_run" not in LibTuner.run.__qualname__ and "__init_subclass__" not in Autotuner.__dict__
         assert "tuner_run" not in Autotuner.run.__qualname__
     finally:
-        aot_kernels._activation = saved
+        _aotpack_activate._state.current = saved
 
 
 class DatabaseCache:

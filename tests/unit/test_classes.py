@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aotpack import expr
+from aotpack import classnames, expr
 from aotpack.backends import recipes as recipe
 from aotpack.errors import RecipeError
 from aotpack.plan import classes, typical
@@ -125,12 +125,12 @@ def test_equivalent_recipes_get_the_same_typical_classes(kernel_dir, way):
 
 def test_hints_narrow_nothing_and_a_required_hint_pins_its_argument(kernel_dir):
     hinted = load(kernel_dir, **EQUIVALENT["hints"])
-    assert classes.allowed(hinted, hinted.arg("Y_row_stride")) == (ONE, DIV16, ANY)
+    assert classnames.allowed(hinted, hinted.arg("Y_row_stride")) == (ONE, DIV16, ANY)
     assert [s.name for s in classes.specs(hinted)] == [s.name for s in classes.specs(load(kernel_dir))]
     pinned = load(kernel_dir, n='{type: "i32:16!", default: "size(X_ptr, 1)"}')
-    assert classes.allowed(pinned, pinned.arg("n_cols")) == (DIV16,)
+    assert classnames.allowed(pinned, pinned.arg("n_cols")) == (DIV16,)
     assert all(s.states[pinned.args.index(pinned.arg("n_cols"))] == DIV16 for s in classes.specs(pinned))
-    assert len(classes.keyed(pinned)) == len(classes.keyed(hinted)) - 1  # its letter leaves the names
+    assert len(classnames.keyed(pinned)) == len(classnames.keyed(hinted)) - 1  # its letter leaves the names
 
 
 def test_an_unrelated_integer_is_one_or_divisible_and_its_floor_gives_it_up(kernel_dir):
@@ -177,9 +177,9 @@ def test_span_dimensions_follow_their_strides_defaults_not_the_written_order():
 
 def test_recipe_classes_are_read_and_refused_with_the_fix(kernel_dir):
     kernel = load(kernel_dir)
-    assert classes.read(kernel, "_DDDD1D1D") == ("", DIV16, DIV16, DIV16, DIV16, ONE, DIV16, ONE, DIV16, "", "")
-    assert str(classes.read(kernel, "DDD")).startswith("expected one letter per argument the JIT keys (9: Y_ptr, ")
-    assert classes.read(kernel, "1DDDD1D1D") == "argument Y_ptr cannot be '1' (it can be D, _)"
+    assert classnames.read(kernel, "_DDDD1D1D") == ("", DIV16, DIV16, DIV16, DIV16, ONE, DIV16, ONE, DIV16, "", "")
+    assert str(classnames.read(kernel, "DDD")).startswith("expected one letter per argument the JIT keys (9: Y_ptr, ")
+    assert classnames.read(kernel, "1DDDD1D1D") == "argument Y_ptr cannot be '1' (it can be D, _)"
     with pytest.raises(RecipeError, match=r"kernels.rms.classes\[0\]: 'DD': expected one letter per argument"):
         recipe.parse(text().replace("    grid:", "    classes: [DD]\n    grid:"),
                      kernel_dir / "r.yaml")  # fmt: skip

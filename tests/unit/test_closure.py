@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from aotpack.runtime import _aotpack_jit
+from aotpack.runtime import _aotpack_identity, _aotpack_source
 
 DEVICE = "FAKELIB_DEVICE"  # without it, importing the fake library raises as FlagGems does on a host without a GPU
 
@@ -54,7 +54,7 @@ def load_without_library(text: str, folder: Path, monkeypatch) -> ModuleType:
 
 def test_the_closure_needs_only_triton_and_keeps_the_source_identity(library, tmp_path, monkeypatch):
     module = library
-    text = _aotpack_jit._closure(module.kernel)
+    text = _aotpack_source._closure(module.kernel)
     assert text is not None
     assert text.splitlines()[0].startswith(f"# {module.__name__}:kernel: written out by aotpack")
     assert "fakelib" not in "".join(line for line in text.splitlines() if line.startswith(("import", "from")))
@@ -66,21 +66,21 @@ def test_the_closure_needs_only_triton_and_keeps_the_source_identity(library, tm
     assert "fakelib.ext.sub.SCALE = tl.constexpr(2.5)" in text and "\nSCALE = tl.constexpr(2.5)" in text
     assert "@triton.jit(noinline=True)\ndef twice(" in text and "@triton.jit(do_not_specialize=['n'])" in text
     assert "def promote_to_tensor(" in text  # a helper's own callee
-    original = _aotpack_jit.identity(module.kernel)
+    original = _aotpack_identity.identity(module.kernel)
     written = load_without_library(text, tmp_path, monkeypatch)
     assert type(written.tle) is ModuleType and written.tle.program_id is written.program_id
     assert written.fakelib.ext.sub.twice is written.twice
-    assert _aotpack_jit.identity(written.kernel) == original
-    assert _aotpack_jit.identity(written.program_id) == _aotpack_jit.identity(module.tle.program_id)
+    assert _aotpack_identity.identity(written.kernel) == original
+    assert _aotpack_identity.identity(written.program_id) == _aotpack_identity.identity(module.tle.program_id)
 
 
 def test_a_global_hidden_by_a_parameter_is_not_needed(library, tmp_path, monkeypatch):
     module = library
-    text = _aotpack_jit._closure(module.hides_a_library_object)
+    text = _aotpack_source._closure(module.hides_a_library_object)
     assert text is not None and "HANDLE" not in text.split("@triton.jit")[0]
-    original = _aotpack_jit.identity(module.hides_a_library_object)
+    original = _aotpack_identity.identity(module.hides_a_library_object)
     written = load_without_library(text, tmp_path, monkeypatch)
-    assert _aotpack_jit.identity(written.hides_a_library_object) == original
+    assert _aotpack_identity.identity(written.hides_a_library_object) == original
 
 
 @pytest.mark.parametrize(
@@ -91,19 +91,19 @@ def test_a_closure_that_would_change_a_name_or_needs_the_library_is_not_written(
     """Two helpers named program_id; a helper's constant named as the kernel's parameter (the written-out
     kernel would read it: another identity); an object only the library has."""
     module = library
-    assert _aotpack_jit._closure(getattr(module, function)) is None
+    assert _aotpack_source._closure(getattr(module, function)) is None
     # today's form then: the library's modules imported by name (the build host needs the library)
-    described = _aotpack_jit.describe(getattr(module, function))
-    text = _aotpack_jit.source_text(described["source"])
+    described = _aotpack_source.describe(getattr(module, function))
+    text = _aotpack_source.source_text(described["source"])
     assert "\nimport fakelib" in text and text.startswith(f"# {module.__name__}:{function}: ")
 
 
 def test_a_kernel_of_an_installed_module_is_written_out_too(library, monkeypatch):
     """Recorded by module path, it would need the library (whose import needs a GPU) on the build host."""
-    monkeypatch.setattr(_aotpack_jit, "_installed_roots", lambda: (str(FOLDER) + "/",))
+    monkeypatch.setattr(_aotpack_source, "_installed_roots", lambda: (str(FOLDER) + "/",))
     ops = importlib.import_module("fakelib.ops")
-    assert _aotpack_jit._importable(ops.scale.fn)
-    described = _aotpack_jit.describe(ops.scale)
+    assert _aotpack_source._importable(ops.scale.fn)
+    described = _aotpack_source.describe(ops.scale)
     assert (described["module"], described["qualname"]) == ("fakelib.ops", "scale")
-    text = _aotpack_jit.source_text(described["source"])
+    text = _aotpack_source.source_text(described["source"])
     assert text.startswith("# fakelib.ops:scale: written out") and "def program_id(" in text

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aotpack import errors
+from aotpack import errors, recorded
 from aotpack.backends import recipes
 from aotpack.backends.triton import recipe as triton_recipe
 from aotpack.commands import cli
@@ -32,7 +32,7 @@ LOADER_KEYS: dict[str, tuple[str, ...]] = {
     "Dispatch row keys": kernel._RULE_KEYS,
     "Tune keys": kernel.TUNE_KEYS,
     "Option keys (Triton)": triton_recipe._OPTION_KEYS,
-    "Recorded row keys (`launch: triton`)": (*triton_recipe._POINT_KEYS, *triton_recipe._PICK_KEYS),
+    "Recorded row keys (`launch: triton`)": (*recorded.ROW_KEYS, *recorded.PICK_KEYS),
     "Recorded constexpr value keys": triton_recipe._RECORDED_TAGS,
 }
 

@@ -111,7 +111,7 @@ def fake_torch(monkeypatch):
         torch = FakeTorch(**kw)
         monkeypatch.setitem(sys.modules, "torch", torch)
         monkeypatch.setitem(sys.modules, "torch._inductor.config", torch._inductor.config)
-        monkeypatch.setattr(inductor, "_loaded", set())
+        monkeypatch.setattr(inductor, "_state", inductor._Graphs())
         return torch
 
     return make
@@ -182,11 +182,11 @@ def test_save_writes_nothing_where_torch_compile_did_not_run(tmp_path, monkeypat
 
 
 def test_activate_warns_and_goes_on_where_torch_cannot_load_them(tmp_path, monkeypatch):
-    from aotpack.runtime import aot_kernels
+    from aotpack.runtime import _aotpack_activate
 
     monkeypatch.setattr(inductor, "serve", lambda folder, fallback: (_ for _ in ()).throw(ImportError("no torch")))
     with pytest.warns(RuntimeWarning, match="were not loaded"):
-        aot_kernels._serve_graphs(str(tmp_path), "error")
+        _aotpack_activate._serve_graphs(str(tmp_path), "error")
 
 
 @pytest.mark.parametrize(
@@ -242,16 +242,16 @@ def test_a_recorded_cpp_kernel_is_served_only_under_its_python_and_on_a_cpu_with
     monkeypatch.setattr(inductor, "_settings", lambda torch: META["settings"])
     monkeypatch.setattr(inductor, "_soabi", lambda: SOABI)
     monkeypatch.setattr(inductor, "_cpu_flags", lambda: None if this_cpu is None else frozenset(this_cpu))
-    monkeypatch.setattr(inductor, "_cpp_held", {})
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
     _, name = write_cpp_set(tmp_path, soabi=soabi, cpu=recorded_cpu)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         skipped = inductor.serve(str(tmp_path), "jit")
     if why is None:
         assert skipped == [] and caught == []
-        assert inductor._cpp_held == {KEY: str(tmp_path / f"{name}.cpp")}
+        assert inductor._state.cpp_held == {KEY: str(tmp_path / f"{name}.cpp")}
     else:
-        assert len(skipped) == 1 and why in skipped[0] and inductor._cpp_held == {}
+        assert len(skipped) == 1 and why in skipped[0] and inductor._state.cpp_held == {}
 
 
 class FakeAsyncCompile:
@@ -268,10 +268,9 @@ def answering(monkeypatch):
     """Inductor's AsyncCompile as activate() answers it, with a package holding KEY's kernel."""
     module = types.SimpleNamespace(AsyncCompile=type("AsyncCompile", (FakeAsyncCompile,), {}))
     monkeypatch.setitem(sys.modules, "torch._inductor.async_compile", module)
-    monkeypatch.setattr(inductor, "_cpp_held", {KEY: "held.cpp"})
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
+    inductor._state.cpp_held[KEY] = "held.cpp"
     monkeypatch.setattr(inductor, "_cpp_kernel", lambda key: f"the package's {key[:8]}")
-    monkeypatch.setattr(inductor, "compiled", [])
-    monkeypatch.setattr(inductor, "_policy", inductor._Policy())
 
     def make(fallback):
         inductor.guard_cpp(fallback, LookupError)
@@ -285,7 +284,7 @@ def test_activate_answers_inductor_with_the_cpp_kernels_the_packages_hold(answer
     compiler = answering(fallback)
     assert compiler.cpp_pybinding(["const float*", "float*"], 'extern "C" void kernel(const float* in, float* out) {}') \
         == f"the package's {KEY[:8]}"  # fmt: skip
-    assert compiler.built == [] and inductor.compiled == []
+    assert compiler.built == [] and inductor.compiled() == []
 
 
 def test_fallback_error_refuses_a_cpp_kernel_no_package_holds_before_inductor_builds_it(answering):
@@ -294,16 +293,16 @@ def test_fallback_error_refuses_a_cpp_kernel_no_package_holds_before_inductor_bu
         LookupError, match=r"Inductor would compile Inductor's C\+\+ kernel \w+ in process .*\(no activated"
     ):
         compiler.cpp_pybinding(["float*"], "other")
-    assert compiler.built == [] and inductor.compiled == []
+    assert compiler.built == [] and inductor.compiled() == []
 
 
 @pytest.mark.parametrize(("fallback", "listed"), [("jit", 1), (None, 0)])
 def test_fallback_jit_lets_inductor_build_a_cpp_kernel_no_package_holds_and_lists_it(answering, fallback, listed):
     compiler = answering(fallback)
     assert compiler.cpp_pybinding(["float*"], "other") == "built by Inductor"
-    assert compiler.built == ["other"] and len(inductor.compiled) == listed
+    assert compiler.built == ["other"] and len(inductor.compiled()) == listed
     if listed:
-        (event,) = inductor.compiled
+        (event,) = inductor.compiled()
         assert event["event"] == "compiled" and event["key"] == inductor.cpp_key(["float*"], "other")
 
 
@@ -315,12 +314,12 @@ def test_a_held_cpp_kernel_that_does_not_load_is_compiled_or_refused_saying_why(
         answering("error").cpp_pybinding(["const float*", "float*"], source)
     compiler = answering("jit")
     assert compiler.cpp_pybinding(["const float*", "float*"], source) == "built by Inductor"
-    assert [e["key"] for e in inductor.compiled] == [KEY]
+    assert [e["key"] for e in inductor.compiled()] == [KEY]
 
 
 def test_activate_answers_inductor_once_it_is_imported(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch._inductor.async_compile", raising=False)
-    monkeypatch.setattr(inductor, "_policy", inductor._Policy())
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
     finders = []
     monkeypatch.setattr(inductor, "when_imported", lambda callbacks: finders.append(callbacks))
     inductor.guard_cpp("error", LookupError)
@@ -348,14 +347,14 @@ def bindings(monkeypatch, tmp_path):
                         types.SimpleNamespace(CppPythonBindingsCodeCache=FakeBindings))  # fmt: skip
     monkeypatch.setitem(sys.modules, "torch._inductor.runtime.cache_dir_utils",
                         types.SimpleNamespace(cache_dir=lambda: str(tmp_path / "inductor")))  # fmt: skip
-    monkeypatch.setattr(inductor, "_cpp_loaded", {})
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
     return FakeBindings
 
 
 def test_a_held_cpp_kernel_is_written_into_inductor_s_cache_once_and_loaded_by_inductor_s_loader(bindings, tmp_path,
                                                                                               monkeypatch):  # fmt: skip
     _, name = write_cpp_set(tmp_path / "pkg")
-    monkeypatch.setattr(inductor, "_cpp_held", {KEY: str(tmp_path / "pkg" / f"{name}.cpp")})
+    inductor._state.cpp_held[KEY] = str(tmp_path / "pkg" / f"{name}.cpp")
     assert inductor._cpp_kernel(KEY) == "loaded b'\\x7fELF object'"
     assert inductor._cpp_kernel(KEY) == "loaded b'\\x7fELF object'"  # (once per process)
     target = tmp_path / "inductor" / "aotpack-cpp" / f"{name}.so"
@@ -373,7 +372,7 @@ def test_a_held_cpp_kernel_is_written_into_inductor_s_cache_once_and_loaded_by_i
 def test_a_damaged_cpp_kernel_is_not_loaded(bindings, tmp_path, monkeypatch, damage, why):
     _, name = write_cpp_set(tmp_path / "pkg")
     damage(tmp_path / "pkg" / f"{name}.cpp")
-    monkeypatch.setattr(inductor, "_cpp_held", {KEY: str(tmp_path / "pkg" / f"{name}.cpp")})
+    inductor._state.cpp_held[KEY] = str(tmp_path / "pkg" / f"{name}.cpp")
     with pytest.raises(ValueError, match=re.escape(why)):
         inductor._cpp_kernel(KEY)
     assert bindings.loads == [] and not (tmp_path / "inductor").exists()
@@ -387,7 +386,8 @@ def test_save_keeps_the_shared_object_of_each_cpp_kernel_the_process_loaded(fake
     kernel = types.SimpleNamespace(__self__=types.SimpleNamespace(__file__=str(built)))
     future = types.SimpleNamespace(result=lambda: kernel)  # (compiled in a pool: a future)
     broken = types.SimpleNamespace(result=lambda: (_ for _ in ()).throw(RuntimeError("never loaded")))
-    monkeypatch.setattr(inductor, "_cpp_seen", {KEY: future, "b" * 64: broken})
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
+    inductor._state.cpp_seen.update({KEY: future, "b" * 64: broken})
     monkeypatch.setattr(inductor, "_cpu_flags", lambda: frozenset({"fma", "avx2"}))
     digest = inductor.save(str(tmp_path / "sets"))
     name = hashlib.sha256(b"\x7fELF built").hexdigest()
@@ -399,13 +399,13 @@ def test_save_keeps_the_shared_object_of_each_cpp_kernel_the_process_loaded(fake
 
 def test_record_notes_each_cpp_kernel_inductor_gives_the_program(monkeypatch):
     module = types.SimpleNamespace(AsyncCompile=type("AsyncCompile", (FakeAsyncCompile,), {}))
-    monkeypatch.setattr(inductor, "_cpp_seen", {})
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
     inductor.record_cpp(module)
     inductor.record_cpp(module)  # (once)
     compiler = module.AsyncCompile()
     assert compiler.cpp_pybinding(["float*"], "src") == compiler.cpp_pybinding(["float*"], "src") == "built by Inductor"
     assert compiler.built == ["src", "src"]
-    assert inductor._cpp_seen == {inductor.cpp_key(["float*"], "src"): "built by Inductor"}
+    assert inductor._state.cpp_seen == {inductor.cpp_key(["float*"], "src"): "built by Inductor"}
 
 
 def test_a_set_listing_as_many_cpp_kernels_as_allowed_fits_the_json_bound_serving_and_reading_use():

@@ -67,13 +67,13 @@ def test_the_runtime_reads_only_declared_fields():
     """The runtime's Python ships without aotpack; every key it reads is one the schema declares (or one
     of its own autotune cache file's)."""
     text = "".join((ROOT / "aotpack" / "runtime" / name).read_text()
-                   for name in (runtime.PYTHON_MAIN, *runtime.PYTHON_HELPERS))  # fmt: skip
+                   for name in runtime.PYTHON_FILES)  # fmt: skip
     read = set(re.findall(r"""\[["']([A-Za-z_]+)["']\]""", text)) | set(
         re.findall(r"""\.get\(["']([A-Za-z_]+)["']""", text)
     )
     cache_file = {"format", "entries", "kernel", "target", "types", "specialization", "key", "config"}
-    not_manifest = {"device", "run", "__init_subclass__", "manager_class"}  # select(device=...), a class's own `run`
-    # and hook, the cache manager a program set in Triton's knobs
+    not_manifest = {"device", "run", "__init_subclass__", "manager_class", "off"}  # select(device=...), a class's own
+    # `run` and hook, the cache manager a program set in Triton's knobs, the tuning mode that is none
     hook = {"fn", "compile", "signature", "constants", "specialization_data"}  # Triton's jit_cache_hook arguments
     own = {"_aotpack_identity", "_aotpack_seeded"}  # what activate() keeps on a function object
     compiling = {"__name__", "hash", "src", "backend", "options", "env_vars"}  # triton.compile's frame (key_parts)
@@ -87,9 +87,10 @@ def test_the_runtime_reads_only_declared_fields():
         "cpu",
     }  # a set's own .json (_aotpack_inductor)
     spooled = {"event", "name"}  # a compile worker's list of what it compiled (_aotpack_guard.spooled)
+    spec = {"names", "runtime"}  # a runner's spec, made from the manifest (aot_python.h)
     assert {"variants", "bindings", "params", "tuned"} <= read, "the scan finds the runtime's reads"
     unknown = read - declared(manifest.json_schema()) - cache_file - not_manifest - hook - own - compiling - graphs
-    unknown -= spooled
+    unknown -= spooled | spec
     assert unknown == set()
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from aotpack import record
 from aotpack.record import kernels
-from aotpack.runtime import _aotpack_desc, aot_kernels
+from aotpack.runtime import _aotpack_desc, _aotpack_jit, _aotpack_runtime, _aotpack_source
 
 pytestmark = pytest.mark.unit
 
@@ -117,7 +117,7 @@ def test_a_recording_merged_again_adds_nothing():
 
 
 def test_a_jit_fallback_reports_a_descriptor_compilation_in_the_recorded_form():
-    """activate(fallback="jit")'s coverage() holds what the hook got (aot_kernels.payload), read as a recording."""
+    """activate(fallback="jit")'s coverage() holds what the hook got (_aotpack_jit.payload), read as a recording."""
     name = f"tma_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(name, MATMUL)
     assert spec is not None and spec.loader is not None
@@ -128,9 +128,11 @@ def test_a_jit_fallback_reports_a_descriptor_compilation_in_the_recorded_form():
     compile = {"signature": recorded_event["signature"], "constants": {(7,): 128, (8,): 256, (9,): 64, (10,): 8},
                "configs": [{(4,): [["tt.divisibility", 16]], (5,): [["tt.divisibility", 16]]}], "num_warps": 8,
                "num_stages": 3, "specialization_data": json.dumps({"target": {"arch": 90}, "options": {}})}  # fmt: skip
-    reported = aot_kernels.payload("key", SimpleNamespace(jit_function=module.matmul_tma_kernel), compile)
+    reported = _aotpack_jit.payload("key", SimpleNamespace(jit_function=module.matmul_tma_kernel), compile)
     events = record.Events()
-    events.add({**reported, "sources": {n: aot_kernels.source_text(n) for n in aot_kernels.source_names(reported)}})
+    events.add(
+        {**reported, "sources": {n: _aotpack_source.source_text(n) for n in _aotpack_source.source_names(reported)}}
+    )
     (c,) = events.compilations()
     assert c.types[:3] == (("a_desc", "tensordesc<bf16[128, 64]>"), ("b_desc", "tensordesc<bf16[64, 256]>"),
                            ("c_desc", "tensordesc<bf16[128, 256]>"))  # fmt: skip
@@ -180,7 +182,9 @@ def launcher(fallback: Any = None, refuse: bool = False) -> tuple[Any, list[Any]
 
     described = _aotpack_desc.descriptors(ARGS, NAMES)
     assert described == ((0, "a_desc", ("BLOCK", 64)),)
-    return _aotpack_desc.wrap(run, fallback, Missing, "k", NAMES, described, {"BLOCK": 128}, aot_kernels._plain), got
+    return _aotpack_desc.wrap(
+        run, fallback, Missing, "k", NAMES, described, {"BLOCK": 128}, _aotpack_runtime._plain
+    ), got
 
 
 def test_a_descriptor_of_a_whole_tensor_is_launched_as_the_tensor_itself():

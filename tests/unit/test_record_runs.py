@@ -19,6 +19,7 @@ from aotpack.commands import cli
 from aotpack.errors import RecordError
 from aotpack.record import program
 from aotpack.runtime import _aotpack_agent as agent
+from aotpack.runtime import _aotpack_env
 from aotpack.runtime import _aotpack_jit as jit
 
 from .test_inductor_cache import write_set
@@ -41,7 +42,7 @@ class Program:
         self.digests: list[str] = []
 
     def __call__(self, argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) -> record.Outcome:
-        number = int((extra_env or {})[jit.ENV_RECORDING_RUN])
+        number = int((extra_env or {})[_aotpack_env.RECORD_RUN])
         self.runs.append(number)
         events = folder / "events"
         events.mkdir(exist_ok=True)
@@ -137,5 +138,5 @@ def test_runs_is_a_whole_number_from_1_to_16(value, capsys):
 
 
 def test_events_of_each_run_go_to_a_file_of_their_own(tmp_path, monkeypatch):
-    monkeypatch.setenv(jit.ENV_RECORDING_RUN, "2")
+    monkeypatch.setenv(_aotpack_env.RECORD_RUN, "2")
     assert Path(jit.events_file(str(tmp_path))).name == f"2-{os.getpid()}.jsonl"

@@ -29,9 +29,9 @@ def guard(tmp_path, monkeypatch):
     entry.mkdir(parents=True)
     (entry / "k.json").write_text('{"name": "k"}')
     (entry / "k.cubin").write_bytes(b"\x7fELF cubin")
-    undo = _aotpack_guard.install("error", [str(entry.parent)])
+    _aotpack_guard.install("error", [str(entry.parent)])
     yield _aotpack_guard
-    undo()
+    _aotpack_guard.reset()
 
 
 def test_a_packaged_entry_lands_in_the_program_s_cache_with_its_group_rewritten(guard, tmp_path):
@@ -43,14 +43,16 @@ def test_a_packaged_entry_lands_in_the_program_s_cache_with_its_group_rewritten(
     assert guard.Guard(KEY).get_group("k.json") == group  # the program's cache holds it now
 
 
-def test_a_key_no_package_holds_is_refused_and_install_s_undo_gives_the_environment_back(guard):
+def test_a_key_no_package_holds_is_refused_and_reset_gives_the_environment_back(guard):
     assert os.environ["AOTPACK_CACHE_ENTRIES"].endswith("_triton_cache")
     with pytest.raises(guard.CompilationRefused, match="Triton would compile other"):
         guard.Guard("B" * 52).get_group("other.json")
     with pytest.raises(guard.CompilationRefused):  # the key holds another kernel's name: not served
         guard.Guard(KEY).get_group("other.json")
-    guard.install("jit")()
-    assert os.environ["AOTPACK_CACHE_ENTRIES"].endswith("_triton_cache")  # an undo restores what was there
+    guard.install("jit")  # installed again: what the earlier install changed is given back first
+    assert os.environ["AOTPACK_FALLBACK"] == "jit" and "AOTPACK_CACHE_ENTRIES" not in os.environ
+    guard.reset()  # and the environment is as it was before either
+    assert "AOTPACK_FALLBACK" not in os.environ and "TRITON_CACHE_MANAGER" not in os.environ
 
 
 # ---------------------------------------------------------------- recorded: the agent's listener, read back

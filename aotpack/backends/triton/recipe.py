@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ... import expr, facts
+from ... import expr, facts, recorded
 from ...errors import RecipeError, ToolNotFound
 from ...limits import MAX_RECORDED_VARIANTS, MAX_STAGES, MAX_WARPS
 from ...model import (  # fmt: skip
@@ -40,8 +40,8 @@ from ...recipe.args import TypeVars
 from ...recipe.kernel import CONFIG_LAUNCH, kernel_targets
 from ...recipe.readers import Grid, Jit, KernelEntry
 from ...recipe.yamlnodes import Node, suggest
-from ...runtime import aot_kernels
-from ...states import NONE, STATE_OF, SpecRule, State
+from ...runtime._aotpack_identity import identity
+from ...states import LETTER, NONE, SpecRule, State, letters
 from ...values import Widened, constexpr_problem, widened
 from . import introspect, releases, toolchain
 
@@ -62,10 +62,7 @@ RECIPE_KEYS: tuple[str, ...] = ("triton",)
 SPECIALIZATION = SpecRule(jit=True, recorded=False, by_level=False)  # on what the JIT keys each argument
 _RECORDED = SpecRule(jit=True, recorded=True, by_level=False)  # `launch: triton`: the classes that were recorded
 
-_POINT_KEYS = ("types", "config", "class", "launches")
 # what a `launch: triton` kernel takes: the caller gives the grid and the config, so no dispatch
-_LAUNCHED_KEYS = ("triton", "launch", "doc", "args", "types", "targets", "options", "variants", "autotuned")
-_PICK_KEYS = ("key", "config")
 _OPTION_KEYS = ("enable_fp_fusion", "maxnreg", "num_ctas", "launch_pdl", "launch_cooperative_grid")
 _BOOL_OPTIONS = ("enable_fp_fusion", "launch_pdl", "launch_cooperative_grid")
 
@@ -97,9 +94,9 @@ def claim(entry: KernelEntry) -> Kernel | None:
     k = entry.keys
     if "launch" in k:
         return _launched_kernel(entry)
-    for recorded in ("variants", "autotuned"):
-        if recorded in k:
-            raise k[recorded].fail(f"{recorded!r} lists what a recording saw; it needs 'launch: triton'")
+    for listing in ("variants", "autotuned"):
+        if listing in k:
+            raise k[listing].fail(f"{listing!r} lists what a recording saw; it needs 'launch: triton'")
     return None
 
 
@@ -309,9 +306,9 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
     if k["launch"].string() != "triton":
         raise k["launch"].fail(f"unknown launch {k['launch'].string()!r} (expected: triton)")
     for key in k:
-        if key not in _LAUNCHED_KEYS:
+        if key not in recorded.KERNEL_KEYS:
             raise k[key].fail(f"a 'launch: triton' kernel takes no {key!r}: the caller gives the grid and the "
-                              f"config (it takes {', '.join(_LAUNCHED_KEYS)})")  # fmt: skip
+                              f"config (it takes {', '.join(recorded.KERNEL_KEYS)})")  # fmt: skip
     if "triton" not in k or "variants" not in k:
         raise node.fail("a 'launch: triton' kernel needs 'triton' (its @triton.jit function) and 'variants'")
     source = _fields.source(k["triton"], root)
@@ -341,7 +338,7 @@ def _launched_kernel(entry: KernelEntry) -> Kernel:
             defaults=tuple((p.name, p.default) for p in info.params
                            if p.has_default and (p.default is None or isinstance(p.default, (int, float, bool, str)))),
             picks=_picks(k["autotuned"], root, tuple(p.name for p in info.params)) if "autotuned" in k else (),
-            identity=aot_kernels.identity(introspect.unwrap(_sources.load(source))),
+            identity=identity(introspect.unwrap(_sources.load(source))),
         ),
         where=entry.where,
     )  # fmt: skip
@@ -383,7 +380,7 @@ def _picks(node: Node, root: Path, params: tuple[str, ...]) -> tuple[Pick, ...]:
 
 
 def _pick(row: Node, root: Path, params: tuple[str, ...]) -> Pick:
-    fields = row.mapping(_PICK_KEYS, required=_PICK_KEYS)
+    fields = row.mapping(recorded.PICK_KEYS, required=recorded.PICK_KEYS)
     key = tuple(_recorded_const(v, root) for v in fields["key"].sequence())
     config = fields["config"].mapping(())
     for name, _, where in fields["config"].items():
@@ -401,7 +398,7 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
     """A ``variants:`` row: its variant, or the product of the values a constexpr given as a list takes (a
     deployment's set of batch sizes, say: ``aotpack record --widen``), a constexpr the recipe's ``widen:`` names
     taking its values too; each with whether it is the variant the row writes alone (each constexpr one value)."""
-    fields = row.mapping(_POINT_KEYS, required=("config", "class"))
+    fields = row.mapping(recorded.ROW_KEYS, required=recorded.ROW_REQUIRED)
     binding: list[tuple[str, str]] = []
     given = fields["types"].mapping(tuple(v for v, _ in types)) if "types" in fields else {}
     for var, choices in types:
@@ -424,19 +421,17 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
     alone = tuple(v[0] for v in written) if all(len(v) == 1 for v in written) else None  # its variant, if one
     configs = [(Config(constexprs=tuple(zip(names, combo, strict=True)), num_warps=warps, num_stages=stages),
                 combo == alone) for combo in itertools.product(*values)]  # fmt: skip
-    spelled = fields["class"].string()
     runtime = [a for a in args if not a.launch_only]
-    if len(spelled) != len(runtime) or any(c not in STATE_OF for c in spelled):
-        raise fields["class"].fail(f"expected one letter per argument ({len(runtime)}: "
-                                   f"{', '.join(a.name for a in runtime)}), each D, 1, N or _")  # fmt: skip
+    spelled = letters(fields["class"].string(), [a.name for a in runtime])
+    if isinstance(spelled, str):
+        raise fields["class"].fail(spelled)
     states: list[State] = []
-    for arg, letter in zip(runtime, spelled, strict=True):
-        state = STATE_OF[letter]
+    for arg, state in zip(runtime, spelled, strict=True):
         allowed = {""} if arg.descriptor else {"", NONE} if arg.pointer else set(arg.jit_states)
         if arg.pointer:
             allowed |= set(arg.jit_states)
         if state not in allowed:
-            raise fields["class"].fail(f"argument {arg.name} cannot be {letter!r} (the JIT keys it on "
+            raise fields["class"].fail(f"argument {arg.name} cannot be {LETTER[state]!r} (the JIT keys it on "
                                        f"{', '.join(s or '_' for s in arg.jit_states)})")  # fmt: skip
         states.append(state)
     launches = fields["launches"].integer(minimum=0) if "launches" in fields else 0
@@ -488,7 +483,7 @@ def _recorded_const(node: Node, root: Path) -> ConstValue:
         fn = introspect.unwrap(_sources.load(source))
         if fn is None:
             raise value.fail(f"{value.string()} is not a @triton.jit function")
-        return FunctionConst(source=source, identity=aot_kernels.identity(fn))
+        return FunctionConst(source=source, identity=identity(fn))
     name = value.string()
     if tag == "dtype" and not _triton_dtype(name):
         raise value.fail(f"unknown Triton dtype {name!r} (Triton's names: fp16, bf16, fp32, int32, ...)")

@@ -12,9 +12,9 @@ aotpack, each read off the installed release where it is used (a feature, never 
 ==========================================  ===================================  ==================================
 difference                                  releases                             handled in
 ==========================================  ===================================  ==================================
-the record payload's target                 in the options from 3.9; before,     runtime/aot_kernels.py (the
+the record payload's target                 in the options from 3.9; before,     runtime/_aotpack_jit.py (the
                                             the device's binder has it           device's target)
-a ``@triton.jit`` constexpr in the data     3.6 raises while a hook is set;      runtime/aot_kernels.py:
+a ``@triton.jit`` constexpr in the data     3.6 raises while a hook is set;      runtime/_aotpack_jit.py:
 handed to ``jit_cache_hook``                3.7 on name the function             name_function_constexprs
 the JIT's ``enable_fp_fusion`` default      3.9 reads TRITON_DEFAULT_FP_FUSION   the compile always passes the
                                             and warns while it is unset          option (__init__.py)

@@ -1,0 +1,274 @@
+"""``activate()``: the original ``@triton.jit`` functions of recorded kernels launch a package's variants, and what
+else would compile is served, refused or listed (``fallback``); ``deactivate()`` gives back what it changed, and
+``coverage()`` lists what compiled while active.
+
+A runtime module (runtime/__init__.py says what that means): standard library only; Triton imported where it is
+installed, when activating.
+
+The modules whose state activate() sets up each hold it in one object with a ``reset()`` that ``deactivate()`` calls:
+this one's (``_state``: what it patched), the guard's (``_aotpack_guard``: Triton's cache manager and the environment
+the processes started inherit) and Inductor's (``_aotpack_inductor``: its C++ kernels' policy)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from typing import Any
+
+from ._aotpack_identity import identity_of, jit_of
+from ._aotpack_jit import name_function_constexprs, payload
+from ._aotpack_source import source_names, source_text
+from ._aotpack_tuners import tuner_of, wrap_tuner_runs
+
+
+class _Activation:
+    """What ``activate()`` changed, so that ``deactivate()`` can give it back: the launchers by source identity,
+    JITFunction.run and Autotuner.run as they were, the functions given a run of their own, the compile hook."""
+
+    def __init__(self) -> None:
+        self.launchers: dict[str, tuple[Any, Any]] = {}  # identity -> (launcher, its runner once made)
+        self.jit_run: Any = None
+        self.untune: Any = None  # gives Autotuner and its subclasses their runs back
+        self.patched: list[Any] = []  # weak references to JITFunctions given a run of their own
+        self.hook: Any = None  # the jit_cache_hook installed
+        self.previous_hook: Any = None
+        self.fallback = "error"
+        self.coverage: list[dict[str, Any]] = []  # what Triton compiled while active, as record_agent writes it
+        self.logged: set[str] = set()
+        self.unname: Any = None  # the undo of name_function_constexprs, where this release needs it
+        self.caches: list[str] = []  # the activated packages' Triton cache entries (folders; _aotpack_guard)
+
+
+class _Active:
+    """This process's activation: None, or what activate() changed (one for every package activated)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.current: _Activation | None = None
+
+
+_state = _Active()
+
+
+def activate(launchers: list[Any], fallback: str | None, missing: type[Exception],
+             caches: list[str] | None = None, graphs: list[str] | None = None) -> list[str]:  # fmt: skip
+    """Make the original ``@triton.jit`` functions launch these kernels: every JITFunction, whether it exists now
+    or is created later (a module imported or generated afterwards, under any name), is matched by its source
+    identity on its first launch, and its ``run`` (what ``fn[grid](...)`` calls) becomes the launcher's when it
+    is one of them; ``@triton.autotune`` wrappers around one get the recorded picks. While active, any
+    compilation by Triton's JIT (of these kernels' calls no variant matches, or of any other kernel) raises
+    ``missing`` before compiling (``fallback="error"``, the default without Triton), or compiles, logged once
+    per kernel and kept for ``coverage()`` (``fallback="jit"``, the default with Triton). ``caches``: folders of
+    Triton cache entries the package holds (what other callers of triton.compile compiled when it was recorded),
+    served to every process as cache hits. ``graphs``: folders of torch.compile's caches the package holds,
+    loaded into torch's (_aotpack_inductor; one that cannot be is warned about, never raised). Returns the
+    names."""
+    have_triton = importlib.util.find_spec("triton") is not None
+    fallback = fallback or ("jit" if have_triton else "error")
+    if fallback not in ("jit", "error"):
+        raise ValueError(f"activate(fallback={fallback!r}): expected 'jit' or 'error'")
+    if fallback == "jit" and not have_triton:
+        raise ValueError("activate(fallback='jit') needs Triton installed; use fallback='error'")
+    with _state.lock:
+        state = _state.current or _Activation()
+        state.fallback = fallback
+        state.caches += [c for c in caches or () if c not in state.caches]
+        for launch in launchers:
+            state.launchers.setdefault(launch.function["identity"], (launch, None))
+        if have_triton:
+            if _state.current is None:
+                _patch(state, missing)
+            for ref in state.patched:  # functions already matched take the fallback now given on their next launch
+                jit = ref()
+                if jit is not None:
+                    jit.__dict__.pop("run", None)
+            state.patched.clear()
+            state.launchers = {i: (launch, None) for i, (launch, _) in state.launchers.items()}
+            # every other caller of triton.compile, in every process; the packages' Triton cache entries served
+            _guard().install(fallback, state.caches)
+        _state.current = state
+    _inductor().guard_cpp(fallback, missing)  # Inductor's C++ kernels: served, refused or listed like the others
+    for folder in graphs or ():
+        _serve_graphs(folder, fallback)
+    return [launch.__name__ for launch in launchers]
+
+
+def _serve_graphs(folder: str, fallback: str) -> None:
+    """torch.compile's recorded caches loaded; where torch or its API is missing or fails, a warning (the package's
+    kernels are served or refused one by one still)."""
+    import warnings
+
+    try:
+        _inductor().serve(folder, fallback)
+    except Exception as exc:  # an optional integration: never the reason activate() fails
+        warnings.warn(
+            f"torch.compile's recorded caches in {folder} were not loaded: {exc!r:.300}", RuntimeWarning, stacklevel=3
+        )
+
+
+def _patch(state: _Activation, missing: type[Exception]) -> None:
+    import types
+    import weakref
+
+    from triton import knobs
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    state.jit_run = JITFunction.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:  # the first launch of each JITFunction
+        found = state.launchers.get(identity_of(self))
+        if found is None:
+            own = types.MethodType(state.jit_run, self)
+        else:
+            launch, runner = found
+            if runner is None:
+                runner = launch.runner(_jit_instead(state, self) if state.fallback == "jit" else None)
+                state.launchers[identity_of(self)] = (launch, runner)
+            own = runner
+        self.run = own
+        state.patched.append(weakref.ref(self))
+        return own(*args, **kwargs)
+
+    def compiling(**hook: Any) -> Any:
+        fn = hook.get("fn")
+        where = f"{getattr(fn, 'module', '?')}:{getattr(fn, 'name', '?')}"
+        if state.fallback == "error":
+            raise missing(_refused(where, getattr(fn, "jit_function", None), hook))
+        try:
+            state.coverage.append(payload(hook["key"], fn, hook["compile"]))
+        except Exception:  # reporting is best effort; the compile goes on
+            pass
+        _guard().jit_compiles()
+        if where not in state.logged:
+            state.logged.add(where)
+            import logging
+
+            logging.getLogger("aotpack").warning("%s: Triton's JIT compiles it (no activated package has this "
+                                                 "call); record it into the recipe to build it", where)  # fmt: skip
+        return state.previous_hook(**hook) if state.previous_hook else None
+
+    JITFunction.run = run
+    _seed_tuners(state, Autotuner)
+    state.previous_hook, state.hook = knobs.runtime.jit_cache_hook, compiling
+    knobs.runtime.jit_cache_hook = compiling
+    state.unname = name_function_constexprs(sys.modules[JITFunction.__module__])
+
+
+def _seed_tuners(state: _Activation, autotuner: Any) -> None:
+    """Every @triton.autotune wrapper seeds the recorded picks before it times anything: Triton's Autotuner, and
+    each subclass with a run of its own (libraries' autotuners), those defined now and those defined later. Under
+    ``fallback="error"`` it times only the configs built (a key the recording never saw: the JIT would compile
+    the others to time them)."""
+
+    def seeding(original: Any) -> Any:
+        def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.__dict__.get("_aotpack_seeded"):
+                self._aotpack_seeded = True
+                inner = jit_of(self)
+                found = state.launchers.get(identity_of(inner)) if inner is not None else None
+                if found is not None:
+                    _seed_autotuner(self, found[0].tuned)
+                    built = [c for c in self.configs if found[0].holds(c)] if state.fallback == "error" else []
+                    if built:
+                        self.configs = built
+            return original(self, *args, **kwargs)
+
+        return tuner_run
+
+    state.untune = wrap_tuner_runs(autotuner, seeding)
+
+
+def _inductor() -> Any:
+    """torch.compile's recorded caches and Inductor's C++ kernels (imported when first needed: a package's import
+    stays small)."""
+    from . import _aotpack_inductor
+
+    return _aotpack_inductor
+
+
+def _guard() -> Any:
+    """The cache manager that refuses (or says) what callers of triton.compile other than the JIT compile; it
+    imports Triton at load, so only where Triton is."""
+    from . import _aotpack_guard
+
+    return _aotpack_guard
+
+
+def _jit_instead(state: _Activation, jit: Any) -> Any:
+    """The launcher's fallback: the JIT's own run for a call no variant matches (its compile goes through the
+    hook, which logs it and keeps it for coverage())."""
+
+    def instead(message: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return state.jit_run(jit, *args, **kwargs)
+
+    return instead
+
+
+def _refused(where: str, jit: Any, hook: dict[str, Any]) -> str:
+    compile = hook.get("compile") or {}
+    signature = ", ".join(f"{k}: {v}" for k, v in (compile.get("signature") or {}).items())
+    constants = ", ".join(f"{'.'.join(map(str, k))}={v!r}" for k, v in (compile.get("constants") or {}).items())
+    code = getattr(getattr(jit, "fn", None), "__code__", None)
+    source = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+    return (f"Triton's JIT would compile {where}{source} for ({signature}) with constexprs {constants or 'none'}, "
+            f"num_warps={compile.get('num_warps')}, num_stages={compile.get('num_stages')}; activate(fallback="
+            "'error') allows no compilation. Add it to the recipe (aotpack record -o RECIPE -- <your program> "
+            "merges into RECIPE) and rebuild")  # fmt: skip
+
+
+def deactivate() -> None:
+    """Undo ``activate()``: JITFunction.run, Autotuner.run and the compile hook as they were, every function's own
+    run, and the state of the guard and of Inductor's C++ kernels (their ``reset()``)."""
+    with _state.lock:
+        state, _state.current = _state.current, None
+        if state is not None:
+            _inductor().reset()  # (its C++ kernels the packages hold still served: a loaded graph calls them)
+        if state is None or state.jit_run is None:
+            return
+        from triton import knobs
+        from triton.runtime.jit import JITFunction
+
+        JITFunction.run = state.jit_run
+        if state.untune is not None:
+            state.untune()
+        _guard().reset()
+        if knobs.runtime.jit_cache_hook is state.hook:
+            knobs.runtime.jit_cache_hook = state.previous_hook
+        if state.unname is not None:
+            state.unname()
+        for ref in state.patched:
+            jit = ref()
+            if jit is not None:
+                jit.__dict__.pop("run", None)
+
+
+def coverage() -> list[dict[str, Any]]:
+    """What Triton's JIT compiled while activated with ``fallback="jit"``, as ``aotpack record`` reads it (each
+    written-out source's text in the first event that names it)."""
+    current = _state.current
+    events = list(current.coverage) if current is not None else []
+    if "triton" in sys.modules:  # and what callers of triton.compile other than the JIT compiled (Inductor), in
+        events += _guard().compiled()  # this process and in those it started (compile workers)
+    events += _inductor().compiled()  # and Inductor's C++ kernels (built where their graph loads: this process)
+    out, sent = [], set()
+    for event in events:
+        names = [n for n in source_names(event) if n not in sent]
+        sent.update(names)
+        out.append({**event, "sources": {n: source_text(n) for n in names}} if names else event)
+    return out
+
+
+def _seed_autotuner(wrapped: Any, tuned: list[dict[str, Any]]) -> None:
+    """Put the recorded picks into the @triton.autotune wrapper's cache (key -> its own Config
+    object), so that it launches them without timing anything."""
+    tuner = tuner_of(wrapped)
+    if tuner is None:
+        return
+    for pick in tuned:
+        for config in tuner.configs:
+            same = dict(config.kwargs) == pick["kwargs"] and config.num_warps == pick["num_warps"]
+            if same and config.num_stages == pick["num_stages"]:
+                tuner.cache[tuple(pick["key"])] = config
+                break
