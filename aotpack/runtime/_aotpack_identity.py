@@ -33,7 +33,10 @@ def identity_of(jit: Any) -> str:
 
 def identity(jit: Any) -> str:
     """A @triton.jit function's source identity: its source, and by name every @triton.jit function and constant
-    it reads, recursively: the same for the same code under any module name, file or line, in any process."""
+    it reads, recursively: the same for the same code under any module name, file or line, in any process. Triton's
+    own @triton.jit functions (``tl.sum``, ``tl.cdiv``) count by their name alone: their source is Triton's, which
+    changes from one release to the next, and a program that runs another Triton than the one a package was built
+    with still makes the same call (its kernel is the package's)."""
     return _identity(jit, {})
 
 
@@ -44,7 +47,10 @@ def _identity(jit: Any, seen: dict[int, str | None]) -> str:
     digest = hashlib.sha256(jit.src.encode())
     for name, value in reads(jit):
         inner = jit_of(value)
-        if inner is not None:
+        module = str(getattr(getattr(inner, "fn", None), "__module__", ""))
+        if inner is not None and (module == "triton" or module.startswith("triton.")):
+            digest.update(f"\0{name}=triton:{module}.{inner.fn.__qualname__}".encode())
+        elif inner is not None:
             digest.update(f"\0{name}=function:{_identity(inner, seen)}".encode())
         elif (text := constant_text(value)) is not None:
             digest.update(f"\0{name}={text}".encode())

@@ -107,3 +107,39 @@ def test_a_kernel_of_an_installed_module_is_written_out_too(library, monkeypatch
     assert (described["module"], described["qualname"]) == ("fakelib.ops", "scale")
     text = _aotpack_source.source_text(described["source"])
     assert text.startswith("# fakelib.ops:scale: written out") and "def program_id(" in text
+
+
+SUMS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def half(x):
+    return x * 0.5
+
+
+@triton.jit
+def row_sum(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr, half(tl.sum(tl.load(x_ptr + offs), axis=0)))
+"""
+
+
+def test_triton_s_own_functions_count_by_name_not_by_their_release_s_source(tmp_path, monkeypatch):
+    """A kernel calling ``tl.sum`` is the same kernel under Triton 3.6 and 3.9, whose ``tl.sum`` sources differ
+    (liger-kernel's RMSNorm, built on a host with 3.9 and served with 3.6, was not found); a function of the
+    program's that it calls still counts by its source."""
+    triton = pytest.importorskip("triton")
+    path = tmp_path / f"sums_{uuid.uuid4().hex}.py"
+    path.write_text(SUMS)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    before = _aotpack_identity.identity(module.row_sum)
+    own = _aotpack_identity.jit_of(triton.language.sum)
+    monkeypatch.setattr(own, "_src", own.src + "\n# another release's body\n")  # (src is read-only)
+    assert _aotpack_identity.identity(module.row_sum) == before
+    monkeypatch.setattr(module.half, "_src", module.half.src.replace("0.5", "0.25"))
+    assert _aotpack_identity.identity(module.row_sum) != before
