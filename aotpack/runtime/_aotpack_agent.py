@@ -396,6 +396,7 @@ def main(here: str) -> None:
     folder = os.environ.get(RECORD_DIR)
     if folder:
         imports.when_imported({"torch._inductor.async_compile": inductor.record_cpp})  # its C++ kernels, kept at exit
+        inductor.stable_code_ids()  # Dynamo's profile keyed as in a served process
         if "triton.knobs" in sys.modules:
             start(folder, sys.modules["triton.knobs"])
         else:

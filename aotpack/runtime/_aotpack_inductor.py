@@ -75,6 +75,7 @@ class _Graphs:
         self.fallback: str | None = None  # activate()'s, for the C++ kernels no package holds (guard_cpp)
         self.refused: type[Exception] = RuntimeError
         self.waiting = False  # for Inductor to be imported
+        self.waiting_pgo = False  # for Dynamo's profile to be imported (stable_code_ids)
         self.compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit"
 
     def reset(self) -> None:
@@ -161,6 +162,45 @@ def _cpu_flags() -> frozenset[str] | None:
     return None
 
 
+def stable_code_ids() -> None:
+    """Dynamo's profile (which sizes changed, per compiled frame) keys a frame by its code and, since torch 2.12 or
+    so, by a hash of the functions its closure holds: ``hash()`` of their code objects, which differs in every
+    process (Python salts the hash of each string, and before 3.12 that of None). A frame of a decorated function
+    (transformers wraps every model's ``forward``) was then never found in a recorded profile: a served process
+    compiled it static at its first sizes, then again (a Qwen2, torch 2.13: 4 graphs compiled at sizes the recording
+    covered; 0 with this). Here the closure's functions count by their name, line, names and bytecode instead, the
+    same in every process of one Python, in aotpack record's processes and in a served one (``activate()``): from
+    now, or once Dynamo's profile module is imported. Kept after ``deactivate()``: a profile already read keys on
+    it."""
+    module = sys.modules.get("torch._dynamo.pgo")
+    if module is not None:
+        _stable_cells(module)
+    elif not _state.waiting_pgo:
+        _state.waiting_pgo = True
+        when_imported({"torch._dynamo.pgo": _stable_cells})
+
+
+def _stable_cells(pgo: Any) -> None:
+    original = getattr(pgo, "_get_cell_hash_content", None)
+    if original is None or getattr(original, "_aotpack", False):
+        return  # (a torch whose profile keys no closure: nothing differs between processes)
+
+    def cell_content(cell: Any) -> int:
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell
+            return 0
+        code = getattr(content, "__code__", None) if callable(content) else None
+        if code is None:
+            return 0  # (torch's own counts only functions; hash(None) of other cells differed between processes)
+        name = getattr(code, "co_qualname", code.co_name)
+        text = "\0".join([name, str(code.co_firstlineno), *code.co_names, *code.co_varnames]).encode()
+        return int.from_bytes(hashlib.sha256(text + b"\0" + code.co_code).digest()[:8], "little")
+
+    cell_content._aotpack = True  # type: ignore[attr-defined]
+    pgo._get_cell_hash_content = cell_content
+
+
 def record_cpp(async_compile: Any) -> None:
     """aotpack record, as ``torch._inductor.async_compile`` is imported: each C++ kernel Inductor builds or loads
     here is noted, and ``save`` keeps its shared object."""
@@ -204,6 +244,7 @@ def serve(folder: str, fallback: str = "jit") -> list[str]:
     names = sorted(n[:-5] for n in os.listdir(folder) if n.endswith(".json"))
     if not names:
         return []
+    stable_code_ids()  # (before torch compiles anything: the recorded profile keys on it)
     import torch
 
     skipped = []

@@ -178,3 +178,49 @@ def test_a_recording_holds_the_graphs_its_own_profile_makes_a_served_process_com
     served = run(["serve.py", "error", *args], tmp_path, "served", site, PATH=bare)
     cold = json.loads(run(["serve.py", "-", *args], tmp_path, "cold", site).stdout)
     assert json.loads(served.stdout) == {"out": cold["out"], "misses": 0}
+
+
+DECORATED = textwrap.dedent("""
+    import functools, json, sys
+    import torch, triton  # noqa: F401
+
+
+    def deprecated(fn):  # as transformers' decorators: one code object for every function, told apart by its closure
+        @functools.wraps(fn)
+        def wrapped_func(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        return wrapped_func
+
+
+    @torch.compile
+    @deprecated
+    def f(x):
+        return torch.nn.functional.gelu(x).sum(0) * 2
+
+
+    out = [f(torch.randn(n, 16, generator=torch.Generator().manual_seed(n))).tolist() for n in map(int, sys.argv[1:])]
+    counters = torch._dynamo.utils.counters
+    print(json.dumps({"out": out, "misses": counters["inductor"]["fxgraph_cache_miss"]}))
+""")
+
+
+def test_a_decorated_function_s_recorded_profile_is_found_in_a_served_process(tmp_path):
+    # Dynamo keys a frame's profile by a hash of its closure's functions, which Python salts anew in each process
+    # (torch 2.13): a transformers model's forward, wrapped by a decorator, was never found in its recorded profile,
+    # and the served process compiled it static at its first sizes (a Qwen2 on the CPU: 4 graphs), while record ran
+    # it 3 times and the profile never settled. With the closure keyed the same in every process: 2 runs, and none
+    (tmp_path / "prog.py").write_text(DECORATED)
+    (tmp_path / "serve.py").write_text(SERVE)
+    recorded = run(["-m", "aotpack", "record", "-o", "r/recipe.yaml", "--package", "graphs_kernels", "--", "python",
+                    "prog.py", "8", "12"], tmp_path, "record-cache")  # fmt: skip
+    assert "the program ran 2 times" in recorded.stdout + recorded.stderr
+    recipe = tmp_path / "r" / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("targets: []", "targets: [sm_90]"))
+    run(["-m", "aotpack", "build", "r/recipe.yaml", "-o", "dist"], tmp_path, "build-cache")
+    site = install_wheel(next((tmp_path / "dist").glob("*.whl")), tmp_path / "site")
+    args = ["prog.py", "20", "33"]  # sizes never recorded
+    served = json.loads(run(["serve.py", "error", *args], tmp_path, "served", site,
+                            PATH=without_c_compiler(tmp_path / "bin")).stdout)  # fmt: skip
+    cold = json.loads(run(["serve.py", "-", *args], tmp_path, "cold", site).stdout)
+    assert served == {"out": cold["out"], "misses": 0}

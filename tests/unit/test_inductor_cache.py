@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import subprocess
 import sys
 import types
 import typing
@@ -19,6 +21,8 @@ import pytest
 from aotpack.runtime import _aotpack_inductor as inductor
 
 pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RECIPE = "package: graphs_kernels\nversion: 0.1.0\ninductor_cache: {folder}\ntargets: [sm_90]\nkernels: {{}}\n"
 META = {"torch": "2.11.0+cu130", "job_id": "aotpack", "settings": {"cpp.cxx": "(None, 'g++')",
@@ -486,3 +490,54 @@ def test_plan_says_a_c_compiler_is_needed_where_the_graphs_call_for_inductor_cpp
     write_set(tmp_path / "other", b"one")
     (line,) = [x for x in plan_summary(read_recipe(tmp_path, "other"), ()) if x.startswith("inductor_cache:")]
     assert line.endswith("loaded by activate()")
+
+
+CLOSURE = """
+import sys, types
+from aotpack.runtime import _aotpack_inductor as inductor
+
+pgo = types.ModuleType("pgo")  # Dynamo's profile module as torch 2.13 has it: a closure's functions by hash()
+pgo._get_cell_hash_content = lambda cell: cell.cell_contents.__code__ if callable(cell.cell_contents) else None
+
+
+def deprecated(fn):
+    def wrapped_func(*args):
+        return fn(*args)
+
+    return wrapped_func
+
+
+@deprecated
+def forward(x):
+    return x
+
+
+before = hash(tuple(pgo._get_cell_hash_content(c) for c in forward.__closure__))
+inductor._stable_cells(pgo)
+print(before, hash(tuple(pgo._get_cell_hash_content(c) for c in forward.__closure__)))
+"""
+
+
+def test_dynamo_s_profile_keys_a_decorated_frame_the_same_in_every_process():
+    """torch keys a decorated frame's profile by hash() of its closure's code, another in each process; the key
+    stable_code_ids gives it is the same in each (processes with other hash salts here)."""
+    keys = []
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", CLOSURE], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)})  # fmt: skip
+        keys.append(done.stdout.split())
+    (torch_1, ours_1), (torch_2, ours_2) = keys
+    assert torch_1 != torch_2 and ours_1 == ours_2
+
+
+def test_stable_code_ids_waits_for_dynamo_s_profile_and_leaves_a_torch_without_closure_keys_alone(monkeypatch):
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
+    monkeypatch.delitem(sys.modules, "torch._dynamo.pgo", raising=False)
+    waiting: list[dict[str, typing.Any]] = []
+    monkeypatch.setattr(inductor, "when_imported", waiting.append)
+    inductor.stable_code_ids()
+    inductor.stable_code_ids()  # (one wait)
+    assert [list(w) for w in waiting] == [["torch._dynamo.pgo"]]
+    older = types.ModuleType("pgo")  # torch 2.11: CodeId is the file's hash, line and name
+    waiting[0]["torch._dynamo.pgo"](older)
+    assert vars(older).keys() == {"__name__", "__doc__", "__package__", "__loader__", "__spec__"}
