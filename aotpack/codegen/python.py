@@ -329,7 +329,7 @@ def activate(fallback=None):
     caches, graphs = _os.path.join(here, "_triton_cache"), _os.path.join(here, "_inductor_cache")
     return _runtime.activate([k for k in globals().values() if isinstance(k, _runtime.Launcher)], fallback,
                              MissingVariant, [caches] if _os.path.isdir(caches) else [],
-                             [graphs] if _os.path.isdir(graphs) else [])
+                             [graphs] if _os.path.isdir(graphs) else [], package=__name__)
 
 
 def coverage():
@@ -339,8 +339,8 @@ def coverage():
 
 
 def deactivate():
-    """Undo ``activate()``."""
-    _runtime.deactivate()
+    """Undo ``activate()`` (of this package: another one activated stays so)."""
+    _runtime.deactivate(__name__)
 '''
 
 

@@ -7,7 +7,12 @@ installed, when activating.
 
 The modules whose state activate() sets up each hold it in one object with a ``reset()`` that ``deactivate()`` calls:
 this one's (``_state``: what it patched), the guard's (``_aotpack_guard``: Triton's cache manager and the environment
-the processes started inherit) and Inductor's (``_aotpack_inductor``: its C++ kernels' policy)."""
+the processes started inherit) and Inductor's (``_aotpack_inductor``: its C++ kernels' policy).
+
+Several packages in one process (a kernel library's wheel beside a model's) each ship a copy of this runtime: the copy
+that activates first does so for every package (``sys._aotpack_activation`` names it), so that one patch and one
+guard serve them all, their launchers and cache entries joined. The strictest fallback asked wins (``"error"`` over
+``"jit"``); ``deactivate()`` of one package takes back its part alone, and that of the last gives everything back."""
 
 from __future__ import annotations
 
@@ -21,12 +26,26 @@ from ._aotpack_jit import name_function_constexprs, payload
 from ._aotpack_source import source_names, source_text
 from ._aotpack_tuners import tuner_of, wrap_tuner_runs
 
+HOST = "_aotpack_activation"  # the attribute of sys naming the runtime copy that activates every package
+
+
+class _Package:
+    """One activated package's part: what its activate() gave, and how often it was called (as often as deactivate()
+    must be to take it back)."""
+
+    def __init__(self, launchers: list[Any], fallback: str, missing: type[Exception], caches: list[str]) -> None:
+        self.count = 0
+        self.launchers, self.fallback, self.missing, self.caches = launchers, fallback, missing, caches
+
 
 class _Activation:
     """What ``activate()`` changed, so that ``deactivate()`` can give it back: the launchers by source identity,
-    JITFunction.run and Autotuner.run as they were, the functions given a run of their own, the compile hook."""
+    JITFunction.run and Autotuner.run as they were, the functions given a run of their own, the compile hook; and
+    the packages activated, whose parts make the launchers, the cache entries and the fallback."""
 
     def __init__(self) -> None:
+        self.packages: dict[str, _Package] = {}
+        self.missing: type[Exception] = LookupError  # what a refused JIT compilation raises: a package's own
         self.launchers: dict[str, tuple[Any, Any]] = {}  # identity -> (launcher, its runner once made)
         self.jit_run: Any = None
         self.untune: Any = None  # gives Autotuner and its subclasses their runs back
@@ -51,8 +70,16 @@ class _Active:
 _state = _Active()
 
 
-def activate(launchers: list[Any], fallback: str | None, missing: type[Exception],
-             caches: list[str] | None = None, graphs: list[str] | None = None) -> list[str]:  # fmt: skip
+def _host(claim: bool = False) -> Any:
+    """The runtime copy that activates every package of this process, where it is another than this one; with
+    ``claim``, this one becomes it where none is yet."""
+    mine = sys.modules[__name__]
+    host = sys.__dict__.setdefault(HOST, mine) if claim else sys.__dict__.get(HOST, mine)
+    return None if host is mine else host
+
+
+def activate(launchers: list[Any], fallback: str | None, missing: type[Exception], caches: list[str] | None = None,
+             graphs: list[str] | None = None, package: str = "") -> list[str]:  # fmt: skip
     """Make the original ``@triton.jit`` functions launch these kernels: every JITFunction, whether it exists now
     or is created later (a module imported or generated afterwards, under any name), is matched by its source
     identity on its first launch, and its ``run`` (what ``fn[grid](...)`` calls) becomes the launcher's when it
@@ -62,8 +89,12 @@ def activate(launchers: list[Any], fallback: str | None, missing: type[Exception
     per kernel and kept for ``coverage()`` (``fallback="jit"``, the default with Triton). ``caches``: folders of
     Triton cache entries the package holds (what other callers of triton.compile compiled when it was recorded),
     served to every process as cache hits. ``graphs``: folders of torch.compile's caches the package holds,
-    loaded into torch's (_aotpack_inductor; one that cannot be is warned about, never raised). Returns the
-    names."""
+    loaded into torch's (_aotpack_inductor; one that cannot be is warned about, never raised). ``package``: whose
+    part this is (the module docstring: several packages). Returns the names."""
+    host = _host(claim=True)
+    if host is not None:
+        result: list[str] = host.activate(launchers, fallback, missing, caches, graphs, package=package)
+        return result
     have_triton = importlib.util.find_spec("triton") is not None
     fallback = fallback or ("jit" if have_triton else "error")
     if fallback not in ("jit", "error"):
@@ -72,26 +103,40 @@ def activate(launchers: list[Any], fallback: str | None, missing: type[Exception
         raise ValueError("activate(fallback='jit') needs Triton installed; use fallback='error'")
     with _state.lock:
         state = _state.current or _Activation()
-        state.fallback = fallback
-        state.caches += [c for c in caches or () if c not in state.caches]
-        for launch in launchers:
-            state.launchers.setdefault(launch.function["identity"], (launch, None))
-        if have_triton:
-            if _state.current is None:
-                _patch(state, missing)
-            for ref in state.patched:  # functions already matched take the fallback now given on their next launch
-                jit = ref()
-                if jit is not None:
-                    jit.__dict__.pop("run", None)
-            state.patched.clear()
-            state.launchers = {i: (launch, None) for i, (launch, _) in state.launchers.items()}
-            # every other caller of triton.compile, in every process; the packages' Triton cache entries served
-            _guard().install(fallback, state.caches)
+        part = state.packages.setdefault(package, _Package(launchers, fallback, missing, list(caches or ())))
+        part.count += 1
+        part.launchers, part.fallback, part.missing = launchers, fallback, missing  # (activated again: as now asked)
+        part.caches += [c for c in caches or () if c not in part.caches]
+        if have_triton and _state.current is None:
+            _patch(state)
         _state.current = state
-    _inductor().guard_cpp(fallback, missing)  # Inductor's C++ kernels: served, refused or listed like the others
+        _apply(state, have_triton)
     for folder in graphs or ():
-        _serve_graphs(folder, fallback)
+        _serve_graphs(folder, state.fallback)
     return [launch.__name__ for launch in launchers]
+
+
+def _apply(state: _Activation, have_triton: bool) -> None:
+    """The activated packages' parts joined: their launchers (a package activated earlier first), their cache
+    entries, the strictest fallback; every function matched already takes them on its next launch."""
+    parts = list(state.packages.values())
+    state.fallback = "error" if any(p.fallback == "error" for p in parts) else "jit"
+    state.missing = next((p.missing for p in parts if p.fallback == state.fallback), parts[0].missing)
+    state.caches = list(dict.fromkeys(c for p in parts for c in p.caches))
+    launchers: dict[str, tuple[Any, Any]] = {}
+    for part in parts:
+        for launch in part.launchers:
+            launchers.setdefault(launch.function["identity"], (launch, None))
+    state.launchers = launchers
+    if have_triton:
+        for ref in state.patched:  # functions matched already take the launchers and fallback now on their next launch
+            jit = ref()
+            if jit is not None:
+                jit.__dict__.pop("run", None)
+        state.patched.clear()
+        # every other caller of triton.compile, in every process; the packages' Triton cache entries served
+        _guard().install(state.fallback, state.caches)
+    _inductor().guard_cpp(state.fallback, state.missing)  # Inductor's C++ kernels: served, refused or listed alike
 
 
 def _serve_graphs(folder: str, fallback: str) -> None:
@@ -107,7 +152,7 @@ def _serve_graphs(folder: str, fallback: str) -> None:
         )
 
 
-def _patch(state: _Activation, missing: type[Exception]) -> None:
+def _patch(state: _Activation) -> None:
     import types
     import weakref
 
@@ -135,7 +180,7 @@ def _patch(state: _Activation, missing: type[Exception]) -> None:
         fn = hook.get("fn")
         where = f"{getattr(fn, 'module', '?')}:{getattr(fn, 'name', '?')}"
         if state.fallback == "error":
-            raise missing(_refused(where, getattr(fn, "jit_function", None), hook))
+            raise state.missing(_refused(where, getattr(fn, "jit_function", None), hook))
         try:
             state.coverage.append(payload(hook["key"], fn, hook["compile"]))
         except Exception:  # reporting is best effort; the compile goes on
@@ -218,11 +263,28 @@ def _refused(where: str, jit: Any, hook: dict[str, Any]) -> str:
             "merges into RECIPE) and rebuild")  # fmt: skip
 
 
-def deactivate() -> None:
-    """Undo ``activate()``: JITFunction.run, Autotuner.run and the compile hook as they were, every function's own
-    run, and the state of the guard and of Inductor's C++ kernels (their ``reset()``)."""
+def deactivate(package: str | None = None) -> None:
+    """Undo ``activate()`` of ``package`` (every package: None): its part taken back, the others' in place (the
+    module docstring); once no package is active, JITFunction.run, Autotuner.run and the compile hook as they were,
+    every function's own run, and the state of the guard and of Inductor's C++ kernels (their ``reset()``)."""
+    host = _host()
+    if host is not None:
+        host.deactivate(package)
+        return
     with _state.lock:
-        state, _state.current = _state.current, None
+        state = _state.current
+        if state is not None and package is not None and package in state.packages:
+            part = state.packages[package]
+            part.count -= 1
+            if part.count > 0:
+                return
+            del state.packages[package]
+            if state.packages:
+                _apply(state, state.jit_run is not None)
+                return
+        _state.current = None
+        if sys.__dict__.get(HOST) is sys.modules[__name__]:
+            del sys.__dict__[HOST]  # (a copy activating later hosts anew)
         if state is not None:
             _inductor().reset()  # (its C++ kernels the packages hold still served: a loaded graph calls them)
         if state is None or state.jit_run is None:
@@ -246,7 +308,11 @@ def deactivate() -> None:
 
 def coverage() -> list[dict[str, Any]]:
     """What Triton's JIT compiled while activated with ``fallback="jit"``, as ``aotpack record`` reads it (each
-    written-out source's text in the first event that names it)."""
+    written-out source's text in the first event that names it): in this process, whichever package activated."""
+    host = _host()
+    if host is not None:
+        events: list[dict[str, Any]] = host.coverage()
+        return events
     current = _state.current
     events = list(current.coverage) if current is not None else []
     if "triton" in sys.modules:  # and what callers of triton.compile other than the JIT compiled (Inductor), in
