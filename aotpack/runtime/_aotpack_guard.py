@@ -136,6 +136,7 @@ class Guard(_Behind):
         if not self.looking:
             return group
         jit = _jit_took("jit")
+        _state.thread.seen = self.key  # (the check behind the manager: this compilation's lookup was the guard's)
         if not (group or {}).get(filename):
             group = self._packaged(filename) or group
         if not jit and (not (group or {}).get(filename) or knobs.compilation.always_compile):
@@ -312,18 +313,24 @@ def _others(name: str, key: str) -> str:
     return f" (the packages hold {name} under {count} other key{'s' * (count > 1)}{why})"
 
 
-def _compiling(name: str, key: str) -> None:
+def _compiling(name: str, key: str, module: bool = False, behind: str = "") -> None:
+    """Triton is about to compile kernel ``name`` (or, ``module``, build its C module ``name`` with a C compiler)
+    under the cache key ``key``: refused under fallback="error", listed and said under "jit". ``behind``: why the
+    guard did not see it first (the check behind the manager saw it)."""
     where = (f"{name} (Triton cache key {key}) in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
-             f"{_others(name, key)}")  # fmt: skip
+             f"{'' if module else _others(name, key)}")  # fmt: skip
+    held = f"{behind}: the packages' entries are not served through it" if behind else "no activated package holds it"
+    what = (f"build its C module {where} with a C compiler (a kernel launcher, or its driver's utilities)" if module
+            else f"compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "
+            "triton.compile)")  # fmt: skip
     if os.environ.get(FALLBACK) == "error":
         raise CompilationRefused(
-            f"Triton would compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "
-            "triton.compile), and no activated package holds it; activate(fallback='error') allows no compilation "
-            "in this process or the processes it starts. Record it (`aotpack record -o RECIPE -- python PROGRAM` "
-            "with the same torch and Triton, at these shapes; under torch.compile, a recording serves other sizes "
-            "of each dimension it saw take two values or more, while the compiled function's file is as recorded: "
-            "Dynamo keys its recorded profile on that file's content) and rebuild, or run with fallback='jit' to "
-            "compile it and list it in coverage()"
+            f"Triton would {what}, and {held}; activate(fallback='error') allows no compilation in this process or "
+            "the processes it starts. Record it (`aotpack record -o RECIPE -- python PROGRAM` with the same torch "
+            "and Triton, at these shapes; record keeps every module Triton builds or finds; under torch.compile, a "
+            "recording serves other sizes of each dimension it saw take two values or more, while the compiled "
+            "function's file is as recorded: Dynamo keys its recorded profile on that file's content) and rebuild, or "
+            "run with fallback='jit' to compile it and list it in coverage()"
         )
     event = {"event": "compiled", "name": name, "key": key, "pid": os.getpid()}
     spool = os.environ.get(COMPILED_DIR)
@@ -333,8 +340,8 @@ def _compiling(name: str, key: str) -> None:
         _state.compiled.append(event)
     if name not in _state.said:
         _state.said.add(name)
-        logging.getLogger("aotpack").warning("%s: Triton compiles it outside the JIT (no activated package has it)",
-                                             where)  # fmt: skip
+        logging.getLogger("aotpack").warning("%s: Triton %s (%s)", where, "builds it with a C compiler" if module
+                                             else "compiles it outside the JIT", held)  # fmt: skip
 
 
 def _spool(folder: str, event: dict[str, Any]) -> None:
@@ -407,8 +414,10 @@ def install(fallback: str, entries: list[str] | None = None) -> None:
         _state.here = set_here
         knobs.cache.manager_class = Guard
     _restart_compile_workers()
+    unchecked = _check_behind()
 
     def undo() -> None:
+        unchecked()
         for name, value in was.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -419,6 +428,83 @@ def install(fallback: str, entries: list[str] | None = None) -> None:
         _restart_compile_workers()
 
     _state.undo = undo
+
+
+# ---------------------------------------------------------------- the check behind the cache manager
+# A program may set another cache manager after activate() (knobs.cache.manager_class, or TRITON_CACHE_MANAGER), and
+# the guard is no longer asked: the fallback holds all the same, at the two places Triton compiles: a backend's
+# stages, which triton.compile adds only when it compiles, and the _build of triton.runtime.build, which runs the C
+# compiler.
+
+
+def _check_behind() -> Any:
+    """Put the check behind the manager in place in this process (its backends' ``add_stages`` and Triton's module
+    build); returns the undo."""
+    import triton.backends
+    import triton.runtime.build as build
+
+    undo: list[Any] = []
+    for backend in list(getattr(triton.backends, "backends", {}).values()):
+        cls = getattr(backend, "compiler", None)
+        original = getattr(cls, "add_stages", None)
+        if original is not None and not getattr(original, "_aotpack", False):
+            type.__setattr__(cls, "add_stages", _stages_checked(original))
+            undo.append((cls, "add_stages", original))
+    original = getattr(build, "_build", None)
+    if original is not None and not getattr(original, "_aotpack", False):
+        build._build = _build_checked(original)
+        undo.append((build, "_build", original))
+
+    def unchecked() -> None:
+        for owner, name, was in reversed(undo):
+            (type.__setattr__ if isinstance(owner, type) else setattr)(owner, name, was)
+
+    return unchecked
+
+
+def _stages_checked(original: Any) -> Any:
+    def add_stages(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _behind_the_manager()
+        return original(self, *args, **kwargs)
+
+    add_stages._aotpack = True  # type: ignore[attr-defined]
+    return add_stages
+
+
+def _build_checked(original: Any) -> Any:
+    def _build(name: str, *args: Any, **kwargs: Any) -> Any:
+        if os.environ.get(FALLBACK):
+            local = _caller("compile_module_from_src", "triton.runtime.build")
+            _compiling(str(name), _jit._folder_name(local.get("key")) or "?", module=True)
+        return original(name, *args, **kwargs)
+
+    _build._aotpack = True  # type: ignore[attr-defined]
+    return _build
+
+
+def _caller(function: str, module: str) -> dict[str, Any]:
+    """The locals of the nearest call of ``module.function`` on this thread's stack ({} where there is none)."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            return dict(frame.f_locals)
+        frame = frame.f_back
+    return {}
+
+
+def _behind_the_manager() -> None:
+    """triton.compile is about to compile. Where the guard's lookup came first, it decided; where the JIT compiles,
+    its hook did (activate()); otherwise the cache manager in use is another than the guard: the fallback here."""
+    if not os.environ.get(FALLBACK) or _caller("_do_compile", "triton.runtime.jit"):
+        return
+    local = _caller("compile", "triton.compiler.compiler")
+    key = _jit._folder_name(local.get("hash")) or "?"
+    if getattr(_state.thread, "seen", None) == key:
+        return
+    manager = knobs.cache.manager_class
+    named = f"{getattr(manager, '__module__', '?')}.{getattr(manager, '__qualname__', manager)}"
+    _compiling(str(getattr(local.get("src"), "name", "?")), key,
+               behind=f"Triton's cache manager is {named}, set after activate(), which aotpack's guard is not before")
 
 
 def reset() -> None:
@@ -460,3 +546,7 @@ def _restart_compile_workers() -> None:
         logging.getLogger("aotpack").warning("%s: they compile unguarded; activate() first", said)
         return
     shutdown()
+
+
+if os.environ.get(FALLBACK) and os.environ.get(TRITON_MANAGER) == f"{__name__}:Guard":
+    _check_behind()  # (a process the activating one started, a compile worker: the check behind its manager too)

@@ -41,6 +41,7 @@ import sysconfig
 import threading
 import warnings
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from ._aotpack_imports import when_imported
@@ -76,6 +77,7 @@ class _Graphs:
         self.refused: type[Exception] = RuntimeError
         self.waiting = False  # for Inductor to be imported
         self.waiting_pgo = False  # for Dynamo's profile to be imported (stable_code_ids)
+        self.building = 0  # C++ kernels _compiles listed whose build _builds has not seen yet
         self.compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit"
 
     def reset(self) -> None:
@@ -349,15 +351,20 @@ def _said_cpp(where: str, count: int, why: str, fallback: str) -> str:
 def guard_cpp(fallback: str | None, refused: type[Exception]) -> None:
     """activate(): Inductor's C++ kernels go through ``_answer``: served where a package holds them, else compiled
     (``fallback="jit"``, listed in ``compiled``; None, after deactivate(): not listed) or refused with ``refused``
-    (``fallback="error"``). Inductor is imported by the program when it compiles; the answer is put in place then
-    (``when_imported``)."""
+    (``fallback="error"``); and every other C++ build of Inductor's (a graph's C++ wrapper, ``cpp_wrapper=True``, or
+    a max-autotune candidate) through ``_check_builds`` alike. Inductor is imported by the program when it
+    compiles; they are put in place then (``when_imported``)."""
     _state.fallback, _state.refused = fallback, refused
-    module = sys.modules.get("torch._inductor.async_compile")
-    if module is not None:
-        _answer(module)
-    elif not _state.waiting:
+    later: dict[str, Callable[[Any], None]] = {}
+    for name, put in (("torch._inductor.async_compile", _answer), ("torch._inductor.cpp_builder", _check_builds)):
+        module = sys.modules.get(name)
+        if module is not None:
+            put(module)
+        else:
+            later[name] = put
+    if later and not _state.waiting:
         _state.waiting = True
-        when_imported({"torch._inductor.async_compile": _answer})
+        when_imported(later)
 
 
 def _answer(async_compile: Any) -> None:
@@ -381,6 +388,56 @@ def _answer(async_compile: Any) -> None:
     cls.cpp_pybinding = cpp_pybinding
 
 
+def _check_builds(cpp_builder: Any) -> None:
+    cls: Any = getattr(cpp_builder, "CppBuilder", None)
+    original = getattr(cls, "build", None)
+    if original is None or getattr(original, "_aotpack", False):
+        return
+
+    def build(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _state.fallback is not None and not _probing():
+            _builds(self)
+        return original(self, *args, **kwargs)
+
+    build._aotpack = True  # type: ignore[attr-defined]
+    cls.build = build
+
+
+def _probing() -> bool:
+    """Whether Inductor is probing the CPU's vector extensions (it compiles a few lines with each; allowed: a
+    served graph's code is never generated, and a refusal of what a probe finds comes where a graph is built)."""
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "check_build" and frame.f_globals.get("__name__") == "torch._inductor.cpu_vec_isa":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _builds(builder: Any) -> None:
+    """Inductor is about to run a C++ compiler (outside a C++ kernel ``_answer`` saw: a graph's C++ wrapper, an
+    autotuning candidate): refused under fallback="error", listed under "jit"."""
+    with _state.lock:
+        if _state.fallback == "jit" and _state.building > 0:  # the build of a kernel _compiles listed
+            _state.building -= 1
+            return
+    target = getattr(builder, "get_target_file_path", None)
+    name = f"Inductor's C++ build {os.path.basename(str(target())) if callable(target) else '?'}"
+    where = f"{name} in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
+    if _state.fallback == "error":
+        raise _state.refused(
+            f"Inductor would run a C++ compiler for {where} (a graph's C++ wrapper, an autotuning candidate, or a "
+            "kernel no package holds); activate(fallback='error') allows no compilation in this process. Record the "
+            "program (`aotpack record -o RECIPE -- python PROGRAM`) with this torch and Python, with the same "
+            "Inductor settings, and rebuild; or run with fallback='jit' to build it (a C++ compiler needed) and list "
+            "it in coverage()"
+        )
+    _state.compiled.append({"event": "compiled", "name": name, "key": None, "pid": os.getpid()})
+    import logging
+
+    logging.getLogger("aotpack").warning("%s: Inductor runs a C++ compiler", where)
+
+
 def _compiles(key: str | None, why: str) -> None:
     """Inductor is about to build one of its C++ kernels: refused under fallback="error", listed under "jit"."""
     name = f"Inductor's C++ kernel {key[:16] if key else '(of a form aotpack does not know)'}"
@@ -394,6 +451,8 @@ def _compiles(key: str | None, why: str) -> None:
         )
     if _state.fallback is None:
         return
+    with _state.lock:
+        _state.building += 1  # (its build, which _builds sees next, is this compilation)
     _state.compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
     import logging
 

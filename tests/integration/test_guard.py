@@ -207,3 +207,69 @@ def test_the_recorder_copies_what_a_process_without_the_agent_compiles_or_finds(
     assert sorted(p.name for p in entry.iterdir()) == event["files"] and "guarded_copy.cubin" in event["files"]
     # the program's own manager, if it named one, still stores the entries
     assert any((tmp_path / "cache").rglob("guarded_copy.cubin"))
+
+
+MODULE = """
+from triton.runtime.build import compile_module_from_src
+SRC = r'''
+#include <Python.h>
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "made_here", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_made_here(void) { return PyModule_Create(&mod); }
+'''
+"""
+
+
+@pytest.mark.parametrize("fallback", ["error", "jit"])
+def test_a_c_module_no_package_holds_is_refused_or_listed_before_the_compiler_runs(setting, fallback):
+    """A module Triton builds with a C compiler (a kernel launcher, its driver's utilities) that no package holds
+    is a compilation like a kernel's: refused under fallback="error" before the compiler runs (a served machine may
+    have none), built and listed under "jit"."""
+    compile_code, env = setting
+    code = (
+        compile_code
+        + MODULE
+        + textwrap.dedent(f"""
+    from aotpack.runtime import _aotpack_activate, _aotpack_guard
+    _aotpack_activate.activate([], {fallback!r}, LookupError)
+    try:
+        print("built", compile_module_from_src(SRC, "made_here").__name__)
+    except _aotpack_guard.CompilationRefused as exc:
+        print("refused", exc)
+    print([e["name"] for e in _aotpack_activate.coverage()])
+    """)
+    )
+    done = run(code, {**env, "CC": "/no/such/compiler" if fallback == "error" else env.get("CC", "gcc")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    said, listed = done.stdout.splitlines()
+    if fallback == "error":
+        assert said.startswith("refused Triton would build its C module made_here (Triton cache key "), said
+        assert listed == "[]"
+    else:
+        assert said == "built made_here" and listed == "['made_here']"
+
+
+@pytest.mark.parametrize("fallback", ["error", "jit"])
+def test_a_cache_manager_set_after_activate_does_not_open_a_way_around_the_fallback(setting, fallback):
+    """The program sets its own cache manager after activate() (Triton's knobs): the guard is no longer asked, and
+    the check behind it, where Triton compiles (a backend's stages), holds the fallback all the same."""
+    compile_code, env = setting
+    code = compile_code + textwrap.dedent(f"""
+    from triton import knobs
+    from triton.runtime.cache import FileCacheManager
+    from aotpack.runtime import _aotpack_activate, _aotpack_guard
+    _aotpack_activate.activate([], {fallback!r}, LookupError)
+    knobs.cache.manager_class = type("Mine", (FileCacheManager,), {{}})
+    try:
+        print("compiled", compile_it(64).name)
+    except _aotpack_guard.CompilationRefused as exc:
+        print("refused", exc)
+    print([e["name"] for e in _aotpack_activate.coverage()])
+    """)
+    done = run(code, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said, listed = done.stdout.splitlines()
+    if fallback == "error":
+        assert said.startswith("refused Triton would compile guarded_copy ") and "set after activate()" in said, said
+        assert listed == "[]"
+    else:
+        assert said == "compiled guarded_copy" and listed == "['guarded_copy']"

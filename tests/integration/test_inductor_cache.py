@@ -224,3 +224,40 @@ def test_a_decorated_function_s_recorded_profile_is_found_in_a_served_process(tm
                             PATH=without_c_compiler(tmp_path / "bin")).stdout)  # fmt: skip
     cold = json.loads(run(["serve.py", "-", *args], tmp_path, "cold", site).stdout)
     assert served == {"out": cold["out"], "misses": 0}
+
+
+WRAPPER = textwrap.dedent("""
+    import json, sys
+    import torch
+    import torch._inductor.config
+    from aotpack.runtime import _aotpack_activate
+
+    torch._inductor.config.cpp_wrapper = True  # the graph's wrapper is C++ too: built with its kernels, not through
+    _aotpack_activate.activate([], sys.argv[1], LookupError)  # the C++ kernels' cpp_pybinding
+
+
+    @torch.compile
+    def f(x):
+        return (x.sin() * 2).sum(0)
+
+
+    try:
+        print(json.dumps({"ran": f(torch.randn(8, 4)).shape[0]}))
+    except Exception as exc:
+        print(json.dumps({"refused": str(exc)[-1500:]}))
+    print(json.dumps([e["name"] for e in _aotpack_activate.coverage()]))
+""")
+
+
+@pytest.mark.parametrize("fallback", ["error", "jit"])
+def test_inductor_s_cpp_wrapper_is_refused_or_listed_like_its_kernels(fallback, tmp_path):
+    # with cpp_wrapper=True Inductor builds a graph's wrapper and its kernels in one C++ build, which no
+    # cpp_pybinding call goes through: it compiled and ran a graph never recorded under fallback="error"
+    (tmp_path / "prog.py").write_text(WRAPPER)
+    done = run(["prog.py", fallback], tmp_path, "cache")
+    said, listed = (json.loads(line) for line in done.stdout.splitlines()[-2:])
+    if fallback == "error":
+        assert "Inductor would run a C++ compiler for Inductor's C++ build " in said["refused"], said
+        assert listed == []
+    else:
+        assert said == {"ran": 4} and listed and all(n.startswith("Inductor's C++ build ") for n in listed), listed
