@@ -89,15 +89,16 @@ def boolean(value: str | bool, what: str) -> bool:
 
 def constexpr_problem(value: object) -> str | None:
     """Why ``value`` cannot be a constexpr's (in a recipe's grid, a recorded row, ``widen:`` and ``--widen``), or
-    None: a whole number of at most 18 digits (within i64), a finite number, true/false, or non-empty printable
-    text of at most ``limits.MAX_CONSTEXPR_TEXT`` characters."""
+    None: a whole number of at most 18 digits (within i64), a finite number, true/false, or printable text of at
+    most ``limits.MAX_CONSTEXPR_TEXT`` characters (empty too: Triton takes it, a library's eviction policy left
+    empty, and so does a recording)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return None if abs(value) < 10**18 else f"{str(value)[:30]}... is past a 64-bit integer"
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value!r} is not a finite number"
-    if isinstance(value, str) and value and value.isprintable():
+    if isinstance(value, str) and value.isprintable():
         if len(value) > MAX_CONSTEXPR_TEXT:
             return (f"{value[:30]!r}... has {len(value)} characters; a constexpr's text has at most "
                     f"{MAX_CONSTEXPR_TEXT} (aotpack's limits.MAX_CONSTEXPR_TEXT)")  # fmt: skip

@@ -84,22 +84,25 @@ def recipe_data(compiled: list[Compilation], picks: dict[str, list[Json]],
         ref = str(old["triton"]) if old is not None else source
         kernels[name] = _kernel(ref, rows, picked, {} if dropped is None else dropped)
         by_source[source] = name
-    head = {
-        "package": base.get("package", package),
-        "version": str(base.get("version", "0.1.0")),
-        "summary": base.get("summary", "Kernels recorded from a running workload by aotpack record"),
-    }
-    release = _release(base.get("triton"), tritons or set())
     _check_widen(widen, kernels)
     cached = list(cached)
     targets.update(_target(int(arch)) for backend, _, arch in (t.partition(":") for t in cached)
                    if backend == "cuda" and arch.isdigit())  # fmt: skip
+    top = _top(base, package, _release(base.get("triton"), tritons or set()), bool(cached), inductor)
+    return {**top, **({"widen": widen} if widen else {}),
+            # (none where only host modules or torch.compile's CPU graphs were recorded: no kernel needs one)
+            **({"targets": sorted(targets)} if targets else {}),
+            "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
+
+
+def _top(base: dict[str, Any], package: str, release: str | None, cached: bool, inductor: bool) -> dict[str, Any]:
+    """The recipe's keys above its kernels, as ``base`` (the recipe recorded into) has them, else new."""
     folder = base.get("triton_cache") or ("triton-cache" if cached else None)
-    compiled_graphs = base.get("inductor_cache") or ("inductor-cache" if inductor else None)
-    return {**head, **({"triton": release} if release else {}), **({"triton_cache": folder} if folder else {}),
-            **({"inductor_cache": compiled_graphs} if compiled_graphs else {}),
-            **({"widen": widen} if widen else {}),
-            "targets": sorted(targets), "kernels": {n: kernels[n] for n in sorted(kernels)}}  # fmt: skip
+    graphs = base.get("inductor_cache") or ("inductor-cache" if inductor else None)
+    return {"package": base.get("package", package), "version": str(base.get("version", "0.1.0")),
+            "summary": base.get("summary", "Kernels recorded from a running workload by aotpack record"),
+            **({"triton": release} if release else {}), **({"triton_cache": folder} if folder else {}),
+            **({"inductor_cache": graphs} if graphs else {})}  # fmt: skip
 
 
 def _joined(kept: dict[str, list[Widened]], given: dict[str, list[Widened]]) -> dict[str, list[Widened]]:
@@ -275,7 +278,7 @@ def _columns(runtime: list[str], group: list[Compilation],
         known = [k for k in kinds if k]
         if name in blocks:
             columns[name] = tuple(descriptors.dtype(k) for k in kinds)
-        elif any(k.startswith("*") for k in known) or any(c.states[index] == NONE for c in group):
+        elif any(k.startswith("*") for k in known) or all(c.states[index] == NONE for c in group):
             fill = next((k for k in known if k.startswith("*")), "*i8")  # always None: any pointer type serves
             columns[name] = tuple((k or fill)[1:] for k in kinds)
         else:

@@ -73,7 +73,7 @@ def _merge(new: _Verbatim, doc: CommentedMap, data: dict[str, Any], wanted: dict
     if wanted.get("widen", {}) != (data.get("widen") or {}):  # values --widen adds to those kept
         _put(doc, "widen", new(wanted["widen"]), _TOP_ORDER)
         changed = True
-    targets = [t for t in wanted["targets"] if t not in listed(data.get("targets"))]
+    targets = [t for t in wanted.get("targets", ()) if t not in listed(data.get("targets"))]
     if targets and (doc.get("targets") is None or isinstance(doc.get("targets"), str)):  # none yet, or one alone
         _put(doc, "targets", new(wanted["targets"]), _TOP_ORDER)
     elif targets:

@@ -271,11 +271,11 @@ def _keep_partial(out: Path, events: Events, package: str) -> str:
         return ""
     partial = out.with_name(out.name.removesuffix(".yaml").removesuffix(".yml") + ".partial.yaml")
     try:
-        write(partial, events, package, merge=False)
+        write(partial, events, package, merge=False, check=False)  # (kept as recorded, whatever the build says)
     except (OSError, AotpackError) as beside:  # (a name too long, a folder that takes nothing)
         try:
             partial = Path(tempfile.mkdtemp(prefix="aotpack-recording-")) / "recipe.yaml"
-            write(partial, events, package, merge=False)
+            write(partial, events, package, merge=False, check=False)
         except (OSError, AotpackError) as exc:
             return f"; what it recorded could not be kept ({beside}; {exc})"
     cached = f", {plural(len(events.cached), 'Triton cache entry', 'Triton cache entries')}" if events.cached else ""

@@ -5,14 +5,19 @@ atomically."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from .._temp import atomic_file
+from ..backends import recipes as recipe
 from ..backends.triton import introspect
+from ..errors import AotpackError, RecordError
 from ..model import Source
-from ..recipe import inductor_cache, sources
+from ..plan.variants import plan_variants
+from ..recipe import inductor_cache, sources, yamlnodes
 from ..runtime._aotpack_identity import identity
 from ..values import Widened
 from .events import Compilation, Events, Json
@@ -21,12 +26,15 @@ from .kernels import recipe_data
 from .merge import merged_text
 from .yamlio import dump
 
+log = logging.getLogger("aotpack")
+
 
 def write(path: Path, events: Events, package: str, merge: bool = True,
-          widen: dict[str, list[Widened]] | None = None) -> bool:  # fmt: skip
+          widen: dict[str, list[Widened]] | None = None, check: bool = True) -> bool:  # fmt: skip
     """Write the recipe of a recording to ``path``, merged into what is there (``widen``: constexprs given sets
     of values), with the sources it names written out beside it (``kernels/``; each file atomically). False:
-    the recipe already held all of it, and was not written."""
+    the recipe already held all of it, and was not written. ``check``: the recipe is read and planned as
+    ``aotpack build`` will before it is written (``_check``)."""
     existing = existing_recipe(path) if merge else None
     compiled = events.compilations()
     dropped, widen = events.skipped, widen or {}
@@ -61,9 +69,37 @@ def write(path: Path, events: Events, package: str, merge: bool = True,
                 f.write(events.sources[name].encode())
     if text is None:
         return added
+    if check:
+        _check(text, path, data)
     with atomic_file(path) as f:
         f.write(text.encode())
     return True
+
+
+def _check(text: str, path: Path, data: dict[str, Any]) -> None:
+    """The recipe about to be written, read and planned as ``aotpack build`` will: one that the build would refuse
+    is not written (a fault of record's, said as one; the recording is kept beside it). Where this Python cannot
+    load its kernels (a program recorded in another environment: its libraries, or Triton, missing here), it is
+    not planned here, and that is said."""
+    modules = {str(k.get("triton")).rpartition(":")[0] for k in (data.get("kernels") or {}).values()
+               if isinstance(k, dict)}  # fmt: skip
+    missing = sorted(m for m in {"triton", *modules} if "/" not in m and not m.endswith(".py") and not _found(m))
+    if missing:
+        log.info("the recipe is not planned before it is written: %s cannot be imported here (aotpack plan %s, where "
+                 "it builds, plans it)", ", ".join(missing), path)  # fmt: skip
+        return
+    try:
+        plan_variants(recipe.from_nodes(yamlnodes.parse(text, path, "recipe"), path))
+    except AotpackError as exc:
+        raise RecordError(f"aotpack record made a recipe that aotpack build refuses ({exc}); this is a fault of "
+                          "aotpack's: please report it with what was recorded") from None  # fmt: skip
+
+
+def _found(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # (a parent package that fails to import)
+        return False
 
 
 def _identities(data: dict[str, Any], root: Path) -> dict[str, str]:

@@ -36,7 +36,8 @@ def jit():
 
 
 scalars = st.one_of(st.integers(-(2**40), 2**40), st.floats(-1e6, 1e6, allow_nan=False), st.booleans(),
-                    st.sampled_from(["fast", "exact", "a/b"]), st.none())  # fmt: skip
+                    st.sampled_from(["fast", "exact", "a/b", "", "evict first", "a,b=c", "'q'", "é"]),
+                    st.none())  # text of every kind Triton takes: empty (an eviction policy left empty) and odd  # fmt: skip
 DTYPES = ["fp16", "bf16", "fp32", "i32"]
 
 
@@ -53,7 +54,7 @@ def constexpr():
 @st.composite
 def compilation(draw, scalar_types):
     states = {"a_ptr": draw(st.sampled_from("D_N")), "b_ptr": draw(st.sampled_from("D_")),
-              "n": draw(st.sampled_from("D1_")), "m": draw(st.sampled_from("D1_"))}  # fmt: skip
+              "n": draw(st.sampled_from("D1_N")), "m": draw(st.sampled_from("D1_"))}  # (n: None in some calls)  # fmt: skip
     dtype = draw(st.sampled_from(DTYPES))
     consts = {name: draw(constexpr()) for name in PARAMS[6:]}
     return {"states": states, "dtype": dtype, "b_dtype": draw(st.sampled_from(DTYPES)), "consts": consts,
@@ -178,3 +179,23 @@ def test_an_autotuned_and_heuristic_kernel_s_picks_come_back(tmp_path, wrapper, 
     (kernel,) = recipe.load(path).kernels
     assert kernel.triton is not None
     assert [(p.key, dict(p.kwargs), p.num_warps) for p in kernel.triton.picks] == [((4096, "torch.float16"), *picked)]
+
+
+def test_an_integer_none_in_one_call_and_one_in_another_keeps_both_classes(tmp_path):
+    """A low-bit matmul library's stride that is None in some calls and the integer 1 in others: an integer
+    argument that may be left out, with a row of each class (it was written as a pointer, and the rows whose
+    class said 1 were refused by the build)."""
+    import triton.language as tl
+
+    consts = {"NUMBER": 64, "RATIO": 0.5, "FLAG": True, "MODE": "", "NOTHING": None, "DTYPE": tl.float16,
+              "SHAPE": (1, 2), "FN": "function"}  # fmt: skip
+    rec = record.Recording()
+    for n in ("N", "1", "D"):
+        c = {"states": {"a_ptr": "D", "b_ptr": "D", "n": n, "m": "_"}, "dtype": "fp16", "b_dtype": "fp16",
+             "consts": consts, "num_warps": 4, "num_stages": 3, "types": ("i32", "i32")}  # fmt: skip
+        rec.on_compile(**hook(jit(), c))
+    path = tmp_path / "r.yaml"
+    record.write(path, rec.events, "recorded_kernels")
+    (kernel,) = recipe.load(path).kernels
+    assert kernel.arg("n").kind == "int" and kernel.arg("n").optional
+    assert sorted(planned(v)[-1] for v in recorded_variants(recipe.load(path))) == ["DD1_", "DDD_", "DDN_"]

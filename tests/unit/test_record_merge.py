@@ -4,6 +4,7 @@ re-recording leaves the file byte-identical (not written); a failed recording or
 as it was. The recordings are agent events, as record_agent writes them (no GPU, no Triton)."""
 
 import difflib
+import importlib
 import json
 import os
 import re
@@ -736,3 +737,19 @@ def test_a_function_the_recipe_names_by_hand_is_matched_by_its_source_not_its_te
     other = event(block=512, source="other.py")
     record.write(path, events(other), "recorded_kernels")
     assert sorted(yaml.safe_load(path.read_text())["kernels"]) == ["add", "add_kernel"]
+
+
+def test_record_writes_no_recipe_the_build_would_refuse(tmp_path, monkeypatch):
+    """record plans what it is about to write, as aotpack build will: a recipe the build would refuse (a fault of
+    record's) is not written, and the error says so."""
+    writing = importlib.import_module("aotpack.record.write")  # (the module: the package's `write` is its function)
+
+    def refuse(loaded):
+        raise RecipeError("planted: the build refuses this")
+
+    monkeypatch.setattr(writing, "plan_variants", refuse)
+    path = tmp_path / "r.yaml"
+    with pytest.raises(RecordError, match=r"aotpack record made a recipe that aotpack build refuses \(planted"):
+        record.write(path, events(event()), "recorded_kernels")
+    assert not path.exists()
+    assert record.write(path, events(event()), "recorded_kernels", check=False) and path.exists()  # (the partial)

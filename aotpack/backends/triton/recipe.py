@@ -427,9 +427,8 @@ def _point(row: Node, args: list[Arg], types: list[tuple[str, tuple[str, ...]]],
         raise fields["class"].fail(spelled)
     states: list[State] = []
     for arg, state in zip(runtime, spelled, strict=True):
-        allowed = {""} if arg.descriptor else {"", NONE} if arg.pointer else set(arg.jit_states)
-        if arg.pointer:
-            allowed |= set(arg.jit_states)
+        # what the JIT keys it on, and None (a call may leave an integer out as it may a pointer: Triton folds it)
+        allowed = {""} if arg.descriptor else {"", NONE, *arg.jit_states} if arg.pointer else {NONE, *arg.jit_states}
         if state not in allowed:
             raise fields["class"].fail(f"argument {arg.name} cannot be {LETTER[state]!r} (the JIT keys it on "
                                        f"{', '.join(s or '_' for s in arg.jit_states)})")  # fmt: skip
