@@ -27,7 +27,7 @@ from ..pipeline.build import BuildOptions, run
 from ..plan.variants import plan_document, plan_summary, select
 from ..record import RUNS, parse_widen
 from ..words import plural
-from . import record
+from . import record, rehearse
 from .checks import writable_folder
 from .inspect import describe
 from .new import scaffold
@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="aotpack", description="Ahead-of-time GPU kernel bundles as wheels.")
     parser.add_argument("--version", action="version", version=f"aotpack {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for verb in (_build_verb, _tune_verb, _inspect_verb, _new_verb, _record_verb, _cache_verb, _plan_verb):
+    for verb in (_build_verb, _tune_verb, _inspect_verb, _new_verb, _record_verb, _rehearse_verb, _cache_verb,
+                 _plan_verb):  # fmt: skip
         verb(sub)  # (in this order in --help)
     return parser
 
@@ -143,6 +144,20 @@ def _record_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
                    "recipe's classes: (repeatable; without a program, only these)")  # fmt: skip
     _amount(r, quiet="warnings and errors only (no counts, no advice)", verbose="echo the program's command line")
     r.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python run.py --flag")
+
+
+def _rehearse_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
+    h = sub.add_parser(
+        "rehearse",
+        help="before deploying: build a recording and run another program (a traffic sample) with it activated, "
+        "in empty caches and a HOME of its own; list each compilation a served process would meet, and why",
+        usage="aotpack rehearse RECIPE|WHEEL [-q | -v] -- python program.py [args...]",
+    )
+    h.add_argument(
+        "recording", type=_path, help="the recorded recipe (built first, as aotpack build does), or its wheel"
+    )
+    _amount(h, quiet="the compilations alone", verbose="echo the program's command line")
+    h.add_argument("program", nargs=argparse.REMAINDER, help="after --: the command, e.g. python traffic.py")
 
 
 def _cache_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -368,8 +383,8 @@ def _installed_is(request: toolchain.Request) -> bool:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
-    "build": _build, "tune": _tune, "inspect": _inspect, "new": _new, "record": record.main, "cache": _cache,
-    "plan": _plan,
+    "build": _build, "tune": _tune, "inspect": _inspect, "new": _new, "record": record.main,
+    "rehearse": rehearse.main, "cache": _cache, "plan": _plan,
 }  # fmt: skip
 
 

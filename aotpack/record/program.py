@@ -151,6 +151,11 @@ def run(argv: list[str], folder: Path, extra_env: dict[str, str] | None = None) 
         env["TORCH_COMPILE_JOB_ID"] = inductor.JOB_ID
     env[_aotpack_env.RECORD_TESTED] = ",".join(f"{a}.{b}" for a, b in releases.SUPPORTED)
     env.update(extra_env or {})
+    return run_child(cmd, env)
+
+
+def run_child(cmd: list[str], env: dict[str, str]) -> Outcome:
+    """Run ``cmd`` in ``env``, passing on SIGINT and SIGTERM sent to aotpack (how a server is stopped)."""
     log.debug("$ %s", shlex.join(cmd))  # (-v)
     try:
         child = subprocess.Popen(cmd, env=env)

@@ -377,19 +377,6 @@ def _when_triton_is_imported(folder: str) -> None:
                            "triton.runtime.build": built})  # fmt: skip
 
 
-def _chain_sitecustomize(here: str) -> None:
-    """Run the sitecustomize the agent's (in the folder ``here``) stands before, if the environment has one."""
-    for entry in sys.path:
-        if os.path.abspath(entry or ".") == here:
-            continue
-        candidate = os.path.join(entry or ".", "sitecustomize.py")
-        if os.path.isfile(candidate):
-            spec = importlib.util.spec_from_file_location("_aotpack_chained_sitecustomize", candidate)
-            if spec is not None and spec.loader is not None:
-                spec.loader.exec_module(importlib.util.module_from_spec(spec))
-            return
-
-
 def main(here: str) -> None:
     """In each Python process of a recorded program, as it starts: the ``sitecustomize`` aotpack record puts in the
     folder ``here``, first on the program's ``PYTHONPATH``, calls this (record/program.py)."""
@@ -401,4 +388,4 @@ def main(here: str) -> None:
             start(folder, sys.modules["triton.knobs"])
         else:
             _when_triton_is_imported(folder)
-    _chain_sitecustomize(here)
+    imports.chain_sitecustomize(here)

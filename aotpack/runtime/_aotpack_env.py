@@ -9,6 +9,9 @@ AUTOTUNE = "AOTPACK_AUTOTUNE"  # 1 (per bucket) or key: runtime autotuning switc
 AUTOTUNE_CACHE = "AOTPACK_AUTOTUNE_CACHE"  # its cache file, shared between processes
 WARN_CLASS_MISSES = "AOTPACK_WARN_CLASS_MISSES"  # 1: warn each class miss's first call
 REPORT = "AOTPACK_REPORT"  # a folder: stats() written there at exit, a file per process
+# aotpack rehearse: every activate() of the rehearsed program lists what compiles (fallback="jit"), whatever it asks,
+# so that the rehearsal names each compilation a served program would meet, not the first alone
+REHEARSAL = "AOTPACK_REHEARSAL"
 
 # activate(): set in its process, inherited by those it starts (_aotpack_guard)
 TRITON_MANAGER = "TRITON_CACHE_MANAGER"  # Triton's: the cache manager class (MODULE:CLASS), read on every lookup

@@ -332,7 +332,8 @@ def _compiling(name: str, key: str, module: bool = False, behind: str = "") -> N
             "function's file is as recorded: Dynamo keys its recorded profile on that file's content) and rebuild, or "
             "run with fallback='jit' to compile it and list it in coverage()"
         )
-    event = {"event": "compiled", "name": name, "key": key, "pid": os.getpid()}
+    event = {"event": "compiled", "name": name, "key": key, "pid": os.getpid(), "kind": "module" if module else
+             "kernel", "why": held + ("" if module else _others(name, key))}  # fmt: skip
     spool = os.environ.get(COMPILED_DIR)
     if spool and _state.installed_in != os.getpid():  # a process the activating one started: list it there
         _spool(spool, event)

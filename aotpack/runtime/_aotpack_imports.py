@@ -13,6 +13,22 @@ from collections.abc import Callable
 from typing import Any
 
 
+def chain_sitecustomize(here: str) -> None:
+    """Run the ``sitecustomize`` that one of aotpack's (in the folder ``here``, first on ``PYTHONPATH``: aotpack
+    record's agent, aotpack rehearse's activation) stands before, where the environment has one."""
+    import os
+
+    for entry in sys.path:
+        if os.path.abspath(entry or ".") == here:
+            continue
+        candidate = os.path.join(entry or ".", "sitecustomize.py")
+        if os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_aotpack_chained_sitecustomize", candidate)
+            if spec is not None and spec.loader is not None:
+                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            return
+
+
 def when_imported(callbacks: dict[str, Callable[[Any], None]]) -> None:
     """Call ``callbacks[name](module)`` right after ``name`` is first imported (one finder for them all)."""
     sys.meta_path.insert(0, WhenImported(dict(callbacks)))

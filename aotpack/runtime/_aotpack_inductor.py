@@ -77,7 +77,7 @@ class _Graphs:
         self.refused: type[Exception] = RuntimeError
         self.waiting = False  # for Inductor to be imported
         self.waiting_pgo = False  # for Dynamo's profile to be imported (stable_code_ids)
-        self.building = 0  # C++ kernels _compiles listed whose build _builds has not seen yet
+        self.said_kernels = 0  # C++ kernels _compiles listed whose build _builds has not seen yet
         self.compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit"
 
     def reset(self) -> None:
@@ -417,12 +417,15 @@ def _probing() -> bool:
 def _builds(builder: Any) -> None:
     """Inductor is about to run a C++ compiler (outside a C++ kernel ``_answer`` saw: a graph's C++ wrapper, an
     autotuning candidate): refused under fallback="error", listed under "jit"."""
-    with _state.lock:
-        if _state.fallback == "jit" and _state.building > 0:  # the build of a kernel _compiles listed
-            _state.building -= 1
-            return
     target = getattr(builder, "get_target_file_path", None)
-    name = f"Inductor's C++ build {os.path.basename(str(target())) if callable(target) else '?'}"
+    built = os.path.basename(str(target())) if callable(target) else "?"
+    with _state.lock:
+        if _state.fallback == "jit" and not built.endswith(".so"):  # (a header or an object: part of a build listed)
+            return
+        if _state.fallback == "jit" and _state.said_kernels:  # the build of a kernel _compiles listed (they pair
+            _state.said_kernels -= 1  # up in order; its build may come later, when its graph's future resolves)
+            return
+    name = f"Inductor's C++ build {built}"
     where = f"{name} in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
     if _state.fallback == "error":
         raise _state.refused(
@@ -432,7 +435,9 @@ def _builds(builder: Any) -> None:
             "Inductor settings, and rebuild; or run with fallback='jit' to build it (a C++ compiler needed) and list "
             "it in coverage()"
         )
-    _state.compiled.append({"event": "compiled", "name": name, "key": None, "pid": os.getpid()})
+    why = "a graph's C++ wrapper, an autotuning candidate, or a kernel no package holds"
+    _state.compiled.append({"event": "compiled", "name": name, "key": None, "pid": os.getpid(), "kind": "cpp",
+                            "why": why})  # fmt: skip
     import logging
 
     logging.getLogger("aotpack").warning("%s: Inductor runs a C++ compiler", where)
@@ -452,8 +457,9 @@ def _compiles(key: str | None, why: str) -> None:
     if _state.fallback is None:
         return
     with _state.lock:
-        _state.building += 1  # (its build, which _builds sees next, is this compilation)
-    _state.compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid()})
+        _state.said_kernels += 1
+    _state.compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid(), "kind": "cpp",
+                            "why": why})  # fmt: skip
     import logging
 
     logging.getLogger("aotpack").warning("%s: Inductor compiles it with a C++ compiler (%s)", where, why)

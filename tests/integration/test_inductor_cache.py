@@ -257,3 +257,22 @@ def test_inductor_s_cpp_wrapper_is_refused_or_listed_like_its_kernels(fallback, 
         assert listed == []
     else:
         assert said == {"ran": 4} and listed and all(n.startswith("Inductor's C++ build ") for n in listed), listed
+
+
+def test_a_rehearsal_lists_what_a_served_program_would_compile_before_it_is_deployed(tmp_path):
+    """aotpack rehearse builds the recording and runs a traffic sample with it activated in a fresh environment:
+    at sizes the recording covers, nothing compiles and it says so (exit 0); a graph the recording lacks is listed
+    with what would compile and why (exit 7, RecordError), every compilation, not the first alone."""
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    run(["-m", "aotpack", "record", "-o", "r/recipe.yaml", "--package", "graphs_kernels", "--", "python", "prog.py",
+         "8", "12"], tmp_path, "record-cache")  # fmt: skip
+    clean = run(["-m", "aotpack", "rehearse", "r/recipe.yaml", "--", "python", "prog.py", "20", "33"], tmp_path,
+                "rehearse-cache")  # fmt: skip
+    assert "no compilation: the program is served with none, and with no C compiler" in clean.stderr, clean.stderr
+    assert json.loads(clean.stdout.splitlines()[-1])["frames"] == 1  # (the program's own output, served)
+    lacking = run(["-m", "aotpack", "rehearse", "r/recipe.yaml", "--", "python", "prog.py", "20"], tmp_path,
+                  "rehearse-other", fails=True, OTHER="1")  # fmt: skip
+    listed = [line for line in lacking.stdout.splitlines() if line.startswith("Inductor runs a C++ compiler for ")]
+    assert listed == [next(line for line in listed if "C++ kernel" in line)], lacking.stdout  # said once
+    assert listed[0].endswith(": no activated package holds it"), listed
+    assert "1 compilation a served process would meet (above)" in lacking.stderr
