@@ -425,44 +425,50 @@ def _builds(builder: Any) -> None:
         if _state.fallback == "jit" and _state.said_kernels:  # the build of a kernel _compiles listed (they pair
             _state.said_kernels -= 1  # up in order; its build may come later, when its graph's future resolves)
             return
-    name = f"Inductor's C++ build {built}"
-    where = f"{name} in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
-    if _state.fallback == "error":
-        raise _state.refused(
-            f"Inductor would run a C++ compiler for {where} (a graph's C++ wrapper, an autotuning candidate, or a "
-            "kernel no package holds); activate(fallback='error') allows no compilation in this process. Record the "
-            "program (`aotpack record -o RECIPE -- python PROGRAM`) with this torch and Python, with the same "
-            "Inductor settings, and rebuild; or run with fallback='jit' to build it (a C++ compiler needed) and list "
-            "it in coverage()"
-        )
-    why = "a graph's C++ wrapper, an autotuning candidate, or a kernel no package holds"
-    _state.compiled.append({"event": "compiled", "name": name, "key": None, "pid": os.getpid(), "kind": "cpp",
-                            "why": why})  # fmt: skip
-    import logging
-
-    logging.getLogger("aotpack").warning("%s: Inductor runs a C++ compiler", where)
+    _refuse_or_list(
+        f"Inductor's C++ build {built}",
+        None,
+        "a graph's C++ wrapper, an autotuning candidate, or a kernel no package holds",
+        "Inductor would run a C++ compiler for {where} ({why})",
+        "with the same Inductor settings",
+        "Inductor runs a C++ compiler",
+    )
 
 
 def _compiles(key: str | None, why: str) -> None:
     """Inductor is about to build one of its C++ kernels: refused under fallback="error", listed under "jit"."""
-    name = f"Inductor's C++ kernel {key[:16] if key else '(of a form aotpack does not know)'}"
+    if _state.fallback == "jit":
+        with _state.lock:
+            _state.said_kernels += 1
+    _refuse_or_list(
+        f"Inductor's C++ kernel {key[:16] if key else '(of a form aotpack does not know)'}",
+        key,
+        why,
+        "Inductor would compile {where} with a C++ compiler ({why})",
+        "on a CPU with the features of this one",
+        f"Inductor compiles it with a C++ compiler ({why})",
+    )
+
+
+def _refuse_or_list(name: str, key: str | None, why: str, refusal: str, record_with: str, warning: str) -> None:
+    """One C++ compilation Inductor is about to make: refused under fallback="error" (``refusal`` names it, with
+    ``{where}`` and ``{why}``; ``record_with`` says what a recording must share with this process), listed
+    under "jit" with ``warning``."""
     where = f"{name} in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
     if _state.fallback == "error":
         raise _state.refused(
-            f"Inductor would compile {where} with a C++ compiler ({why}); activate(fallback='error') allows no "
-            "compilation in this process. Record the program (`aotpack record -o RECIPE -- python PROGRAM`) with "
-            "this torch and Python, on a CPU with the features of this one, and rebuild; or run with "
-            "fallback='jit' to compile it (a C++ compiler needed) and list it in coverage()"
+            refusal.format(where=where, why=why) + "; activate(fallback='error') allows no compilation in this "
+            "process. Record the program (`aotpack record -o RECIPE -- python PROGRAM`) with this torch and Python, "
+            f"{record_with}, and rebuild; or run with fallback='jit' to build it (a C++ compiler needed) and list "
+            "it in coverage()"
         )
     if _state.fallback is None:
         return
-    with _state.lock:
-        _state.said_kernels += 1
     _state.compiled.append({"event": "compiled", "name": name, "key": key, "pid": os.getpid(), "kind": "cpp",
                             "why": why})  # fmt: skip
     import logging
 
-    logging.getLogger("aotpack").warning("%s: Inductor compiles it with a C++ compiler (%s)", where, why)
+    logging.getLogger("aotpack").warning("%s: %s", where, warning)
 
 
 def _cpp_kernel(key: str) -> Any:

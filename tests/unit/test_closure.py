@@ -35,6 +35,16 @@ def library(monkeypatch):
         sys.modules.pop(loaded)
 
 
+def _load(path: Path, text: str) -> ModuleType:
+    """``text`` written to ``path`` and imported from there, under the file's name."""
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_without_library(text: str, folder: Path, monkeypatch) -> ModuleType:
     """The written-out file imported where importing the library raises."""
     for loaded in [m for m in sys.modules if m == "fakelib" or m.startswith("fakelib.")]:
@@ -42,12 +52,7 @@ def load_without_library(text: str, folder: Path, monkeypatch) -> ModuleType:
     monkeypatch.delenv(DEVICE)
     with pytest.raises(RuntimeError, match="No device"):
         importlib.import_module("fakelib")
-    path = folder / f"written_{uuid.uuid4().hex}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load(folder / f"written_{uuid.uuid4().hex}.py", text)
     assert not [m for m in sys.modules if m.startswith("fakelib")], "the written-out file imported the library"
     return module
 
@@ -131,12 +136,7 @@ def test_triton_s_own_functions_count_by_name_not_by_their_release_s_source(tmp_
     (liger-kernel's RMSNorm, built on a host with 3.9 and served with 3.6, was not found); a function of the
     program's that it calls still counts by its source."""
     triton = pytest.importorskip("triton")
-    path = tmp_path / f"sums_{uuid.uuid4().hex}.py"
-    path.write_text(SUMS)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load(tmp_path / f"sums_{uuid.uuid4().hex}.py", SUMS)
     before = _aotpack_identity.identity(module.row_sum)
     own = _aotpack_identity.jit_of(triton.language.sum)
     monkeypatch.setattr(own, "_src", own.src + "\n# another release's body\n")  # (src is read-only)
