@@ -2,7 +2,9 @@
 ``triton.compile`` itself, in the program and in its compile-worker processes, never through Triton's JIT. With
 ``activate(fallback="error")`` none of them compiles: the first is refused before compiling, in whichever
 process compiles it, and the error reaches the program; with ``fallback="jit"`` they compile and ``coverage()``
-lists them. Each case in a fresh process with empty Triton and Inductor caches."""
+lists them. Each case in a fresh process with empty Triton and Inductor caches, where Triton also builds its
+driver's C module (cuda_utils) before the first kernel: refused or listed too, unless the program built it before
+activate()."""
 
 import json
 import os
@@ -46,6 +48,10 @@ def ready():  # Inductor's compile workers up and ready: the next compilation go
 if {before!r}:  # torch.compile ran before activate(): its compile workers are up, and ready
     torch.compile(lambda a: a.cos() + 1)(x)
     ready()
+if {utils!r}:  # Triton's driver up before activate(): its C module (cuda_utils) built and loaded already
+    import triton
+
+    triton.runtime.driver.active.get_current_device()
 _aotpack_activate.activate([], {fallback!r}, LookupError)
 if {before!r}:  # workers started anew by activate(), ready again: the next compilation is a worker's
     ready()
@@ -60,11 +66,12 @@ except Exception as exc:
 """
 
 
-def run(tmp_path: Path, fallback: str, threads: str, before: bool = False) -> dict:
-    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / f"triton-{fallback}-{threads}-{before}"),
-           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{fallback}-{threads}-{before}"),
+def run(tmp_path: Path, fallback: str, threads: str, before: bool = False, utils: bool = True) -> dict:
+    case = f"{fallback}-{threads}-{before}-{utils}"
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / f"triton-{case}"),
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{case}"),
            "TORCHINDUCTOR_COMPILE_THREADS": threads, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM).format(fallback=fallback, before=before)], env=env,
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM).format(fallback=fallback, before=before, utils=utils)], env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict = json.loads(done.stdout.strip().splitlines()[-1])
@@ -91,3 +98,14 @@ def test_fallback_jit_lets_inductor_compile_and_lists_it(tmp_path):
     got = run(tmp_path, "jit", "1")
     assert got["ran"] and got["equal"]
     assert got["coverage"] and all(name.startswith("triton_") for name in got["coverage"])
+
+
+def test_triton_s_driver_module_is_refused_or_listed_like_a_kernel(tmp_path):
+    """A served program's first Triton kernel needs the driver's C module, which Triton builds with a C compiler
+    where its cache lacks it: under fallback="error" that build is refused (no package here holds it), under "jit"
+    it is listed beside the kernels."""
+    refused = run(tmp_path, "error", "1", utils=False)
+    assert not refused["ran"] and "Triton would build its C module cuda_utils" in refused["error"]
+    listed = run(tmp_path, "jit", "1", utils=False)
+    assert listed["ran"] and listed["equal"]
+    assert "cuda_utils" in listed["coverage"] and any(n.startswith("triton_") for n in listed["coverage"])
