@@ -12,8 +12,9 @@ are the recorded ones and their Triton kernels the package's, at any size their 
 
 A set is ``<sha256>.bin`` (torch's bytes) and ``<sha256>.json``: the torch that saved it, its job id, and the
 settings of Inductor's cache key that come from the environment (``SETTINGS``), which another process may
-have otherwise (a ``CXX``): where one differs, or torch is another release, the set is not loaded and a
-warning says why (its graphs then compile as they would without it, and ``fallback="error"`` refuses their
+have otherwise (a ``CXX``): where one differs because this process's environment leaves it unset, the recorded
+value is taken (``_adopt``); where the environment here sets another, or torch is another release, the set is not
+loaded and a warning says why (its graphs then compile as they would without it, and ``fallback="error"`` refuses their
 kernels). torch unpickles the bytes: they are code from the recording, as the package's kernels are.
 
 Inductor's C++ kernels for the CPU (a graph's code calls ``async_compile.cpp_pybinding(argtypes, source)``, which
@@ -32,6 +33,7 @@ package ships a set (torch.compile needs it)."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import json
@@ -69,7 +71,7 @@ class _Graphs:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.loaded: set[str] = set()  # digests loaded in this process
+        self.loaded: dict[str, dict[str, str]] = {}  # digests loaded in this process -> the SETTINGS taken (_adopt)
         self.cpp_seen: dict[str, Any] = {}  # aotpack record: cpp_key -> what cpp_pybinding first returned for it
         self.cpp_held: dict[str, str] = {}  # activate(): cpp_key -> the package's compressed object it serves
         self.cpp_loaded: dict[str, Any] = {}  # cpp_key -> the kernel, loaded
@@ -79,9 +81,13 @@ class _Graphs:
         self.waiting_pgo = False  # for Dynamo's profile to be imported (stable_code_ids)
         self.said_kernels = 0  # C++ kernels _compiles listed whose build _builds has not seen yet
         self.compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit"
+        self.adopted: dict[str, tuple[Any, str, Any]] = {}  # SETTINGS taken from a set (_adopt): name -> what it was
 
     def reset(self) -> None:
         self.fallback, self.refused = None, RuntimeError
+        for owner, attr, value in self.adopted.values():
+            setattr(owner, attr, value)
+        self.adopted.clear()
 
 
 _state = _Graphs()
@@ -252,19 +258,24 @@ def serve(folder: str, fallback: str = "jit") -> list[str]:
     skipped = []
     with _state.lock:
         for digest in names:
-            if digest in _state.loaded:
+            if digest in _state.loaded:  # (loaded before a deactivate(): what it needs taken again)
+                for name, env in SETTINGS:
+                    if name in _state.loaded[digest]:
+                        _adopt(torch, name, env, _state.loaded[digest][name])
                 continue
-            loaded, why = _load(torch, os.path.join(folder, digest), fallback)
+            taken: dict[str, str] = {}
+            loaded, why = _load(torch, os.path.join(folder, digest), fallback, taken)
             if why:
                 skipped.append(why)
                 warnings.warn(why, RuntimeWarning, stacklevel=3)
             if loaded:
-                _state.loaded.add(digest)
+                _state.loaded[digest] = taken
     return skipped
 
 
-def _load(torch: Any, stem: str, fallback: str) -> tuple[bool, str | None]:
-    """Whether the set loaded, and why it did not, or why its C++ kernels cannot serve here."""
+def _load(torch: Any, stem: str, fallback: str, taken: dict[str, str]) -> tuple[bool, str | None]:
+    """Whether the set loaded, and why it did not, or why its C++ kernels cannot serve here; the recorded
+    settings it took go into ``taken``."""
     where = f"torch.compile's recorded caches {os.path.basename(stem)[:12]} ({os.path.dirname(stem)})"
     try:
         with open(stem + ".json", "rb") as f:
@@ -286,10 +297,14 @@ def _load(torch: Any, stem: str, fallback: str) -> tuple[bool, str | None]:
     settings = meta.get("settings")
     settings = settings if isinstance(settings, dict) else {}
     for name, env in SETTINGS:
-        if name in settings and settings[name] != have[name]:
+        if name not in settings or settings[name] == have[name]:
+            continue
+        if _adopt(torch, name, env, settings[name]):
+            taken[name] = settings[name]
+        else:
             return False, (
                 f"{where}: Inductor's {name} was {settings[name]} when recorded and is {have[name]} here (set "
-                f"by {env}): its graphs would not be found; not loaded (run with {env} as when recorded)"
+                f"by {env}): its graphs would not be found; not loaded (run with {env} as when recorded, or unset)"
             )
     job = meta.get("job_id")
     if isinstance(job, str) and torch.compiler.config.job_id is None:
@@ -302,6 +317,28 @@ def _load(torch: Any, stem: str, fallback: str) -> tuple[bool, str | None]:
     held, why = _servable(os.path.dirname(stem), meta.get("cpp"))
     _state.cpp_held.update(held)  # (a kernel the recording did not keep is said where its graph loads: _compiles)
     return True, None if held else _said_cpp(where, count, why, fallback)
+
+
+def _adopt(torch: Any, name: str, env: str, recorded: Any) -> bool:
+    """Take the recorded value of a setting of Inductor's cache key where this process's environment leaves it at
+    its default (``env`` unset): a recording machine's ``CXX`` (a conda environment's, an image's) would otherwise
+    hide every recorded graph from a served machine, which has no compiler and no reason to name one. Kept until
+    ``reset()``. Under fallback="jit" a C++ build Inductor then makes looks for the recorded compiler. Whether it
+    was taken: not where ``env`` is set here (the program's choice), another set's value was taken, or the recorded
+    value is no Python literal."""
+    if env in os.environ or name in _state.adopted or not isinstance(recorded, str):
+        return False  # (taken from another set already: the two disagree)
+    try:
+        value = ast.literal_eval(recorded)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    *path, attr = name.split(".")
+    owner = torch._inductor.config
+    for part in path:
+        owner = getattr(owner, part)
+    _state.adopted.setdefault(name, (owner, attr, getattr(owner, attr)))
+    setattr(owner, attr, value)
+    return True
 
 
 def _servable(folder: str, table: Any) -> tuple[dict[str, str], str]:

@@ -148,8 +148,9 @@ def test_a_job_id_the_program_set_is_kept(fake_torch, tmp_path):
         ({}, b"graphs", "{", "unreadable"),
     ],
 )  # fmt: skip
-def test_a_set_of_another_torch_or_other_settings_is_warned_about_and_not_loaded(fake_torch, tmp_path, torch_kw, data,
-                                                                                 meta, why):  # fmt: skip
+def test_a_set_of_another_torch_or_other_settings_is_warned_about_and_not_loaded(fake_torch, tmp_path, monkeypatch,
+                                                                                 torch_kw, data, meta, why):  # fmt: skip
+    monkeypatch.setenv("CXX", "/opt/bin/g++")  # (the program names its compiler: a recorded one is not taken)
     torch = fake_torch(**torch_kw)
     digest = write_set(tmp_path, data)
     if meta is not None:
@@ -157,6 +158,35 @@ def test_a_set_of_another_torch_or_other_settings_is_warned_about_and_not_loaded
     with pytest.warns(RuntimeWarning, match=re.escape(why)):
         skipped = inductor.serve(str(tmp_path))
     assert len(skipped) == 1 and torch.loaded == [] and torch.compiler.config.job_id is None
+
+
+def test_a_recorded_compiler_the_environment_does_not_name_here_is_taken_and_given_back(fake_torch, tmp_path,
+                                                                                         monkeypatch):  # fmt: skip
+    # recorded where CXX named a compiler (an image's /opt/gcc/bin/g++), served where it is unset (no compiler at
+    # all): Inductor's key would differ in cpp.cxx alone, and every recorded graph go unfound
+    monkeypatch.delenv("CXX", raising=False)
+    torch = fake_torch(cxx=(None, "g++"))
+    config = torch._inductor.config
+    write_set(tmp_path / "a", b"graphs", meta={**META, "settings": {"cpp.cxx": "(None, '/opt/gcc/bin/g++')"}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert inductor.serve(str(tmp_path / "a")) == []
+    assert torch.loaded == [b"graphs"] and config.cpp.cxx == (None, "/opt/gcc/bin/g++")
+    # another set that recorded another compiler cannot also be found: said, not loaded, the first's value kept
+    write_set(tmp_path / "b", b"other graphs", meta={**META, "settings": {"cpp.cxx": "(None, 'clang++')"}})
+    with pytest.warns(RuntimeWarning, match=re.escape("cpp.cxx was (None, 'clang++') when recorded")):
+        assert len(inductor.serve(str(tmp_path / "b"))) == 1
+    assert torch.loaded == [b"graphs"] and config.cpp.cxx == (None, "/opt/gcc/bin/g++")
+    inductor.reset()  # deactivate(): the process's own value back
+    assert config.cpp.cxx == (None, "g++")
+    inductor.serve(str(tmp_path / "a"))  # activated again: loaded already, its value taken again
+    assert torch.loaded == [b"graphs"] and config.cpp.cxx == (None, "/opt/gcc/bin/g++")
+    inductor.reset()
+    # a recorded value that is no literal is not evaluated: said, not loaded
+    write_set(tmp_path / "c", b"third", meta={**META, "settings": {"cpp.cxx": "__import__('os').getcwd()"}})
+    with pytest.warns(RuntimeWarning, match="not loaded"):
+        inductor.serve(str(tmp_path / "c"))
+    assert torch.loaded == [b"graphs"] and config.cpp.cxx == (None, "g++")
 
 
 def test_a_set_whose_bytes_changed_is_not_loaded(fake_torch, tmp_path):
