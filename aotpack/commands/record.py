@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import UsageError
-from ..record import Events, check_package, misses, record, widen, write
+from ..record import Events, check_package, existing_recipe, misses, record, widen, write
 from ..words import plural
 from .checks import writable_folder
 
@@ -29,7 +29,7 @@ def main(args: argparse.Namespace) -> None:
     _check_out(out)
     writable_folder(out.parent, "-o")
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    reported = misses.read_reports(args.report)
+    reported = misses.read_reports(args.report, _package(out, args.package)) if args.report else misses.Reported([], [])
     found = reported.misses
     if reported.compilations:  # what activated packages let Triton's JIT compile elsewhere
         events = Events()
@@ -67,6 +67,14 @@ def main(args: argparse.Namespace) -> None:
     elif found:
         print(f"{plural(len(found), 'class miss', 'class misses')} reported; none added ({args.out} does not exist)",
               file=sys.stderr)  # fmt: skip
+
+
+def _package(out: Path, package: str) -> str:
+    """The package of the recipe a recording goes into: the recipe's own where it exists (--package names a new
+    one's)."""
+    found = existing_recipe(out)
+    data = found.data if found is not None else None
+    return str(data["package"]) if data and isinstance(data.get("package"), str) else package
 
 
 def _check_out(out: Path) -> None:

@@ -66,8 +66,8 @@ class Function:
     def from_json(described: Mapping[str, Any]) -> Function:
         """From ``_aotpack_source.describe``'s form."""
         source = described.get("source")
-        if source is not None and not isinstance(source, str):
-            raise TypeError(f"a function's source is not a file name: {source!r:.50}")
+        if source is not None and not (isinstance(source, str) and is_file_name(source)):
+            raise TypeError(f"a function's source is not a file name in kernels/: {source!r:.50}")
         return Function(module=str(described["module"]), qualname=str(described["qualname"]),
                         name=str(described.get("name") or described["qualname"].rpartition(".")[2]),
                         identity=str(described["identity"]), source=source)  # fmt: skip
@@ -243,7 +243,17 @@ def _sources(event: Mapping[str, Any]) -> dict[str, str]:
     sources = dict(event.get("sources") or {})
     if not all(isinstance(name, str) and isinstance(text, str) for name, text in sources.items()):
         raise TypeError("its sources are not texts by file name")
+    for name in sources:  # written into kernels/ (write.py): a name that leaves it is no event of the agent's
+        if not is_file_name(name):
+            raise TypeError(f"a written-out source's name is not a file name in kernels/: {name!r:.50}")
     return sources
+
+
+def is_file_name(name: str) -> bool:
+    """A written-out source's name as a recording may hold it: one file of ``kernels/``, a ``.py`` (no folder, no
+    hidden or special name, nothing a terminal or a file system treats otherwise)."""
+    return (0 < len(name) <= 128 and name.endswith(".py") and not name.startswith((".", "-"))
+            and all(c.isascii() and (c.isalnum() or c in "._-") for c in name))  # fmt: skip
 
 
 def _text(value: object) -> str:

@@ -10,6 +10,8 @@ order, quoting). The edited text must load as a recipe before it replaces the fi
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,8 @@ from ..model import Kernel
 from ..plan import classes
 from ..recipe import yamlnodes
 from ..runtime._aotpack_report import REPORT_FORMAT
+from ..runtime._aotpack_source import is_source_name, source_name
+from .events import Compile, read_event
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,34 +69,94 @@ def from_stats(report: Any, where: str) -> list[Miss]:
         raise RecordError(f"{where}: {exc}") from None
 
 
-def read_reports(paths: Iterable[Path]) -> Reported:
-    """What report files say, or every ``*.json`` report in a folder."""
-    files: list[Path] = []
+def read_reports(paths: Iterable[Path], package: str | None = None) -> Reported:
+    """What report files say, or every ``*.json`` report in a folder. Reports come from other processes, often
+    other machines: untrusted input. Each is read once, through the descriptor checked: a regular file (a link in
+    a folder, a FIFO, a device refused), the user's own and writable by no one else, as its folder is (one that
+    other users may write is refused unless sticky), within ``MAX_REPORT_BYTES``; each compile event it holds is
+    one aotpack reads (its written-out sources named by their text's hash, nothing else). ``package``: the
+    recipe's, where a report of another package is refused (``aotpack record --report``). RecordError, naming the
+    file and what to fix, otherwise."""
+    files: list[tuple[Path, bool]] = []  # (file, named in a folder: a link there is refused)
     for path in paths:
         if path.is_dir():
-            listed = sorted(p for p in path.glob("*.json") if p.is_file())
+            _trusted(path, path.stat(), "report folder")
+            listed = sorted(p for p in path.glob("*.json") if not p.is_dir())
             if len(listed) > MAX_REPORTS:
                 raise RecordError(f"{path}: {len(listed)} reports, more than the {MAX_REPORTS} read from one folder")
-            files += listed
-        elif path.is_file():
-            files.append(path)
+            files += [(p, True) for p in listed]
+        elif path.exists():
+            files.append((path, False))
         else:
             raise UsageError(f"--report {path}: no such report file or folder")
     found: list[Miss] = []
     compiled: list[dict[str, Any]] = []
-    for file in files:
-        if file.stat().st_size > MAX_REPORT_BYTES:
-            raise RecordError(f"{file}: larger than a report can be ({MAX_REPORT_BYTES} bytes)")
-        try:
-            report = json.loads(file.read_bytes().decode())
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested past json's reach
-            raise RecordError(f"{file}: not a JSON report ({exc})") from None
+    for file, in_folder in files:
+        report = _read(file, in_folder)
+        if package is not None and isinstance(report, dict) and report.get("package") != package:
+            raise RecordError(f"{file}: a report of package {str(report.get('package'))!r:.80}, not of the recipe's "
+                              f"{package!r}: give the reports of this recipe's package")  # fmt: skip
         found += from_stats(report, str(file))
         events = report.get("compilations") or []
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             raise RecordError(f"{file}: its compilations are not a list of events")
+        for event in events:
+            try:
+                read = read_event(event)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:  # (Unreadable is a ValueError)
+                raise RecordError(f"{file}: an event aotpack does not read ({exc!s:.200}): not a report aotpack "
+                                  "wrote, or a damaged one") from None  # fmt: skip
+            if isinstance(read, Compile):
+                _sources_as_written(file, read)
         compiled += events
     return Reported(misses=found, compilations=compiled)
+
+
+def _sources_as_written(file: Path, event: Compile) -> None:
+    """A report's compilation names written-out sources only as ``activate()`` names them (by their text's hash,
+    ``_aotpack_source.source_name``): a name it gives is written into the recipe's ``kernels/``, and another name
+    (or another text under a name) would put a report's text in place of a recorded kernel's source."""
+    named = [event.function.source] if event.function.source else []
+    for name in {*named, *event.sources}:
+        if not is_source_name(name) or (name in event.sources and source_name(event.sources[name]) != name):
+            raise RecordError(f"{file}: a compilation of {event.function.ref:.100} names the written-out source "
+                              f"{name!r:.60}, which is not its text's hash (sha256, 16 digits, .py) as aotpack "
+                              "names one: not a report aotpack wrote")  # fmt: skip
+
+
+def _trusted(path: Path, st: os.stat_result, what: str) -> None:
+    """A report, or its folder, that only this user can have written: its owner, and no write permission for
+    others (a folder's sticky bit keeps others from replacing what is in it)."""
+    if st.st_uid != os.getuid():
+        raise RecordError(f"{path}: a {what} owned by another user (uid {st.st_uid}): reports are read only from "
+                          "your own files and folders; copy them into a folder of yours")  # fmt: skip
+    others = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getgid())
+    if others and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+        raise RecordError(f"{path}: a {what} that other users can write (mode {stat.S_IMODE(st.st_mode):o}): "
+                          f"chmod go-w it, or copy the reports into a folder of yours")  # fmt: skip
+
+
+def _read(file: Path, listed: bool) -> Any:
+    """One report, read through the descriptor that was checked (no second open that a swap could redirect)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (os.O_NOFOLLOW if listed else 0)  # (a FIFO opens without a writer)
+    try:
+        fd = os.open(file, flags)
+    except OSError as exc:
+        why = "a link (a report folder's files are read only as themselves)" if listed and file.is_symlink() else (
+            exc.strerror)  # fmt: skip
+        raise RecordError(f"{file}: cannot be read as a report: {why}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError(f"{file}: not a regular file (a report is one aotpack wrote)")
+        _trusted(file, st, "report")
+        data = f.read(MAX_REPORT_BYTES + 1)
+    if len(data) > MAX_REPORT_BYTES:
+        raise RecordError(f"{file}: larger than a report can be ({MAX_REPORT_BYTES} bytes)")
+    try:
+        return json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested past json's reach
+        raise RecordError(f"{file}: not a JSON report ({exc})") from None
 
 
 def add_classes(path: Path, misses: list[Miss]) -> list[str]:

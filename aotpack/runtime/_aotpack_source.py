@@ -31,6 +31,17 @@ class _Sources:
 _state = _Sources()
 
 
+def source_name(text: str) -> str:
+    """The file name a written-out source has in a recording's ``kernels/`` folder: what its text hashes to. The
+    only name ``aotpack record`` takes from a recorded event or a report (any other could name a file elsewhere)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16] + ".py"
+
+
+def is_source_name(name: str) -> bool:
+    """Whether ``name`` has the form ``source_name`` gives: 16 lowercase hex digits and ``.py``."""
+    return len(name) == 19 and name.endswith(".py") and all(c in "0123456789abcdef" for c in name[:16])
+
+
 def describe(jit: Any) -> dict[str, Any]:
     """Where a @triton.jit function is (``source``: the name of its source written out, ``source_text()`` has
     it; else its module path) and what it is. The source is written out whenever it can need only Triton
@@ -51,7 +62,7 @@ def describe(jit: Any) -> dict[str, Any]:
     if text is None and not _importable(fn):
         text = _source_of(jit)
     if text is not None:
-        out["source"] = hashlib.sha256(text.encode()).hexdigest()[:16] + ".py"
+        out["source"] = source_name(text)
     with _state.lock:
         if text is not None:
             _state.texts[out["source"]] = text

@@ -14,8 +14,10 @@ from aotpack.backends import recipes as recipe
 from aotpack.commands import cli
 from aotpack.errors import RecipeError, RecordError
 from aotpack.plan import variants as plan
+from aotpack.record.write import _identities
+from aotpack.runtime._aotpack_source import source_name
 
-from .test_record_merge import event, events, recipe_dir
+from .test_record_merge import ADD, event, events, recipe_dir
 
 RECIPE = """\
 package: recorded_kernels
@@ -117,9 +119,14 @@ def test_record_keeps_widen_and_widens_kept_new_and_reported_rows(tmp_path, caps
     rows = data["kernels"]["add_kernel"]["variants"]
     assert [r["config"]["BLOCK"] for r in rows] == [[256, 512, 1024], [256, 512, 2048]]  # kept, new
     assert "widen: {BLOCK: [256, 512]}\n" in path.read_text()
-    # a report (AOTPACK_REPORT) merged without --widen: its row takes the recipe's widen: too
+    # a report (AOTPACK_REPORT) merged without --widen: its row takes the recipe's widen: too. activate() names
+    # the function's written-out source by its text's hash, and its identity is the recorded kernel's
     report = tmp_path / "rep.json"
     reported = {**event(block=4096, n=""), "number": 0}
+    identity = {v: k for k, v in _identities(yaml.safe_load(path.read_text()), tmp_path).items()}["add_kernel"]
+    name = source_name(ADD)
+    reported["function"] = {**reported["function"], "source": name, "identity": identity}
+    reported["sources"] = {name: ADD}
     report.write_text(json.dumps({"format": "aotpack-report/1", "package": "recorded_kernels", "class_misses": [],
                                   "compilations": [reported]}))  # fmt: skip
     assert cli.main(["record", "-o", str(path), "--report", str(report)]) == 0
