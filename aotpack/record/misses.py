@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .. import classnames
+from .. import classnames, values
 from .._temp import atomic_file
 from ..backends import recipes as recipe
 from ..errors import RecipeError, RecordError, UsageError
@@ -138,19 +138,15 @@ def _trusted(path: Path, st: os.stat_result, what: str) -> None:
 
 def _read(file: Path, listed: bool) -> Any:
     """One report, read through the descriptor that was checked (no second open that a swap could redirect)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | (os.O_NOFOLLOW if listed else 0)  # (a FIFO opens without a writer)
     try:
-        fd = os.open(file, flags)
+        opened, st = values.open_regular(file, follow_links=not listed)
     except OSError as exc:
         why = "a link (a report folder's files are read only as themselves)" if listed and file.is_symlink() else (
-            exc.strerror)  # fmt: skip
+            exc.strerror or str(exc))  # fmt: skip
         raise RecordError(f"{file}: cannot be read as a report: {why}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise RecordError(f"{file}: not a regular file (a report is one aotpack wrote)")
+    with opened:
         _trusted(file, st, "report")
-        data = f.read(MAX_REPORT_BYTES + 1)
+        data = opened.read(MAX_REPORT_BYTES + 1)
     if len(data) > MAX_REPORT_BYTES:
         raise RecordError(f"{file}: larger than a report can be ({MAX_REPORT_BYTES} bytes)")
     try:

@@ -60,6 +60,14 @@ def _guard() -> Any:
     return _aotpack_guard
 
 
+def _entry_folder(key: str) -> str | None:
+    """Where Triton keeps the cache entry ``key`` (its cache folder's ``<key>/``): the only folder its files are
+    copied from (a group file lists absolute paths). None where this Triton does not say."""
+    cache = getattr(sys.modules.get("triton.knobs"), "cache", None)
+    folder = getattr(cache, "dir", None)
+    return os.path.join(folder, key) if isinstance(folder, str) and folder else None
+
+
 def _recorder_serves() -> bool:
     """Whether Triton's cache manager in this process is aotpack record's Recorder (_aotpack_guard), which copies
     the entries of other callers' kernels itself (the listener copies them where a program set another)."""
@@ -149,10 +157,7 @@ class Agent:
         key = key or os.path.basename(folders.pop())
         if key in self._cached:
             return
-        for file, path in group.items():
-            if os.path.basename(path) != file:
-                raise ValueError(f"{file!r} is not the name of a file in the entry ({path})")
-        compilations.copy_entry(os.path.join(self.entries, key), group)
+        compilations.copy_entry(os.path.join(self.entries, key), group, home=_entry_folder(key))
         self._cached.add(key)
         target = metadata.get("target")
         arch = target.get("arch") if isinstance(target, dict) else getattr(target, "arch", None)

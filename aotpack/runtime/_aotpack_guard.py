@@ -187,20 +187,21 @@ class Recorder(_Behind):
         if self.looking:
             self.jit = _jit_took("recorded")
             if (group or {}).get(filename) and not self.jit:
-                _recorded(self.key, filename, group)
+                _recorded(self.key, filename, group, getattr(self.inner, "cache_dir", None))
         return group
 
     def put_group(self, filename: str, group: Any) -> Any:
         stored = self.inner.put_group(filename, group)
         if self.looking and not self.jit and isinstance(group, dict) and filename in group:
-            _recorded(self.key, filename, group)
+            _recorded(self.key, filename, group, getattr(self.inner, "cache_dir", None))
         return stored
 
 
-def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
+def _recorded(key: str, filename: str, group: dict[str, str], home: Any) -> None:
     """The entry's files into the recording's ``triton-cache/<key>/`` (each atomically) with what its key was
     made of (``key_parts``, where the compile is on this thread's stack), then its ``cached`` event in this
-    process's events file; never raises into the program (a failure is a ``skipped`` event)."""
+    process's events file; never raises into the program (a failure is a ``skipped`` event). ``home``: the
+    entry's folder, where the program's manager says (Triton's own does): its files are read only from there."""
 
     folder = os.environ.get(RECORD_DIR)
     if not folder or key in _state.copied:
@@ -210,7 +211,8 @@ def _recorded(key: str, filename: str, group: dict[str, str]) -> None:
     try:
         parts = _jit.key_parts(key)  # (once per entry: after the check above)
         written = {_jit.KEY_PARTS: json.dumps(parts, sort_keys=True).encode()} if parts else {}
-        _jit.copy_entry(os.path.join(folder, "triton-cache", key), group, written)
+        _jit.copy_entry(os.path.join(folder, "triton-cache", key), group, written,
+                        home if isinstance(home, str) else None)  # fmt: skip
         with open(group[filename]) as f:
             target = json.load(f).get("target") or {}
         version = importlib.import_module("triton").__version__

@@ -22,11 +22,12 @@ Inductor builds with a C++ compiler as the graph loads, even from its cache) are
 Inductor built in the recorded process: ``<sha256 of the object>.cpp`` beside the set, zlib-compressed (an ELF
 file in a wheel would be auditwheel's to repair, and it links libtorch, which only the program's process
 provides), listed in the set's .json by a key of their argument types and source (``cpp_key``). ``activate()``
-then answers ``cpp_pybinding`` for a kernel the packages hold with that object (written once into Inductor's
-cache folder and loaded by Inductor's own loader): no compiler runs. Inductor builds them for the recording's
-CPU (``-march=native``) against its Python, so they are served only under the same Python ABI (``SOABI``) on a
-CPU with every feature flag of the recording's (``/proc/cpuinfo``); elsewhere, and for a kernel no package holds,
-Inductor compiles it (``fallback="jit"``, listed in ``coverage()``) or it is refused (``fallback="error"``).
+then answers ``cpp_pybinding`` for a kernel the packages hold with that object (checked, written into a folder
+the process makes for it alone and loaded from there by Inductor's own loader, ``_cpp_kernel``): no compiler runs.
+Inductor builds them for the recording's CPU (``-march=native``) against its Python, so they are served only under
+the same Python ABI (``SOABI``) on a CPU with every feature flag of the recording's (``/proc/cpuinfo``); elsewhere,
+and for a kernel no package holds, Inductor compiles it (``fallback="jit"``, listed in ``coverage()``) or it is
+refused (``fallback="error"``).
 
 A runtime module (runtime/__init__.py says what that means): standard library only; torch is imported only where a
 package ships a set (torch.compile needs it)."""
@@ -509,8 +510,12 @@ def _refuse_or_list(name: str, key: str | None, why: str, refusal: str, record_w
 
 
 def _cpp_kernel(key: str) -> Any:
-    """The C++ kernel a package holds under ``key``, loaded once per process: its object written into Inductor's
-    cache folder (once per machine; Inductor loads from files) and loaded by Inductor's own loader."""
+    """The C++ kernel a package holds under ``key``, loaded once per process. Its compressed object is read from
+    the installed package once, checked (its sha256 is its name), and the bytes checked are written into a folder
+    this process creates for it alone (``tempfile.mkdtemp``: mode 0700, a name no one predicts), loaded from there
+    by Inductor's own loader (it loads from files), and the folder removed (the loaded library stays mapped).
+    Nothing is read back from a shared folder such as Inductor's cache, where another user could have planted or
+    swapped a file."""
     with _state.lock:
         kernel = _state.cpp_loaded.get(key)
         if kernel is not None:
@@ -523,18 +528,20 @@ def _cpp_kernel(key: str) -> Any:
             obj = unpack_cpp(packed, name)
         except ValueError as exc:
             raise ValueError(f"{path} {exc}") from None
-        from torch._inductor.codecache import CppPythonBindingsCodeCache as Bindings
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
+        import shutil
+        import tempfile
 
-        folder = os.path.join(cache_dir(), "aotpack-cpp")
-        target = os.path.join(folder, name + ".so")
-        if not _holds(target, name):
-            os.makedirs(folder, exist_ok=True)
-            part = f"{target}.{os.getpid()}.part"
-            with open(part, "wb") as f:
+        from torch._inductor.codecache import CppPythonBindingsCodeCache as Bindings
+
+        folder = tempfile.mkdtemp(prefix="aotpack-cpp-")
+        try:
+            target = os.path.join(folder, name + ".so")
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o500)
+            with os.fdopen(fd, "wb") as f:
                 f.write(obj)
-            os.replace(part, target)
-        kernel = _state.cpp_loaded[key] = getattr(Bindings._load_library(target, key), Bindings.entry_function)
+            kernel = _state.cpp_loaded[key] = getattr(Bindings._load_library(target, key), Bindings.entry_function)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         return kernel
 
 
@@ -551,11 +558,3 @@ def unpack_cpp(packed: bytes, name: str) -> bytes:
     if not inflate.eof or hashlib.sha256(obj).hexdigest() != name:
         raise ValueError("is damaged (its bytes are not the ones recorded: the sha256 of what it holds is its name)")
     return obj
-
-
-def _holds(path: str, digest: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read(MAX_CPP_BYTES + 1)).hexdigest() == digest
-    except OSError:
-        return False

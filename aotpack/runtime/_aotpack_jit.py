@@ -91,23 +91,49 @@ def key_parts(key: str) -> dict[str, str]:
         return {}
 
 
-def copy_entry(into: str, group: dict[str, str], written: dict[str, bytes] | None = None) -> None:
+def copy_entry(
+    into: str, group: dict[str, str], written: dict[str, bytes] | None = None, home: str | None = None
+) -> None:
     """Each file of a Triton cache entry (file name -> its path), and each of ``written`` (file name -> its bytes),
     into the folder ``into``, each atomically: a process copying the same entry beside this one (a compile worker)
-    never leaves half a file."""
-    os.makedirs(into, exist_ok=True)
+    never leaves half a file. A group lists absolute paths, and one planted in a cache could name any file of the
+    machine: each file is read only from the entry's own folder (``home`` where the cache manager says which; else
+    the one folder its files share, named as Triton names an entry, by its key), as a regular file with no other
+    name (no link, no hard link), through the descriptor checked. ValueError otherwise, before anything is copied."""
     files: dict[str, bytes | None] = {file: None for file in group}
     files.update(written or {})
-    for file, data in sorted(files.items()):
-        if os.path.basename(file) != file:
+    for file in files:
+        if os.path.basename(file) != file or file.startswith(".") or file in ("", ".."):
             raise ValueError(f"{file!r} is not a file name")
-        if data is None:
-            with open(group[file], "rb") as f:
-                data = f.read()
+    folders = {os.path.dirname(group[file]) for file in group}
+    if len(folders) > 1 or (home is not None and folders - {home}):
+        raise ValueError(f"its files are not in the entry's folder {home or ''}: {sorted(folders)[:4]}")
+    folder = folders.pop() if folders else ""
+    name = os.path.basename(folder)
+    if group and not (0 < len(name) <= 128 and all(c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for c in name)):
+        raise ValueError(f"{folder} is not a Triton cache entry's folder (named by its key)")
+    for file in group:
+        if os.path.basename(group[file]) != file:
+            raise ValueError(f"{file!r} is not the name of the file it lists ({group[file]})")
+        files[file] = _entry_file(group[file])
+    os.makedirs(into, exist_ok=True)
+    for file, data in sorted(files.items()):
         temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
         with open(temporary, "wb") as out:
-            out.write(data)
+            out.write(data or b"")
         os.replace(temporary, os.path.join(into, file))
+
+
+def _entry_file(path: str) -> bytes:
+    """A file of a cache entry, read through the descriptor checked: regular, not a link, one name only."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        found = os.fstat(f.fileno())
+        if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+            raise ValueError(f"{path} is not a plain file of the entry (a link, a device, or a file of two names)")
+        return f.read()
 
 
 def payload(key: Any, fn: Any, compile: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import types
 import typing
 import warnings
@@ -370,7 +371,8 @@ class FakeBindings:
 
     @classmethod
     def _load_library(cls, path, key):
-        cls.loads.append((path, key))
+        folder = os.stat(os.path.dirname(path))
+        cls.loads.append((path, key, oct(folder.st_mode & 0o777), folder.st_uid))
         return types.SimpleNamespace(kernel=f"loaded {Path(path).read_bytes()!r}")
 
 
@@ -379,20 +381,25 @@ def bindings(monkeypatch, tmp_path):
     FakeBindings.loads = []
     monkeypatch.setitem(sys.modules, "torch._inductor.codecache",
                         types.SimpleNamespace(CppPythonBindingsCodeCache=FakeBindings))  # fmt: skip
-    monkeypatch.setitem(sys.modules, "torch._inductor.runtime.cache_dir_utils",
-                        types.SimpleNamespace(cache_dir=lambda: str(tmp_path / "inductor")))  # fmt: skip
     monkeypatch.setattr(inductor, "_state", inductor._Graphs())
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     return FakeBindings
 
 
-def test_a_held_cpp_kernel_is_written_into_inductor_s_cache_once_and_loaded_by_inductor_s_loader(bindings, tmp_path,
-                                                                                              monkeypatch):  # fmt: skip
+def test_a_held_cpp_kernel_is_loaded_once_from_a_private_folder_of_the_bytes_checked(bindings, tmp_path):
+    # another user's planted object where Inductor's shared cache would hold it: never read
+    planted = tmp_path / "inductor" / "aotpack-cpp"
+    planted.mkdir(parents=True)
     _, name = write_cpp_set(tmp_path / "pkg")
+    (planted / f"{name}.so").write_bytes(b"another user's library")
     inductor._state.cpp_held[KEY] = str(tmp_path / "pkg" / f"{name}.cpp")
     assert inductor._cpp_kernel(KEY) == "loaded b'\\x7fELF object'"
     assert inductor._cpp_kernel(KEY) == "loaded b'\\x7fELF object'"  # (once per process)
-    target = tmp_path / "inductor" / "aotpack-cpp" / f"{name}.so"
-    assert bindings.loads == [(str(target), KEY)] and target.read_bytes() == b"\x7fELF object"
+    ((path, key, mode, owner),) = bindings.loads
+    assert key == KEY and mode == "0o700" and owner == os.getuid()  # a folder of its own, made by mkdtemp
+    assert os.path.basename(path) == f"{name}.so" and os.path.dirname(path).startswith(str(tmp_path / "tmp"))
+    assert list((tmp_path / "tmp").iterdir()) == []  # removed once loaded (the library stays mapped)
 
 
 @pytest.mark.parametrize(
@@ -409,7 +416,7 @@ def test_a_damaged_cpp_kernel_is_not_loaded(bindings, tmp_path, monkeypatch, dam
     inductor._state.cpp_held[KEY] = str(tmp_path / "pkg" / f"{name}.cpp")
     with pytest.raises(ValueError, match=re.escape(why)):
         inductor._cpp_kernel(KEY)
-    assert bindings.loads == [] and not (tmp_path / "inductor").exists()
+    assert bindings.loads == [] and list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_save_keeps_the_shared_object_of_each_cpp_kernel_the_process_loaded(fake_torch, tmp_path, monkeypatch):

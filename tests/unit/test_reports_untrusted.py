@@ -128,7 +128,7 @@ def test_links_fifos_and_devices_in_a_report_folder_are_refused_without_blocking
         misses.read_reports([folder])
     (folder / "link.json").unlink()
     os.mkfifo(folder / "fifo.json")
-    with pytest.raises(RecordError, match=r"fifo\.json: not a regular file"):
+    with pytest.raises(RecordError, match=r"fifo\.json: cannot be read as a report: a FIFO, not a regular file"):
         misses.read_reports([folder])  # (no writer: a plain open would wait for ever)
     (folder / "fifo.json").unlink()
     if os.path.exists("/dev/zero"):

@@ -58,9 +58,17 @@ def test_a_key_no_package_holds_is_refused_and_reset_gives_the_environment_back(
 # ---------------------------------------------------------------- recorded: the agent's listener, read back
 
 
-def entry_of(tmp_path, name="k"):
+@pytest.fixture(autouse=True)
+def program_cache(tmp_path, monkeypatch):
+    """The program's Triton cache folder: the only one the agent copies an entry's files from."""
+    from triton import knobs
+
+    monkeypatch.setattr(knobs.cache, "dir", str(tmp_path / "program-cache"))
+
+
+def entry_of(tmp_path, name="k", key=KEY, cache="program-cache"):
     """A kernel's entry as Triton's cache holds it, and the metadata the listener is given with it."""
-    folder = tmp_path / "program-cache" / KEY
+    folder = tmp_path / cache / key
     folder.mkdir(parents=True)
     (folder / f"{name}.json").write_text("{}")
     (folder / f"{name}.cubin").write_bytes(b"cubin")
@@ -265,9 +273,9 @@ def test_a_recorded_entry_keeps_its_key_s_parts_and_a_later_miss_names_the_part_
     events = tmp_path / "events"
     events.mkdir()
     monkeypatch.setenv("AOTPACK_RECORD_DIR", str(events))
-    _, group = entry_of(tmp_path)
     recorded_hash, changed_hash = "a1" * 32, "c3" * 32
     recorded = folder_of(recorded_hash)
+    _, group = entry_of(tmp_path, key=recorded, cache="cache")  # (what the program's manager put there)
     compiling("function-as-recorded", recorded_hash, lambda: guard.Recorder(recorded).put_group("k.json", group))
     parts = json.loads((events / "triton-cache" / recorded / "__aotpack_key__.json").read_text())
     assert parts["function"] and parts["target"] == "cuda:90" and {"attrs", "backend", "options"} <= set(parts)
@@ -295,8 +303,8 @@ def test_a_kernel_recorded_under_another_ptxas_of_the_program_is_served_and_noth
     events = tmp_path / "events"
     events.mkdir()
     monkeypatch.setenv("AOTPACK_RECORD_DIR", str(events))
-    _, group = entry_of(tmp_path)
     recorded = folder_of("e5" * 32)
+    _, group = entry_of(tmp_path, key=recorded, cache="cache")
     compiling("f", "e5" * 32, lambda: guard.Recorder(recorded).put_group("k.json", group), ptxas="13.0")
     held = tmp_path / "package" / "_triton_cache"
     (events / "triton-cache" / recorded).rename(held / recorded)
@@ -311,3 +319,42 @@ def test_a_kernel_recorded_under_another_ptxas_of_the_program_is_served_and_noth
         compiling("f", "07" * 32, lambda: guard.Guard(other).get_group("k.json"), ptxas="12.8", block=128)
     with pytest.raises(guard.CompilationRefused):  # asked outside triton.compile: no parts, no substitute
         guard.Guard(folder_of("18" * 32)).get_group("k.json")
+
+
+@pytest.mark.parametrize("plant", ["outside", "link", "hard link", "other folder", "not a key", "dot name"])
+def test_a_planted_group_copies_nothing_from_outside_its_entry(tmp_path, plant):
+    """A group file lists absolute paths: one planted in a cache named a secret file, and record copied it into
+    the recording and the wheel. Each file is read only from the entry's own folder, as a plain file."""
+    from aotpack.runtime import _aotpack_agent as record_agent
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("a key of the user's")
+    metadata, group = entry_of(tmp_path)
+    entry = tmp_path / "program-cache" / KEY
+    if plant == "outside":
+        group["k.cubin"] = str(secret)
+    elif plant == "link":
+        (entry / "k.cubin").unlink()
+        (entry / "k.cubin").symlink_to(secret)
+    elif plant == "hard link":
+        (entry / "k.cubin").unlink()
+        os.link(secret, entry / "k.cubin")
+    elif plant == "other folder":  # a folder named like an entry, elsewhere
+        other = tmp_path / "elsewhere" / KEY
+        other.mkdir(parents=True)
+        for name in ("k.json", "k.cubin"):
+            (other / name).write_text("{}")
+        group = {name: str(other / name) for name in ("k.json", "k.cubin")}
+    elif plant == "not a key":
+        group = {"secret.txt": str(secret)}
+    else:
+        group["..k.cubin"] = str(entry / "..k.cubin")
+    agent, said = record_agent.Agent(str(tmp_path / "events")), []
+    agent.sink = said.append
+    agent.on_compiled(src=object(), metadata=metadata, metadata_group=group, times=None, cache_hit=True)
+    assert [e["event"] for e in said] == ["skipped"], said
+    copied = [p for p in (tmp_path / "events").rglob("*") if p.is_file()] if (tmp_path / "events").exists() else []
+    assert (
+        not [p for p in copied if p.read_bytes() == secret.read_bytes()]
+        and not (tmp_path / "events" / "triton-cache").exists()
+    )
