@@ -7,15 +7,17 @@ or is said and kept for ``coverage()`` (``fallback="jit"``). A kernel Triton's c
 compilation. The program's own cache manager, if it had one, still serves every lookup behind the guard.
 
 What the packages hold of Triton's cache (the kernels ``aotpack record`` copied out of it: Inductor's, a DSL's,
-keyed by Triton's own cache key, ``<folder>/<key>/<files>``) serves a lookup the program's cache misses:
-``AOTPACK_CACHE_ENTRIES`` (folders joined by ``os.pathsep``, inherited like the manager's name) says where they
-are, and the entry is put into the program's cache (its group rewritten to the new paths, since a group holds
-absolute ones) before Triton reads it. A hit: Triton compiles nothing, and Inductor finds the cubin where it
-looks, ``TRITON_CACHE_DIR/<key>/<name>.cubin``. The key covers Triton's version and files, the source, the
-options, the target and ptxas: another Triton, torch (Inductor's source) or GPU misses, and is refused. One
-exception, by design: a kernel the packages hold compiled by another ptxas of the recorded program, all else in
-its key the same (``_same_kernel``: Inductor's compile workers and the process starting them use different
-ptxas, and which compiles a kernel is decided while the program runs), is served from that entry.
+keyed by Triton's own cache key, ``<folder>/<key>/<files>``) serves every lookup of a key they hold, ahead of the
+program's cache: ``AOTPACK_CACHE_ENTRIES`` (folders joined by ``os.pathsep``, inherited like the manager's name)
+says where they are, and at a key's first lookup in a process the entry is put into the program's cache (its group
+rewritten to the new paths, since a group holds absolute ones), replacing what is there, before Triton reads it: an
+entry planted in the program's cache under a key a package holds is never loaded. A hit: Triton compiles nothing,
+and Inductor finds the cubin where it looks, ``TRITON_CACHE_DIR/<key>/<name>.cubin``. The key covers Triton's
+version and files, the source, the options, the target and ptxas: another Triton, torch (Inductor's source) or GPU
+misses, and is refused. One exception, by design: a kernel the packages hold compiled by another ptxas of the
+recorded program, all else in its key the same (``_same_kernel``: Inductor's compile workers and the process
+starting them use different ptxas, and which compiles a kernel is decided while the program runs), is served from
+that entry where the program's cache misses.
 
 A runtime module (runtime/__init__.py says what that means). At load it imports triton: it subclasses Triton's
 cache manager, so it is imported only where Triton is."""
@@ -67,10 +69,12 @@ class _Guarding:
         self.undo: Callable[[], None] | None = None  # what install() changed, given back
         self.spool: str | None = None  # this process's spool folder (removed at its exit)
         self.copied: set[str] = set()  # (aotpack record's Recorder) the keys whose entries were copied
+        self.served: set[tuple[str, str]] = set()  # (key, file) the packages' copy was put into the program's cache
         # per AOTPACK_CACHE_ENTRIES: what the activated packages hold (_held_kernels)
         self.indexes: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {}
 
     def reset(self) -> None:
+        self.served.clear()  # (activated again: the packages' copies are put again)
         undo, self.undo = self.undo, None
         if undo is not None:
             undo()
@@ -137,7 +141,9 @@ class Guard(_Behind):
             return group
         jit = _jit_took("jit")
         _state.thread.seen = self.key  # (the check behind the manager: this compilation's lookup was the guard's)
-        if not (group or {}).get(filename):
+        if (self.key, filename) not in _state.served and _held(self.key, filename):  # the package's copy wins
+            group = self._packaged(filename) or group
+        elif not (group or {}).get(filename):
             group = self._packaged(filename) or group
         if not jit and (not (group or {}).get(filename) or knobs.compilation.always_compile):
             _compiling(filename.removesuffix(".json"), self.key)
@@ -151,6 +157,7 @@ class Guard(_Behind):
         entry = os.path.dirname(held) if held else _same_kernel(filename.removesuffix(".json"), self.key)
         if entry is None:
             return None
+        _state.served.add((self.key, filename))
         group = {}
         for name in sorted(os.listdir(entry)):
             if not name.startswith("__grp__") and name != _jit.KEY_PARTS:
@@ -163,9 +170,11 @@ class Guard(_Behind):
         """A file; a module Triton builds with a C compiler (a launcher, its driver's utilities) that the program's
         cache lacks comes from the packages' entries where they hold it (a program served without a compiler)."""
         path = self.inner.get_file(filename)
-        held = _held(self.key, filename) if path is None and self.looking else None
+        first = (self.key, filename) not in _state.served
+        held = _held(self.key, filename) if (path is None or first) and self.looking else None
         if held is None:
             return path
+        _state.served.add((self.key, filename))
         with open(held, "rb") as f:
             return self.inner.put(f.read(), filename, binary=True)
 

@@ -47,6 +47,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from . import _aotpack_folders as _folders
 from ._aotpack_imports import when_imported
 
 JOB_ID = "aotpack"  # the job id aotpack record runs a program under, where it sets none itself
@@ -82,10 +83,14 @@ class _Graphs:
         self.waiting_pgo = False  # for Dynamo's profile to be imported (stable_code_ids)
         self.said_kernels = 0  # C++ kernels _compiles listed whose build _builds has not seen yet
         self.compiled: list[dict[str, Any]] = []  # C++ kernels Inductor compiled here while fallback="jit"
+        self.job: str | None = None  # the recorded job id this process took (serve), given back by reset()
         self.adopted: dict[str, tuple[Any, str, Any]] = {}  # SETTINGS taken from a set (_adopt): name -> what it was
 
     def reset(self) -> None:
         self.fallback, self.refused = None, RuntimeError
+        compiler = sys.modules.get("torch.compiler")
+        if self.job is not None and getattr(getattr(compiler, "config", None), "job_id", None) == self.job:
+            compiler.config.job_id = None  # type: ignore[union-attr]  # (the program's own: none)
         for owner, attr, value in self.adopted.values():
             setattr(owner, attr, value)
         self.adopted.clear()
@@ -100,8 +105,10 @@ def compiled() -> list[dict[str, Any]]:
 
 
 def reset() -> None:
-    """Give back activate()'s policy for the C++ kernels no package holds: compiled, not listed."""
+    """Give back what activate() changed of torch.compile: the policy for the C++ kernels no package holds
+    (compiled, not listed), the settings and job id taken from a set, Inductor's cache folder."""
     _state.reset()
+    _folders.reset()
 
 
 def _settings(torch: Any) -> dict[str, str]:
@@ -255,9 +262,16 @@ def serve(folder: str, fallback: str = "jit") -> list[str]:
         return []
     stable_code_ids()  # (before torch compiles anything: the recorded profile keys on it)
     import torch
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
+    unsafe = _folders.inductor_cache(default_cache_dir())  # (what torch reads back is loaded there)
+    if unsafe:
+        warnings.warn(unsafe, RuntimeWarning, stacklevel=3)
+        return [unsafe]
     skipped = []
     with _state.lock:
+        if _state.loaded and _state.job is not None and torch.compiler.config.job_id is None:
+            torch.compiler.config.job_id = _state.job  # (activated again after a deactivate())
         for digest in names:
             if digest in _state.loaded:  # (loaded before a deactivate(): what it needs taken again)
                 for name, env in SETTINGS:
@@ -309,7 +323,7 @@ def _load(torch: Any, stem: str, fallback: str, taken: dict[str, str]) -> tuple[
             )
     job = meta.get("job_id")
     if isinstance(job, str) and torch.compiler.config.job_id is None:
-        torch.compiler.config.job_id = job  # Dynamo reads the recorded profile under it (before its first compile)
+        torch.compiler.config.job_id = _state.job = job  # Dynamo reads the recorded profile under it
     if torch.compiler.load_cache_artifacts(data) is None:
         return False, f"{where}: torch could not read it: not loaded"
     count = meta.get("cpp_kernels")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from aotpack.runtime import _aotpack_folders
 from aotpack.runtime import _aotpack_inductor as inductor
 
 pytestmark = pytest.mark.unit
@@ -110,14 +111,25 @@ class FakeTorch(types.ModuleType):
         return object()
 
 
+def install_fake_torch(monkeypatch, tmp_path, **kw):
+    """A FakeTorch as ``torch`` for this test, Inductor's default cache folder in ``tmp_path`` (none named), and
+    the runtime's state fresh."""
+    torch = FakeTorch(**kw)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.compiler", torch.compiler)
+    monkeypatch.setitem(sys.modules, "torch._inductor.config", torch._inductor.config)
+    monkeypatch.setitem(sys.modules, "torch._inductor.runtime.cache_dir_utils",
+                        types.SimpleNamespace(default_cache_dir=lambda: str(tmp_path / "torchinductor_me")))  # fmt: skip
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setattr(inductor, "_state", inductor._Graphs())
+    monkeypatch.setattr(_aotpack_folders, "_state", _aotpack_folders._Folders())
+    return torch
+
+
 @pytest.fixture
-def fake_torch(monkeypatch):
+def fake_torch(monkeypatch, tmp_path):
     def make(**kw):
-        torch = FakeTorch(**kw)
-        monkeypatch.setitem(sys.modules, "torch", torch)
-        monkeypatch.setitem(sys.modules, "torch._inductor.config", torch._inductor.config)
-        monkeypatch.setattr(inductor, "_state", inductor._Graphs())
-        return torch
+        return install_fake_torch(monkeypatch, tmp_path, **kw)
 
     return make
 

@@ -358,3 +358,18 @@ def test_a_planted_group_copies_nothing_from_outside_its_entry(tmp_path, plant):
         not [p for p in copied if p.read_bytes() == secret.read_bytes()]
         and not (tmp_path / "events" / "triton-cache").exists()
     )
+
+
+def test_an_entry_planted_under_a_key_the_package_holds_is_never_loaded(guard, tmp_path):
+    """Another user (or anything that wrote the program's Triton cache) put an entry under a key the package holds:
+    the package's copy replaces it at the key's first lookup, in each process."""
+    planted = tmp_path / "cache" / KEY
+    planted.mkdir(parents=True)
+    (planted / "k.json").write_text('{"name": "k"}')
+    (planted / "k.cubin").write_bytes(b"planted cubin")
+    group = {"k.json": str(planted / "k.json"), "k.cubin": str(planted / "k.cubin")}
+    (planted / "__grp__k.json").write_text(json.dumps({"child_paths": group}))
+    served = guard.Guard(KEY).get_group("k.json")
+    assert Path(served["k.cubin"]).read_bytes() == b"\x7fELF cubin"
+    assert guard.Guard(KEY).get_file("k.cubin") == served["k.cubin"]  # (a file of it: the package's too)
+    assert Path(guard.Guard(KEY).get_file("k.cubin")).read_bytes() == b"\x7fELF cubin"
