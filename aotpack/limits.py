@@ -57,6 +57,7 @@ MAX_REPORTS = 4096  # report files read from one folder
 MAX_CACHE_ENTRIES = 65536
 MAX_CACHE_FILES = 16  # files of one entry: its IRs, binary and metadata (Triton writes 7 for CUDA)
 MAX_CACHE_BYTES = 2 << 30  # all of them together (a cubin and its IRs are kilobytes to a few megabytes)
+MAX_RECORDED_DEPTH = 32  # how deeply a recorded entry's or set's metadata nests (Triton's and torch's: 3 levels)
 # torch.compile's caches a recipe ships (inductor_cache:): a set per process that compiled; a set is a few MiB
 MAX_INDUCTOR_SETS = 256
 MAX_INDUCTOR_BYTES = _inductor.MAX_BYTES  # all of them together, as activate() loads one (its own limit)

@@ -206,7 +206,7 @@ def read_wheel(wheel: Path) -> Manifest:
     data = _manifest_bytes(wheel)
     try:
         manifest = json.loads(data, parse_int=functools.partial(_number, wheel))
-        deep = _depth(manifest) > MAX_MANIFEST_DEPTH
+        deep = values.json_depth(manifest) > MAX_MANIFEST_DEPTH
     except RecursionError:  # nested past what Python can read: past the bound too
         deep = True
     except ValueError as exc:  # not JSON, not UTF-8
@@ -263,18 +263,6 @@ def _number(wheel: Path, text: str) -> int:
         raise WheelError(f"{wheel}: its manifest.json holds a number of {len(text.lstrip('-'))} digits, more than "
                          f"{MAX_DIGITS} (limits.MAX_DIGITS): aotpack did not write it; rebuild the wheel")  # fmt: skip
     return int(text)
-
-
-def _depth(value: object) -> int:
-    """How deeply a JSON value nests (a scalar: 0), without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is not None:
-            deepest = max(deepest, depth)
-            stack += [(child, depth + 1) for child in children]
-    return deepest
 
 
 def type_problem(value: object, shape: object = Manifest, where: str = "") -> str | None:

@@ -138,6 +138,29 @@ def open_regular(file: Path, follow_links: bool = True) -> tuple[BinaryIO, os.st
     return os.fdopen(fd, "rb"), found
 
 
+def json_depth(value: object) -> int:
+    """How deeply a JSON value nests (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack += [(child, depth + 1) for child in children]
+    return deepest
+
+
+def read_plain(file: Path) -> bytes:
+    """A file of a recording (a cache entry's, a set's), read through the descriptor checked: a regular file with
+    one name (no link, no hard link to a file elsewhere, nothing that blocks); OSError otherwise. What was checked is
+    what is read: a file swapped for a link after the recipe was read is refused, not followed."""
+    opened, found = open_regular(file, follow_links=False)
+    with opened:
+        if found.st_nlink != 1:
+            raise OSError(f"a file of {found.st_nlink} names (a hard link), not one of the recording's own")
+        return opened.read()
+
+
 def read_record(file: Path) -> Any:
     """A small JSON file that aotpack keeps for itself (a cache's size.json, a toolchain's stamp), read without
     following a link and at most MAX_RECORD_BYTES of it; OSError or ValueError when it is not one."""

@@ -18,7 +18,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .. import _temp, backends, codegen, limits, model, runtime
+from .. import _temp, backends, codegen, limits, model, runtime, values
 from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
 from ..backends import recipes as recipe
@@ -322,6 +322,16 @@ def provenance(rec: model.Recipe) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((os.path.relpath(f, base), cache.file_digest(f)) for f in files))
 
 
+def _recorded(file: Path) -> bytes:
+    """A recorded file the wheel ships, read as the recipe reader checked it (``values.read_plain``): one swapped for
+    a link or a hard link since is refused, never followed into a file of the host."""
+    try:
+        return values.read_plain(file)
+    except OSError as exc:
+        raise RecipeError(f"{file}: not the plain file of the recording it was when the recipe was read ({exc}); "
+                          "record again") from None  # fmt: skip
+
+
 def package(inputs: codegen.BuildInput, work: Path) -> Path:
     """Generate, compile and pack the wheel; returns it repaired (in ``work``)."""
     rec = inputs.recipe
@@ -348,9 +358,9 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         (f"{pkg}/include/{pkg}.h", header.encode()),
         *((f"{pkg}/{name}", native.runtime_text(name).encode()) for name in runtime.PYTHON_FILES),
         # Triton cache entries as recorded, which activate() serves as cache hits (_aotpack_guard)
-        *((f"{pkg}/_triton_cache/{e.key}/{f}", (e.folder / f).read_bytes()) for e in rec.triton_cache for f in e.files),
+        *((f"{pkg}/_triton_cache/{e.key}/{f}", _recorded(e.folder / f)) for e in rec.triton_cache for f in e.files),
         # torch.compile's caches as recorded, which activate() loads into torch's (_aotpack_inductor)
-        *((f"{pkg}/_inductor_cache/{f}", (s.folder / f).read_bytes()) for s in rec.inductor_cache for f in s.files),
+        *((f"{pkg}/_inductor_cache/{f}", _recorded(s.folder / f)) for s in rec.inductor_cache for f in s.files),
     )
     licenses = (("AOTPACK-RUNTIME-LICENSE", runtime_notice()), *(rec.project.license_files if rec.project else ()))
     spec = wheel.WheelSpec(

@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from .. import limits
+from .. import limits, values
 from ..model import InductorSet
 from ..runtime import _aotpack_inductor as _inductor
 from . import fields
@@ -38,9 +38,10 @@ def sets(node: Node, root: Path) -> tuple[InductorSet, ...]:
     objects: set[str] = set()
     for file in files:
         match = SET.fullmatch(file.name)
-        if match is None or file.is_symlink() or not file.is_file():
+        if match is None or file.is_symlink() or not file.is_file() or file.stat().st_nlink != 1:
             raise node.fail(f"{file}: not a file of torch.compile's recorded caches (<sha256>.bin, <sha256>.json "
-                            "and <sha256>.cpp, as aotpack record writes them); remove it")  # fmt: skip
+                            "and <sha256>.cpp, as aotpack record writes them: plain files, no link or hard "
+                            "link); remove it")  # fmt: skip
         if match[2] == "cpp":
             objects.add(match[1])
         else:
@@ -106,6 +107,8 @@ def _described(node: Node, meta: Path) -> tuple[str, int, tuple[str, ...]]:
         if meta.stat().st_size > limits.MAX_INDUCTOR_META:
             raise ValueError(f"larger than {limits.MAX_INDUCTOR_META} bytes")
         data = json.loads(meta.read_bytes())
+        if values.json_depth(data) > limits.MAX_RECORDED_DEPTH:
+            raise ValueError(f"nests deeper than {limits.MAX_RECORDED_DEPTH} levels (limits.MAX_RECORDED_DEPTH)")
         if not isinstance(data, dict) or not isinstance(data.get("torch"), str):
             raise ValueError("no 'torch' release named")
         if not isinstance(data.get("job_id"), (str, type(None))):

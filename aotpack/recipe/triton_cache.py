@@ -14,7 +14,7 @@ import json
 import re
 from pathlib import Path
 
-from .. import limits
+from .. import limits, values
 from ..model import CacheEntry
 from . import fields
 from .yamlnodes import Node
@@ -44,8 +44,9 @@ def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
                             f"{', '.join(files[:8]) or 'none'}")  # fmt: skip
         for name in files:
             file = entry / name
-            if not FILE.fullmatch(name) or file.is_symlink() or not file.is_file():
-                raise node.fail(f"{file}: not a plain file of a Triton cache entry; remove it")
+            if not FILE.fullmatch(name) or file.is_symlink() or not file.is_file() or file.stat().st_nlink != 1:
+                raise node.fail(f"{file}: not a plain file of a Triton cache entry (a link, a hard link, or "
+                                "something else); remove it")  # fmt: skip
             total += file.stat().st_size
         if total > limits.MAX_CACHE_BYTES:
             raise node.fail(f"{folder} holds more than {limits.MAX_CACHE_BYTES >> 20} MiB (aotpack's "
@@ -62,8 +63,10 @@ def _compiled_by(node: Node, metadata: Path) -> tuple[str, str]:
         if metadata.stat().st_size > limits.MAX_RECORD_BYTES << 4:
             raise ValueError("larger than a kernel's metadata")
         data = json.loads(metadata.read_bytes())
+        if values.json_depth(data) > limits.MAX_RECORDED_DEPTH:
+            raise ValueError(f"nests deeper than {limits.MAX_RECORDED_DEPTH} levels (limits.MAX_RECORDED_DEPTH)")
         target = data["target"]
         return str(data["triton_version"]), f"{target['backend']}:{target['arch']}"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise node.fail(f"{metadata}: not Triton's metadata of a kernel ({type(exc).__name__}: {exc}); record "
                         "again") from None  # fmt: skip

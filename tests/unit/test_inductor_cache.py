@@ -80,6 +80,11 @@ def _digest_of(t):
         (lambda t: ((t / "elsewhere").mkdir(), (t / "inductor-cache").mkdir(),
                     (t / "inductor-cache" / f"{'a' * 64}.bin").symlink_to(t / "elsewhere")),
          "inductor-cache", "not a file of torch.compile's recorded caches"),
+        (lambda t: ((t / "secret").write_bytes(b"host"), (t / "inductor-cache").mkdir(),
+                    os.link(t / "secret", t / "inductor-cache" / f"{'a' * 64}.cpp")),
+         "inductor-cache", "no link or hard link"),
+        (lambda t: write_set(t / "inductor-cache", meta={**META, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}),
+         "inductor-cache", "nests deeper than 32 levels"),
     ],
 )  # fmt: skip
 def test_an_inductor_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make, folder, message):

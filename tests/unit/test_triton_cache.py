@@ -160,6 +160,13 @@ def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
                     (t / "triton-cache" / KEY / "a b").write_text("")), "triton-cache", "not a plain file"),
         (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
             "[]")), "triton-cache", "not Triton's metadata of a kernel"),
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
+            "[" * 100_000 + "]" * 100_000)), "triton-cache", "not Triton's metadata of a kernel"),  # (past json's reach)
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
+            METADATA[:-1] + ', "x": ' + "[" * 40 + "]" * 40 + "}")), "triton-cache", "nests deeper than 32 levels"),
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
+            METADATA), (t / "secret").write_text("host file"), os.link(t / "secret", t / "triton-cache" / KEY / "k.bin")),
+         "triton-cache", "a hard link"),
     ],
 )  # fmt: skip
 def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make, folder, message):
@@ -373,3 +380,21 @@ def test_an_entry_planted_under_a_key_the_package_holds_is_never_loaded(guard, t
     assert Path(served["k.cubin"]).read_bytes() == b"\x7fELF cubin"
     assert guard.Guard(KEY).get_file("k.cubin") == served["k.cubin"]  # (a file of it: the package's too)
     assert Path(guard.Guard(KEY).get_file("k.cubin")).read_bytes() == b"\x7fELF cubin"
+
+
+def test_a_recorded_file_swapped_for_a_link_after_the_recipe_was_read_is_not_shipped(tmp_path):
+    """The build checked each file of an entry when it read the recipe and opened it again to pack it: a file
+    swapped for a link between the two shipped a host file in the wheel. It is read through the descriptor checked."""
+    from aotpack.errors import RecipeError
+    from aotpack.pipeline import build
+
+    (tmp_path / "triton-cache" / KEY).mkdir(parents=True)
+    (tmp_path / "triton-cache" / KEY / "a.json").write_text(METADATA)
+    (tmp_path / "triton-cache" / KEY / "a.cubin").write_bytes(b"cubin")
+    (entry,) = read_recipe(tmp_path).triton_cache
+    assert build._recorded(entry.folder / "a.cubin") == b"cubin"
+    (tmp_path / "secret").write_text("a host file")
+    (entry.folder / "a.cubin").unlink()
+    (entry.folder / "a.cubin").symlink_to(tmp_path / "secret")
+    with pytest.raises(RecipeError, match="not the plain file of the recording it was when the recipe was read"):
+        build._recorded(entry.folder / "a.cubin")
