@@ -3,7 +3,8 @@
 A wheel that ships C modules ``aotpack record`` copied out of a program's Triton cache (its kernel launchers and
 its driver's utilities, built by the recording machine's C compiler) needs the glibc they were linked against:
 auditwheel gives it the lowest tag they allow, and the build says which. Nothing links the NVIDIA driver
-(``libcuda.so.1``) into a wheel: it is the one library the wheel takes from the machine it runs on."""
+(``libcuda.so.1``) into a wheel: it is the one library the wheel takes from the machine it runs on, and a wheel
+into which auditwheel would copy another (a library of the build host a recorded module links) is refused."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import logging
 import os
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
@@ -42,6 +44,14 @@ def repair(wheel: Path, out_dir: Path, machine: str = "x86_64", recorded_modules
         made = sorted(Path(tmp).glob("*.whl"))
         if len(made) != 1:
             raise WheelError(f"auditwheel repair produced {len(made)} wheels in {tmp}, expected one")
+        grafted = grafted_libraries(made[0])
+        if grafted:
+            raise WheelError(
+                f"auditwheel would copy libraries of this host into the wheel ({', '.join(grafted[:8])}): a C "
+                "module it ships (one aotpack record copied out of a program's Triton cache) links them. aotpack "
+                "wheels take only the NVIDIA driver from the machine they run on: record with a Triton whose "
+                "modules link nothing else, or leave that module out of the recording's triton-cache"
+            )
         if recorded_modules:
             log.warning("%s: tagged %s, the lowest the recorded Triton modules (built by the recording machine's C "
                         "compiler) allow; record on an older system for a lower one", made[0].name,
@@ -51,6 +61,13 @@ def repair(wheel: Path, out_dir: Path, machine: str = "x86_64", recorded_modules
         final = out_dir / made[0].name
         os.replace(made[0], final)
     return final
+
+
+def grafted_libraries(wheel: Path) -> list[str]:
+    """The shared libraries auditwheel copied into a repaired wheel (its ``<name>.libs/`` folder): a wheel aotpack
+    builds holds none."""
+    with zipfile.ZipFile(wheel) as archive:
+        return sorted(n.rpartition("/")[2] for n in archive.namelist() if n.split("/")[0].endswith(".libs"))
 
 
 def platform_tags(wheel: Path) -> list[str]:

@@ -117,3 +117,21 @@ def test_metadata_that_core_metadata_readers_reject_is_never_written(change, why
     assert (read.name, str(read.version)) == (spec().distribution, spec().version)
     with pytest.raises(ValueError, match=f"METADATA does not validate: .*({why})"):
         wheel.core_metadata(spec(**change))
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_wheel_auditwheel_would_graft_host_libraries_into_is_refused(tmp_path, monkeypatch, recorded):
+    """A recorded module linking a library of the build host (not the driver): auditwheel copies it into
+    <name>.libs/, and the wheel would carry a host library. The build refuses it, naming the library."""
+
+    def auditwheel(cmd, **kwargs):
+        out = Path(cmd[cmd.index("-w") + 1])
+        with zipfile.ZipFile(out / "pkg-1.0-cp39-abi3-manylinux_2_34_x86_64.whl", "w") as archive:
+            archive.writestr("pkg/__init__.py", "")
+            archive.writestr("pkg.libs/libssl-1a2b3c4d.so.3", b"\x7fELF")
+        return ""
+
+    monkeypatch.setattr(repair._tools, "run", auditwheel)
+    with pytest.raises(WheelError, match=r"copy libraries of this host into the wheel \(libssl-1a2b3c4d\.so\.3\)"):
+        repair.repair(tmp_path / "pkg-1.0-cp39-abi3-linux_x86_64.whl", tmp_path / "out", recorded_modules=recorded)
+    assert not list((tmp_path / "out").glob("*.whl"))
