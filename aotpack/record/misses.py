@@ -113,15 +113,15 @@ def read_reports(paths: Iterable[Path], package: str | None = None) -> Reported:
 
 
 def _sources_as_written(file: Path, event: Compile) -> None:
-    """A report's compilation names written-out sources only as ``activate()`` names them (by their text's hash,
-    ``_aotpack_source.source_name``): a name it gives is written into the recipe's ``kernels/``, and another name
-    (or another text under a name) would put a report's text in place of a recorded kernel's source."""
-    named = [event.function.source] if event.function.source else []
-    for name in {*named, *event.sources}:
-        if not is_source_name(name) or (name in event.sources and source_name(event.sources[name]) != name):
-            raise RecordError(f"{file}: a compilation of {event.function.ref:.100} names the written-out source "
-                              f"{name!r:.60}, which is not its text's hash (sha256, 16 digits, .py) as aotpack "
-                              "names one: not a report aotpack wrote")  # fmt: skip
+    """A report's compilation gives the text of a written-out source only under the name ``activate()`` gives it
+    (its text's hash, ``_aotpack_source.source_name``): that text is written into the recipe's ``kernels/``, and
+    another name, or another text under a name, would put a report's text in place of a recorded kernel's source.
+    (A source it names without its text is one of ``kernels/`` already: a plain file name, events.py checks.)"""
+    for name, text in event.sources.items():
+        if not is_source_name(name) or source_name(text) != name:
+            raise RecordError(f"{file}: a compilation of {event.function.ref:.100} gives the text of a written-out "
+                              f"source as {name!r:.60}, which is not its text's hash (sha256, 16 digits, .py) as "
+                              "aotpack names one: not a report aotpack wrote")  # fmt: skip
 
 
 def _trusted(path: Path, st: os.stat_result, what: str) -> None:

@@ -22,6 +22,7 @@ import sys
 import threading
 from typing import Any
 
+from . import _aotpack_folders as _folders
 from ._aotpack_env import REHEARSAL
 from ._aotpack_identity import identity_of, jit_of
 from ._aotpack_jit import name_function_constexprs, payload
@@ -291,6 +292,7 @@ def deactivate(package: str | None = None) -> None:
             del sys.__dict__[HOST]  # (a copy activating later hosts anew)
         if state is not None:
             _inductor().reset()  # (its C++ kernels the packages hold still served: a loaded graph calls them)
+            _folders.reset()
         if state is None or state.jit_run is None:
             return
         from triton import knobs

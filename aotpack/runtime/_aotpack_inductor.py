@@ -106,9 +106,8 @@ def compiled() -> list[dict[str, Any]]:
 
 def reset() -> None:
     """Give back what activate() changed of torch.compile: the policy for the C++ kernels no package holds
-    (compiled, not listed), the settings and job id taken from a set, Inductor's cache folder."""
+    (compiled, not listed), the settings and job id taken from a set (Inductor's cache folder: _aotpack_folders)."""
     _state.reset()
-    _folders.reset()
 
 
 def _settings(torch: Any) -> dict[str, str]:

@@ -26,6 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from aotpack.pipeline.cache import MARKER, MARKER_TEXT
 
 from .generator import BASES, SHADOWED, Case, Expect, Special, _json_set, _json_walk, base_files, recipe_surface
@@ -320,9 +322,29 @@ EVENT = {  # one compilation of add_kernel, as the record agent reports it (a re
 }  # fmt: skip
 
 
+# written-out source names a hostile report gives with a text: only its text's hash (activate()'s name) is taken
+PLANTED = {"absolute": "/tmp/aotpack-planted.py", "parent": "../../planted.py", "nested": "sub/planted.py",
+           "hidden": ".planted.py", "not-its-hash": "0123456789abcdef.py", "control": "pl\x1b[2Janted.py",
+           "empty": ""}  # fmt: skip
+
+
+def _planted(name: str) -> dict[str, Any]:
+    return {**EVENT, "function": {**EVENT["function"], "source": name}, "sources": {name: "import os\n"}}
+
+
 def report(events: list[dict[str, Any]]) -> bytes:
     return json.dumps({"format": "aotpack-report/1", "package": "recorded_kernels", "class_misses": [],
                        "compilations": events}).encode()  # fmt: skip
+
+
+def _package_of(case: Case) -> Any:
+    """The package a case's recipe names (a report of another one is refused)."""
+    text = case.files().get("recipe.yaml")
+    try:
+        data = yaml.safe_load(text) if isinstance(text, bytes) else None
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None
+    return data.get("package") if isinstance(data, dict) else None
 
 
 def _with_report(case: Case) -> dict[str, bytes | Special]:
@@ -372,11 +394,14 @@ def record_surface() -> Iterator[Case]:
     for c in recipe_surface():
         if c.base != "recorded":
             continue
+        other = c.key == "package" and c.expect != "invalid" and _package_of(c) != "recorded_kernels"  # (refused)
+        expect, locate = ("invalid", "any") if other else (c.expect, c.locate)
         yield Case(id=f"record/merge/{c.id}", surface="record", base="recorded", key=c.key,
-                   mutation=c.mutation, make_files=partial(_with_report, c), expect=c.expect, reason=c.reason,
+                   mutation=c.mutation, make_files=partial(_with_report, c), expect=expect,
+                   reason="a report of another package than the recipe's is refused" if other else c.reason,
                    command="cli", argv=("record", "-o", "recipe.yaml", "--report", "rep.json"), target="",
-                   line=c.line, locate=c.locate, budget=2 * c.budget, may_write=("recipe.yaml",)
-                   if c.expect != "invalid" else ())  # fmt: skip
+                   line=c.line, locate=locate, budget=2 * c.budget, may_write=("recipe.yaml",)
+                   if expect != "invalid" else ())  # fmt: skip
     for mutation, rep in (
         ("not-json", b"{nope"), ("a-list", b"[1]"), ("non-utf8", b'{"format": "caf\xe9"}'),
         ("wrong-format", report([EVENT]).replace(b"aotpack-report/1", b"other/9")),
@@ -384,6 +409,8 @@ def record_surface() -> Iterator[Case]:
         ("event-missing-keys", report([{"event": "compile"}])), ("event-wrong-types", report([{**EVENT, "arch": "x",
         "num_warps": [1], "constants": 5}])), ("huge", b'{"a": "' + b"z" * (80 << 20) + b'"}'),
         ("deep", b"[" * 100_000 + b"]" * 100_000),
+        *((f"source-{kind}", report([_planted(name)])) for kind, name in PLANTED.items()),
+        ("other-package", report([EVENT]).replace(b'"recorded_kernels"', b'"someone_elses"')),
     ):  # fmt: skip
         yield case("report", mutation, ("-o", "r.yaml", "--report", "rep.json"), {**kernel, "rep.json": rep},
                    "either" if mutation.startswith("event-") else "invalid", locate="any",

@@ -67,6 +67,7 @@ def test_a_default_folder_another_user_could_have_planted_is_not_used(fake_torch
     assert os.path.basename(private).startswith("torchinductor_aotpack_") and private != str(folder)
     assert oct(os.stat(private).st_mode & 0o777) == "0o700" and torch.loaded == [b"graphs"]
     inductor.reset()  # deactivate(): the program's environment as it was
+    _aotpack_folders.reset()
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and torch.compiler.config.job_id is None
 
 
