@@ -7,8 +7,9 @@ process unpickles. Before the recorded caches go into it, Inductor's cache folde
 alone (owned by this user, a folder, writable by no one else); the default one is made so where it does not exist
 yet, and where it is not this user's alone the process uses a folder it makes for itself (``tempfile.mkdtemp``:
 mode 0700, a name no one predicts) for as long as it is activated. A folder the program named
-(``TORCHINDUCTOR_CACHE_DIR``) is the program's choice: where it is not private the recorded caches are not loaded,
-and a warning says why.
+(``TORCHINDUCTOR_CACHE_DIR``, other than the default, which torch itself writes into the variable once it has
+looked for its cache) is the program's choice: where it is not private the recorded caches are not loaded, and a
+warning says why.
 
 A runtime module (runtime/__init__.py says what that means): standard library only; torch's default folder is
 asked of torch, which a process serving recorded caches has imported."""
@@ -25,17 +26,22 @@ CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
 
 class _Folders:
     """Inductor's cache folder as ``activate()`` set it (``made``: the folder it made for this process; ``set``:
-    whether the environment names it now), which ``reset()`` gives back."""
+    whether the environment names it now; ``before``: what the environment named before), which ``reset()`` gives
+    back."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.made: str | None = None
         self.set = False
+        self.before: str | None = None
 
     def reset(self) -> None:
         with self.lock:
             if self.set and os.environ.get(CACHE_DIR) == self.made:
-                os.environ.pop(CACHE_DIR, None)
+                if self.before is None:
+                    os.environ.pop(CACHE_DIR, None)
+                else:
+                    os.environ[CACHE_DIR] = self.before
             self.set = False
 
 
@@ -85,7 +91,8 @@ def inductor_cache(default: str) -> str | None:
     RuntimeWarning says so."""
     with _state.lock:
         named = os.environ.get(CACHE_DIR)
-        if named is not None and not (_state.set and named == _state.made):
+        # the program's choice: not torch's default, which torch's cache_dir() writes into the variable when asked
+        if named is not None and os.path.abspath(named) != os.path.abspath(default) and named != _state.made:
             why = not_private(os.path.abspath(named))
             return None if why is None else (
                 f"Inductor's cache folder {named} ({CACHE_DIR}) is not this user's alone: {why}; torch would "
@@ -102,6 +109,8 @@ def inductor_cache(default: str) -> str | None:
                           f"user could plant what torch loads from it; this process uses {_state.made} instead (set "
                           f"{CACHE_DIR} to a folder of yours to keep a cache across runs)", RuntimeWarning,
                           stacklevel=4)  # fmt: skip
+        if not _state.set:
+            _state.before = named
         os.environ[CACHE_DIR] = _state.made
         _state.set = True
         return None

@@ -39,8 +39,9 @@ def test_a_default_folder_not_there_yet_is_made_this_user_s_alone_and_used(fake_
     assert torch.compiler.config.job_id == "aotpack" and torch.loaded == [b"graphs"]
 
 
+@pytest.mark.parametrize("asked", [False, True])
 @pytest.mark.parametrize("plant", ["another owner", "writable by others", "a link of another's", "a file"])
-def test_a_default_folder_another_user_could_have_planted_is_not_used(fake_torch, tmp_path, monkeypatch, plant):
+def test_a_default_folder_another_user_could_have_planted_is_not_used(fake_torch, tmp_path, monkeypatch, plant, asked):
     torch = fake_torch()
     write_set(tmp_path / "sets")
     folder = default(tmp_path)
@@ -59,6 +60,8 @@ def test_a_default_folder_another_user_could_have_planted_is_not_used(fake_torch
         else:  # simulated: this process is another user than the one who made it
             me = os.getuid()
             monkeypatch.setattr(os, "getuid", lambda: me + 1)
+    if asked:  # torch looked for its cache before activate(): its cache_dir() wrote the default into the variable
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(folder))
     said = {"another owner": "another user (uid", "writable by others": "other users can write it (mode 777)",
             "a link of another's": "it is a link another user", "a file": "it is not a folder"}[plant]  # fmt: skip
     with pytest.warns(RuntimeWarning, match=re.escape(said)):
@@ -68,7 +71,8 @@ def test_a_default_folder_another_user_could_have_planted_is_not_used(fake_torch
     assert oct(os.stat(private).st_mode & 0o777) == "0o700" and torch.loaded == [b"graphs"]
     inductor.reset()  # deactivate(): the program's environment as it was
     _aotpack_folders.reset()
-    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and torch.compiler.config.job_id is None
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == (str(folder) if asked else None)
+    assert torch.compiler.config.job_id is None
 
 
 def test_a_cache_folder_the_program_named_that_others_can_write_gets_no_recorded_caches(
