@@ -124,10 +124,18 @@ class ScaffoldError(AotpackError):
     exit_code = 11
 
 
+def printable(text: str) -> str:
+    """Text from a file aotpack did not write, safe to print on a terminal: each character that is not printable
+    (controls and escape sequences, bidirectional overrides, line separators) written as its escape (``\\x1b``)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def shown(exc: AotpackError) -> str:
     """The line that reports ``exc`` (the CLI's, the PEP 517 backend's): a message may quote what a file held (a
-    lone surrogate, say), printed escaped, whatever stderr's encoding."""
-    return f"aotpack: error: {exc}".encode("utf-8", "backslashreplace").decode("utf-8")
+    lone surrogate, a file name with a terminal's escape sequence in it), printed escaped line by line, whatever
+    stderr's encoding."""
+    text = "\n".join(printable(line) for line in str(exc).split("\n"))
+    return f"aotpack: error: {text}".encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # every class's exit code, the documented table (tests check each class has its own)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, cast
 
 from . import values
-from .errors import WheelError
+from .errors import WheelError, printable
 from .limits import MAX_DIGITS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_WHEEL_BYTES
 from .model import ConstValue, DtypeConst, FunctionConst, Kind
 
@@ -234,7 +234,7 @@ def _manifest_bytes(wheel: Path) -> bytes:
             with zipfile.ZipFile(opened) as zf:
                 twice = next((n for n, c in Counter(i.filename for i in zf.infolist()).items() if c > 1), None)
                 if twice is not None:  # pip and zipfile take the last of them: a check reading one would lie
-                    raise WheelError(f"{wheel} holds {values.shown(twice)!r} more than once: a wheel holds each name "
+                    raise WheelError(f"{wheel} holds {printable(twice)!r} more than once: a wheel holds each name "
                                      "once; rebuild it")  # fmt: skip
                 info = next((i for i in zf.infolist() if i.filename.endswith("/manifest.json")
                              and i.filename.count("/") == 1), None)  # fmt: skip
@@ -252,7 +252,7 @@ def _manifest_bytes(wheel: Path) -> bytes:
         except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error, lzma.LZMAError) as exc:
             raise WheelError(f"cannot read {wheel}: it is not a whole zip file ({exc}); rebuild the wheel") from None
     if info.file_size > MAX_MANIFEST_BYTES or len(data) > MAX_MANIFEST_BYTES:
-        raise WheelError(f"{wheel}: its {values.shown(info.filename)} unpacks to more than {MAX_MANIFEST_BYTES} bytes "
+        raise WheelError(f"{wheel}: its {printable(info.filename)} unpacks to more than {MAX_MANIFEST_BYTES} bytes "
                          "(limits.MAX_MANIFEST_BYTES): aotpack did not write it; rebuild the wheel")  # fmt: skip
     return data
 

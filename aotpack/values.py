@@ -173,9 +173,3 @@ def read_record(file: Path) -> Any:
         return json.loads(data)
     except RecursionError:
         raise ValueError(f"{file} nests too deeply") from None
-
-
-def shown(text: str) -> str:
-    """Text from a file aotpack did not write, safe to print on a terminal: each character that is not printable
-    (controls and escape sequences, bidirectional overrides, line separators) written as its escape (``\\x1b``)."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -7,8 +7,7 @@ from typing import cast
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from .. import values
-from ..errors import WheelError
+from ..errors import WheelError, printable
 from ..manifest import Manifest, type_problem
 from ..words import plural
 
@@ -17,7 +16,7 @@ def describe(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
     """``render`` (``every``: each variant id and whole digests too), or one error line when the manifest lacks
     what aotpack writes or holds a field of another type. Every text it shows comes from the wheel, escaped (a
     manifest's terminal escape sequences are shown, not run)."""
-    manifest, wheel_name = cast(Manifest, _escaped(manifest)), values.shown(wheel_name)
+    manifest, wheel_name = cast(Manifest, _escaped(manifest)), printable(wheel_name)
     problem = type_problem(manifest)
     if problem is not None:
         raise WheelError(f"{wheel_name}: its manifest's {problem}: aotpack did not write it; rebuild the wheel")
@@ -31,13 +30,13 @@ def describe(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
 
 
 def _escaped(value: object) -> object:
-    """``value`` (read from JSON) with each of its texts, keys too, made safe to print (values.shown)."""
+    """``value`` (read from JSON) with each of its texts, keys too, made safe to print (errors.printable)."""
     if isinstance(value, str):
-        return values.shown(value)
+        return printable(value)
     if isinstance(value, list):
         return [_escaped(v) for v in value]
     if isinstance(value, dict):
-        return {values.shown(str(k)): _escaped(v) for k, v in value.items()}
+        return {printable(str(k)): _escaped(v) for k, v in value.items()}
     return value
 
 

@@ -262,3 +262,13 @@ def test_inspect_quiet_says_the_first_line_and_verbose_every_variant(tmp_path: P
 ])  # fmt: skip
 def test_a_count_is_written_as_counted(count: int, word: str, words: str | None, said: str) -> None:
     assert plural(count, word, words) == said
+
+
+@pytest.mark.parametrize("name", ["r\x1b[2Jx.yaml", "r\u202ex.yaml", "r\x07.yaml", "r\u2028.yaml"])
+def test_an_error_naming_a_file_prints_its_control_characters_escaped(tmp_path, capsys, name):
+    """A file name (a recording's, a report's) with a terminal's escape sequence, a bidirectional override or a
+    line separator in it reaches the terminal escaped, in every error aotpack says."""
+    assert cli.main(["plan", str(tmp_path / name)]) != 0
+    err = capsys.readouterr().err
+    assert err.isprintable() or err.rstrip("\n").isprintable()
+    assert name.encode("unicode_escape").decode("ascii").split("r", 1)[1] in err
