@@ -70,6 +70,8 @@ class _Guarding:
         self.spool: str | None = None  # this process's spool folder (removed at its exit)
         self.copied: set[str] = set()  # (aotpack record's Recorder) the keys whose entries were copied
         self.served: set[tuple[str, str]] = set()  # (key, file) the packages' copy was put into the program's cache
+        self.substituted: set[str] = set()  # entries put under a key they were not recorded for (_forget_at_exit)
+        self.forgetter: int | None = None  # the process that removes them at its exit
         # per AOTPACK_CACHE_ENTRIES: what the activated packages hold (_held_kernels)
         self.indexes: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {}
 
@@ -164,6 +166,8 @@ class Guard(_Behind):
                 with open(os.path.join(entry, name), "rb") as f:
                     group[name] = self.inner.put(f.read(), name, binary=True)
         self.inner.put_group(filename, group)
+        if not held:  # another ptxas's entry under the key this one asked for: not left behind (_forget_at_exit)
+            _forget_at_exit(getattr(self.inner, "cache_dir", None))
         return self.inner.get_group(filename)
 
     def get_file(self, filename: str) -> Any:
@@ -523,6 +527,35 @@ def reset() -> None:
     """Give back what ``install()`` changed: the environment the processes started inherit, and the manager class
     the program set in this process."""
     _state.reset()
+
+
+def _forget_at_exit(folder: Any) -> None:
+    """Remove, when this process exits, an entry the guard put into the program's cache under a key it was not
+    recorded for (``_same_kernel``: compiled by another ptxas): with aotpack gone, the program's own JIT would
+    otherwise load it under this ptxas's key. A later lookup in any process puts it there again; a process killed
+    before its exit leaves it (the cubin is still the same kernel's, compiled by the recorded program's ptxas)."""
+    if not isinstance(folder, str):
+        return
+    with _state.lock:
+        first = _state.forgetter is None
+        _state.substituted.add(folder)
+        _state.forgetter = os.getpid()
+    if first:
+        import atexit
+
+        atexit.register(forget_substituted)
+
+
+def forget_substituted() -> None:
+    """The entries ``_forget_at_exit`` noted, removed (at the exit of the process that put them)."""
+    import shutil
+
+    with _state.lock:
+        if os.getpid() != _state.forgetter:  # (not at a forked child's exit)
+            return
+        for made in sorted(_state.substituted):
+            shutil.rmtree(made, True)
+        _state.substituted.clear()
 
 
 def _spool_folder() -> str:

@@ -319,6 +319,9 @@ def test_a_kernel_recorded_under_another_ptxas_of_the_program_is_served_and_noth
     served = compiling("f", "f6" * 32, lambda: guard.Guard(asked).get_group("k.json"), ptxas="12.8")
     assert set(served) == {"k.json", "k.cubin"} and Path(served["k.cubin"]).read_bytes() == b"cubin"
     assert Path(served["k.cubin"]).parent.name == asked  # under the key Triton asked for, where Inductor looks
+    guard.forget_substituted()  # (at the process's exit) not left under a key it was not recorded for
+    assert not Path(served["k.cubin"]).parent.exists()
+    assert (held / recorded).is_dir()  # (the package's own entry untouched)
     other = folder_of("07" * 32)  # another constant: another kernel, whatever the ptxas
     with pytest.raises(
         guard.CompilationRefused, match=r"differs in its key.s backend \(another ptxas or GPU\), constants"
