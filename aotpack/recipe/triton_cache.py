@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import limits, values
 from ..model import CacheEntry
+from ..runtime._aotpack_jit import KEY_PARTS
 from . import fields
 from .yamlnodes import Node
 
@@ -48,6 +49,10 @@ def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
                 raise node.fail(f"{file}: not a plain file of a Triton cache entry (a link, a hard link, or "
                                 "something else); remove it")  # fmt: skip
             total += file.stat().st_size
+        stray = [f for f in files if not module and f != KEY_PARTS and not f.startswith(f"{names[0]}.")]
+        if stray:
+            raise node.fail(f"{entry / stray[0]}: not a file of kernel {names[0]}'s entry ({names[0]}.<suffix>, or "
+                            f"{KEY_PARTS}, as aotpack record copies them); remove it")  # fmt: skip
         if total > limits.MAX_CACHE_BYTES:
             raise node.fail(f"{folder} holds more than {limits.MAX_CACHE_BYTES >> 20} MiB (aotpack's "
                             "limits.MAX_CACHE_BYTES): is it the right folder?")  # fmt: skip

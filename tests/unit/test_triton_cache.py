@@ -167,6 +167,9 @@ def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
         (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
             METADATA), (t / "secret").write_text("host file"), os.link(t / "secret", t / "triton-cache" / KEY / "k.bin")),
          "triton-cache", "a hard link"),
+        (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
+            METADATA), (t / "triton-cache" / KEY / "extra.so").write_bytes(b"\x7fELF")), "triton-cache",
+         "extra.so: not a file of kernel k's entry"),
     ],
 )  # fmt: skip
 def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make, folder, message):
