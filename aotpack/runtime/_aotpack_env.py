@@ -27,3 +27,20 @@ RECORD_DIR = "AOTPACK_RECORD_DIR"  # the events folder
 RECORD_RUN = "AOTPACK_RECORD_RUN"  # which run of the recorded program this is (record may run it again)
 RECORD_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is tested with: X.Y,X.Y,...
 RECORDED_MANAGER = "AOTPACK_RECORDED_CACHE_MANAGER"  # the manager the recorded program had (MODULE:CLASS)
+
+
+def read_named(path: str, limit: int) -> bytes:
+    """A file a variable above (or an argument) names, read without blocking and within ``limit`` bytes: a regular
+    file only (a FIFO, a device or a folder is refused unread: a wrong name costs no wait and no unbounded read);
+    OSError, or ValueError past ``limit``, otherwise."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit} bytes")
+    return data

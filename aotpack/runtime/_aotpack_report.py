@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._aotpack_activate import coverage
+from ._aotpack_env import REPORT
 
 
 class ClassMissWarning(UserWarning):
@@ -43,14 +44,22 @@ def report_at_exit(folder: str, stats: Any) -> None:
 
 
 def write_report(folder: str, stats: Any) -> None:
+    """Write the report (at exit): a folder that cannot hold it (a file, a device, one not writable, a name too
+    long) is said in a warning naming the variable, never a traceback."""
     import json
     import os
     import tempfile
 
     report = stats()
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{report['package']}.{os.getpid()}.json")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".aotpack-tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(report, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"{report['package']}.{os.getpid()}.json")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".aotpack-tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(report, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as exc:
+        import warnings
+
+        warnings.warn(f"aotpack: {REPORT}={folder}: the report of {report['package']} was not written ({exc})",
+                      RuntimeWarning, stacklevel=2)  # fmt: skip

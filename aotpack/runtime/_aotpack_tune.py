@@ -9,7 +9,10 @@ import threading
 from types import MappingProxyType
 from typing import Any
 
+from ._aotpack_env import AUTOTUNE_CACHE, read_named
+
 CACHE_FORMAT = "aotpack-autotune/2"
+MAX_CACHE_BYTES = 256 << 20  # an autotune cache: a few hundred bytes per tuned key
 # the C runtime's aot_tune_mode, by name (the build writes them into aot_vocabulary.h: codegen/c.py)
 TUNE_MODES = MappingProxyType({"off": 0, "bucket": 1, "key": 2})
 
@@ -59,12 +62,18 @@ def _entries(native: Any, manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _read(manifest: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    """The tuned keys a cache file holds for this build ([] where it has none, or is not one: said)."""
     import json
 
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        data = json.loads(read_named(path, MAX_CACHE_BYTES))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, RecursionError) as exc:  # (UnicodeDecodeError is a ValueError)
+        _said(path, f"not read ({exc})")
+        return []
+    if not isinstance(data, dict):
+        _said(path, "not an autotune cache aotpack wrote")
         return []
     same_build = data.get("format") == CACHE_FORMAT and data.get("package") == manifest["package"]
     same_build = same_build and data.get("version") == manifest["version"]
@@ -72,8 +81,21 @@ def _read(manifest: dict[str, Any], path: str) -> list[dict[str, Any]]:
     return entries if same_build and isinstance(entries, list) else []
 
 
+def _said(path: str, what: str) -> None:
+    import warnings
+
+    warnings.warn(f"aotpack: the autotune cache {path} ({AUTOTUNE_CACHE}, or autotune(cache=)) was {what}; tuned "
+                  "keys are not shared through it", RuntimeWarning, stacklevel=4)  # fmt: skip
+
+
+def _entry(e: Any) -> bool:
+    """Whether a cache file's entry has the shape this runtime writes (others are skipped, not raised)."""
+    return (isinstance(e, dict) and isinstance(e.get("kernel"), str) and isinstance(e.get("target"), str)
+            and isinstance(e.get("specialization"), str) and isinstance(e.get("key"), list))  # fmt: skip
+
+
 def _load(native: Any, manifest: dict[str, Any], path: str) -> None:
-    for e in _read(manifest, path):
+    for e in filter(_entry, _read(manifest, path)):
         info = manifest["kernels"].get(e.get("kernel"))
         if info is None or e.get("types") not in info["bindings"]:
             continue
@@ -86,21 +108,35 @@ def _load(native: Any, manifest: dict[str, Any], path: str) -> None:
 
 def save_autotune(native: Any, manifest: dict[str, Any], path: str) -> None:
     """Merge this process's tuned keys into ``path``: under an exclusive lock (many processes may
-    save at once), written to a temporary file and renamed (a reader never sees half a file)."""
-    import fcntl
-    import json
-    import os
-    import tempfile
-
+    save at once), written to a temporary file and renamed (a reader never sees half a file). A cache that cannot be
+    written is said, never raised (this runs at exit)."""
     mine = _entries(native, manifest)
     if not mine:
         return
+    try:
+        _merge(manifest, path, mine)
+    except (OSError, ValueError, TypeError, KeyError) as exc:  # (at exit: said, never a traceback)
+        _said(path, f"not written ({exc})")
+
+
+def _merge(manifest: dict[str, Any], path: str, mine: list[dict[str, Any]]) -> None:
+    import fcntl
+    import json
+    import os
+    import stat
+    import tempfile
+
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise OSError(f"{path} is not a regular file")  # (a FIFO, a device, a link: not replaced)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    with open(path + ".lock", "a") as lock:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC  # (a FIFO: refused, no wait)
+    with os.fdopen(os.open(path + ".lock", flags, 0o644), "a") as lock:
+        if not stat.S_ISREG(os.fstat(lock.fileno()).st_mode):
+            raise OSError(f"{path}.lock is not a regular file")
         fcntl.flock(lock, fcntl.LOCK_EX)
         merged = {}
-        for e in [*_read(manifest, path), *mine]:
+        for e in [*filter(_entry, _read(manifest, path)), *mine]:
             ident = (e["kernel"], e["target"], json.dumps(e["types"], sort_keys=True), e["specialization"],
                      tuple(e["key"]))
             merged[ident] = e
