@@ -4,6 +4,9 @@ errors are caught."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import io
 import json
 import logging
 import os
@@ -388,7 +391,21 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
 }  # fmt: skip
 
 
+class _Closed(io.TextIOBase):
+    """Standard output or error as Python has it when the process started with it closed (``cmd >&-``): None, which
+    every print would meet as an AttributeError. Writing to it is the OSError a closed descriptor gives."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    for name in ("stdout", "stderr"):  # (started with one closed: said as a closed stream, not a traceback)
+        if getattr(sys, name) is None:
+            setattr(sys, name, _Closed())
     try:
         try:
             args = _parser().parse_args(argv)  # an option's reader may raise aotpack's own error (--widen)
@@ -415,8 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"aotpack: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
             return AotpackError.exit_code
         # what the command prints cannot be written (standard output on a full disk, closed): said once
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        print(f"aotpack: error: cannot write standard output: {exc.strerror or exc}", file=sys.stderr)
+        if not isinstance(sys.stdout, _Closed):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        with contextlib.suppress(OSError):  # (standard error closed too: the exit code says it)
+            print(f"aotpack: error: cannot write standard output: {exc.strerror or exc}", file=sys.stderr)
         return OutputError.exit_code
 
 

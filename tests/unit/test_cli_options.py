@@ -272,3 +272,21 @@ def test_an_error_naming_a_file_prints_its_control_characters_escaped(tmp_path, 
     err = capsys.readouterr().err
     assert err.isprintable() or err.rstrip("\n").isprintable()
     assert name.encode("unicode_escape").decode("ascii").split("r", 1)[1] in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--version"], ["cache", "--cache-dir", "{tmp}/c"], ["plan", "recipes/demo.yaml"], ["new", "closed_kernels"]],
+)
+def test_a_command_started_with_standard_output_closed_says_so_and_exits_with_its_code(tmp_path, argv):
+    """``aotpack cache >&-``: Python starts with sys.stdout None, and every print met it as an AttributeError."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    args = [a.format(tmp=tmp_path) for a in argv]
+    done = subprocess.run([sys.executable, "-m", "aotpack", *args], cwd=tmp_path if argv[0] == "new" else root,
+                          env=env, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1), timeout=120)  # fmt: skip
+    assert done.returncode == 9 and "cannot write standard output: it is closed" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
