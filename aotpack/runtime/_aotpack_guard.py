@@ -46,9 +46,11 @@ from ._aotpack_env import (
     RECORD_DIR,
     RECORDED_MANAGER,
     TRITON_MANAGER,
+    read_named,
 )
 
 MAX_SPOOLED = 1 << 20  # bytes read of one process's list: a worker compiles hundreds of kernels, not millions
+MAX_ENTRY_FILE = 1 << 30  # one file of a package's cache entry (a cubin or an IR: kilobytes to megabytes)
 
 
 class CompilationRefused(RuntimeError):
@@ -163,8 +165,8 @@ class Guard(_Behind):
         group = {}
         for name in sorted(os.listdir(entry)):
             if not name.startswith("__grp__") and name != _jit.KEY_PARTS:
-                with open(os.path.join(entry, name), "rb") as f:
-                    group[name] = self.inner.put(f.read(), name, binary=True)
+                data = read_named(os.path.join(entry, name), MAX_ENTRY_FILE)  # (a FIFO planted there: no wait)
+                group[name] = self.inner.put(data, name, binary=True)
         self.inner.put_group(filename, group)
         if not held:  # another ptxas's entry under the key this one asked for: not left behind (_forget_at_exit)
             _forget_at_exit(getattr(self.inner, "cache_dir", None))
@@ -179,8 +181,7 @@ class Guard(_Behind):
         if held is None:
             return path
         _state.served.add((self.key, filename))
-        with open(held, "rb") as f:
-            return self.inner.put(f.read(), filename, binary=True)
+        return self.inner.put(read_named(held, MAX_ENTRY_FILE), filename, binary=True)
 
 
 class Recorder(_Behind):
@@ -273,9 +274,8 @@ def _index(folders: str) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
             parts: Any = {}
             if len(names) == 1:  # (parts only of an entry that is one kernel's, as Triton writes them)
                 try:
-                    with open(os.path.join(entry, _jit.KEY_PARTS)) as f:
-                        parts = json.load(f)
-                except (OSError, ValueError):
+                    parts = json.loads(read_named(os.path.join(entry, _jit.KEY_PARTS), MAX_ENTRY_FILE))
+                except (OSError, ValueError, RecursionError):  # (not one aotpack record wrote: no parts)
                     pass
             for held in names:
                 index.setdefault(held, []).append((key, entry, parts if isinstance(parts, dict) else {}))

@@ -404,3 +404,23 @@ def test_a_recorded_file_swapped_for_a_link_after_the_recipe_was_read_is_not_shi
     (entry.folder / "a.cubin").symlink_to(tmp_path / "secret")
     with pytest.raises(RecipeError, match="not the plain file of the recording it was when the recipe was read"):
         build._recorded(entry.folder / "a.cubin")
+
+
+@pytest.mark.parametrize("parts", ["fifo", "deep"])
+def test_a_package_entry_s_key_parts_that_are_not_one_s_neither_hang_nor_raise(guard, tmp_path, parts):
+    """A served entry's __aotpack_key__.json that is a FIFO hung triton.compile; one nested past json's reach
+    raised RecursionError into it (issue 58). Such parts are no parts: the entry serves its own key alone."""
+    import threading
+
+    other = tmp_path / "package" / "_triton_cache" / ("C" * 52)
+    other.mkdir()
+    (other / "k.json").write_text('{"name": "k"}')
+    if parts == "fifo":
+        os.mkfifo(other / "__aotpack_key__.json")
+    else:
+        (other / "__aotpack_key__.json").write_text("[" * 100_000 + "]" * 100_000)
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append(guard._held_kernels("k")), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and [(key, parts) for key, _, parts in out[0]] == [(KEY, {}), ("C" * 52, {})]
