@@ -152,7 +152,9 @@ def _block(node: Node, text: str, constexprs: tuple[str, ...]) -> tuple[int | st
         raise node.fail(f"a tensor descriptor's block has 1 to {limits.MAX_DESC_RANK} dimensions, got {len(items)}")
     block: list[int | str] = []
     for item in items:
-        if item.isdigit() and int(item) > 0:
+        if item.isascii() and item.isdigit() and len(item) > limits.MAX_DIGITS:
+            raise node.fail(f"block dimension {item[:12]}... has more than {limits.MAX_DIGITS} digits")
+        if item.isascii() and item.isdigit() and int(item) > 0:  # (str.isdigit takes '²', which int() refuses)
             block.append(int(item))
         elif item in constexprs:
             block.append(item)

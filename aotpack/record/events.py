@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import facts
+from ..limits import MAX_DIGITS
 from ..recipe.triton_cache import FILE, KEY
 from ..runtime._aotpack_agent import ENTRIES, INDUCTOR
 from ..runtime._aotpack_runtime import LAUNCH_DEFAULTS
@@ -256,9 +257,18 @@ def is_file_name(name: str) -> bool:
             and all(c.isascii() and (c.isalnum() or c in "._-") for c in name))  # fmt: skip
 
 
+# a descriptor's block as Triton's signature spells it (tensordesc<fp16[128, 64]>): plain numbers
+_BLOCK = re.compile(r"tensordesc<\w+\[(?P<block>[^\]]*)\]")
+
+
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{value!r:.50} is not a type's name")
+    block = _BLOCK.match(value)
+    if block and not all(d.isascii() and d.isdigit() and len(d) <= MAX_DIGITS
+                         for d in (d.strip() for d in block["block"].split(","))):  # fmt: skip
+        raise ValueError(f"{value!r:.60} is not a tensor descriptor's type (its block: numbers of at most "
+                         f"{MAX_DIGITS} digits)")  # fmt: skip
     return value
 
 

@@ -119,6 +119,11 @@ CASES = [
      "loads and stores to the tensor's shape, and the launcher checks the tensor's layout"),
     (edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[1, 2, 3, 4, 5, 6]>"'),
      "r.yaml:10:14: kernels.add.args.y_ptr: a tensor descriptor's block has 1 to 5 dimensions, got 6"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[BLOCK, \u00b2]>"'),
+     "r.yaml:10:14: kernels.add.args.y_ptr: block dimension '\u00b2' is neither a positive integer nor a constexpr "
+     "(constexprs: BLOCK)"),
+    (edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[BLOCK, ' + "9" * 5000 + ']>"'),
+     "r.yaml:10:14: kernels.add.args.y_ptr: block dimension 999999999999... has more than 20 digits"),
     (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equal: n_elements}}"),
      "r.yaml:13:47: unknown key 'equal' in kernels.add.constexprs.BLOCK — did you mean 'equals'?"),
     (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equals: BLOCK}}"),
