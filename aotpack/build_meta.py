@@ -145,11 +145,12 @@ def _checked(key: str, value: Any, source: str) -> Any:
 
 def _triton(s: dict[str, Any]) -> toolchain.Request:
     """The Triton release the build uses: the project's (``_wanted``), else the newest tested for this Python."""
-    text = _wanted(s) or ".".join(map(str, releases.newest_supported(sys.version_info[:2])))
+    wanted = _wanted(s)  # (an empty one is refused: it named the newest silently)
+    text = wanted if wanted is not None else ".".join(map(str, releases.newest_supported(sys.version_info[:2])))
     try:
         return toolchain.Request.parse(text)
     except ValueError as exc:
-        raise UsageError(f"pyproject.toml: triton = {text!r}: {exc}") from None
+        raise UsageError(f"pyproject.toml [tool.aotpack] (or -C): triton = {text!r}: {exc}") from None
 
 
 def _wanted(s: dict[str, Any]) -> str | None:

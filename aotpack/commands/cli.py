@@ -199,7 +199,7 @@ def _amount(verb: argparse.ArgumentParser, quiet: str, verbose: str) -> None:
 
 def _triton_options(verb: argparse.ArgumentParser, what: str) -> None:
     """--triton and --wheelhouse: the Triton release a verb that imports the kernels runs with (``_release``)."""
-    verb.add_argument("--triton", default=None, metavar="X.Y[.Z]",
+    verb.add_argument("--triton", default=None, metavar="X.Y[.Z]", type=_option(_release_text),
                       help=f"{what} with this Triton release (default: the recipe's triton:, else the installed "
                            "one); another than the installed one is kept in the cache and used there, this "
                            "environment untouched")  # fmt: skip
@@ -228,6 +228,12 @@ def _option(parse: Callable[[str], T]) -> Callable[[str], T]:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return typed
+
+
+def _release_text(text: str) -> str:
+    """--triton's value, checked as a release (an empty one is no release: it named the installed one silently)."""
+    toolchain.Request.parse(text)
+    return text
 
 
 _positive = _option(values.jobs)
@@ -275,7 +281,7 @@ def _cache_command(folder: Path | None, trim: int | None, verbose: bool = False)
 
 
 def _plan(args: argparse.Namespace) -> int | None:
-    release = _release(args, fetch=bool(args.triton))  # (a listing fetches no Triton the recipe alone names)
+    release = _release(args, fetch=args.triton is not None)  # (a listing fetches no Triton the recipe alone names)
     if release is not None:  # the kernels are read as that release reads them, in a child
         if not args.quiet:
             print(f"planning with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
@@ -364,7 +370,7 @@ def _release(args: argparse.Namespace, fetch: bool = True) -> toolchain.Toolchai
     one installed; None to build here (``fetch`` False: also where none is kept, said)."""
     if toolchain.check_active() is not None:
         return None  # the build's child: its release is first on the path
-    wanted, where = (args.triton, "--triton") if args.triton else (wanted_triton(args.recipe), "")
+    wanted, where = (args.triton, "--triton") if args.triton is not None else (wanted_triton(args.recipe), "")
     if wanted is None:
         return None
     try:

@@ -290,3 +290,10 @@ def test_a_command_started_with_standard_output_closed_says_so_and_exits_with_it
                           env=env, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1), timeout=120)  # fmt: skip
     assert done.returncode == 9 and "cannot write standard output: it is closed" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("verb", [["plan", "recipes/demo.yaml"], ["build", "recipes/demo.yaml"]])
+def test_an_empty_triton_release_is_a_usage_error_not_the_installed_one(capsys, verb):
+    with pytest.raises(SystemExit) as ended:
+        cli.main([*verb, "--triton", ""])
+    assert ended.value.code == 2 and "argument --triton: '' is not a Triton release" in capsys.readouterr().err

@@ -115,8 +115,10 @@ def test_the_recipe_s_triton_is_read_as_written_and_checked_where_it_is(tmp_path
     recipe.write_text("package: p\nversion: 0.1.0\ntriton: 3.10\nkernels: {}\n")
     assert cli.main(["build", str(recipe), "-o", str(tmp_path / "out")]) == 8
     assert f"{recipe}:3:9: triton: Triton 3.10 is not a release aotpack is tested with" in capsys.readouterr().err
-    assert cli.main(["build", str(recipe), "--triton", "4.0", "-o", str(tmp_path / "out")]) == 2
-    assert "--triton 4.0: Triton 4.0 is not a release aotpack is tested with" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ended:  # (argparse's usage error, as every option's)
+        cli.main(["build", str(recipe), "--triton", "4.0", "-o", str(tmp_path / "out")])
+    assert ended.value.code == 2
+    assert "argument --triton: Triton 4.0 is not a release aotpack is tested with" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
@@ -163,5 +165,7 @@ def test_a_kernel_project_asks_its_build_front_end_for_its_triton(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     newest = releases.newest_supported(sys.version_info[:2])
     assert build_meta.get_requires_for_build_wheel() == [wanted or f"triton~={newest[0]}.{newest[1]}.0"]
-    with pytest.raises(UsageError, match=r"pyproject.toml: triton = '3\.5': Triton 3\.5 is not a release aotpack"):
+    with pytest.raises(UsageError, match=r"\(or -C\): triton = '3\.5': Triton 3\.5 is not a release aotpack"):
         build_meta.get_requires_for_build_wheel({"triton": "3.5"})
+    with pytest.raises(UsageError, match=r"\(or -C\): triton = '': '' is not a Triton release"):
+        build_meta.get_requires_for_build_wheel({"triton": ""})  # (it named the newest release silently)
