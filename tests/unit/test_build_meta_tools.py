@@ -137,8 +137,10 @@ def test_plan_fetches_no_triton_the_recipe_alone_names(tmp_path, capsys):
 def test_plan_refuses_a_triton_it_is_not_tested_with(tmp_path, capsys):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("package: p\nversion: 0.1.0\nkernels: {}\n")
-    assert cli.main(["plan", str(recipe), "--triton", "4.0"]) == 2
-    assert "--triton 4.0: Triton 4.0 is not a release aotpack is tested with" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ended:  # (argparse's usage error, as every option's)
+        cli.main(["plan", str(recipe), "--triton", "4.0"])
+    assert ended.value.code == 2
+    assert "argument --triton: Triton 4.0 is not a release aotpack is tested with" in capsys.readouterr().err
 
 
 def test_the_nvcc_advice_installs_the_extra_whose_pin_keeps_the_floor_it_states():
