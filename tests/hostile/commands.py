@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -329,7 +329,8 @@ PLANTED = {"absolute": "/tmp/aotpack-planted.py", "parent": "../../planted.py", 
 
 
 def _planted(name: str) -> dict[str, Any]:
-    return {**EVENT, "function": {**EVENT["function"], "source": name}, "sources": {name: "import os\n"}}
+    function: dict[str, Any] = {**cast(dict[str, Any], EVENT["function"]), "source": name}
+    return {**EVENT, "function": function, "sources": {name: "import os\n"}}
 
 
 def report(events: list[dict[str, Any]]) -> bytes:

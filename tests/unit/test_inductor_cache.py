@@ -31,6 +31,12 @@ META = {"torch": "2.11.0+cu130", "job_id": "aotpack", "settings": {"cpp.cxx": "(
         "bundle_triton_into_fx_graph_cache": "True"}}  # fmt: skip
 
 
+def linked(source, link):
+    """A hard link ``link`` to ``source`` (a value, for the cases' lambdas)."""
+    os.link(source, link)
+    return link
+
+
 def write_set(folder, data=b"graphs", meta=None):
     folder.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(data).hexdigest()
@@ -81,7 +87,7 @@ def _digest_of(t):
                     (t / "inductor-cache" / f"{'a' * 64}.bin").symlink_to(t / "elsewhere")),
          "inductor-cache", "not a file of torch.compile's recorded caches"),
         (lambda t: ((t / "secret").write_bytes(b"host"), (t / "inductor-cache").mkdir(),
-                    os.link(t / "secret", t / "inductor-cache" / f"{'a' * 64}.cpp")),
+                    linked(t / "secret", t / "inductor-cache" / f"{'a' * 64}.cpp")),
          "inductor-cache", "no link or hard link"),
         (lambda t: write_set(t / "inductor-cache", meta={**META, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}),
          "inductor-cache", "nests deeper than 32 levels"),
@@ -384,7 +390,7 @@ def test_activate_answers_inductor_once_it_is_imported(monkeypatch):
 
 class FakeBindings:
     entry_function = "kernel"
-    loads: typing.ClassVar[list[tuple[str, str]]] = []
+    loads: typing.ClassVar[list[tuple[str, str, str, int]]] = []
 
     @classmethod
     def _load_library(cls, path, key):

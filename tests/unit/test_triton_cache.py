@@ -132,6 +132,12 @@ METADATA = '{"triton_version": "3.6.0", "target": {"backend": "cuda", "arch": 90
 RECIPE = "package: served\nversion: '1'\ntriton_cache: {folder}\nkernels: {{}}\n"
 
 
+def linked(source, link):
+    """A hard link ``link`` to ``source`` (a value, for the cases' lambdas)."""
+    os.link(source, link)
+    return link
+
+
 def read_recipe(tmp_path, folder="triton-cache"):
     from aotpack.backends import recipes
 
@@ -165,7 +171,7 @@ def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
         (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
             METADATA[:-1] + ', "x": ' + "[" * 40 + "]" * 40 + "}")), "triton-cache", "nests deeper than 32 levels"),
         (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
-            METADATA), (t / "secret").write_text("host file"), os.link(t / "secret", t / "triton-cache" / KEY / "k.bin")),
+            METADATA), (t / "secret").write_text("host file"), linked(t / "secret", t / "triton-cache" / KEY / "k.bin")),
          "triton-cache", "a hard link"),
         (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
             METADATA), (t / "triton-cache" / KEY / "extra.so").write_bytes(b"\x7fELF")), "triton-cache",
@@ -362,7 +368,8 @@ def test_a_planted_group_copies_nothing_from_outside_its_entry(tmp_path, plant):
         group = {"secret.txt": str(secret)}
     else:
         group["..k.cubin"] = str(entry / "..k.cubin")
-    agent, said = record_agent.Agent(str(tmp_path / "events")), []
+    agent = record_agent.Agent(str(tmp_path / "events"))
+    said: list[dict] = []
     agent.sink = said.append
     agent.on_compiled(src=object(), metadata=metadata, metadata_group=group, times=None, cache_hit=True)
     assert [e["event"] for e in said] == ["skipped"], said

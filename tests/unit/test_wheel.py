@@ -131,7 +131,7 @@ def test_a_wheel_auditwheel_would_graft_host_libraries_into_is_refused(tmp_path,
             archive.writestr("pkg.libs/libssl-1a2b3c4d.so.3", b"\x7fELF")
         return ""
 
-    monkeypatch.setattr(repair._tools, "run", auditwheel)
+    monkeypatch.setattr("aotpack.pipeline.repair._tools.run", auditwheel)
     with pytest.raises(WheelError, match=r"copy libraries of this host into the wheel \(libssl-1a2b3c4d\.so\.3\)"):
         repair.repair(tmp_path / "pkg-1.0-cp39-abi3-linux_x86_64.whl", tmp_path / "out", recorded_modules=recorded)
     assert not list((tmp_path / "out").glob("*.whl"))
