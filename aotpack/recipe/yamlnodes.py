@@ -10,6 +10,7 @@ within the bounds of ``limits.py``.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -187,7 +188,14 @@ def read_text(path: Path, what: str, bound: str = "MAX_RECIPE_BYTES") -> str:
 
 
 def parse(text: str, path: Path, what: str) -> Node:
-    """The root of the YAML document ``text``; ``path`` names it in locations."""
+    """The root of the YAML document ``text``; ``path`` names it in locations. A command reads its recipe more than
+    once (the Triton release it names, then the recipe), and PyYAML's pure-Python scanner walks every character
+    (a recipe's long comment): the last documents parsed are kept (``_parsed``; nodes are not changed after)."""
+    return _parsed(text, path, what)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(text: str, path: Path, what: str) -> Node:
     for number, line in enumerate(text.split("\n"), start=1):  # only \n ends a line, as in YAML
         bad = control_character(line, allowed="\t\r\ufeff")
         if bad is not None:
@@ -262,4 +270,6 @@ def unknown_key(key: str, path: str, allowed: tuple[str, ...]) -> str:
 
 def control_character(text: str, allowed: str) -> int | None:
     """The index of the first character of ``text`` that is neither printable nor ``allowed``."""
+    if text.isprintable():  # (the common case, at C speed: a long line is not walked character by character)
+        return None
     return next((i for i, c in enumerate(text) if not c.isprintable() and c not in allowed), None)
