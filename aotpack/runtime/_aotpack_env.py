@@ -32,7 +32,8 @@ RECORDED_MANAGER = "AOTPACK_RECORDED_CACHE_MANAGER"  # the manager the recorded 
 def read_named(path: str, limit: int) -> bytes:
     """A file a variable above (or an argument) names, read without blocking and within ``limit`` bytes: a regular
     file only (a FIFO, a device or a folder is refused unread: a wrong name costs no wait and no unbounded read);
-    OSError, or ValueError past ``limit``, otherwise."""
+    OSError, or ValueError past ``limit``, otherwise. (The runtime's twin of aotpack's values.open_regular: a
+    served process may not have aotpack to import.)"""
     import os
     import stat
 
