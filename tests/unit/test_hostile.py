@@ -35,6 +35,36 @@ def test_the_bases_are_valid(tmp_path: Path) -> None:
     assert [(r.case.id, r.cls, r.note) for r in results if r.cls != "GOOD"] == []
 
 
+def test_a_case_over_its_budget_runs_again_alone_and_is_a_hang_only_when_over_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget measures the child's CPU seconds, which a loaded machine lengthens too: a case over its budget
+    runs once more alone; over it again (a budget no run can meet), it stays a HANG."""
+    files = generator.base_files(generator.BASES["triton"])[0]
+    case = generator.Case(id="base/over", surface="base", base="triton", key="-", mutation="-",
+                          make_files=generator.fixed(files), expect="valid", reason="the base", budget=0.0)  # fmt: skip
+    (result,) = runner.run_cases([case], runner.Workspace(tmp_path / "a"), mode="fork", jobs=1)
+    assert result.cls == "HANG" and "over its 0.0 s budget" in result.note
+
+    runs: list[list[str]] = []
+    real = runner._run
+
+    def once_slow(cases: list[generator.Case], *args: object) -> list[runner.Result]:
+        runs.append([c.id for c in cases])
+        results = real(cases, *args)  # type: ignore[arg-type]
+        if len(runs) == 1:  # the first run, under load: over its budget
+            results = [runner.Result(r.case, "HANG", r.rc, 9.0, r.output, "9.00 s, over its 30.0 s budget")
+                       for r in results]  # fmt: skip
+        return results
+
+    monkeypatch.setattr(runner, "_run", once_slow)
+    calm = generator.Case(id="base/calm", surface="base", base="triton", key="-", mutation="-",
+                          make_files=generator.fixed(files), expect="valid", reason="the base", budget=30)  # fmt: skip
+    (result,) = runner.run_cases([calm], runner.Workspace(tmp_path / "b"), mode="fork", jobs=2)
+    assert runs == [["base/calm"], ["base/calm"]]
+    assert result.cls == "GOOD" and "over budget once under load (9.00 s" in result.note
+
+
 def test_every_setting_of_the_backend_is_in_the_corpus() -> None:
     """The corpus keeps its own table of the PEP 517 backend's settings (written from the docs, not derived from
     the code it tests); a setting added to the backend without a line here fails."""

@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 from typing import ClassVar
 
+import packaging.utils
 import pytest
 
 from aotpack import errors, expr, model
@@ -124,6 +125,11 @@ CASES = [
      "(constexprs: BLOCK)"),
     (edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[BLOCK, ' + "9" * 5000 + ']>"'),
      "r.yaml:10:14: kernels.add.args.y_ptr: block dimension 999999999999... has more than 20 digits"),
+    *[(edit('      y_ptr: "*T:16"', '      y_ptr: "tensordesc<T[BLOCK]>"').replace(
+        "    constexprs: {BLOCK: [256, 1024]}", f"    constexprs: {{BLOCK: {values}}}").replace(
+        "    default: {BLOCK: 1024, num_warps: 4}\n", "").replace("BLOCK: 256, ", ""),
+       "r.yaml:10:7: kernels.add.args.y_ptr: block dimension 'BLOCK' must be a constexpr of positive integers")
+      for values in ('["256"]', "[true]", "[0]", "[256, -1]", "[256.0]")],
     (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equal: n_elements}}"),
      "r.yaml:13:47: unknown key 'equal' in kernels.add.constexprs.BLOCK — did you mean 'equals'?"),
     (edit("    constexprs: {BLOCK: [256, 1024]}", "    constexprs: {BLOCK: {values: [256, 1024], equals: BLOCK}}"),
@@ -461,6 +467,14 @@ def test_a_package_named_as_an_installed_distribution_or_its_module_is_refused(
             info.value
         ), info.value
         assert parse(edit("package: kit", f"package: {package}\nreplaces: {owner}"), kernel_dir).package == package
+    # a module of a distribution that declares no top-level names (no top_level.txt): found by its files
+    undeclared = {module: owners[0] for module, owners in importlib.metadata.packages_distributions().items()
+                  if module.isidentifier() and not module.startswith("_")
+                  and packaging.utils.canonicalize_name(module) != packaging.utils.canonicalize_name(owners[0])
+                  and importlib.metadata.distribution(owners[0]).read_text("top_level.txt") is None}  # fmt: skip
+    module, owner = sorted(undeclared.items())[0]
+    with pytest.raises(RecipeError, match=f"is a module of the distribution {owner!r}, installed"):
+        parse(edit("package: kit", f"package: {module}"), kernel_dir)
 
     class Built:
         metadata: ClassVar = {"Name": "kit"}
