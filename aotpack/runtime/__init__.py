@@ -29,7 +29,7 @@ C_FILES = ("aot_runtime.h", "aot_internal.h", *RUNTIME_SOURCES, "aot_python.h", 
 PYTHON_FILES = ("_aotpack_runtime.py", "_aotpack_activate.py", "_aotpack_desc.py", "_aotpack_env.py",
                 "_aotpack_guard.py", "_aotpack_identity.py", "_aotpack_imports.py", "_aotpack_inductor.py",
                 "_aotpack_jit.py", "_aotpack_report.py", "_aotpack_source.py", "_aotpack_torch.py",
-                "_aotpack_tune.py", "_aotpack_tuners.py", "_aotpack_folders.py")  # fmt: skip
+                "_aotpack_tune.py", "_aotpack_tuners.py", "_aotpack_folders.py", "_aotpack_held.py")  # fmt: skip
 # aotpack record's agent, which runs in each process of a recorded program beside them (in no wheel)
 AGENT = "_aotpack_agent.py"
 # the package the runtime's Python and the agent form beside a recorded program

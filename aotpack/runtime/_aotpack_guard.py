@@ -15,9 +15,9 @@ entry planted in the program's cache under a key a package holds is never loaded
 and Inductor finds the cubin where it looks, ``TRITON_CACHE_DIR/<key>/<name>.cubin``. The key covers Triton's
 version and files, the source, the options, the target and ptxas: another Triton, torch (Inductor's source) or GPU
 misses, and is refused. One exception, by design: a kernel the packages hold compiled by another ptxas of the
-recorded program, all else in its key the same (``_same_kernel``: Inductor's compile workers and the process
-starting them use different ptxas, and which compiles a kernel is decided while the program runs), is served from
-that entry where the program's cache misses.
+recorded program, all else in its key the same (``_aotpack_held.same_kernel``: Inductor's compile workers and the
+process starting them use different ptxas, and which compiles a kernel is decided while the program runs), is served
+from that entry where the program's cache misses.
 
 A runtime module (runtime/__init__.py says what that means). At load it imports triton: it subclasses Triton's
 cache manager, so it is imported only where Triton is."""
@@ -31,12 +31,12 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from types import MappingProxyType
 from typing import Any
 
 from triton import knobs
 from triton.runtime.cache import CacheManager, FileCacheManager
 
+from . import _aotpack_held as _held
 from . import _aotpack_jit as _jit
 from ._aotpack_env import (
     CACHE_ENTRIES,
@@ -50,7 +50,6 @@ from ._aotpack_env import (
 )
 
 MAX_SPOOLED = 1 << 20  # bytes read of one process's list: a worker compiles hundreds of kernels, not millions
-MAX_ENTRY_FILE = 1 << 30  # one file of a package's cache entry (a cubin or an IR: kilobytes to megabytes)
 
 
 class CompilationRefused(RuntimeError):
@@ -59,7 +58,7 @@ class CompilationRefused(RuntimeError):
 
 class _Guarding:
     """This process's guard and recorder. ``reset()`` gives back what ``install()`` changed; what compiled stays
-    listed (``compiled()``: a report written at exit holds it) and the packages' entries indexed."""
+    listed (``compiled()``: a report written at exit holds it)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -74,8 +73,6 @@ class _Guarding:
         self.served: set[tuple[str, str]] = set()  # (key, file) the packages' copy was put into the program's cache
         self.substituted: set[str] = set()  # entries put under a key they were not recorded for (_forget_at_exit)
         self.forgetter: int | None = None  # the process that removes them at its exit
-        # per AOTPACK_CACHE_ENTRIES: what the activated packages hold (_held_kernels)
-        self.indexes: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {}
 
     def reset(self) -> None:
         self.served.clear()  # (activated again: the packages' copies are put again)
@@ -88,12 +85,20 @@ _state = _Guarding()
 
 
 def _named(env: str) -> Any:
-    """The manager class an environment variable names (MODULE:CLASS), or Triton's own."""
+    """The manager class an environment variable names (MODULE:CLASS), or Triton's own; an ImportError naming the
+    variable the program set (TRITON_CACHE_MANAGER: aotpack keeps its value under ``env``) where it names none."""
     named = os.environ.get(env)
     if not named:
         return FileCacheManager
     module, _, name = named.partition(":")
-    return getattr(importlib.import_module(module), name)
+    try:  # (ValueError: an empty module name)
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        found = exc
+    if not isinstance(found, type):
+        raise ImportError(f"{TRITON_MANAGER}={named[:200]!r} (kept by aotpack as {env}) names no cache manager class "
+                          f"(MODULE:CLASS): {str(found)[:200]}; set it to a class Triton can use, or unset it")
+    return found
 
 
 def _jit_took(which: str) -> bool:
@@ -145,7 +150,7 @@ class Guard(_Behind):
             return group
         jit = _jit_took("jit")
         _state.thread.seen = self.key  # (the check behind the manager: this compilation's lookup was the guard's)
-        if (self.key, filename) not in _state.served and _held(self.key, filename):  # the package's copy wins
+        if (self.key, filename) not in _state.served and _held.file(self.key, filename):  # the package's copy wins
             group = self._packaged(filename) or group
         elif not (group or {}).get(filename):
             group = self._packaged(filename) or group
@@ -157,15 +162,15 @@ class Guard(_Behind):
         """The entry a package holds for this key (or for this kernel compiled by another ptxas of the recorded
         program, ``_same_kernel``), put into the program's cache under this key (each file, then its group with
         the paths they have there), or None."""
-        held = _held(self.key, filename)
-        entry = os.path.dirname(held) if held else _same_kernel(filename.removesuffix(".json"), self.key)
+        held = _held.file(self.key, filename)
+        entry = os.path.dirname(held) if held else _held.same_kernel(filename.removesuffix(".json"), self.key)
         if entry is None:
             return None
         _state.served.add((self.key, filename))
         group = {}
         for name in sorted(os.listdir(entry)):
             if not name.startswith("__grp__") and name != _jit.KEY_PARTS:
-                data = read_named(os.path.join(entry, name), MAX_ENTRY_FILE)  # (a FIFO planted there: no wait)
+                data = read_named(os.path.join(entry, name), _held.MAX_ENTRY_FILE)  # (a FIFO planted there: no wait)
                 group[name] = self.inner.put(data, name, binary=True)
         self.inner.put_group(filename, group)
         if not held:  # another ptxas's entry under the key this one asked for: not left behind (_forget_at_exit)
@@ -177,11 +182,11 @@ class Guard(_Behind):
         cache lacks comes from the packages' entries where they hold it (a program served without a compiler)."""
         path = self.inner.get_file(filename)
         first = (self.key, filename) not in _state.served
-        held = _held(self.key, filename) if (path is None or first) and self.looking else None
+        held = _held.file(self.key, filename) if (path is None or first) and self.looking else None
         if held is None:
             return path
         _state.served.add((self.key, filename))
-        return self.inner.put(read_named(held, MAX_ENTRY_FILE), filename, binary=True)
+        return self.inner.put(read_named(held, _held.MAX_ENTRY_FILE), filename, binary=True)
 
 
 class Recorder(_Behind):
@@ -241,99 +246,12 @@ def _recorded(key: str, filename: str, group: dict[str, str], home: Any) -> None
         f.write(line)
 
 
-def _held(key: str, filename: str) -> str | None:
-    """Where an activated package holds this file of the entry ``key``, or None."""
-    for folder in filter(None, os.environ.get(CACHE_ENTRIES, "").split(os.pathsep)):
-        path = os.path.join(folder, key, filename)
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def _held_kernels(name: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """Every entry the activated packages hold of kernel ``name``, in folder and key order: its key, its folder and
-    what its key was made of (``key_parts``; {} where it was not recorded). The folders are listed once per process:
-    a package's entries do not change while it runs, and a miss should not list them again."""
-    folders = os.environ.get(CACHE_ENTRIES, "")
-    with _state.lock:
-        if folders not in _state.indexes:
-            _state.indexes[folders] = _index(folders)
-        return _state.indexes[folders].get(name, [])
-
-
-def _index(folders: str) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
-    index: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
-    for folder in filter(None, folders.split(os.pathsep)):
-        for key in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-            entry = os.path.join(folder, key)
-            try:
-                names = [n[:-5] for n in sorted(os.listdir(entry)) if n.endswith(".json") and not n.startswith("__")
-                         and os.path.isfile(os.path.join(entry, n))]  # fmt: skip
-            except OSError:
-                continue
-            parts: Any = {}
-            if len(names) == 1:  # (parts only of an entry that is one kernel's, as Triton writes them)
-                try:
-                    parts = json.loads(read_named(os.path.join(entry, _jit.KEY_PARTS), MAX_ENTRY_FILE))
-                except (OSError, ValueError, RecursionError):  # (not one aotpack record wrote: no parts)
-                    pass
-            for held in names:
-                index.setdefault(held, []).append((key, entry, parts if isinstance(parts, dict) else {}))
-    return index
-
-
-def _but_ptxas(parts: dict[str, Any]) -> dict[str, Any]:
-    return {part: value for part, value in parts.items() if part != "backend"}
-
-
-def _same_kernel(name: str, key: str) -> str | None:
-    """The entry an activated package holds of kernel ``name`` compiled from all this compilation's key is made
-    of (``key_parts``: Triton, source, attributes, constants, options, environment, target) but the ptxas: its
-    folder, or None. Inductor's compile workers compile with torch's ptxas and the process that starts them with
-    Triton's (torch 2.11), and which of them compiles a kernel is decided while the program runs, so the
-    recording holds each kernel under the key of whichever compiled it there; that cubin is what the recorded
-    run launched. Only entries recorded with their key parts count."""
-    mine = _jit.key_parts(key)
-    if "target" not in mine:
-        return None
-    want = _but_ptxas(mine)
-    return next((entry for _, entry, parts in _held_kernels(name) if "target" in parts and _but_ptxas(parts) == want),
-                None)  # fmt: skip
-
-
-_PARTS = MappingProxyType({  # what a change in each part of Triton's cache key (_aotpack_jit.key_parts) means
-    "triton": "another Triton release or build", "function": "the kernel's source or a function it calls: "
-    "another torch (Inductor's code) or library", "attrs": "which arguments are 16-divisible or aligned",
-    "signature": "argument types", "constants": "constexpr values: a config or size hint", "source": "its IR",
-    "backend": "another ptxas or GPU", "target": "another GPU", "options": "compile options",
-    "environment": "Triton's environment variables",
-})  # fmt: skip
-
-
-def _others(name: str, key: str) -> str:
-    """What the packages hold of kernel ``name`` under other keys, and which parts of the key (``key_parts``)
-    differ from the nearest of them: why a recorded kernel was not found ("" where they hold none)."""
-    mine, nearest = _jit.key_parts(key), None
-    others = [parts for held, _, parts in _held_kernels(name) if held != key]
-    count = len(others)
-    for theirs in others:
-        if mine and theirs:
-            differ = sorted(p for p in set(mine) | set(theirs) if mine.get(p) != theirs.get(p))
-            if nearest is None or len(differ) < len(nearest):
-                nearest = differ
-    if not count:
-        return ""
-    parts = ", ".join(f"{p} ({_PARTS.get(p, p)})" for p in nearest or ())
-    why = f"; the nearest differs in its key's {parts}" if parts else ""
-    return f" (the packages hold {name} under {count} other key{'s' * (count > 1)}{why})"
-
-
 def _compiling(name: str, key: str, module: bool = False, behind: str = "") -> None:
     """Triton is about to compile kernel ``name`` (or, ``module``, build its C module ``name`` with a C compiler)
     under the cache key ``key``: refused under fallback="error", listed and said under "jit". ``behind``: why the
     guard did not see it first (the check behind the manager saw it)."""
     where = (f"{name} (Triton cache key {key}) in process {os.getpid()} ({os.path.basename(sys.argv[0] or 'python')})"
-             f"{'' if module else _others(name, key)}")  # fmt: skip
+             f"{'' if module else _held.others(name, key)}")  # fmt: skip
     held = f"{behind}: the packages' entries are not served through it" if behind else "no activated package holds it"
     what = (f"build its C module {where} with a C compiler (a kernel launcher, or its driver's utilities)" if module
             else f"compile {where}, outside Triton's JIT (Inductor for torch.compile, or another caller of "
@@ -348,7 +266,7 @@ def _compiling(name: str, key: str, module: bool = False, behind: str = "") -> N
             "run with fallback='jit' to compile it and list it in coverage()"
         )
     event = {"event": "compiled", "name": name, "key": key, "pid": os.getpid(), "kind": "module" if module else
-             "kernel", "why": held + ("" if module else _others(name, key))}  # fmt: skip
+             "kernel", "why": held + ("" if module else _held.others(name, key))}  # fmt: skip
     spool = os.environ.get(COMPILED_DIR)
     if spool and _state.installed_in != os.getpid():  # a process the activating one started: list it there
         _spool(spool, event)
@@ -530,10 +448,11 @@ def reset() -> None:
 
 
 def _forget_at_exit(folder: Any) -> None:
-    """Remove, when this process exits, an entry the guard put into the program's cache under a key it was not
-    recorded for (``_same_kernel``: compiled by another ptxas): with aotpack gone, the program's own JIT would
-    otherwise load it under this ptxas's key. A later lookup in any process puts it there again; a process killed
-    before its exit leaves it (the cubin is still the same kernel's, compiled by the recorded program's ptxas)."""
+    """Remove, when this process exits, an entry the guard put into the program's cache under a key it was not recorded
+    for (``_aotpack_held.same_kernel``: compiled by another ptxas): with aotpack gone, the program's own JIT
+    would otherwise load it under this ptxas's key. A later lookup in any process puts it there again; a process
+    killed before its exit leaves it (the cubin is still the same kernel's, compiled by the recorded program's
+    ptxas)."""
     if not isinstance(folder, str):
         return
     with _state.lock:

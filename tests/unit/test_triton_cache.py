@@ -176,6 +176,17 @@ def test_a_recipe_of_cache_entries_alone_reads_them_sorted_by_key(tmp_path):
         (lambda t: ((t / "triton-cache" / KEY).mkdir(parents=True), (t / "triton-cache" / KEY / "k.json").write_text(
             METADATA), (t / "triton-cache" / KEY / "extra.so").write_bytes(b"\x7fELF")), "triton-cache",
          "extra.so: not a file of kernel k's entry"),
+        *[(lambda t, bad=bad: ((t / "triton-cache" / KEY).mkdir(parents=True),
+                               (t / "triton-cache" / KEY / "k.json").write_text(METADATA.replace(*bad))),
+           "triton-cache", says) for bad, says in [
+            (('"3.6.0"', '"3.6.0\\u001b[2J"'), r"'triton_version' is not a release of Triton: '3.6.0\\x1b\[2J'"),
+            (('"3.6.0"', "9"), "'triton_version' is not a release of Triton: '9'"),
+            (('"cuda"', '"cu da"'), "'target.backend' is not a backend's name: 'cu da'"),
+            (('"arch": 90', '"arch": {"a": 1}'), r"'target.arch' is not an architecture \(such as 90 or gfx942\)"),
+            (('"arch": 90', '"arch": -1'), "'target.arch' is not an architecture"),
+            (('"arch": 90', '"arch": true'), "'target.arch' is not an architecture"),
+            (('"arch": 90', '"arch": "gfx\\n942"'), "'target.arch' is not an architecture"),
+        ]],
     ],
 )  # fmt: skip
 def test_a_triton_cache_folder_that_is_not_one_is_a_located_error(tmp_path, make, folder, message):
@@ -419,6 +430,8 @@ def test_a_package_entry_s_key_parts_that_are_not_one_s_neither_hang_nor_raise(g
     raised RecursionError into it (issue 58). Such parts are no parts: the entry serves its own key alone."""
     import threading
 
+    from aotpack.runtime import _aotpack_held
+
     other = tmp_path / "package" / "_triton_cache" / ("C" * 52)
     other.mkdir()
     (other / "k.json").write_text('{"name": "k"}')
@@ -427,7 +440,7 @@ def test_a_package_entry_s_key_parts_that_are_not_one_s_neither_hang_nor_raise(g
     else:
         (other / "__aotpack_key__.json").write_text("[" * 100_000 + "]" * 100_000)
     out: list = []
-    worker = threading.Thread(target=lambda: out.append(guard._held_kernels("k")), daemon=True)
+    worker = threading.Thread(target=lambda: out.append(_aotpack_held.kernels("k")), daemon=True)
     worker.start()
     worker.join(10)
     assert not worker.is_alive() and [(key, parts) for key, _, parts in out[0]] == [(KEY, {}), ("C" * 52, {})]
