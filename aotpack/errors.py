@@ -7,6 +7,7 @@ prints its message and exits with its ``exit_code``, one per class (``EXIT_CODES
 
 from __future__ import annotations
 
+import errno as _errno
 from dataclasses import dataclass
 
 
@@ -105,11 +106,27 @@ class OutputError(AotpackError, OSError):
 
     exit_code = 9
 
-    def __init__(self, errno: int | None, reason: str, path: str) -> None:
+    def __init__(self, errno: int | None, reason: str, path: str, then: str = "") -> None:
         super().__init__(errno, reason, path)  # OSError's own fields: errno, strerror (the reason), filename
+        self.then = then  # what else the command did or left (a partial recording kept elsewhere)
 
     def __str__(self) -> str:
-        return f"cannot write {self.filename}: {self.strerror}; free space there, or write somewhere else"
+        name = str(self.filename)
+        return f"cannot write {name}: {self.strerror}; {_advice(self.errno, name)}{self.then}"
+
+
+def _advice(errno: int | None, name: str) -> str:
+    """What to do about a file that could not be written, by the system's reason."""
+    if errno in (_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG):
+        return "free space there, or write somewhere else"
+    if errno in (_errno.EACCES, _errno.EPERM, _errno.EROFS):
+        return "make it writable for you (a read-only folder or file system, an immutable file) or write elsewhere"
+    if errno == _errno.ENAMETOOLONG:
+        longest = max(len(part.encode()) for part in name.split("/"))
+        return f"a name in the path is longer than the system takes ({longest} bytes); give a shorter one"
+    if errno == _errno.ENOTDIR:
+        return "a part of the path is a file, not a folder; write somewhere else"
+    return "write somewhere else"
 
 
 class TuneError(AotpackError):

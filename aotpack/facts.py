@@ -31,6 +31,10 @@ class Target:
     ptx: bool
 
 
+PYTHON_FLOOR = (3, 9)  # the oldest Python a kernel wheel takes: its tag (cp39-abi3), its Requires-Python floor
+ABI3_TAG = f"cp{PYTHON_FLOOR[0]}{PYTHON_FLOOR[1]}-abi3"
+REQUIRES_PYTHON = f">={PYTHON_FLOOR[0]}.{PYTHON_FLOOR[1]}"
+
 CUDA_VERSION = re.compile(r"(\d+)\.(\d)")
 
 

@@ -31,6 +31,7 @@ from .limits import (
 Widened = int | float | bool | str  # a value a constexpr is widened to
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+RELEASE = re.compile(r"[0-9][0-9A-Za-z.+_-]{0,63}")  # a release as a package's own metadata names it (2.11.0+cu130)
 _SIZE = re.compile(r"([0-9]+)(?:\.([0-9]+))?([KMGT]?)B?", re.IGNORECASE)
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 _KINDS = ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a link"), (stat.S_ISFIFO, "a FIFO"),

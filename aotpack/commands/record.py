@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ..errors import UsageError
+from ..errors import RecordError, UsageError, printable
 from ..record import Events, check_package, existing_recipe, misses, record, widen, write
 from ..words import plural
 from .checks import writable_folder
@@ -37,6 +37,10 @@ def main(args: argparse.Namespace) -> None:
             event.setdefault("number", number)
             events.add(event, "report")
         counted = plural(len(events.compiled), "compilation")
+        _say_skipped(events)
+        if not events.compiled:
+            raise RecordError(f"--report: none of the {plural(len(reported.compilations), 'reported event')} is a "
+                              f"compilation aotpack records ({_why_not(events)}); {args.out} not written")  # fmt: skip
         if write(args.out, events, args.package, widen=dict(args.widen)):
             said(f"wrote {args.out}: {counted} reported")
         else:
@@ -53,8 +57,7 @@ def main(args: argparse.Namespace) -> None:
             said(f"{args.out} unchanged: it holds the rows of all {counts}")
         else:
             print(f"{args.out} not written: the program compiled no Triton kernel", file=sys.stderr)
-        for function, why in sorted(summary.events.skipped.items()):
-            print(f"not recorded: {function}: {why}", file=sys.stderr)
+        _say_skipped(summary.events)
         for kernel, name, values in widen.varying(compiled, summary.events.picks, dict(args.widen)):
             shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
             said(f"{kernel}: constexpr {name} took {len(values)} values ({shown}); if it follows the problem (a "
@@ -67,6 +70,21 @@ def main(args: argparse.Namespace) -> None:
     elif found:
         print(f"{plural(len(found), 'class miss', 'class misses')} reported; none added ({args.out} does not exist)",
               file=sys.stderr)  # fmt: skip
+
+
+def _say_skipped(events: Events) -> None:
+    """What was not recorded and why; the names and reasons come from the program's processes or a report (escaped,
+    bounded)."""
+    for function, why in sorted(events.skipped.items()):
+        print(f"not recorded: {printable(function[:200])}: {printable(why[:500])}", file=sys.stderr)
+
+
+def _why_not(events: Events) -> str:
+    """Why a report's events recorded nothing, in a few words: the first reason skipped, or their kinds."""
+    if events.skipped:
+        function, why = min(events.skipped.items())
+        return f"{function}: {why}"[:300]
+    return "launch counts and picks only, without the compilations they count"
 
 
 def _package(out: Path, package: str) -> str:

@@ -18,7 +18,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .. import _temp, backends, codegen, limits, model, runtime, values
+from .. import _temp, backends, codegen, facts, limits, model, runtime, values
 from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
 from ..backends import recipes as recipe
@@ -364,7 +364,7 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
     )
     licenses = (("AOTPACK-RUNTIME-LICENSE", runtime_notice()), *(rec.project.license_files if rec.project else ()))
     spec = wheel.WheelSpec(
-        distribution=pkg, version=rec.version, tag="cp39-abi3-linux_x86_64", summary=rec.summary,
+        distribution=pkg, version=rec.version, tag=f"{facts.ABI3_TAG}-linux_x86_64", summary=rec.summary,
         generator=f"aotpack {__version__}", files=files, license=rec.license, license_files=licenses,
         **wheel.project_fields(rec.project),
     )  # fmt: skip

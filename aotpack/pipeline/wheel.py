@@ -15,7 +15,7 @@ from typing import Any
 from packaging.metadata import ExceptionGroup, Metadata
 from packaging.specifiers import SpecifierSet
 
-from .. import values
+from .. import facts, values
 from .._temp import atomic_file
 from ..errors import UsageError
 from ..model import Project
@@ -51,8 +51,8 @@ def project_fields(project: Project | None) -> dict[str, Any]:
     """The WheelSpec fields a recipe's ``[project]`` gives (``recipe/project.py``): Requires-Python (never below the
     abi3 wheel's 3.9), the further METADATA fields and the readme (its license files: ``license_files``)."""
     if project is None:
-        return {"requires_python": ">=3.9"}
-    wanted = SpecifierSet(">=3.9") & SpecifierSet(project.requires_python or "")
+        return {"requires_python": facts.REQUIRES_PYTHON}
+    wanted = SpecifierSet(facts.REQUIRES_PYTHON) & SpecifierSet(project.requires_python or "")
     return {"requires_python": str(wanted), "headers": project.headers, "readme": project.readme}
 
 

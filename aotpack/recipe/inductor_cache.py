@@ -111,6 +111,8 @@ def _described(node: Node, meta: Path) -> tuple[str, int, tuple[str, ...]]:
             raise ValueError(f"nests deeper than {limits.MAX_RECORDED_DEPTH} levels (limits.MAX_RECORDED_DEPTH)")
         if not isinstance(data, dict) or not isinstance(data.get("torch"), str):
             raise ValueError("no 'torch' release named")
+        if not values.RELEASE.fullmatch(data["torch"]):
+            raise ValueError(f"'torch' is not a release of torch: {data['torch'][:40]!r}")
         if not isinstance(data.get("job_id"), (str, type(None))):
             raise ValueError("'job_id' is not a string or null")
         settings = data.get("settings", {})

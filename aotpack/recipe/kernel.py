@@ -64,7 +64,7 @@ def called(entry: KernelEntry, backend: Backend, readers: Readers) -> Kernel:
     _args.check_type_variables(k, types, raw_args)
     jit = own.jit(raw_args, constexprs, bound_nodes, dtype_consts)
     names = _Names.of(jit.args, constexprs, jit.tuned)
-    _check_blocks(name, jit.args, names.int_consts)
+    _check_blocks(name, jit.args, _positive_ints(constexprs, jit.tuned))
     # scalar defaults and pointer extents are checked after all args are known
     args = tuple(_args.with_exprs(k["args"], jit.args, names.check(names.int_scalars)))
     bound = _bound(node, k.get(own.grid_key), bound_nodes, jit.heuristics, names, source)
@@ -169,13 +169,20 @@ def _constexpr_grid(
     return constexprs, bound_nodes, dtype_consts
 
 
-def _check_blocks(name: str, args: Sequence[Arg], int_consts: set[str]) -> None:
-    """A descriptor's block dimension names an integer constexpr."""
+def _positive_ints(constexprs: Grid, tuned: tuple[Config, ...]) -> set[str]:
+    """The constexprs whose every value (in the grid and the tuned configs) is a positive integer (not a boolean):
+    what a descriptor's block dimension may name."""
+    tuned_values = [(n, tuple(c.value(n) for c in tuned)) for n, _ in (tuned[0].constexprs if tuned else ())]
+    return {n for n, vals in [*constexprs, *tuned_values] if all(type(v) is int and v > 0 for v in vals)}
+
+
+def _check_blocks(name: str, args: Sequence[Arg], positive: set[str]) -> None:
+    """A descriptor's block dimension names a constexpr whose values are positive integers."""
     for arg in args:
         for dim in arg.block:
-            if isinstance(dim, str) and dim not in int_consts:
+            if isinstance(dim, str) and dim not in positive:
                 raise RecipeError(
-                    f"kernels.{name}.args.{arg.name}: block dimension {dim!r} must be an integer constexpr",
+                    f"kernels.{name}.args.{arg.name}: block dimension {dim!r} must be a constexpr of positive integers",
                     arg.where,
                 )
 

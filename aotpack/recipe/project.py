@@ -25,7 +25,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .. import limits
+from .. import facts, limits
 from ..errors import RecipeError
 from ..model import Project
 from .yamlnodes import read_text
@@ -82,8 +82,11 @@ def _read(path: Path, data: dict[str, Any], package: str, version: str, summary:
     for key in REFUSED:
         if key in project:
             raise RecipeError(f"{where} {key}: a kernel wheel has none; remove it")
-    if set(project.get("dynamic", [])) - {"version"}:
-        raise RecipeError(f"{where} dynamic = {project['dynamic']}: only version may be dynamic (the recipe's)")
+    dynamic = project.get("dynamic", [])
+    if not isinstance(dynamic, list) or not all(isinstance(d, str) for d in dynamic):
+        raise RecipeError(f'{where} dynamic = {str(dynamic)[:60]!r}: a list of field names (dynamic = ["version"])')
+    if set(dynamic) - {"version"}:
+        raise RecipeError(f"{where} dynamic = {dynamic}: only version may be dynamic (the recipe's)")
     _files_inside(path.parent, project, where)
     try:
         with warnings.catch_warnings():
@@ -102,6 +105,7 @@ def _read(path: Path, data: dict[str, Any], package: str, version: str, summary:
         raise RecipeError(f'{where} license: write an SPDX expression (license = "MIT"), not a table')
     if read.license is not None and spdx is not None and spdx_of(read.license, where) != spdx:
         raise RecipeError(f"{where} license = {read.license!r}, the recipe's: {spdx!r}; state it once")
+    _takes_the_floor(read.requires_python, where)
     headers = _headers(read)
     for field, value in [("description", read.description or ""), *headers]:
         bad = next((c for c in value if not c.isprintable()), None)  # a METADATA field is one line of text
@@ -119,6 +123,18 @@ def _read(path: Path, data: dict[str, Any], package: str, version: str, summary:
     )  # fmt: skip
 
 
+def _takes_the_floor(wanted: Any, where: str) -> None:
+    """A ``requires-python`` that admits some Python a kernel wheel takes (from ``facts.PYTHON_FLOOR``): the
+    wheel's Requires-Python is both, and one that admits none installs nowhere."""
+    if wanted is None:
+        return
+    floor, newest = facts.PYTHON_FLOOR, 99
+    if not any(wanted.contains(f"{floor[0]}.{minor}.{micro}") for minor in range(floor[1], newest)
+               for micro in (0, 99)):  # fmt: skip
+        raise RecipeError(f"{where} requires-python = {str(wanted)!r} admits no Python the kernel wheel takes "
+                          f"({facts.REQUIRES_PYTHON}, its {facts.ABI3_TAG} tag); widen it")  # fmt: skip
+
+
 def _files_inside(root: Path, project: dict[str, Any], where: str) -> None:
     """The readme and the license files named: relative paths to regular files inside the project, each within
     aotpack's bound for a text it reads, checked before pyproject-metadata opens any (a FIFO would block it, a
@@ -129,6 +145,9 @@ def _files_inside(root: Path, project: dict[str, Any], where: str) -> None:
     patterns = [g for g in globs if isinstance(g, str)] if isinstance(globs, list) else []
     inside = root.resolve()
     for item in [n for n in named if isinstance(n, str)] + patterns:
+        bad = next((c for c in item if not c.isprintable()), None)
+        if bad is not None:
+            raise RecipeError(f"{where}: {item[:60]!r} holds the control character {bad!r}; name a file without it")
         if Path(item).is_absolute() or ".." in Path(item).parts:
             raise RecipeError(f"{where}: {item!r} lies outside the project ({root}); name a file inside it")
     found = [root / n for n in named if isinstance(n, str)]
@@ -147,6 +166,14 @@ def _files_inside(root: Path, project: dict[str, Any], where: str) -> None:
         if real.is_file() and real.stat().st_size > limits.MAX_SOURCE_BYTES:
             raise RecipeError(f"{where}: {path.relative_to(root)} is larger than {limits.MAX_SOURCE_BYTES >> 20} MiB "
                               "(aotpack's limits.MAX_SOURCE_BYTES): is it the right file?")  # fmt: skip
+    for path in found[: len(named)]:  # the readme: the METADATA body, text in UTF-8 (core metadata's encoding)
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecipeError(f"{where} readme: {path.relative_to(root)} is not UTF-8 text (byte {exc.start}: "
+                              f"{exc.object[exc.start:exc.start + 1]!r}); save it as UTF-8") from None  # fmt: skip
+        except OSError:  # (missing, unreadable: pyproject-metadata's own error names it)
+            pass
 
 
 def _headers(read: Any) -> tuple[tuple[str, str], ...]:

@@ -22,6 +22,7 @@ from .yamlnodes import Node
 
 KEY = re.compile(r"[A-Z2-7]{1,128}")  # Triton's cache key as its folder is named (base32 of a sha256)
 FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")  # a file of an entry (the kernel's name, a suffix)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")  # a backend (cuda, hip), an architecture by name (gfx942)
 
 
 def entries(node: Node, root: Path) -> tuple[CacheEntry, ...]:
@@ -71,7 +72,14 @@ def _compiled_by(node: Node, metadata: Path) -> tuple[str, str]:
         if values.json_depth(data) > limits.MAX_RECORDED_DEPTH:
             raise ValueError(f"nests deeper than {limits.MAX_RECORDED_DEPTH} levels (limits.MAX_RECORDED_DEPTH)")
         target = data["target"]
-        return str(data["triton_version"]), f"{target['backend']}:{target['arch']}"
+        release, backend, arch = data["triton_version"], target["backend"], target["arch"]
+        if not isinstance(release, str) or not values.RELEASE.fullmatch(release):
+            raise ValueError(f"'triton_version' is not a release of Triton: {str(release)[:40]!r}")
+        if not isinstance(backend, str) or not _WORD.fullmatch(backend):
+            raise ValueError(f"'target.backend' is not a backend's name: {str(backend)[:40]!r}")
+        if not (type(arch) is int and 0 < arch < 10_000) and not (isinstance(arch, str) and _WORD.fullmatch(arch)):
+            raise ValueError(f"'target.arch' is not an architecture (such as 90 or gfx942): {str(arch)[:40]!r}")
+        return release, f"{backend}:{arch}"
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise node.fail(f"{metadata}: not Triton's metadata of a kernel ({type(exc).__name__}: {exc}); record "
                         "again") from None  # fmt: skip

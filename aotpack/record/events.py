@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import facts
+from ..backends.triton import releases
 from ..limits import MAX_DIGITS
 from ..recipe.triton_cache import FILE, KEY
 from ..runtime._aotpack_agent import ENTRIES, INDUCTOR
@@ -69,9 +70,16 @@ class Function:
         source = described.get("source")
         if source is not None and not (isinstance(source, str) and is_file_name(source)):
             raise TypeError(f"a function's source is not a file name in kernels/: {source!r:.50}")
-        return Function(module=str(described["module"]), qualname=str(described["qualname"]),
-                        name=str(described.get("name") or described["qualname"].rpartition(".")[2]),
-                        identity=str(described["identity"]), source=source)  # fmt: skip
+        module, qualname = str(described["module"]), str(described["qualname"])
+        name = str(described.get("name") or qualname.rpartition(".")[2])
+        if not module or len(module) > 200 or not module.isprintable() or any(c in module for c in " /\\:"):
+            raise ValueError(f"a function's module is not a module's name: {module!r:.80}")  # (any a program gives)
+        if not all(part.isidentifier() or part == "<locals>" for part in qualname.split(".")):
+            raise ValueError(f"a function's qualified name is not Python's: {qualname!r:.80}")
+        if not name.isidentifier():
+            raise ValueError(f"a function's name is not an identifier: {name!r:.80}")
+        return Function(module=module, qualname=qualname, name=name, identity=str(described["identity"]),
+                        source=source)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +185,8 @@ class Triton:
         version = event["version"]
         if not isinstance(version, str) or not _RELEASE.fullmatch(version):
             raise ValueError(f"a Triton release is X.Y.Z, not {version!r:.40}")
+        if releases.minor(version) not in releases.SUPPORTED:  # the agent records nothing under such a release
+            raise ValueError(f"Triton {version} is not a release aotpack is tested with ({releases.tested()})")
         return Triton(version=version)
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import facts, recorded
-from ..errors import RecordError
+from ..errors import RecordError, UsageError
 from ..model import TRITON_DEFAULT_STAGES, TRITON_DEFAULT_WARPS
 from ..states import NONE, ONE, letters
 from ..values import Widened
@@ -127,7 +127,7 @@ def _check_widen(widen: dict[str, list[Widened]], kernels: dict[str, Any]) -> No
     } - {"num_warps", "num_stages"}
     for name in sorted(set(widen) - names):
         theirs = f" (their constexprs: {', '.join(sorted(names))})" if names else ""
-        raise RecordError(f"--widen {name}=...: no recorded kernel takes a constexpr {name!r}{theirs}; widen one of "
+        raise UsageError(f"--widen {name}=...: no recorded kernel takes a constexpr {name!r}{theirs}; widen one of "
                           "theirs")  # fmt: skip
 
 

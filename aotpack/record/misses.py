@@ -52,6 +52,9 @@ class Reported:
     compilations: list[dict[str, Any]]
 
 
+_MAX_CLASS = 4096  # characters of a class as a report writes it (a letter per argument, with its shape)
+
+
 def from_stats(report: Any, where: str) -> list[Miss]:
     """The misses of one report (``pkg.stats()``), checked; RecordError naming ``where`` otherwise."""
     try:
@@ -62,6 +65,8 @@ def from_stats(report: Any, where: str) -> list[Miss]:
             fields = (row["kernel"], row["ran"], row["jit"])
             if not all(isinstance(f, str) for f in fields) or type(row["calls"]) is not int or row["calls"] < 0:
                 raise ValueError(f"a class miss is malformed: {row!r:.200}")
+            if not fields[0].isidentifier() or not all(f.isprintable() and len(f) <= _MAX_CLASS for f in fields):
+                raise ValueError(f"a class miss names no kernel and class aotpack writes: {row!r:.200}")
             out.append(Miss(package=str(report["package"]), kernel=fields[0], ran=fields[1], jit=fields[2],
                             calls=row["calls"]))  # fmt: skip
         return out

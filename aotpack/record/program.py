@@ -221,12 +221,12 @@ def record(
         try:
             written = bool(events.compiled or events.cached or events.inductor) and write(out, events, package,
                                                                                          widen=widen)  # fmt: skip
-        except (RecordError, RecipeError) as exc:  # the recipe changed during the run, or cannot take these rows
+        except (RecordError, RecipeError, UsageError) as exc:  # the recipe changed during the run, or cannot take
+            # these rows, or --widen names no constexpr they take
             raise type(exc)(f"{exc}{_keep_partial(out, events, package)}") from None
         except OSError as exc:  # its folder cannot take it (read-only, full, not a folder, an immutable file)
-            error = exc if isinstance(exc, OutputError) else OutputError(exc.errno, exc.strerror or str(exc),
-                                                                         str(exc.filename or out))  # fmt: skip
-            raise RecordError(f"{error}{_keep_partial(out, events, package)}") from None
+            raise OutputError(exc.errno, exc.strerror or str(exc), str(exc.filename or out),
+                              _keep_partial(out, events, package)) from None  # fmt: skip
     return Summary(events=events, misses=reported, written=written, runs=number)
 
 

@@ -77,6 +77,8 @@ def _digest_of(t):
         (lambda t: write_set(t / "inductor-cache", meta=["not", "a", "table"]), "inductor-cache",
          "not aotpack record's description"),
         (lambda t: write_set(t / "inductor-cache", meta={**META, "job_id": 3}), "inductor-cache", "'job_id' is not"),
+        (lambda t: write_set(t / "inductor-cache", meta={**META, "torch": "2.11\x1b[2J"}), "inductor-cache",
+         r"'torch' is not a release of torch: '2.11\\x1b\[2J'"),
         (lambda t: write_set(t / "inductor-cache", meta={**META, "settings": {"cpp.cxx": None}}), "inductor-cache",
          "'settings' is not a table of strings"),
         (lambda t: write_set(t / "inductor-cache", meta={**META, "cpp_kernels": -1}), "inductor-cache",

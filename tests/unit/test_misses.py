@@ -103,6 +103,15 @@ def test_reports_are_read_from_files_and_folders(tmp_path):
         (report(class_misses=[{"kernel": "add", "ran": 1, "jit": "_", "calls": 1}]).encode(), "malformed"),
         (report(class_misses=[{"kernel": "add", "ran": "_", "jit": "_", "calls": -1}]).encode(), "malformed"),
         (report(class_misses=5).encode(), "not iterable"),
+        (report(class_misses=[{"kernel": "../../x", "ran": "_", "jit": "_", "calls": 1}]).encode(), "names no kernel"),
+        (
+            report(class_misses=[{"kernel": "add", "ran": "_", "jit": "D\x1b[2J", "calls": 1}]).encode(),
+            "names no kernel and class aotpack writes",
+        ),
+        (
+            report(class_misses=[{"kernel": "add", "ran": "_" * 5000, "jit": "_", "calls": 1}]).encode(),
+            "names no kernel",
+        ),
         (b" " * (limits.MAX_REPORT_BYTES + 1), "larger than a report can be"),
     ],
 )

@@ -101,6 +101,15 @@ def _with(change: str, old: str = 'dynamic = ["version"]') -> str:
         (_with('authors = [{name = "Ada\\nRequires-Dist: evil"}]', 'authors = [{name = "Ada", email = "ada@example.org"}, {name = "Bob"}]'),
          SMALL, r"author .* holds the control character '\\n'"),  # no METADATA line of its own
         (_with('license = "MIT OR"', 'license = "mit"'), SMALL, "is not an SPDX license expression"),
+        (_with('dynamic = "version"', 'dynamic = ["version"]'), SMALL,
+         r"dynamic = 'version': a list of field names \(dynamic = \[\"version\"\]\)"),
+        (_with('requires-python = "<3.9"', 'requires-python = ">=3.10"'), SMALL,
+         r"requires-python = '<3.9' admits no Python the kernel wheel takes \(>=3.9, its cp39-abi3 tag\)"),
+        (_with('requires-python = "==2.7.*"', 'requires-python = ">=3.10"'), SMALL, "admits no Python"),
+        (_with('readme = "docs/RE\\u0000ADME.md"', 'readme = "docs/README.md"'), SMALL,
+         r"'docs/RE\\x00ADME.md' holds the control character '\\x00'; name a file without it"),
+        (_with('license-files = ["LIC\\u001bENSE"]', 'license-files = ["LICENSE"]'), SMALL,
+         "holds the control character"),
     ],
 )  # fmt: skip
 def test_a_project_that_disagrees_with_its_recipe_or_says_what_a_kernel_wheel_cannot_is_refused(
@@ -111,6 +120,13 @@ def test_a_project_that_disagrees_with_its_recipe_or_says_what_a_kernel_wheel_ca
     for read in (recipes.load, recipes.sources):
         with pytest.raises(RecipeError, match=message):
             read(root / "recipe.yaml")
+
+
+def test_a_readme_that_is_not_utf8_is_named_with_the_byte(tmp_path):
+    root = project(tmp_path)
+    (root / "docs" / "README.md").write_bytes(b"# Caf\xe9\n")
+    with pytest.raises(RecipeError, match=r"readme: docs/README.md is not UTF-8 text \(byte 5: b'\\xe9'\); save it"):
+        recipes.load(root / "recipe.yaml")
 
 
 def test_a_pyproject_that_names_another_recipe_or_has_no_project_table_adds_nothing(tmp_path):

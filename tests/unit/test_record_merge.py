@@ -20,7 +20,7 @@ import yaml
 from aotpack import limits, record
 from aotpack.backends import recipes as recipe
 from aotpack.commands import cli
-from aotpack.errors import RecipeError, RecordError
+from aotpack.errors import OutputError, RecipeError, RecordError
 from aotpack.record import kernels, program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -400,9 +400,15 @@ def test_a_recording_that_ran_well_but_cannot_be_merged_is_kept_beside_the_recip
 
 
 @pytest.mark.parametrize("fails", ["recipe", "folder"])
-def test_a_recording_whose_recipe_cannot_be_written_is_kept_and_said_where(tmp_path, monkeypatch, fails):
+@pytest.mark.parametrize(("errno", "reason", "advice"), [
+    (28, "No space left on device", "free space there, or write somewhere else"),
+    (1, "Operation not permitted", r"make it writable for you \(a read-only folder or file system, an immutable file"),
+    (36, "File name too long", r"a name in the path is longer than the system takes \(\d+ bytes\)")])  # fmt: skip
+def test_a_recording_whose_recipe_cannot_be_written_is_kept_and_said_where(tmp_path, monkeypatch, fails, errno,
+                                                                           reason, advice):  # fmt: skip
     """Any OS error writing the recipe (an unwritable, full or vanished folder, an immutable file, a name too long):
-    the recording is kept beside it, or where nothing can be written beside it, in a folder of its own."""
+    an output error (exit 9) saying what to do about that error; the recording is kept beside it, or where nothing
+    can be written beside it, in a folder of its own."""
     path = recipe_dir(tmp_path, BASE)
     before = path.read_bytes()
     monkeypatch.setattr(program, "run", fake_run(0, False, event(block=512, n="", arch=80)))
@@ -410,13 +416,13 @@ def test_a_recording_whose_recipe_cannot_be_written_is_kept_and_said_where(tmp_p
 
     def write(out: Path, *args: Any, **kwargs: Any) -> bool:
         if out == path or (fails == "folder" and out.parent == tmp_path):
-            raise OSError(28, "No space left on device", str(out))
+            raise OSError(errno, reason, str(out))
         return real(out, *args, **kwargs)
 
     monkeypatch.setattr(program, "write", write)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "system-tmp"))  # (where a folder of its own goes)
     (tmp_path / "system-tmp").mkdir()
-    with pytest.raises(RecordError, match=r"cannot write .*r.yaml: No space left on device; .*; what it recorded "
+    with pytest.raises(OutputError, match=rf"cannot write .*r.yaml: {reason}; {advice}.*; what it recorded "
                        r"\(1 compilation\) is in (?P<where>.*)$") as caught:  # fmt: skip
         record.record(["python", "prog.py"], path, "recorded_kernels")
     where = Path(str(caught.value).rsplit(" is in ", 1)[1])

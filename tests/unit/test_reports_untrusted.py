@@ -67,6 +67,34 @@ def test_a_report_naming_a_source_activate_would_not_is_refused_and_nothing_writ
     untouched(tmp_path, home)
 
 
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"qualname": "../../x"}, "a function's qualified name is not Python's: '../../x'"),
+        ({"qualname": "k\x1b[2J"}, "a function's qualified name is not Python's"),
+        ({"qualname": "outer.<locals>.k", "name": "../x"}, "a function's name is not an identifier: '../x'"),
+        ({"module": "../../m"}, "a function's module is not a module's name"),
+        ({"module": ""}, "a function's module is not a module's name"),
+    ],
+)
+def test_a_report_naming_a_function_python_could_not_is_refused_and_nothing_written(tmp_path, home, change, says,
+                                                                                  capsys):  # fmt: skip
+    planted = as_activate_writes()
+    planted["function"] = {**planted["function"], **change}
+    path = report(tmp_path, [planted])
+    assert cli.main(["record", "-o", str(home / "r.yaml"), "--report", str(path)]) == 7
+    err = capsys.readouterr().err
+    assert str(path) in err and says.replace("\x1b", "\\x1b") in err, err
+    untouched(tmp_path, home)
+
+
+def test_a_report_of_a_triton_aotpack_is_not_tested_with_is_refused(tmp_path, home, capsys):
+    path = report(tmp_path, [{"event": "triton", "version": "9.9.9"}, as_activate_writes()])
+    assert cli.main(["record", "-o", str(home / "r.yaml"), "--report", str(path)]) == 7
+    assert "Triton 9.9.9 is not a release aotpack is tested with" in capsys.readouterr().err
+    untouched(tmp_path, home)
+
+
 def test_a_source_named_by_another_text_s_hash_is_refused(tmp_path, home):
     planted = as_activate_writes()
     planted["sources"] = {source_name(ADD): "import os  # not the text its name hashes to\n"}
@@ -152,3 +180,16 @@ def test_a_report_swapped_after_its_check_is_read_as_checked(tmp_path, monkeypat
 
     monkeypatch.setattr(os, "fdopen", swapped)
     assert misses.read_reports([folder]).misses == []
+
+
+def test_a_report_whose_compilations_record_nothing_says_why_and_writes_nothing(tmp_path, home, capsys):
+    """Events that read but record nothing (compiled outside the JIT, a skipped hook): each said, escaped, and an
+    error, not an empty recipe."""
+    path = report(tmp_path, [{"event": "compiled", "name": "k\x1b[2J"}, {"event": "skipped", "function": "m:f",
+                                                                          "why": "its hook failed"}])  # fmt: skip
+    assert cli.main(["record", "-o", str(home / "r.yaml"), "--report", str(path)]) == 7
+    err = capsys.readouterr().err
+    assert "not recorded: k\\x1b[2J: Triton compiled it outside its JIT" in err and "\x1b" not in err
+    assert "not recorded: m:f: its hook failed" in err
+    assert "--report: none of the 2 reported events is a compilation aotpack records (k\\x1b[2J: " in err
+    untouched(tmp_path, home)

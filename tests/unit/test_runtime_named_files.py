@@ -101,3 +101,23 @@ def test_a_report_folder_that_cannot_hold_a_report_is_said_at_exit_not_raised(tm
     with pytest.warns(RuntimeWarning, match="AOTPACK_REPORT=.*the report of pkg was not written"):
         bounded(_aotpack_report.write_report, str(folder), lambda: {"package": "pkg"})
     assert (tmp_path / "f").read_text() == "a file"
+
+
+@pytest.mark.parametrize(
+    "value", ["nosuchmodule:Manager", "os:nosuchclass", "os:sep", ":Manager", "os", "a..b:C", "\x1b[2J:X"]
+)
+def test_a_cache_manager_variable_naming_no_class_is_an_error_naming_the_variable(monkeypatch, value):
+    """TRITON_CACHE_MANAGER as the program set it (activate() keeps it in AOTPACK_CACHE_MANAGER, record in
+    AOTPACK_RECORDED_CACHE_MANAGER): naming no class is an ImportError that names the variable and its value."""
+    pytest.importorskip("triton")
+    from aotpack.runtime import _aotpack_env, _aotpack_guard
+
+    for kept in (_aotpack_env.PROGRAMS_MANAGER, _aotpack_env.RECORDED_MANAGER):
+        monkeypatch.setenv(kept, value)
+        with pytest.raises(ImportError) as info:
+            _aotpack_guard._named(kept)
+        said = str(info.value)
+        assert said.startswith(f"TRITON_CACHE_MANAGER={value!r} (kept by aotpack as {kept}) names no cache manager")
+        assert said.endswith("set it to a class Triton can use, or unset it")
+    monkeypatch.setenv(_aotpack_env.PROGRAMS_MANAGER, "triton.runtime.cache:FileCacheManager")
+    assert _aotpack_guard._named(_aotpack_env.PROGRAMS_MANAGER).__name__ == "FileCacheManager"

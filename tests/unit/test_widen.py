@@ -12,7 +12,7 @@ import yaml
 from aotpack import record
 from aotpack.backends import recipes as recipe
 from aotpack.commands import cli
-from aotpack.errors import RecipeError, RecordError
+from aotpack.errors import RecipeError, UsageError
 from aotpack.plan import variants as plan
 from aotpack.record.write import _identities
 from aotpack.runtime._aotpack_source import source_name
@@ -154,7 +154,7 @@ def test_record_keeps_widen_and_widens_kept_new_and_reported_rows(tmp_path, caps
 def test_record_refuses_a_widen_no_recorded_kernel_takes(tmp_path):
     path = tmp_path / "new.yaml"
     (tmp_path / "kernels").mkdir()
-    with pytest.raises(RecordError, match=r"--widen bs=\.\.\.: no recorded kernel takes a constexpr 'bs' \(their "
+    with pytest.raises(UsageError, match=r"--widen bs=\.\.\.: no recorded kernel takes a constexpr 'bs' \(their "
                                           r"constexprs: BLOCK\); widen one of theirs"):  # fmt: skip
         record.write(path, events(event()), "recorded_kernels", widen={"bs": [1, 2]})
     assert not path.exists()
