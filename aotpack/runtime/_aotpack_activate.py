@@ -73,6 +73,22 @@ class _Active:
 _state = _Active()
 
 
+def _rehearsed(fallback: str) -> str:
+    """Under ``aotpack rehearse`` (REHEARSAL=1), each compilation is listed, not the first refused: said where that
+    turns fallback="error" into "jit", so that the variable left set where a program is served does not go unseen.
+    Any other value is said, and has no effect."""
+    import warnings
+
+    value = os.environ.get(REHEARSAL, "")
+    if value != "1":
+        warnings.warn(f"{REHEARSAL}={value[:40]!r} is ignored: aotpack rehearse sets it to 1", RuntimeWarning, 3)
+        return fallback
+    if fallback == "error":
+        warnings.warn(f"{REHEARSAL}=1 (aotpack rehearse): activate(fallback='error') lists each compilation instead "
+                      "of refusing it; unset it where the program is served", RuntimeWarning, 3)  # fmt: skip
+    return "jit"
+
+
 def _host(claim: bool = False) -> Any:
     """The runtime copy that activates every package of this process, where it is another than this one; with
     ``claim``, this one becomes it where none is yet."""
@@ -100,8 +116,7 @@ def activate(launchers: list[Any], fallback: str | None, missing: type[Exception
         return result
     have_triton = importlib.util.find_spec("triton") is not None
     fallback = fallback or ("jit" if have_triton else "error")
-    if os.environ.get(REHEARSAL) and have_triton:  # aotpack rehearse: each compilation listed, not the first refused
-        fallback = "jit"
+    fallback = _rehearsed(fallback) if have_triton and os.environ.get(REHEARSAL) else fallback
     if fallback not in ("jit", "error"):
         raise ValueError(f"activate(fallback={fallback!r}): expected 'jit' or 'error'")
     if fallback == "jit" and not have_triton:

@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import generator, runner
+from . import generator, runner, served
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,12 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="write results.json and report.txt here")
     p.add_argument("--list", action="store_true", help="list the cases' ids and exit")
     p.add_argument("--gaps", action="store_true", help="list keys the loader takes that no base holds")
+    p.add_argument("--served", action="store_true", help="the served surface (tests/hostile/served.py) alone: builds "
+                   "the small package and the fake driver first")  # fmt: skip
     args = p.parse_args(argv)
     if args.gaps:
         for where, keys in generator.uncovered().items():
             print(f"{where}: {', '.join(keys)}")
         return 0
-    cases = generator.generate(tuple(args.surface or generator.SURFACES))
+    cases = list(served.cases()) if args.served else generator.generate(tuple(args.surface or generator.SURFACES))
     if args.match:
         cases = [c for c in cases if args.match in c.id]
     if not args.all:
@@ -45,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="aotpack-hostile-") as tmp:
-        ws = runner.Workspace(Path(tmp))
+        site, driver = served.prepare(Path(tmp) / "served") if args.served else (None, None)
+        ws = runner.Workspace(Path(tmp), site, driver)
         startup = runner.startup_time(ws) if args.mode == "subprocess" else 0.0
         results = runner.run_cases(cases, ws, mode=args.mode, jobs=args.jobs, startup=startup, progress=True)
     print(runner.report(results, args.out), end="")

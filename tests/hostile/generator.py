@@ -12,6 +12,8 @@ applies, one change per case. Surfaces today:
 - ``settings``: ``[tool.aotpack]`` in pyproject.toml and PEP 517 ``-C`` config settings;
 - ``cache``, ``inspect``, ``new``, ``record``, ``project`` (the PEP 517 hooks' files) and ``env`` (the variables
   aotpack reads): the other commands, in ``commands.py``.
+- ``served`` (``served.py``, not among ``SURFACES``: it needs a built package and the fake driver): every variable
+  the runtime reads, with every kind of bad value, in a served program's processes.
 
 A case says what the runner must see: ``invalid`` (a located aotpack error), ``valid`` (exit 0; an equivalent
 spelling, with the reason), or ``either`` (the language leaves it open, with the reason: only a traceback,
@@ -30,7 +32,7 @@ from typing import Any, Literal
 from .yamltext import BAD_BYTE, M, Raw, at, copy, dotted, edit_entries, emit, encode, replace
 
 ROOT = Path(__file__).resolve().parents[2]
-Expect = Literal["invalid", "valid", "either"]
+Expect = Literal["invalid", "valid", "either", "served"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Case:
     inject: str = ""  # "full-disk": every write through aotpack's atomic helper fails with ENOSPC; "stdout-full":
     # standard output is /dev/full
     program: str = ""  # a recorded program's file: its own CPU time is added to the budget
+    must_say: str = ""  # served: what a line of the program's output starts with (the compilation refused)
 
     @property
     def program_text(self) -> bytes:

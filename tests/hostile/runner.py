@@ -108,6 +108,8 @@ class Workspace:
     """The run's folder: ``outside/`` (sentinels and link targets beyond every case), ``home/``, ``cases/``."""
 
     root: Path
+    site: Path | None = None  # served cases: where the built package is installed
+    driver: Path | None = None  # served cases: the folder of the fake libcuda.so.1
     outside: Path = field(init=False)
     home: Path = field(init=False)
 
@@ -232,8 +234,11 @@ def _env(ws: Workspace, folder: Path, case: Case | None = None) -> dict[str, str
     for name, value in case.env if case is not None else ():
         if value == "":
             env.pop(name, None)
-        else:
-            env[name] = _fill(value, folder, ws.outside)
+        else:  # ({empty}: set, to nothing)
+            filled = (
+                _fill(value, folder, ws.outside).replace("{site}", str(ws.site)).replace("{driver}", str(ws.driver))
+            )
+            env[name] = filled.replace("{empty}", "")
     return env
 
 
@@ -336,6 +341,8 @@ def _vm_size() -> int:
 
 
 def _command(case: Case) -> int:
+    if case.command == "served":  # a fresh interpreter (the fake driver loads by LD_LIBRARY_PATH): its CPU time counts
+        os.execve(sys.executable, [sys.executable, case.program], dict(os.environ))
     if case.command == "plan":
         from aotpack.commands import cli
 
@@ -405,7 +412,9 @@ def _start(case: Case, folder: Path, ws: Workspace, mode: str) -> _Running:
         if pid == 0:
             _child(case, folder, ws, log)
         return _Running(case, folder, log, started, before, pid=pid)
-    if case.command == "plan":
+    if case.command == "served":
+        argv = [sys.executable, case.program]
+    elif case.command == "plan":
         argv = [sys.executable, "-m", "aotpack", "plan", case.target]
     elif case.command == "cli":
         argv = [sys.executable, "-m", "aotpack", *(_fill(a, folder, ws.outside) for a in case.argv)]
@@ -481,6 +490,9 @@ def _run(cases: list[Case], ws: Workspace, mode: str, jobs: int, timeout: float,
             if case.inject and mode != "fork":
                 results.append(Result(case, "SKIPPED", None, 0.0, "", f"{case.inject} is injected in fork mode only"))
                 continue
+            if case.command == "served" and case.needs == "non-root" and not _nobody_runs_python():
+                results.append(Result(case, "SKIPPED", None, 0.0, "", f"nobody cannot run {sys.executable} here"))
+                continue
             running.append(_start(case, ws.root / "cases" / f"c{n:05d}", ws, mode))
         time.sleep(0.002)
         for run in list(running):
@@ -501,6 +513,18 @@ def _run(cases: list[Case], ws: Workspace, mode: str, jobs: int, timeout: float,
     return sorted(results, key=lambda r: order[r.case.id])
 
 
+def _nobody_runs_python() -> bool:
+    """Whether a served case's program, dropped to nobody, can start this Python (its folders theirs to enter)."""
+    if os.geteuid() != 0:
+        return True
+    try:
+        probe = subprocess.run([sys.executable, "-c", "pass"], user=NOBODY, group=NOBODY, extra_groups=[],
+                               capture_output=True)  # fmt: skip
+    except PermissionError:
+        return False
+    return probe.returncode == 0
+
+
 def _programs_own_time(cases: list[Case], ws: Workspace) -> dict[bytes, float]:
     """What each recorded program costs alone (CPU seconds of a plain run, no recording): its cases' budgets are
     that plus their own."""
@@ -510,7 +534,11 @@ def _programs_own_time(cases: list[Case], ws: Workspace) -> dict[bytes, float]:
             with tempfile.TemporaryDirectory(dir=ws.root) as tmp:
                 Path(tmp, "prog.py").write_bytes(case.program_text)
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                subprocess.run([sys.executable, "prog.py"], cwd=tmp, env=_env(ws, Path(tmp)), capture_output=True)
+                plain = replace(case, env=tuple((k, v) for k, v in case.env if k not in case.names))  # (served)
+                (Path(tmp) / "out").mkdir()
+                subprocess.run(
+                    [sys.executable, "prog.py"], cwd=tmp, env=_env(ws, Path(tmp), plain), capture_output=True
+                )
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
             own[case.program_text] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return own
@@ -546,6 +574,8 @@ def classify(case: Case, rc: int | None, elapsed: float, output: str, killed: bo
         return Result(case, "HANG", rc, elapsed, output, f"killed after {elapsed:.1f} s")
     if rc is not None and rc < 0:
         return Result(case, "CRASH", rc, elapsed, output, f"signal {signal.Signals(-rc).name}")
+    if case.expect == "served":
+        return _served(case, rc, elapsed, output, budget)
     if "Traceback (most recent call last)" in output and (not case.program or _AOTPACK_FRAME.search(output)):
         return Result(case, "TRACEBACK", rc, elapsed, output)  # (a recorded program's own traceback is its output)
     if elapsed > budget:
@@ -576,6 +606,28 @@ def classify(case: Case, rc: int | None, elapsed: float, output: str, killed: bo
     if names_file:
         return Result(case, "GOOD", rc, elapsed, output, located="file")
     return Result(case, "VAGUE", rc, elapsed, output)
+
+
+def _served(case: Case, rc: int | None, elapsed: float, output: str, budget: float) -> Result:
+    """A served program's case (tests/hostile/served.py): it ran to its end, its compilation went as the case says
+    (refused), and every warning names the variable."""
+    lines = output.splitlines()
+    if "Traceback (most recent call last)" in output or rc != 0 or "SERVED" not in lines:
+        return Result(case, "TRACEBACK", rc, elapsed, output, "the served program did not run to its end")
+    said = next((line for line in lines if line.startswith(("refused", "COMPILED"))), "")
+    refused_naming = said.startswith("refused ImportError") and any(n in said for n in case.names)
+    if not said.startswith(case.must_say) and not refused_naming:
+        return Result(
+            case, "WRONG-ACCEPT", rc, elapsed, output, f"expected {case.must_say!r}, the program said {said!r}"
+        )
+    if elapsed > budget:
+        return Result(case, "HANG", rc, elapsed, output, f"{elapsed:.2f} s, over its {budget:.1f} s budget")
+    from .served import PACKAGE
+
+    warned = [line for line in lines if "Warning:" in line or line.startswith(("aotpack", PACKAGE))]
+    if any(not any(n in line for n in case.names) for line in warned):
+        return Result(case, "VAGUE", rc, elapsed, output, "a warning that does not name the variable")
+    return Result(case, "GOOD", rc, elapsed, output, said[:120])
 
 
 # ---------------------------------------------------------------- reports

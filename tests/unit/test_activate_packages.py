@@ -93,3 +93,27 @@ def test_two_packages_share_one_guard_and_take_back_their_own_parts(tmp_path):
     # (pkga's entry stays in the program's cache, where it was put when served, under the key it was recorded for)
     assert out["none"] == {"manager": None, "fallback": None, "entries": [], "a": "served", "b": "missed",
                            "other": "missed", "run": True, "host": False}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "fallback", "becomes", "said"),
+    [
+        ("1", "error", "jit", "AOTPACK_REHEARSAL=1 (aotpack rehearse): activate(fallback='error') lists each"),
+        ("1", "jit", "jit", None),
+        ("yes", "error", "error", "AOTPACK_REHEARSAL='yes' is ignored: aotpack rehearse sets it to 1"),
+        ("0", "error", "error", "AOTPACK_REHEARSAL='0' is ignored"),
+    ],
+)
+def test_a_rehearsal_turns_error_into_jit_only_as_rehearse_sets_it_and_says_so(monkeypatch, value, fallback, becomes,
+                                                                                said):  # fmt: skip
+    """AOTPACK_REHEARSAL left set where a program is served would turn fallback="error" into listing compilations:
+    only the value aotpack rehearse sets counts, and either way a warning names the variable."""
+    import warnings
+
+    from aotpack.runtime import _aotpack_activate
+
+    monkeypatch.setenv("AOTPACK_REHEARSAL", value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _aotpack_activate._rehearsed(fallback) == becomes
+    assert [str(w.message)[: len(said)] for w in caught] == ([said] if said else [])

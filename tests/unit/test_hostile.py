@@ -65,6 +65,17 @@ def test_a_case_over_its_budget_runs_again_alone_and_is_a_hang_only_when_over_it
     assert result.cls == "GOOD" and "over budget once under load (9.00 s" in result.note
 
 
+def test_every_variable_the_runtime_reads_is_in_the_served_corpus() -> None:
+    """The served surface keeps its own table of the runtime's variables; one added to _aotpack_env without a line
+    there fails."""
+    from aotpack.runtime import _aotpack_env
+    from tests.hostile import served
+
+    names = {v for k, v in vars(_aotpack_env).items() if k.isupper() and isinstance(v, str)}
+    assert set(served.KINDS) == names
+    assert {c.key for c in served.cases()} == names
+
+
 def test_every_setting_of_the_backend_is_in_the_corpus() -> None:
     """The corpus keeps its own table of the PEP 517 backend's settings (written from the docs, not derived from
     the code it tests); a setting added to the backend without a line here fails."""
