@@ -90,9 +90,9 @@ def _why_not(events: Events) -> str:
 def _package(out: Path, package: str) -> str:
     """The package of the recipe a recording goes into: the recipe's own where it exists (--package names a new
     one's)."""
-    found = existing_recipe(out)
+    found = existing_recipe(out, document=False)
     data = found.data if found is not None else None
-    return str(data["package"]) if data and isinstance(data.get("package"), str) else package
+    return str(data["package"]) if isinstance(data, dict) and isinstance(data.get("package"), str) else package
 
 
 def _check_out(out: Path) -> None:

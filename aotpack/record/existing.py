@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import recorded
 from ..backends import recipes as recipe
 from ..recipe import yamlnodes
@@ -29,10 +27,10 @@ class Existing:
     doc: Any = None
 
 
-def existing_recipe(path: Path) -> Existing | None:
+def existing_recipe(path: Path, document: bool = True) -> Existing | None:
     """The recipe a recording merges into (None where there is none yet), checked by the loader and where merging
     reads it: a malformed one is a located RecipeError before anything runs or is written, and before ruamel.yaml
-    reads it."""
+    reads it. ``document``: with ruamel.yaml's document (a merge's; seconds for a long recipe), else without."""
     if not path.exists():
         return None
     text = yamlnodes.read_text(path, "recipe")
@@ -48,8 +46,8 @@ def existing_recipe(path: Path) -> Existing | None:
             _check_recorded(fields)
     recipe.from_nodes(root, path)  # anything else the loader refuses is refused here, located, as `plan` says it
     indents = yamlio.indents(root.node)
-    doc = yamlio.load(yamlio.round_trip(indents), text, path)  # what the merge reads it with
-    return Existing(text=text, data=yaml.safe_load(text), indents=indents, doc=doc)
+    doc = yamlio.load(yamlio.round_trip(indents), text, path) if document else None  # what the merge reads it with
+    return Existing(text=text, data=yamlio.data(text), indents=indents, doc=doc)
 
 
 def _check_recorded(fields: dict[str, yamlnodes.Node]) -> None:

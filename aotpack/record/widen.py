@@ -40,6 +40,8 @@ def _widen_value(text: str, whole: str) -> Widened:
     """One value of ``--widen``: a whole number of i64, a finite number, true/false, or a string of printable
     characters (a constexpr Triton takes as text)."""
     text = text.strip()
+    if not text:  # (BLOCK=, or 1,,2: a value left out, not the empty text)
+        raise UsageError(f"--widen {whole!r}: a value is empty; give NAME=VALUES, e.g. bs=1,2,4,8")
     value: Widened = text
     if re.fullmatch(r"-?[0-9]+", text):
         value = int(text[:20])  # 19 digits are past i64 already (and int() refuses past Python's digit limit)

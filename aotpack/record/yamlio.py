@@ -65,7 +65,21 @@ def flow(value: Any) -> str:
 
 def said(text: str) -> str:
     """What a YAML text says, as aotpack reads it (PyYAML), comparable (NaN equal to NaN)."""
-    return json.dumps(yaml.safe_load(text), default=str)
+    return json.dumps(data(text), default=str)
+
+
+def data(text: str) -> Any:
+    """What a YAML text aotpack has read (yamlnodes: within its bounds) holds, as PyYAML's safe loader constructs
+    it; through libyaml's parser where PyYAML has it (the same values: only scanning and parsing are libyaml's, a
+    recording's rows are long lists and the pure-Python scanner takes seconds over them). Where libyaml reads the
+    text otherwise than PyYAML, which read it already, PyYAML's own parser decides."""
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            return yaml.load(text, Loader=fast)
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(text)
 
 
 class _Number(str):

@@ -499,7 +499,7 @@ def _run(cases: list[Case], ws: Workspace, mode: str, jobs: int, timeout: float,
             status, cpu = _poll(run)
             elapsed = time.monotonic() - run.started
             if status is None:
-                if elapsed > timeout:
+                if elapsed > max(timeout, 2 * run.case.budget):  # (a case allowed more than the timeout)
                     _kill(run)
                 continue
             running.remove(run)

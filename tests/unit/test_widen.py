@@ -194,3 +194,22 @@ def test_a_grid_written_by_hand_has_the_same_bounds(tmp_path):
     path.write_text(text.replace(", 1180591620717411303424", ""))
     with pytest.raises(RecipeError, match=r"num_stages\[1\]: .*32"):
         recipe.load(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("BLOCK=", "a value is empty"),
+        ("BLOCK=1,,2", "a value is empty"),
+        ("BLOCK=1, ", "a value is empty"),
+        ("BLOCK", "expected NAME=VALUES"),
+        ("1x=2", "expected NAME=VALUES"),
+        ("BLOCK=1..99999999999", "give between 1 and 4096 values"),
+    ],
+)
+def test_a_widen_option_that_gives_no_value_or_no_name_is_a_usage_error(text, message):
+    from aotpack.record import parse_widen
+
+    with pytest.raises(UsageError, match=message):
+        parse_widen(text)
+    assert parse_widen("BLOCK=1,x,true,2.5") == ("BLOCK", [1, "x", True, 2.5])
