@@ -7,3 +7,5 @@ HANG / CRASH / WRONG-ACCEPT.
 
 ``generator`` makes the cases (one surface per input kind), ``runner`` runs and classifies them.
 """
+
+from . import generator  # noqa: F401  (first: it registers commands.py's surfaces, which import it, whatever is imported)
