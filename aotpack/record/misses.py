@@ -27,6 +27,7 @@ from ..limits import MAX_REPORT_BYTES, MAX_REPORTS
 from ..model import Kernel
 from ..plan import classes
 from ..recipe import yamlnodes
+from ..runtime._aotpack_folders import others_write
 from ..runtime._aotpack_report import REPORT_FORMAT
 from ..runtime._aotpack_source import is_source_name, source_name
 from .events import Compile, read_event
@@ -130,15 +131,12 @@ def _sources_as_written(file: Path, event: Compile) -> None:
 
 
 def _trusted(path: Path, st: os.stat_result, what: str) -> None:
-    """A report, or its folder, that only this user can have written: its owner, and no write permission for
-    others (a folder's sticky bit keeps others from replacing what is in it)."""
-    if st.st_uid != os.getuid():
-        raise RecordError(f"{path}: a {what} owned by another user (uid {st.st_uid}): reports are read only from "
-                          "your own files and folders; copy them into a folder of yours")  # fmt: skip
-    others = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getgid())
-    if others and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
-        raise RecordError(f"{path}: a {what} that other users can write (mode {stat.S_IMODE(st.st_mode):o}): "
-                          f"chmod go-w it, or copy the reports into a folder of yours")  # fmt: skip
+    """A report, or its folder, that only this user can have written (the rule activate() holds Inductor's cache
+    folder to: ``_aotpack_folders.others_write``; a report folder may be sticky, as /tmp is)."""
+    why = others_write(st, sticky=stat.S_ISDIR(st.st_mode))
+    if why is not None:
+        raise RecordError(f"{path}: {why} (a {what}); reports are read only from your own files and folders, which "
+                          "others cannot write: chmod go-w it, or copy the reports into a folder of yours")  # fmt: skip
 
 
 def _read(file: Path, listed: bool) -> Any:

@@ -29,18 +29,20 @@ RECORD_TESTED = "AOTPACK_RECORD_TESTED"  # the Triton minor releases aotpack is 
 RECORDED_MANAGER = "AOTPACK_RECORDED_CACHE_MANAGER"  # the manager the recorded program had (MODULE:CLASS)
 
 
-def read_named(path: str, limit: int) -> bytes:
-    """A file a variable above (or an argument) names, read without blocking and within ``limit`` bytes: a regular
-    file only (a FIFO, a device or a folder is refused unread: a wrong name costs no wait and no unbounded read);
-    OSError, or ValueError past ``limit``, otherwise. (The runtime's twin of aotpack's values.open_regular: a
-    served process may not have aotpack to import.)"""
+def read_named(path: str, limit: int, one_name: bool = False) -> bytes:
+    """A file a variable above (or an argument, or a cache's group) names, read without blocking and within
+    ``limit`` bytes: a regular file only (a FIFO, a device or a folder is refused unread: a wrong name costs no wait
+    and no unbounded read); ``one_name``: not a link either, and no hard link (a cache entry's file, which a group
+    planted in a cache could name anywhere). OSError, or ValueError past ``limit``, otherwise. (The runtime's twin of
+    aotpack's values.open_regular: a served process may not have aotpack to import.)"""
     import os
     import stat
 
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if one_name else 0))
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path} is not a regular file")
+        found = os.fstat(f.fileno())
+        if not stat.S_ISREG(found.st_mode) or (one_name and found.st_nlink != 1):
+            raise OSError(f"{path} is not a plain file (a link, a device, a folder, or a file of two names)")
         data = f.read(limit + 1)
     if len(data) > limit:
         raise ValueError(f"{path} is larger than {limit} bytes")

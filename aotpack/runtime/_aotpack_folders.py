@@ -77,9 +77,16 @@ def not_private(path: str) -> str | None:
             return f"it is a link to nothing readable ({exc.strerror})"
     if not stat.S_ISDIR(found.st_mode):
         return "it is not a folder"
+    return others_write(found)
+
+
+def others_write(found: os.stat_result, sticky: bool = False) -> str | None:
+    """Why what another user wrote could be in a file or folder of this status (None: only this user could have
+    written it): another user owns it, or others may write it (its group or everyone); ``sticky``: a folder with
+    the sticky bit keeps others from replacing what is in it (what a report folder such as /tmp may be)."""
     if found.st_uid != os.getuid():
         return f"another user (uid {found.st_uid}) owns it"
-    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (sticky and found.st_mode & stat.S_ISVTX):
         return f"other users can write it (mode {stat.S_IMODE(found.st_mode):o})"
     return None
 

@@ -170,7 +170,7 @@ class Guard(_Behind):
         group = {}
         for name in sorted(os.listdir(entry)):
             if not name.startswith("__grp__") and name != _jit.KEY_PARTS:
-                data = read_named(os.path.join(entry, name), _held.MAX_ENTRY_FILE)  # (a FIFO planted there: no wait)
+                data = read_named(os.path.join(entry, name), _jit.MAX_ENTRY_FILE)  # (a FIFO planted there: no wait)
                 group[name] = self.inner.put(data, name, binary=True)
         self.inner.put_group(filename, group)
         if not held:  # another ptxas's entry under the key this one asked for: not left behind (_forget_at_exit)
@@ -186,7 +186,7 @@ class Guard(_Behind):
         if held is None:
             return path
         _state.served.add((self.key, filename))
-        return self.inner.put(read_named(held, _held.MAX_ENTRY_FILE), filename, binary=True)
+        return self.inner.put(read_named(held, _jit.MAX_ENTRY_FILE), filename, binary=True)
 
 
 class Recorder(_Behind):

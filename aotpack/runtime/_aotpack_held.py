@@ -17,8 +17,6 @@ from typing import Any
 from . import _aotpack_jit as _jit
 from ._aotpack_env import CACHE_ENTRIES, read_named
 
-MAX_ENTRY_FILE = 1 << 30  # one file of a package's cache entry (a cubin or an IR: kilobytes to megabytes)
-
 
 class _Index:
     def __init__(self) -> None:
@@ -63,7 +61,7 @@ def _index(folders: str) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
             parts: Any = {}
             if len(names) == 1:  # (parts only of an entry that is one kernel's, as Triton writes them)
                 try:
-                    parts = json.loads(read_named(os.path.join(entry, _jit.KEY_PARTS), MAX_ENTRY_FILE))
+                    parts = json.loads(read_named(os.path.join(entry, _jit.KEY_PARTS), _jit.MAX_ENTRY_FILE))
                 except (OSError, ValueError, RecursionError):  # (not one aotpack record wrote: no parts)
                     pass
             for held in names:

@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from ._aotpack_env import RECORD_RUN
+from ._aotpack_env import RECORD_RUN, read_named
 from ._aotpack_identity import PLAIN, jit_of
 from ._aotpack_source import describe
 
@@ -56,6 +56,7 @@ def _folder_name(hash: Any) -> str | None:
 
 
 KEY_PARTS = "__aotpack_key__.json"  # beside a recorded Triton cache entry: what its key was made of (key_parts)
+MAX_ENTRY_FILE = 1 << 30  # one file of a cache entry (a cubin or an IR: kilobytes to megabytes)
 
 
 def key_parts(key: str) -> dict[str, str]:
@@ -99,7 +100,8 @@ def copy_entry(
     never leaves half a file. A group lists absolute paths, and one planted in a cache could name any file of the
     machine: each file is read only from the entry's own folder (``home`` where the cache manager says which; else
     the one folder its files share, named as Triton names an entry, by its key), as a regular file with no other
-    name (no link, no hard link), through the descriptor checked. ValueError otherwise, before anything is copied."""
+    name (no link, no hard link), through the descriptor checked, within MAX_ENTRY_FILE. ValueError or OSError
+    otherwise, before anything is copied."""
     files: dict[str, bytes | None] = {file: None for file in group}
     files.update(written or {})
     for file in files:
@@ -115,25 +117,13 @@ def copy_entry(
     for file in group:
         if os.path.basename(group[file]) != file:
             raise ValueError(f"{file!r} is not the name of the file it lists ({group[file]})")
-        files[file] = _entry_file(group[file])
+        files[file] = read_named(group[file], MAX_ENTRY_FILE, one_name=True)
     os.makedirs(into, exist_ok=True)
     for file, data in sorted(files.items()):
         temporary = os.path.join(into, f".{file}.{os.getpid()}.{threading.get_ident()}")
         with open(temporary, "wb") as out:
             out.write(data or b"")
         os.replace(temporary, os.path.join(into, file))
-
-
-def _entry_file(path: str) -> bytes:
-    """A file of a cache entry, read through the descriptor checked: regular, not a link, one name only."""
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        found = os.fstat(f.fileno())
-        if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
-            raise ValueError(f"{path} is not a plain file of the entry (a link, a device, or a file of two names)")
-        return f.read()
 
 
 def payload(key: Any, fn: Any, compile: dict[str, Any]) -> dict[str, Any]:

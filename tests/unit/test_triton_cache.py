@@ -351,7 +351,7 @@ def test_a_kernel_recorded_under_another_ptxas_of_the_program_is_served_and_noth
         guard.Guard(folder_of("18" * 32)).get_group("k.json")
 
 
-@pytest.mark.parametrize("plant", ["outside", "link", "hard link", "other folder", "not a key", "dot name"])
+@pytest.mark.parametrize("plant", ["outside", "link", "hard link", "fifo", "other folder", "not a key", "dot name"])
 def test_a_planted_group_copies_nothing_from_outside_its_entry(tmp_path, plant):
     """A group file lists absolute paths: one planted in a cache named a secret file, and record copied it into
     the recording and the wheel. Each file is read only from the entry's own folder, as a plain file."""
@@ -369,6 +369,9 @@ def test_a_planted_group_copies_nothing_from_outside_its_entry(tmp_path, plant):
     elif plant == "hard link":
         (entry / "k.cubin").unlink()
         os.link(secret, entry / "k.cubin")
+    elif plant == "fifo":  # (opened without blocking, refused unread)
+        (entry / "k.cubin").unlink()
+        os.mkfifo(entry / "k.cubin")
     elif plant == "other folder":  # a folder named like an entry, elsewhere
         other = tmp_path / "elsewhere" / KEY
         other.mkdir(parents=True)
