@@ -112,11 +112,11 @@ class OutputError(AotpackError, OSError):
 
     def __str__(self) -> str:
         name = str(self.filename)
-        return f"cannot write {name}: {self.strerror}; {_advice(self.errno, name)}{self.then}"
+        return f"cannot write {name}: {self.strerror}; {advice(self.errno, name)}{self.then}"
 
 
-def _advice(errno: int | None, name: str) -> str:
-    """What to do about a file that could not be written, by the system's reason."""
+def advice(errno: int | None, name: str, otherwise: str = "write somewhere else") -> str:
+    """What to do about a path the system refused (a file that could not be written, or opened), by its reason."""
     if errno in (_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG):
         return "free space there, or write somewhere else"
     if errno in (_errno.EACCES, _errno.EPERM, _errno.EROFS):
@@ -125,8 +125,8 @@ def _advice(errno: int | None, name: str) -> str:
         longest = max(len(part.encode()) for part in name.split("/"))
         return f"a name in the path is longer than the system takes ({longest} bytes); give a shorter one"
     if errno == _errno.ENOTDIR:
-        return "a part of the path is a file, not a folder; write somewhere else"
-    return "write somewhere else"
+        return "a part of the path is a file, not a folder; give another path"
+    return otherwise
 
 
 class TuneError(AotpackError):

@@ -23,7 +23,7 @@ from .._version import __version__
 from ..backends.recipes import load
 from ..backends.triton import releases, toolchain
 from ..backends.triton.recipe import wanted_triton
-from ..errors import AotpackError, OutputError, UsageError, shown
+from ..errors import AotpackError, OutputError, UsageError, advice, shown
 from ..manifest import read_wheel
 from ..pipeline import cache
 from ..pipeline.build import BuildOptions, run
@@ -434,8 +434,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
     except OSError as exc:  # the system refused what no reader or writer of aotpack's turned into its own error
-        if exc.filename:  # (a file: named)
-            print(f"aotpack: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        if exc.filename:  # (a file: named, with what to do about it)
+            name = str(exc.filename)
+            print(shown(AotpackError(f"{name}: {exc.strerror or exc}; {advice(exc.errno, name, 'give another path')}")),
+                  file=sys.stderr)  # fmt: skip
             return AotpackError.exit_code
         # what the command prints cannot be written (standard output on a full disk, closed): said once
         if not isinstance(sys.stdout, _Closed):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -297,3 +298,27 @@ def test_an_empty_triton_release_is_a_usage_error_not_the_installed_one(capsys, 
     with pytest.raises(SystemExit) as ended:
         cli.main([*verb, "--triton", ""])
     assert ended.value.code == 2 and "argument --triton: '' is not a Triton release" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("errno", "says"),
+    [
+        (36, r"File name too long; a name in the path is longer than the system takes \(\d+ bytes\); give a shorter"),
+        (13, r"Permission denied; make it writable for you \(a read-only folder or file system, an immutable file\)"),
+        (28, "No space left on device; free space there"),
+        (5, "Input/output error; give another path"),
+    ],
+)
+def test_a_system_refusal_no_command_turned_into_its_own_error_names_the_path_escaped_and_what_to_do(
+    monkeypatch, capsys, errno, says
+):
+    name = "out/\x1b[2J" + "n" * 300
+
+    def refused(args):
+        raise OSError(errno, os.strerror(errno), name)
+
+    monkeypatch.setitem(cli.COMMANDS, "plan", refused)
+    assert cli.main(["plan", "r.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and err.startswith("aotpack: error: out/\\x1b[2Jnnn")
+    assert re.search(says, err), err
