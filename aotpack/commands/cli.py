@@ -40,6 +40,9 @@ from .tune import Options, tune
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
+CACHE_SHOWN = "$XDG_CACHE_HOME/aotpack, or ~/.cache/aotpack"  # where cache.default_dir() is, as help says it
+REPS, WARMUP = 30, 5  # aotpack tune's timed and untimed runs per variant and key
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, except that help and usage that cannot be written (standard output on a full disk) are
@@ -73,7 +76,10 @@ def _build_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
                    help="the oldest CUDA driver the wheel must load on (default: the recipe's cuda:, else the "
                         "oldest the toolchains found can build each target for)")  # fmt: skip
     b.add_argument(
-        "--cache-dir", type=_path, default=None, help="compiled variants and wheels (default: ~/.cache/aotpack)"
+        "--cache-dir",
+        type=_path,
+        default=None,
+        help=f"compiled variants and wheels (default: {CACHE_SHOWN})",
     )
     b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
     _triton_options(b, "build")
@@ -93,8 +99,9 @@ def _tune_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     t.add_argument("recipe", type=_path, help="the recipe the installed package was built from")
     t.add_argument("-o", "--out-dir", type=_path, default=Path("tables"), help="where the table goes (default: tables)")
     t.add_argument("--kernel", action="append", default=[], help="tune only this kernel (repeatable)")
-    t.add_argument("--reps", type=_reps, default=30, help="timed runs per variant and key (median)")
-    t.add_argument("--warmup", type=_warmup, default=5, help="untimed runs first")
+    t.add_argument("--reps", type=_reps, default=REPS,
+                   help=f"timed runs per variant and key, their median taken (default: {REPS})")  # fmt: skip
+    t.add_argument("--warmup", type=_warmup, default=WARMUP, help=f"untimed runs first (default: {WARMUP})")
     t.add_argument("--devices", default=None, metavar="all|0,1,...",
                    help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
@@ -165,7 +172,12 @@ def _rehearse_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 def _cache_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     c = sub.add_parser("cache", help="show the cache of compiled variants and wheels; trim or clear it")
-    c.add_argument("--cache-dir", type=_path, default=None, help="the cache (default: ~/.cache/aotpack)")
+    c.add_argument(
+        "--cache-dir",
+        type=_path,
+        default=None,
+        help=f"the cache (default: {CACHE_SHOWN})",
+    )
     what = c.add_mutually_exclusive_group()
     what.add_argument("--trim", type=_size, default=None, metavar="SIZE",
                       help="drop the least recently used entries until it holds at most SIZE (500M, 10G)")  # fmt: skip
@@ -183,7 +195,7 @@ def _plan_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
                    "instead of the ids")  # fmt: skip
     _triton_options(p, "plan")
     p.add_argument("--cache-dir", type=_path, default=None,
-                   help="where --triton's release is kept (default: ~/.cache/aotpack)")  # fmt: skip
+                   help=f"where --triton's release is kept (default: {CACHE_SHOWN})")  # fmt: skip
     _amount(p, quiet="only the variant ids (or --json's document), and warnings and errors",
             verbose="give each config and class skipped, with its reason")  # fmt: skip
 

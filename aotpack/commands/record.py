@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -29,22 +30,7 @@ def main(args: argparse.Namespace) -> None:
     _check_out(out)
     writable_folder(out.parent, "-o")
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    reported = misses.read_reports(args.report, _package(out, args.package)) if args.report else misses.Reported([], [])
-    found = reported.misses
-    if reported.compilations:  # what activated packages let Triton's JIT compile elsewhere
-        events = Events()
-        for number, event in enumerate(reported.compilations):
-            event.setdefault("number", number)
-            events.add(event, "report")
-        counted = plural(len(events.compiled), "compilation")
-        _say_skipped(events)
-        if not events.compiled:
-            raise RecordError(f"--report: none of the {plural(len(reported.compilations), 'reported event')} is a "
-                              f"compilation aotpack records ({_why_not(events)}); {args.out} not written")  # fmt: skip
-        if write(args.out, events, args.package, widen=dict(args.widen)):
-            said(f"wrote {args.out}: {counted} reported")
-        else:
-            said(f"{args.out} unchanged: it holds the rows of all {counted} reported")
+    found = _from_reports(args, said) if args.report else []
     if program or not args.report:
         summary = record(program, args.out, args.package, dict(args.widen), args.runs)
         compiled = summary.events.compilations()
@@ -70,6 +56,32 @@ def main(args: argparse.Namespace) -> None:
     elif found:
         print(f"{plural(len(found), 'class miss', 'class misses')} reported; none added ({args.out} does not exist)",
               file=sys.stderr)  # fmt: skip
+
+
+def _from_reports(args: argparse.Namespace, said: Callable[[str], None]) -> list[misses.Miss]:
+    """What ``--report`` files say: the compilations they list, written into the recipe; their class misses,
+    returned."""
+    reported = misses.read_reports(args.report, _package(args.out, args.package))
+    if not (reported.misses or reported.compilations):  # (good news, or the wrong folder: said either way)
+        shown = ", ".join(map(str, args.report))
+        print(f"--report {shown}: {plural(reported.files, 'report')}, with no class miss and no compilation: nothing "
+              f"to add to {args.out}" + ("" if reported.files else " (a served process writes its report, "
+              "<package>.<pid>.json, at its exit into the folder AOTPACK_REPORT names)"), file=sys.stderr)  # fmt: skip
+    if reported.compilations:  # what activated packages let Triton's JIT compile elsewhere
+        events = Events()
+        for number, event in enumerate(reported.compilations):
+            event.setdefault("number", number)
+            events.add(event, "report")
+        counted = plural(len(events.compiled), "compilation")
+        _say_skipped(events)
+        if not events.compiled:
+            raise RecordError(f"--report: none of the {plural(len(reported.compilations), 'reported event')} is a "
+                              f"compilation aotpack records ({_why_not(events)}); {args.out} not written")  # fmt: skip
+        if write(args.out, events, args.package, widen=dict(args.widen)):
+            said(f"wrote {args.out}: {counted} reported")
+        else:
+            said(f"{args.out} unchanged: it holds the rows of all {counted} reported")
+    return reported.misses
 
 
 def _say_skipped(events: Events) -> None:

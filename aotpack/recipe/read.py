@@ -228,8 +228,10 @@ def package_problem(name: str, replaces: str | None = None) -> str | None:
     if len(name) > limits.MAX_NAME:
         return f"the package name has {len(name)} characters; at most {limits.MAX_NAME} (aotpack's limits.MAX_NAME)"
     if not _PACKAGE.fullmatch(name):  # not match: its $ would take a name ending in a newline
+        fixed = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+        hint = f"; {fixed!r} is one" if _PACKAGE.fullmatch(fixed) and not keyword.iskeyword(fixed) else ""
         return (f"{name!r} is not a valid package name (lower case letters, digits and _, starting with a letter, "
-                "ending with a letter or digit)")  # fmt: skip
+                f"ending with a letter or digit){hint}")  # fmt: skip
     if keyword.iskeyword(name):
         return f"{name!r} is a Python keyword"
     if name in sys.stdlib_module_names:

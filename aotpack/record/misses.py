@@ -51,6 +51,7 @@ class Reported:
 
     misses: list[Miss]
     compilations: list[dict[str, Any]]
+    files: int = 0  # the reports read
 
 
 _MAX_CLASS = 4096  # characters of a class as a report writes it (a letter per argument, with its shape)
@@ -115,7 +116,7 @@ def read_reports(paths: Iterable[Path], package: str | None = None) -> Reported:
             if isinstance(read, Compile):
                 _sources_as_written(file, read)
         compiled += events
-    return Reported(misses=found, compilations=compiled)
+    return Reported(misses=found, compilations=compiled, files=len(files))
 
 
 def _sources_as_written(file: Path, event: Compile) -> None:

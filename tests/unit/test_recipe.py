@@ -56,7 +56,7 @@ CASES = [
      "r.yaml:14:5: unknown key 'num_warp' in kernels.add — did you mean 'num_warps'?"),
     (edit("package: kit", "package: Kit-1"),
      "r.yaml:1:10: package: 'Kit-1' is not a valid package name (lower case letters, digits and _, starting with "
-     "a letter, ending with a letter or digit)"),
+     "a letter, ending with a letter or digit); 'kit_1' is one"),
     (edit("version: 1.0.0", "version: one"), "r.yaml:2:10: version: 'one' is not a valid version (such as 1.0.2)"),
     (edit("targets: [sm_80, sm_90a]", "targets: [sm_80, sm_91]"),
      "r.yaml:3:18: targets[1]: unknown target 'sm_91' — did you mean 'sm_90'?"),
@@ -201,7 +201,9 @@ CASES = [
     # names a wheel cannot carry, whatever their form
     *[(edit("package: kit", f"package: {name}"),
        f"r.yaml:1:10: package: {name!r} is not a valid package name (lower case letters, digits and _, starting "
-       "with a letter, ending with a letter or digit)") for name in ("__init__", "_kit", "kit_", "9kit", "k-it")],
+       f"with a letter, ending with a letter or digit){f'; {one!r} is one' if one else ''}")
+      for name, one in (("__init__", "init"), ("_kit", "kit"), ("kit_", "kit"), ("9kit", None), ("k-it", "k_it"),
+                        ("My Kernels", "my_kernels"))],
     # YAML 1.1 reads these words as booleans and nulls: where a name or text is expected, say to quote them
     *[(edit("    args:\n", f"    args:\n      {word}: i32\n"),
        f"r.yaml:9:7: kernels.add.args: expected a name, got {value!r} (YAML reads {word} as {value!r}: write "

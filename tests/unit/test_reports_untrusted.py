@@ -194,3 +194,17 @@ def test_a_report_whose_compilations_record_nothing_says_why_and_writes_nothing(
     assert "not recorded: m:f: its hook failed" in err
     assert "--report: none of the 2 reported events is a compilation aotpack records (k\\x1b[2J: " in err
     untouched(tmp_path, home)
+
+
+def test_reports_that_hold_nothing_say_so(tmp_path, home, capsys):
+    """An empty report folder (no served process wrote one there), or reports with no miss and no compilation:
+    exit 0, saying what was read and that nothing is added (issue 60: it said nothing)."""
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["record", "-o", str(home / "r.yaml"), "--report", str(tmp_path / "empty")]) == 0
+    err = capsys.readouterr().err
+    assert "0 reports, with no class miss and no compilation: nothing to add to" in err
+    assert "at its exit into the folder AOTPACK_REPORT names" in err
+    path = report(tmp_path)
+    assert cli.main(["record", "-o", str(home / "r.yaml"), "--report", str(path)]) == 0
+    assert "1 report, with no class miss and no compilation: nothing to add" in capsys.readouterr().err
+    untouched(tmp_path, home)
