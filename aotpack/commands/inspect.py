@@ -75,10 +75,13 @@ def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
         ])  # fmt: skip
     out += [_table(rows), ""]
     # what each class assumes, in Triton's JIT terms (D: 16-divisible or aligned, 1: equal to 1, N: None)
-    out += ["specialization classes (most specialized first):"]
+    out += ["specialization classes (most specialized first; a class's letters follow the arguments' order):"]
     for name, k in sorted(manifest["kernels"].items()):
+        order = [a["name"] for a in k.get("args", [])]
         for spec in k.get("specializations", []):
-            terms = " ".join(f"{arg}={state}" for arg, state in spec["assumes"].items()) or "nothing assumed"
+            assumes = spec["assumes"]  # (the manifest's keys are sorted: shown in the kernel's argument order)
+            shown = [a for a in order if a in assumes] + sorted(set(assumes) - set(order))
+            terms = " ".join(f"{arg}={assumes[arg]}" for arg in shown) or "nothing assumed"
             out.append(f"  {name} {spec['name']}: {terms}")
     out.append("")
     shipped = manifest.get("triton_cache") or []

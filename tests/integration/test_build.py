@@ -233,8 +233,8 @@ def test_inspect_shows_provenance(small_wheel, small_recipe, capsys):
     text = capsys.readouterr().out
     assert "targets (and the NVIDIA driver their code needs): sm_80 (CUDA 12.2+), sm_90a (CUDA 12.2+)" in text
     assert "add     " in text and "n_elements (pow2)" in text and "sm_80:24 sm_90a:24" in text
-    assert "  add DDDD: n_elements=D out_ptr=D x_ptr=D y_ptr=D\n  add DDD_: out_ptr=D x_ptr=D y_ptr=D\n" in text
-    assert "  add _DDD: n_elements=D out_ptr=D y_ptr=D\n" in text and "  add ____: nothing assumed\n" in text
+    assert "  add DDDD: x_ptr=D y_ptr=D out_ptr=D n_elements=D\n  add DDD_: x_ptr=D y_ptr=D out_ptr=D\n" in text
+    assert "  add _DDD: y_ptr=D out_ptr=D n_elements=D\n" in text and "  add ____: nothing assumed\n" in text
 
 
 def test_inspect_refuses_other_wheels(tmp_path, capsys):
