@@ -468,7 +468,8 @@ def tune(
                          f"(those with one: {', '.join(tunable)})")  # fmt: skip
     chosen = [k for k in rec.kernels if k.tune and (not opts.kernels or k.name in opts.kernels)]
     if not chosen:
-        raise RecipeError(f"{recipe_path}: no kernel to tune: give kernels a 'tune:' section")
+        raise RecipeError(f"{recipe_path}: no kernel to tune: give a kernel a 'tune:' section (kernels.<name>.tune: "
+                          "its inputs hook and the keys to time; docs/tuning.md)")  # fmt: skip
     work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in units(k)]
     if executor is not None:
         if devices is not None:
