@@ -201,11 +201,24 @@ def _located(exc: ToolNotFound) -> ToolNotFound:
         return exc  # where its message's [tool.aotpack] triton = fixes it
     requires = _project().get("build-system", {}).get("requires", [])
     fixed = [_with_extra(r, exc.extra) for r in requires]
+    if any(_with_extra(r, exc.extra) is r and _names_aotpack(r) for r in requires):  # requires is right already
+        return ToolNotFound(f"the build needs aotpack's {exc.extra} extra, which pyproject.toml's [build-system] "
+                            "requires names, and this environment lacks it: a build without isolation (pip "
+                            "--no-build-isolation) uses what is installed here; run pip install "
+                            f"'aotpack[{exc.extra}]' here, or build isolated. The build said: {exc}",
+                            exc.extra)  # fmt: skip
     if fixed == requires:
         fixed.append(f"aotpack[{exc.extra}]")
     return ToolNotFound(f"pyproject.toml: [build-system] requires = {json.dumps(requires)}: the build needs "
                         f"aotpack's {exc.extra} extra; write requires = {json.dumps(fixed)} (an isolated build holds "
                         f"only what requires names). The build said: {exc}", exc.extra)  # fmt: skip
+
+
+def _names_aotpack(requirement: Any) -> bool:
+    try:
+        return canonicalize_name(Requirement(requirement).name) == "aotpack"
+    except (InvalidRequirement, TypeError):
+        return False
 
 
 def _with_extra(requirement: Any, extra: str) -> Any:

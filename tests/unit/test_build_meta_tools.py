@@ -153,3 +153,25 @@ def test_the_nvcc_advice_installs_the_extra_whose_pin_keeps_the_floor_it_states(
     assert said is not None and said[1] == said[2]
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert f"nvidia-cuda-nvcc=={said[1]}.*" in extras["cuda"]
+
+
+@pytest.mark.parametrize("requires", ['["aotpack[cuda]"]', '["aotpack[dask,cuda]>=0.3", "ninja"]'])
+def test_a_missing_nvcc_where_requires_names_the_extra_says_to_install_it_here(tmp_path, monkeypatch, requires):
+    """A build without isolation (pip --no-build-isolation) in an environment without the extra: the project is
+    right, so the advice is to install the extra here (issue 60: it said to write requires as it already was)."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "add.py").write_text((ROOT / "examples" / "add.py").read_text())
+    (tmp_path / "recipe.yaml").write_text(SMALL)
+    (tmp_path / "pyproject.toml").write_text(f'[build-system]\nrequires = {requires}\n\n[tool.aotpack]\n'
+                                             'recipe = "recipe.yaml"\n')  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("aotpack.pipeline.build.run", find_no_nvcc)
+    with pytest.raises(ToolNotFound) as info:
+        build_meta.build_wheel(str(tmp_path / "out"))
+    said = str(info.value)
+    assert said.startswith(
+        "the build needs aotpack's cuda extra, which pyproject.toml's [build-system] requires "
+        "names, and this environment lacks it: a build without isolation (pip --no-build-isolation) "
+        "uses what is installed here; run pip install 'aotpack[cuda]' here, or build isolated."
+    )
+    assert "write requires" not in said and info.value.extra == "cuda"
