@@ -28,15 +28,18 @@ fix (a missing nvcc: the ``requires`` that installs it), not a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
+import logging
 import os
 import shutil
 import sys
 import tarfile
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -187,10 +190,32 @@ def build_wheel(
         out_dir=Path(wheel_directory), jobs=s.get("jobs"), strict=s.get("strict", False),
         use_cache=s.get("cache", True), line_info=s.get("line-info", False), cuda_floor=floor,
     )  # fmt: skip
+    with _talking(s.get("quiet", False)) as log:
+        started = time.monotonic()
+        try:
+            result = pipeline.run(recipes.load(s["recipe"]), options, Progress(s.get("quiet", False)))
+        except ToolNotFound as exc:
+            raise _located(exc) from None
+        log.info("%s", result.said(time.monotonic() - started))
+    return result.wheel.name
+
+
+@contextlib.contextmanager
+def _talking(quiet: bool) -> Iterator[logging.Logger]:
+    """What ``aotpack build`` says of a build's phases (the plan's variant count, compiling, linking, repairing,
+    the wheel), said on standard error, which a front end shows (pip with -v): no one configures logging in a
+    hook's process. ``quiet`` (the setting): warnings alone."""
+    log = logging.getLogger("aotpack")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = log.level
+    log.setLevel(logging.WARNING if quiet else logging.INFO)  # (setLevel: a logger caches what it is enabled for)
+    log.addHandler(handler)
     try:
-        return pipeline.run(recipes.load(s["recipe"]), options, Progress(s.get("quiet", False))).wheel.name
-    except ToolNotFound as exc:
-        raise _located(exc) from None
+        yield log
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 def _located(exc: ToolNotFound) -> ToolNotFound:

@@ -369,11 +369,7 @@ def _build(args: argparse.Namespace) -> int | None:
     if args.quiet:  # the result alone, for a script: $(aotpack build -q recipe.yaml)
         print(result.wheel)
         return None
-    pruned = f", {len(result.pruned)} pruned" if result.pruned else ""
-    cached = ", unchanged: from the cache" if result.cached else ""
-    size = result.wheel.stat().st_size / 1e6
-    print(f"built {result.wheel} ({size:.2f} MB, {plural(result.variants, 'variant')}{pruned}{cached}, "
-          f"{time.monotonic() - started:.0f}s)")  # fmt: skip
+    print(result.said(time.monotonic() - started))
     return None
 
 

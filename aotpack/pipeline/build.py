@@ -72,6 +72,13 @@ class BuildResult:
     pruned: tuple[Pruned, ...]
     cached: bool = False  # the whole wheel came from the cache (nothing changed)
 
+    def said(self, seconds: float) -> str:
+        """The line a build ends with (``aotpack build``'s, and the PEP 517 backend's under pip -v)."""
+        pruned = f", {len(self.pruned)} pruned" if self.pruned else ""
+        cached = ", unchanged: from the cache" if self.cached else ""
+        size = self.wheel.stat().st_size / 1e6
+        return f"built {self.wheel} ({size:.2f} MB, {plural(self.variants, 'variant')}{pruned}{cached}, {seconds:.0f}s)"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Toolchain:
