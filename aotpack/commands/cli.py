@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .. import facts, values
 from .._version import __version__
+from ..backends import recipes
+from ..backends.cuda.compiler import find_nvcc
 from ..backends.recipes import load
 from ..backends.triton import releases, toolchain
 from ..backends.triton.recipe import wanted_triton
@@ -353,6 +355,8 @@ def _build(args: argparse.Namespace) -> int | None:
             writable_folder(folder, what)
     if args.nvcc is not None and shutil.which(args.nvcc) is None:
         raise UsageError(f"--nvcc {args.nvcc}: no such executable; give the path of nvcc, or leave --nvcc out")
+    if toolchain.check_active() is None and (args.triton is not None or wanted_triton(args.recipe) is not None):
+        _can_build_cuda(args)  # (before another Triton is fetched, the build that would need nvcc fails now)
     release = _release(args)
     if release is not None:  # another Triton than this environment's: the build runs with it, in a child
         if not args.quiet:
@@ -371,6 +375,12 @@ def _build(args: argparse.Namespace) -> int | None:
         return None
     print(result.said(time.monotonic() - started))
     return None
+
+
+def _can_build_cuda(args: argparse.Namespace) -> None:
+    """A recipe with CUDA kernels needs an nvcc: looked for before anything is fetched for the build."""
+    if any(k.backend == "cuda" for k in recipes.sources(args.recipe).kernels):
+        find_nvcc(args.nvcc)
 
 
 def _release(args: argparse.Namespace, fetch: bool = True) -> toolchain.Toolchain | None:

@@ -175,3 +175,20 @@ def test_a_missing_nvcc_where_requires_names_the_extra_says_to_install_it_here(t
         "uses what is installed here; run pip install 'aotpack[cuda]' here, or build isolated."
     )
     assert "write requires" not in said and info.value.extra == "cuda"
+
+
+def test_build_with_another_triton_looks_for_nvcc_before_fetching_it(tmp_path, monkeypatch, capsys):
+    """A recipe with a CUDA kernel and --triton X.Y of another release: no nvcc fails the build at once, before
+    Triton's release (hundreds of MB) is fetched for a build that would then fail on it (issue 60)."""
+    from aotpack.commands import new
+
+    new.scaffold("kit", tmp_path / "kit")
+    fetched: list[object] = []
+    monkeypatch.setattr(toolchain, "needed", lambda *a, **k: fetched.append(a))
+
+    def no_nvcc(explicit=None):
+        raise ToolNotFound("nvcc not found (looked at $CUDA_HOME/bin, PATH and the nvidia-cuda-nvcc package)")
+
+    monkeypatch.setattr(cli, "find_nvcc", no_nvcc)
+    assert cli.main(["build", str(tmp_path / "kit" / "recipe.yaml"), "--triton", "3.7", "-o", str(tmp_path)]) == 3
+    assert "nvcc not found" in capsys.readouterr().err and fetched == []
