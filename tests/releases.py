@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SUBSET = ["tests/unit", "tests/integration/test_jit_identity.py", "tests/integration/test_releases.py",
           "tests/integration/test_record.py", "tests/integration/test_record_property.py",
           "tests/integration/test_dropin.py", "tests/integration/test_build.py"]  # fmt: skip
+# the hostile corpus's sample reads recipes and command lines, as the suite's own run checked: the same with every
+# release (minutes each on 2 cores)
+NOT_PER_RELEASE = ["--ignore=tests/unit/test_hostile.py"]
 
 
 def fetch(version: str, wheelhouse: Path) -> None:
@@ -63,7 +66,7 @@ def main() -> int:
         }
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
-                               "unit or integration", *SUBSET], cwd=ROOT, env=env)  # fmt: skip
+                               "unit or integration", *SUBSET, *NOT_PER_RELEASE], cwd=ROOT, env=env)  # fmt: skip
         results.append((release.tested, "passed" if done.returncode == 0 else "FAILED", time.monotonic() - started))
     started = time.monotonic()
     env = {**os.environ, "AOTPACK_TEST_RELEASES": ",".join(others),
