@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: docs demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test test-releases test-torch unit lint gpu-test clean
+.PHONY: docs demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test check test-releases test-torch unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,8 +82,17 @@ test: $(STAMP)  ## lint, type-check, the docs site (strict), unit and integratio
 	$(VENV)/bin/ruff format --check aotpack tests benchmarks
 	$(VENV)/bin/mypy
 	$(MAKE) docs
-	$(PY) -m pytest tests -m "unit or integration or gpu"
+	$(PY) -m pytest tests/unit -m unit
+	$(PY) -m pytest tests/integration tests/gpu -m "integration or gpu"
 	$(PY) -m tests.releases
+
+# The fast tiers, what a contributor runs before pushing: lint, format, types and the unit tier (no compiler, no
+# GPU), with a line per test file as it goes
+check: $(STAMP)
+	$(VENV)/bin/ruff check aotpack tests benchmarks
+	$(VENV)/bin/ruff format --check aotpack tests benchmarks
+	$(VENV)/bin/mypy
+	$(PY) -m pytest tests/unit -m unit
 
 # The Triton-release tier alone (tests/releases.py): each tested release's subset, --triton builds, installs
 test-releases: $(STAMP)

@@ -18,16 +18,11 @@ from pathlib import Path
 
 from aotpack.runtime import _aotpack_env
 
+from ..integration.helpers import CAI_ARRAY
 from .generator import ROOT, Case, Special, fixed
 
 PACKAGE = "small_kernels"  # tests/fixtures/small.yaml's package
-ARRAYS = """
-class Array:
-    def __init__(self, ptr, n):
-        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (n,), "typestr": "<f4", "version": 3}
-A = 0x100000000
-x, y, o = Array(A, 4096), Array(A + 0x1000000, 4096), Array(A + 0x2000000, 4096)
-"""
+ARRAYS = CAI_ARRAY + 'x, y, o = (Array(A + i * 0x1000000, (4096,), "<f4") for i in range(3))\n'
 ASK_TRITON = """
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget

@@ -37,12 +37,8 @@ def find_no_nvcc(rec, options, progress=None):
         compiler.find_nvcc()
 
 
-@pytest.mark.parametrize(("requires", "fixed"), [
-    ('["aotpack"]', '["aotpack[cuda]"]'),
-    ('["aotpack[dask]>=0.3", "ninja"]', '["aotpack[cuda,dask]>=0.3", "ninja"]'),
-    ('["setuptools"]', '["setuptools", "aotpack[cuda]"]'),
-])  # fmt: skip
-def test_a_missing_nvcc_in_a_pep517_build_names_the_requires_that_installs_it(tmp_path, monkeypatch, requires, fixed):
+def _built_without_nvcc(tmp_path, monkeypatch, requires):
+    """The PEP 517 build of a small project whose [build-system] requires is ``requires``, where no nvcc is found."""
     (tmp_path / "kernels").mkdir()
     (tmp_path / "kernels" / "add.py").write_text((ROOT / "examples" / "add.py").read_text())
     (tmp_path / "recipe.yaml").write_text(SMALL)
@@ -52,6 +48,16 @@ def test_a_missing_nvcc_in_a_pep517_build_names_the_requires_that_installs_it(tm
     monkeypatch.setattr("aotpack.pipeline.build.run", find_no_nvcc)
     with pytest.raises(ToolNotFound) as info:
         build_meta.build_wheel(str(tmp_path / "out"))
+    return info
+
+
+@pytest.mark.parametrize(("requires", "fixed"), [
+    ('["aotpack"]', '["aotpack[cuda]"]'),
+    ('["aotpack[dask]>=0.3", "ninja"]', '["aotpack[cuda,dask]>=0.3", "ninja"]'),
+    ('["setuptools"]', '["setuptools", "aotpack[cuda]"]'),
+])  # fmt: skip
+def test_a_missing_nvcc_in_a_pep517_build_names_the_requires_that_installs_it(tmp_path, monkeypatch, requires, fixed):
+    info = _built_without_nvcc(tmp_path, monkeypatch, requires)
     assert str(info.value).startswith(
         f"pyproject.toml: [build-system] requires = {requires}: the build needs aotpack's cuda extra; write "
         f"requires = {fixed} (an isolated build holds only what requires names). The build said: nvcc not found"
@@ -159,15 +165,7 @@ def test_the_nvcc_advice_installs_the_extra_whose_pin_keeps_the_floor_it_states(
 def test_a_missing_nvcc_where_requires_names_the_extra_says_to_install_it_here(tmp_path, monkeypatch, requires):
     """A build without isolation (pip --no-build-isolation) in an environment without the extra: the project is
     right, so the advice is to install the extra here (issue 60: it said to write requires as it already was)."""
-    (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "add.py").write_text((ROOT / "examples" / "add.py").read_text())
-    (tmp_path / "recipe.yaml").write_text(SMALL)
-    (tmp_path / "pyproject.toml").write_text(f'[build-system]\nrequires = {requires}\n\n[tool.aotpack]\n'
-                                             'recipe = "recipe.yaml"\n')  # fmt: skip
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("aotpack.pipeline.build.run", find_no_nvcc)
-    with pytest.raises(ToolNotFound) as info:
-        build_meta.build_wheel(str(tmp_path / "out"))
+    info = _built_without_nvcc(tmp_path, monkeypatch, requires)
     said = str(info.value)
     assert said.startswith(
         "the build needs aotpack's cuda extra, which pyproject.toml's [build-system] requires "
