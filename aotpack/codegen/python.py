@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from .. import backends, expr, facts
@@ -366,6 +368,8 @@ def select(kernel, *args, **kwargs):
 
 
 def init_pyi(build: BuildInput) -> str:
+    """The package's stub: every name with its type, and each function, class and kernel with the docstring an IDE
+    shows (the functions' from the generated ``__init__.py``, read back from it: one text for both)."""
     lines = [
         "from typing import Any, Callable, Optional",
         "",
@@ -420,7 +424,38 @@ def init_pyi(build: BuildInput) -> str:
             "",
             f"{kb.kernel.name}: _{kb.kernel.name}",
         ]
-    return "\n".join(lines) + "\n"
+    return _with_docstrings(lines, init_py(build), {f"_{kb.kernel.name}": docstring(kb) for kb in build.kernels})
+
+
+def _with_docstrings(lines: list[str], init: str, kernels: dict[str, str]) -> str:
+    """The stub's lines, each function the generated ``__init__.py`` documents given its docstring, and each
+    kernel's call its own (``kernels``: by the stub's class name)."""
+    documented = {node.name: ast.get_docstring(node) for node in ast.parse(init).body
+                  if isinstance(node, ast.FunctionDef) and ast.get_docstring(node)}  # fmt: skip
+    out, kernel = [], None
+    for line in lines:
+        found = re.match(r"(\s*)def (\w+)\(.*\) -> .*: \.\.\.$", line)
+        kernel = line[6:-1] if line.startswith("class _") else kernel
+        doc = documented.get(found[2]) if found and not found[1] else None
+        if found and found[1] and found[2] == "__call__" and kernel in kernels:
+            doc = kernels[kernel]
+        if found is None or doc is None:
+            out.append(line)
+            continue
+        indent = found[1] + "    "
+        out += [
+            line.removesuffix(" ..."),
+            indent + _literal(doc).replace("\n", "\n" + indent).replace(indent + "\n", "\n"),
+        ]
+    return "\n".join(out) + "\n"
+
+
+def _literal(doc: str) -> str:
+    """A docstring as a stub writes it: in triple quotes where that reads back as the same text, else as Python's
+    own string literal of it."""
+    if '"""' in doc or "\\" in doc or doc.endswith('"'):
+        return repr(doc)
+    return f'"""{doc}"""'
 
 
 def manifest_json(build: BuildInput, aotpack_version: str) -> str:

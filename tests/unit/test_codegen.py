@@ -157,9 +157,16 @@ def test_module_and_stubs(kernel_dir):
     stubs = codegen_py.init_pyi(build)
     assert (
         "    def __call__(self, x_ptr: Pointer, y_ptr: Pointer, out_ptr: Pointer, n_elements: Optional[int] = None, "
-        "*, stream: Any = None, variant: Optional[str] = None) -> None: ..."
+        "*, stream: Any = None, variant: Optional[str] = None) -> None:\n        \"\"\"The add kernel."
     ) in stubs
     assert "add: _add" in stubs
+    # the docstrings an IDE shows: the kernel's, and each function's as the generated __init__.py has it
+    tree, init = ast.parse(stubs), ast.parse(codegen_py.init_py(build))
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__call__")
+    assert ast.get_docstring(call) == docs["add"]
+    said = {n.name: ast.get_docstring(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+    meant = {n.name: ast.get_docstring(n) for n in init.body if isinstance(n, ast.FunctionDef) and n.name in said}
+    assert said["activate"] and said == {name: meant.get(name) for name in said}
     compile(codegen_py.init_py(build), "__init__.py", "exec")
     assert "Key: n_elements (pow2 buckets); dispatch table: 1 row; default config BLOCK=1024,w4,s3" in docs["add"]
 
