@@ -15,10 +15,18 @@ import pytest
 
 from aotpack import build_meta
 from aotpack.errors import ToolNotFound, UsageError
+from aotpack.pipeline.build import BuildResult
 
 from ..shared import ROOT, SMALL
 
 PYPROJECT = '[project]\nname = "small_kernels"\nversion = "0.2.0"\n\n[tool.aotpack]\nrecipe = "{recipe}"\n'
+
+
+def stub_result(out_dir: Path) -> BuildResult:
+    """What the pipeline returns, for a stand-in that compiles nothing: an empty wheel file, two variants."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "small-stub.whl").write_bytes(b"")
+    return BuildResult(wheel=out_dir / "small-stub.whl", variants=2, pruned=())
 
 
 @pytest.fixture
@@ -37,7 +45,7 @@ def project(tmp_path, monkeypatch):
 
     def stub(rec, options, progress=None):
         built.append(rec.path)
-        return SimpleNamespace(wheel=options.out_dir / "small-stub.whl")
+        return stub_result(options.out_dir)
 
     monkeypatch.setattr("aotpack.pipeline.build.run", stub)
     monkeypatch.chdir(root)
@@ -169,7 +177,7 @@ def test_the_wheel_build_shows_its_progress_on_stderr_unless_quiet(project, monk
         progress.planned(planned)
         for v in planned:
             progress(v, Pruned(variant_id=v.id, reason="too big"), False)
-        return SimpleNamespace(wheel=options.out_dir / "small-stub.whl")
+        return stub_result(options.out_dir)
 
     monkeypatch.setattr("aotpack.pipeline.build.run", compiling)
     if setting == "toml":
@@ -180,7 +188,8 @@ def test_the_wheel_build_shows_its_progress_on_stderr_unless_quiet(project, monk
     if setting is None:
         shown = [re.sub(r"\d+s", "Ns", line) for line in err.splitlines()]  # (seconds of the real clock)
         assert shown == ["pruned add/0/sm_80: too big", "[1/2] Ns, eta Ns, 0 cached, 1 pruned  add/0/sm_80",
-                         "pruned add/1/sm_80: too big", "[2/2] Ns, eta Ns, 0 cached, 2 pruned  add/1/sm_80"]  # fmt: skip
+                         "pruned add/1/sm_80: too big", "[2/2] Ns, eta Ns, 0 cached, 2 pruned  add/1/sm_80",
+                         f"built {project.out / 'small-stub.whl'} (0.00 MB, 2 variants, Ns)"]  # fmt: skip
     else:
         assert err == ""
 

@@ -157,7 +157,7 @@ def test_module_and_stubs(kernel_dir):
     stubs = codegen_py.init_pyi(build)
     assert (
         "    def __call__(self, x_ptr: Pointer, y_ptr: Pointer, out_ptr: Pointer, n_elements: Optional[int] = None, "
-        "*, stream: Any = None, variant: Optional[str] = None) -> None:\n        \"\"\"The add kernel."
+        '*, stream: Any = None, variant: Optional[str] = None) -> None:\n        """The add kernel.'
     ) in stubs
     assert "add: _add" in stubs
     # the docstrings an IDE shows: the kernel's, and each function's as the generated __init__.py has it
