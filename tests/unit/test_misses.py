@@ -90,7 +90,9 @@ def test_reports_are_read_from_files_and_folders(tmp_path):
     (tmp_path / "kit.2.json").write_text(report(class_misses=[]))
     (tmp_path / "notes.txt").write_text("not a report")
     assert misses.read_reports([tmp_path]).misses == [miss(calls=3)]
-    assert misses.read_reports([tmp_path / "kit.1.json"]) == misses.Reported(misses=[miss(calls=3)], compilations=[])
+    assert misses.read_reports([tmp_path]).files == 2  # (notes.txt is no report)
+    assert misses.read_reports([tmp_path / "kit.1.json"]) == misses.Reported(misses=[miss(calls=3)], compilations=[],
+                                                                             files=1)  # fmt: skip
 
 
 @pytest.mark.parametrize(
