@@ -82,8 +82,8 @@ test: $(STAMP)  ## lint, type-check, the docs site (strict), unit and integratio
 	$(VENV)/bin/ruff format --check aotpack tests benchmarks
 	$(VENV)/bin/mypy
 	$(MAKE) docs
-	$(PY) -m pytest tests/unit -m unit
-	$(PY) -m pytest tests/integration tests/gpu -m "integration or gpu"
+	$(PY) -m pytest tests/unit -m unit --durations=15
+	$(PY) -m pytest tests/integration tests/gpu -m "integration or gpu" --durations=30
 	$(PY) -m tests.releases
 
 # The fast tiers, what a contributor runs before pushing: lint, format, types and the unit tier (no compiler, no
