@@ -45,7 +45,9 @@ TWO_KERNELS = GOOD + GOOD.split("kernels:\n", 1)[1].replace("  add:", "  slow:",
 
 @pytest.fixture
 def narrow(monkeypatch):
-    monkeypatch.setattr("aotpack.commands.progress.shutil.get_terminal_size", lambda *a, **k: os.terminal_size((80, 24)))
+    monkeypatch.setattr(
+        "aotpack.commands.progress.shutil.get_terminal_size", lambda *a, **k: os.terminal_size((80, 24))
+    )
 
 
 def two_kernels(kernel_dir) -> tuple[plan.Variant, ...]:
