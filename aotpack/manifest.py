@@ -133,8 +133,27 @@ class Tuned(TypedDict):
     num_stages: int
 
 
+class HeldOut(TypedDict):
+    points: int
+    median: float
+    worst: float
+    worst_key: list[int]
+    over: int  # keys past 1.05x
+
+
+class Selection(TypedDict):
+    neighbours: int  # 0: the nearest table row's config
+    scale: float  # the power of the work ratio (0: times not scaled)
+    tiles: list[str]  # "M/BLOCK_M grid", "K/BLOCK_K loop"
+    held_out: HeldOut
+    nearest: HeldOut
+
+
 class Kernel(_Kernel, total=False):
-    """A kernel; those built with ``launch: triton`` (drop-in launches) add the fields below."""
+    """A kernel; those built with ``launch: triton`` (drop-in launches) add the fields below, those whose tables
+    measured enough keys their dispatcher's rule (aotpack/selection.py) with its held-out error."""
+
+    selection: Selection
 
     launch: Literal["triton"]
     function: Function

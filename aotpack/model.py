@@ -149,7 +149,47 @@ class Rule:
     arch: str | None
     types: tuple[tuple[str, str], ...] | None
     specialization: str | None = None  # a class name, or a hint level ('hinted', 'safe'); None: any
+    median_us: tuple[tuple[str, float], ...] = ()  # a tuning table's row: every config's time at this key
     where: Location
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tile:
+    """A key dimension cut by an integer constexpr: across the grid (``cdiv(M, BLOCK_M)``) or along a loop
+    of the kernel (``range(0, K, BLOCK_K)``)."""
+
+    dim: int  # index into the kernel's key
+    constexpr: str
+    loop: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldOut:
+    """A selection rule's error on the keys a table measured, each predicted from the others: the
+    measured time of the config it picks over the fastest one's."""
+
+    points: int
+    median: float
+    worst: float
+    worst_key: tuple[int, ...]
+    over: int  # points past limits.SELECTION_SLACK
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """How the dispatcher picks a config for a key (aotpack/selection.py): the nearest table row's config
+    (``neighbours`` 0), or each config's time predicted from the ``neighbours`` nearest measured rows,
+    scaled by the call's work in the config's tiles over the row's to the power ``scale`` (0: not scaled)."""
+
+    neighbours: int = 0
+    scale: float = 0.0
+    tiles: tuple[Tile, ...] = ()
+    sms: int = 0  # the tuning GPU's multiprocessors (the held-out error's; a call uses its own GPU's)
+    held_out: HeldOut | None = None  # the rule's (None: no table measured enough keys)
+    nearest: HeldOut | None = None  # the nearest-row rule's, on the same keys
+
+
+NEAREST = Selection()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,6 +242,8 @@ class TritonKernel:
     # from the kernel's @triton.autotune: arguments aotpack tune zeroes / restores between runs
     reset_to_zero: tuple[str, ...] = ()
     restore_value: tuple[str, ...] = ()
+    # loops of its source stepping over a parameter by a constexpr (parameter, constexpr): tiles of the key
+    loops: tuple[tuple[str, str], ...] = ()
     # `launch: triton`: launched as Triton launches it, kernel[grid](*args, **constexprs, num_warps=...):
     # the caller gives the grid and the constexprs; the recorded variants are built, with their floors
     launch: Launch = "call"
@@ -225,6 +267,9 @@ class TuneSpec:
     reference: Source | None
     keys: tuple[tuple[int, ...], ...]
     rtol: float
+    sample: int = 0  # keys drawn log-uniformly per dimension from ranges (one (low, high) per key dimension)
+    ranges: tuple[tuple[int, int], ...] = ()
+    seed: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,6 +296,7 @@ class Kernel:
     mutates: tuple[str, ...] | None = None  # the pointer arguments it writes, as the recipe declares them
     # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
     bound: tuple[tuple[str, expr.Expr], ...] = ()
+    selection: Selection = NEAREST  # set from the tuning tables' measurements (aotpack/selection.py)
     where: Location
 
     def arg(self, name: str) -> Arg:

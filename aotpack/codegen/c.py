@@ -133,9 +133,9 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     k = build.kernel
     consts = int_constexprs(k)
     specs = classes.specs(k)
-    rules = _rule_rows(k, specs)
-    lines = [f"/* ---- kernel {k.name}: {k.source.function} */", *_signature_tables(k, consts)]
-    rules_or_none = rules or [f"  {_rule(-1, -1, -1, 0, '0')},"]  # C has no empty arrays
+    times, rules = _rule_rows(k, specs)
+    lines = [f"/* ---- kernel {k.name}: {k.source.function} */", *_signature_tables(k, consts), *times]
+    rules_or_none = rules or [f"  {_rule(-1, -1, -1, 0, '0', 'NULL')},"]  # C has no empty arrays
     lines += [f"static const aot_rule {k.name}_rules[] = {{", *rules_or_none, "};"]
     lines += _variant_tables(build, images, specs)
     launch_fns, functions = _expression_functions(k, _emitter(k, consts))
@@ -149,6 +149,8 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         "nconfigs": str(len(k.configs)), "default_config": str(k.configs.index(k.default)),
         "nconsts": str(len(consts)), "consts": f"{n}_consts", "nkey": str(len(k.key)),
         "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rules)), "rules": f"{n}_rules",
+        "neighbours": str(k.selection.neighbours), "scale": repr(k.selection.scale),
+        "ntiles": str(len(k.selection.tiles)), "tiles": f"{n}_tiles",
         "nvariants": str(len(build.variants)), "variants": f"{n}_variants", "variant_of": f"{n}_variant_of",
         "defaults": f"{n}_defaults", "extents": f"{n}_extents", "grid": f"{n}_grid", "key": f"{n}_key",
         "functions": f"{n}_functions", "block": launch_fns[0], "shared": launch_fns[1],
@@ -184,23 +186,38 @@ def _signature_tables(k: Kernel, consts: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def _rule(target: int, binding: int, spec: int, config: int, key: str) -> str:
-    """One dispatch row: which calls it serves (-1: any target, binding or class), its config and bucketed key."""
+def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, key_log2: str = "NULL") -> str:
+    """One dispatch row: which calls it serves (-1: any target, binding or class), its config and key, and the
+    configs' measured times there with the key's log2."""
     fields = {"target": str(target), "binding": str(binding), "spec": str(spec), "config": str(config),
-              "key": f"{{{key}}}"}  # fmt: skip
+              "key": f"{{{key}}}", "key_log2": key_log2, "us": us}  # fmt: skip
     return designated(fields)
 
 
-def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> list[str]:
-    """The dispatch table's rows: target, binding, class (-1: any) and config per bucketed key."""
-    rows = []
-    for rule in k.rules:
+def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str]]:
+    """The measured rows' times per config (-1: not measured; repr: the very doubles aotpack/selection.py
+    read), the key's tiles, and the dispatch table's rows: target, binding, class (-1: any) and config per
+    key. A table's times are emitted only where the selection rule reads them."""
+    n, times, rows = k.name, [], []
+    tiles = [designated({"dim": str(t.dim), "konst": str(int_constexprs(k).index(t.constexpr)),
+                         "loop": str(int(t.loop))}) for t in k.selection.tiles]  # fmt: skip
+    none = designated({"dim": "0", "konst": "0", "loop": "0"})  # C has no empty arrays
+    times.append(f"static const aot_tile {n}_tiles[] = {{{', '.join(tiles) or none}}};")
+    for i, rule in enumerate(k.rules):
         target = k.targets.index(rule.arch) if rule.arch else -1
         binding = k.bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
         key = ", ".join(str(v) for v in rule.key)
+        us = logs = "NULL"
+        if rule.median_us and k.selection.neighbours > 0:
+            measured = dict(rule.median_us)
+            values = [repr(measured[c.label]) if c.label in measured else "-1.0" for c in k.configs]
+            times.append(f"static const double {n}_us_{i}[] = {{{', '.join(values)}}};")
+            key_log2 = ", ".join(repr(math.log2(max(v, 1))) for v in rule.key)
+            times.append(f"static const double {n}_key_log2_{i}[] = {{{key_log2}}};")
+            us, logs = f"{n}_us_{i}", f"{n}_key_log2_{i}"
         for spec in _rule_specs(rule, specs):
-            rows.append(f"  {_rule(target, binding, spec, k.configs.index(rule.config), key)},")
-    return rows
+            rows.append(f"  {_rule(target, binding, spec, k.configs.index(rule.config), key, us, logs)},")
+    return times, rows
 
 
 def _variant_tables(

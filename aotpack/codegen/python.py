@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from .. import backends, expr, facts
+from .. import backends, expr, facts, selection
 from .. import manifest as manifest_types
 from ..backends import Artifact
 from ..manifest import Manifest
@@ -112,7 +112,7 @@ def manifest(build: BuildInput, aotpack_version: str) -> Manifest:
 def _kernel_entry(kb: KernelBuild, recipe_path: Path) -> manifest_types.Kernel:
     """A kernel's entry in the manifest: its arguments, dispatch, classes, targets and variants."""
     k = kb.kernel
-    return {
+    entry: manifest_types.Kernel = {
         "source": _source_text(k, recipe_path),
         "backend": k.backend,
         "args": [_arg_entry(a) for a in k.args],
@@ -142,6 +142,10 @@ def _kernel_entry(kb: KernelBuild, recipe_path: Path) -> manifest_types.Kernel:
         "variants": [_variant_entry(k, v, art) for v, art in kb.variants],
         "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
     }
+    chosen = selection.entry(k)
+    if chosen is not None:
+        entry["selection"] = chosen
+    return entry
 
 
 def _arg_entry(a: Arg) -> manifest_types.Arg:

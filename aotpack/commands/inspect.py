@@ -8,7 +8,7 @@ from typing import cast
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ..errors import WheelError, printable
-from ..manifest import Manifest, type_problem
+from ..manifest import HeldOut, Manifest, Selection, type_problem
 from ..words import plural
 
 
@@ -55,6 +55,24 @@ def _tags(wheel_name: str) -> str:
     return "-".join(".".join(sorted({getattr(t, part) for t in tags})) for part in ("interpreter", "abi", "platform"))
 
 
+def selection_lines(name: str, sel: Selection) -> list[str]:
+    """A kernel's rule between measured keys and its held-out error (inspect; tune prints it too)."""
+
+    def held(h: HeldOut) -> str:
+        key = "x".join(map(str, h["worst_key"]))
+        return f"median {h['median']:.3f}x, worst {h['worst']:.3f}x at {key}, {h['over']} of {h['points']} over 1.05x"
+
+    rule = f"{sel['neighbours']} nearest measured keys" if sel["neighbours"] else "the nearest table row"
+    if sel["scale"]:
+        rule += f", each config's time scaled by its work to the power {sel['scale']:g} in tiles " + ", ".join(
+            sel["tiles"]
+        )
+    lines = [f"  {name}: {rule}; held-out {held(sel['held_out'])}"]
+    if sel["neighbours"]:
+        lines.append(f"  {' ' * len(name)}  (the nearest-row rule's: {held(sel['nearest'])})")
+    return lines
+
+
 def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
     out = [
         f"{manifest['package']} {manifest['version']}  (built by aotpack {manifest['aotpack']}; {_tags(wheel_name)})",
@@ -84,6 +102,11 @@ def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
             terms = " ".join(f"{arg}={assumes[arg]}" for arg in shown) or "nothing assumed"
             out.append(f"  {name} {spec['name']}: {terms}")
     out.append("")
+    chosen = [(name, k["selection"]) for name, k in sorted(manifest["kernels"].items()) if "selection" in k]
+    if chosen:  # how the dispatcher picks between the keys its tables measured (aotpack/selection.py)
+        out += ["dispatch between measured keys (held-out: each measured key predicted from the others; the "
+                "config picked over the fastest):"]  # fmt: skip
+        out += [line for name, sel in chosen for line in selection_lines(name, sel)] + [""]
     shipped = manifest.get("triton_cache") or []
     if shipped:  # what activate() serves as Triton cache hits (torch.compile's kernels, Triton's modules)
         kinds = Counter(e["target"] for e in shipped)

@@ -49,7 +49,7 @@ class NativeBuild:
             *compiler, "-target", f"{self.machine}-linux-gnu.{GLIBC}", "-shared", "-fPIC", "-O2", "-std=c11",
             *WARNINGS, "-g0", "-fvisibility=hidden", f"-DPy_LIMITED_API={LIMITED_API}",
             *(f"-I{d}" for d in self.include_dirs), "-o", str(self.output),
-            *(str(s) for s in self.sources), *self.link, "-ldl", "-lpthread",
+            *(str(s) for s in self.sources), *self.link, "-ldl", "-lpthread", "-lm",
         )  # fmt: skip
 
 

@@ -9,8 +9,9 @@ Format ``aotpack-tuning-table/1``::
                              "config": "BLOCK_M=64,...", "median_us": {"<config>": 12.3, ...},
                              "rejected": {"<config>": "why"}}]}}
 
-Rows hold bucketed keys (the values the dispatcher compares), sorted by types then key; every
-mapping is written with sorted keys so that diffs stay small.
+Rows hold the keys as measured, sorted by types then key; every mapping is written with sorted keys so
+that diffs stay small. ``sms``: the GPU's multiprocessors (the held-out error of aotpack/selection.py's
+rule counts programs per multiprocessor).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import selection
 from .._temp import atomic_file
 from ..model import Kernel, Rule
 from . import yamlnodes
@@ -52,6 +54,7 @@ class Table:
     device: str
     driver_cuda: str
     date: str
+    sms: int | None = None  # the GPU's multiprocessors (tables written before they held it: None)
     kernels: tuple[tuple[str, tuple[Row, ...]], ...] = field(default=())
 
 
@@ -68,7 +71,7 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
         raise TableError(f"{at}: a row needs 'key' and 'config'")
     key = raw["key"]
     if not isinstance(key, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in key):
-        raise TableError(f"{at}.key: expected a list of integers >= 0 (bucketed key values), got {key!r:.80}")
+        raise TableError(f"{at}.key: expected a list of integers >= 0 (key values), got {key!r:.80}")
     types = raw.get("types", {})
     if not isinstance(types, dict) or not all(isinstance(v, str) for v in types.values()):
         raise TableError(f"{at}.types: expected a mapping of type variables to dtypes")
@@ -111,12 +114,15 @@ def read(path: Path) -> Table:
         if not isinstance(raw.get(name), str):
             raise TableError(f"{path}: missing '{name}'")
         _check_text(raw[name], f"{path}: {name}")
+    sms = raw.get("sms")
+    if sms is not None and (not isinstance(sms, int) or isinstance(sms, bool) or not 1 <= sms <= 1 << 16):
+        raise TableError(f"{path}: 'sms' must be the GPU's multiprocessor count, got {sms!r:.40}")
     kernels = raw.get("kernels", {})
     if not isinstance(kernels, dict) or not all(isinstance(rows, list) for rows in kernels.values()):
         raise TableError(f"{path}: 'kernels' must map kernel names to lists of rows")
     return Table(
         package=raw["package"], arch=raw["arch"], device=raw["device"], driver_cuda=raw["driver_cuda"],
-        date=raw["date"],
+        date=raw["date"], sms=sms,
         kernels=tuple(
             (name, tuple(_row(name, i, r, str(path)) for i, r in enumerate(rows)))
             for name, rows in sorted(kernels.items())
@@ -142,6 +148,7 @@ def to_json(table: Table) -> str:
     body = {
         "format": FORMAT, "package": table.package, "arch": table.arch, "device": table.device,
         "driver_cuda": table.driver_cuda, "date": table.date, "kernels": kernels,
+        **({"sms": table.sms} if table.sms is not None else {}),
     }  # fmt: skip
     return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
@@ -155,7 +162,8 @@ def write(table: Table, path: Path) -> Path:
 
 def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
     """The kernels with the table's rows added to their dispatch tables (for the table's arch, a
-    table row replaces an inline row of the same key and types)."""
+    table row replaces an inline row of the same key and types), and their selection rule chosen from
+    every table's measurements so far (aotpack/selection.py)."""
     if table.package != package:
         raise TableError(f"the table is for package {table.package!r}, not {package!r}")
     by_name = {k.name: k for k in kernels}
@@ -168,7 +176,9 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
         new = [_rule(kernel, table.arch, f"kernels.{name}[{i}]", row) for i, row in enumerate(rows)]
         replaced = {(r.key, r.arch, r.types, r.specialization) for r in new}
         kept = [r for r in kernel.rules if (r.key, r.arch, r.types, r.specialization) not in replaced]
-        by_name[name] = dataclasses.replace(kernel, rules=(*kept, *new))
+        merged = dataclasses.replace(kernel, rules=(*kept, *new))
+        sms = table.sms or kernel.selection.sms or selection.DEFAULT_SMS
+        by_name[name] = dataclasses.replace(merged, selection=selection.choose(merged, sms))
     return [by_name[k.name] for k in kernels]
 
 
@@ -183,5 +193,8 @@ def _rule(kernel: Kernel, arch: str, at: str, row: Row) -> Rule:
     for var, dtypes in kernel.types:
         if dict(row.types)[var] not in dtypes:
             raise TableError(f"{at}: {dict(row.types)[var]!r} is not one of {var}'s dtypes ({', '.join(dtypes)})")
+    unknown = [label for label, _ in row.median_us if label not in labels]
+    if unknown:
+        raise TableError(f"{at}.median_us: config {unknown[0]!r} is not in the recipe's grid; re-run aotpack tune")
     return Rule(key=row.key, config=labels[row.config], arch=arch, types=row.types,
-                specialization=row.specialization, where=kernel.where)  # fmt: skip
+                specialization=row.specialization, median_us=row.median_us, where=kernel.where)  # fmt: skip

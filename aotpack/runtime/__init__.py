@@ -19,8 +19,8 @@ Every ``runtime/*.py`` but this one follows the same rules (tests/unit/test_runt
 # The C: the runtime proper, compiled with the generated tables into lib<package>.so, and the Python binding,
 # compiled with module.c into the extension; each has its public header (generated code includes it) and a
 # private one.
-RUNTIME_SOURCES = ("aot_runtime.c", "aot_driver.c", "aot_expr.c", "aot_memo.c", "aot_dispatch.c", "aot_tune.c",
-                   "aot_images.c", "aot_launch.c")  # fmt: skip
+RUNTIME_SOURCES = ("aot_runtime.c", "aot_driver.c", "aot_expr.c", "aot_memo.c", "aot_dispatch.c", "aot_measured.c",
+                   "aot_tune.c", "aot_images.c", "aot_launch.c")  # fmt: skip
 BINDING_SOURCES = ("aot_py_errors.c", "aot_py_dlpack.c", "aot_py_args.c", "aot_python.c", "aot_py_runner.c",
                    "aot_py_module.c")  # fmt: skip
 C_FILES = ("aot_runtime.h", "aot_internal.h", *RUNTIME_SOURCES, "aot_python.h", "aot_py_internal.h", *BINDING_SOURCES)

@@ -3,7 +3,9 @@
 #include "aot_internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- choosing a variant */
 
@@ -190,26 +192,49 @@ int rt_config_fits(const aot_kernel *k, aot_call *call, int config) {
   return call->err->status == AOT_OK;
 }
 
+/* Whether a row serves the call (its target, binding and class), and how well (rows that name them win):
+ * its score, or -1. `holds` caches per class whether the call satisfies it (-1: not known yet; NULL: no cache). */
+static int rule_score(const aot_kernel *k, aot_call *call, const aot_rule *rule, int target, int binding, int spec,
+                      int8_t *holds) {
+  if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding)) return -1;
+  /* a row for another class serves this call when the call satisfies that class (a less specialized
+   * one: its tiles suit code that assumes less), but rows for the call's own class win */
+  if (rule->spec >= 0 && rule->spec != spec) {
+    if (holds == NULL) {
+      if (!spec_holds(k, call, rule->spec)) return -1;
+    } else {
+      if (holds[rule->spec] < 0) holds[rule->spec] = (int8_t)spec_holds(k, call, rule->spec);
+      if (!holds[rule->spec]) return -1;
+    }
+  }
+  if (!rt_config_fits(k, call, rule->config)) return -1;
+  return (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
+}
+
 /* The config for a key. Among the table's rows for this arch, types and specialization (rows that
- * name them win over rows that do not): the nearest row at or above the bucketed key in every
- * dimension (the key rounds up); when no row is (the key is past the table), the nearest row (it
- * clamps). Nearness: the sum over dimensions of |log2(row value / key value)|. No row: the default. */
+ * name them win over rows that do not): with a rule between measured keys (k->neighbours), the config
+ * predicted fastest from the nearest rows with times, when they serve the call as well as any row does;
+ * else the nearest row at or above the bucketed key in every dimension (the key rounds up), or when no
+ * row is (the key is past the table), the nearest row (it clamps). Nearness: the sum over dimensions of
+ * |log2(row value / key value)|. No row: the default. One pass over the rows. */
 static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
-                         int spec, int *exact) {
+                         int spec, int sms, int *exact) {
   int64_t v[AOT_MAX_KEY];
   double v_log2[AOT_MAX_KEY];
-  for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]), v_log2[d] = log2_approx(v[d]);
+  int8_t cache[AOT_MAX_CLASSES], *holds = k->nspecs <= AOT_MAX_CLASSES ? cache : NULL;
+  nearest_rows near = {.n = 0, .score = -1};
+  if (holds != NULL) memset(holds, -1, (size_t)k->nspecs);
+  for (int d = 0; d < k->nkey; d++) {
+    v[d] = bucket(k, key[d]), v_log2[d] = log2_approx(v[d]);
+    if (k->neighbours > 0) near.key_log2[d] = log2((double)(key[d] < 1 ? 1 : key[d]));
+  }
   int best = -1, best_score = -1, best_up = 0;
   double best_dist = 0;
   for (int r = 0; r < k->nrules; r++) {
     const aot_rule *rule = &k->rules[r];
-    /* a row for another class serves this call when the call satisfies that class (a less specialized
-     * one: its tiles suit code that assumes less), but rows for the call's own class win */
-    if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding) ||
-        (rule->spec >= 0 && rule->spec != spec && !spec_holds(k, call, rule->spec)) ||
-        !rt_config_fits(k, call, rule->config))
-      continue;
-    int score = (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
+    int score = rule_score(k, call, rule, target, binding, spec, holds);
+    if (score < 0) continue;
+    if (k->neighbours > 0 && rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
     int up = 1;
     double dist = 0;
     for (int d = 0; d < k->nkey; d++) {
@@ -223,6 +248,11 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
     }
   }
   *exact = best >= 0 && best_up && best_dist == 0;
+  if (near.n > 0 && near.score == best_score) {
+    *exact = near.dist[0] == 0;
+    int c = rt_predicted_config(k, call, key, &near, sms);
+    if (c >= 0) return c;
+  }
   return best >= 0 ? k->rules[best].config : k->default_config;
 }
 
@@ -324,9 +354,11 @@ static int exact_variant(const aot_kernel *k, aot_call *call, int config, int ta
                   "call, or allow the JIT fallback", k->name, k->config_labels[config], have);
 }
 
-int rt_variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, aot_error *err) {
+int rt_variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, const device_state *d,
+                   aot_error *err) {
   int exact;
-  return variant_of_config(k, NULL, choose_config(k, NULL, key, target, binding, 0, &exact), target, binding, 0, err);
+  int config = choose_config(k, NULL, key, target, binding, 0, d->sms, &exact);
+  return variant_of_config(k, NULL, config, target, binding, 0, err);
 }
 
 /* ---------------------------------------------------------------- class misses
@@ -392,7 +424,8 @@ int aot_miss_get(const aot_kernel *k, int i, int *spec, char *jit, uint64_t *cal
 
 /* ---------------------------------------------------------------- the last picks
  * Without constexprs bound to the call and without runtime tuning, the variant a call gets depends
- * only on its target, types, argument states and bucketed key (the table search reads nothing else), so
+ * only on its target, types, argument states and bucketed key (the exact key under a rule between measured
+ * keys; the table search reads nothing else), so
  * a kernel keeps its last few picks (aot_pick) and a repeated call skips the search. Every check of
  * the call has run before the lookup. */
 
@@ -408,7 +441,10 @@ static void pick_point_of(const aot_kernel *k, const aot_call *call, int target,
   pt->target = target, pt->binding = binding, pt->states[0] = pt->states[1] = 0;
   for (int p = 0; p < k->nparams; p++) pt->states[p / 32] |= (uint64_t)call_state(k, call, p) << (2 * (p % 32));
   uint64_t h = (uint64_t)(target * 31 + binding) ^ pt->states[0] * 0x9E3779B97F4A7C15u ^ pt->states[1];
-  for (int d = 0; d < k->nkey; d++) pt->key[d] = bucket(k, key[d]), h = (h ^ (uint64_t)pt->key[d]) * 0x100000001B3u;
+  for (int d = 0; d < k->nkey; d++) {
+    pt->key[d] = k->neighbours > 0 ? key[d] : bucket(k, key[d]); /* the rule reads the exact key */
+    h = (h ^ (uint64_t)pt->key[d]) * 0x100000001B3u;
+  }
   pt->slot = &k->memo->picks[(h ^ h >> 32) % AOT_PICKS];
 }
 
@@ -492,7 +528,7 @@ int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int fo
   }
   int spec = call_spec(k, call, err), exact;
   if (spec < 0) return -1;
-  int config = choose_config(k, call, key, target, binding, spec, &exact);
+  int config = choose_config(k, call, key, target, binding, spec, d->sms, &exact);
   if (keep) {
     int v = variant_of_config(k, call, config, target, binding, spec, err);
     if (v >= 0) pick_keep(k, &point, v, c->miss = rt_class_miss(k, call, v));

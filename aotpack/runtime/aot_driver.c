@@ -139,6 +139,7 @@ device_state *rt_device(int ordinal, aot_error *err) {
         (rc = rt_cu.DeviceGetAttribute(&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                        dev)) == CUDA_SUCCESS &&
         (rc = rt_cu.DeviceGetAttribute(&d->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev)) == CUDA_SUCCESS &&
+        (rc = rt_cu.DeviceGetAttribute(&d->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)) == CUDA_SUCCESS &&
         (rc = rt_cu.DeviceGetName(d->name, (int)sizeof d->name, dev)) == CUDA_SUCCESS &&
         (rc = rt_cu.DevicePrimaryCtxRetain(&d->context, dev)) == CUDA_SUCCESS) {
       d->capability = major * 10 + minor;

@@ -26,6 +26,7 @@ enum {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
@@ -127,6 +128,7 @@ typedef struct {
   int capability;
   int max_shared_optin;
   int l2_bytes;
+  int sms; /* multiprocessors */
   char name[128];
   void *_Atomic scratch_pool; /* CUmemoryPool for kernel scratch, created on first need */
 } device_state;
@@ -148,12 +150,24 @@ typedef struct {
 /* The variant for a call on device d (`forced` when >= 0, after checking it can run the call); -1 and err. */
 int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c);
 int rt_choose_target(const aot_kernel *k, const device_state *d, aot_error *err);
-int rt_variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, aot_error *err);
+int rt_variant_for(const aot_kernel *k, const int64_t *key, int target, int binding, const device_state *d,
+                   aot_error *err);
 int rt_variant_in_config(const aot_kernel *k, aot_call *call, int config, int target, int binding, int first_spec);
 int rt_config_fits(const aot_kernel *k, aot_call *call, int config);
 const int64_t *rt_config_consts(const aot_kernel *k, int config);
 int rt_class_miss(const aot_kernel *k, const aot_call *call, int v);
 void rt_count_miss(const aot_kernel *k, aot_call *call, int miss);
+
+/* ---------------------------------------------------------------- the rule between measured keys (aot_measured.c) */
+
+/* The k rows with times nearest the key (log space of the exact key), nearest first; ties keep table order. */
+typedef struct {
+  int n, score, row[AOT_MAX_NEIGHBOURS];
+  double dist[AOT_MAX_NEIGHBOURS], key_log2[AOT_MAX_KEY];
+} nearest_rows;
+void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score); /* row r serves with score */
+/* The config predicted fastest from the nearest rows (sms: the device's multiprocessors), or -1. */
+int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near, int sms);
 
 /* ---------------------------------------------------------------- the tuned-choice memo (aot_memo.c) */
 

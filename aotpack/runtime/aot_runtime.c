@@ -40,7 +40,7 @@ int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ord
   if (d == NULL) return -1;
   if (binding < 0 || binding >= k->nbindings) return aot_fail(err, AOT_E_VALUE, "%s(): no such types", k->name);
   int target = rt_choose_target(k, d, err);
-  return target < 0 ? -1 : rt_variant_for(k, key, target, binding, err);
+  return target < 0 ? -1 : rt_variant_for(k, key, target, binding, d, err);
 }
 
 int aot_select(const aot_kernel *k, aot_call *call, int device_ordinal, int forced) {

@@ -92,7 +92,7 @@ typedef struct {
   _Atomic uint64_t states[2];
   _Atomic int64_t key[AOT_MAX_KEY];
 } aot_pick;
-#define AOT_PICKS 4
+#define AOT_PICKS 64 /* distinct calls kept: a rule between measured keys reads the exact key */
 
 /* A class miss: calls that ran class `spec` where Triton's JIT would have compiled a more specialized
  * one, `jit` (an aot_spec_state per parameter, 2 bits each). Counted per pair, so that a package can
@@ -171,7 +171,17 @@ typedef struct {
   int spec;     /* the calls' specialization class (index), or -1: any */
   int config;
   int64_t key[AOT_MAX_KEY];
+  const double *key_log2; /* log2 of each key value (at least 1), with us */
+  const double *us; /* a tuning table's row: each config's median microseconds at this key (< 0: not measured),
+                     * or NULL (a recipe's row) */
 } aot_rule;
+
+/* A key dimension cut by an integer constexpr (aotpack/selection.py): across the grid, or along a loop. */
+typedef struct {
+  int8_t dim;   /* index into the key */
+  int8_t konst; /* index into a config's consts */
+  uint8_t loop;
+} aot_tile;
 
 typedef struct aot_kernel {
   const char *name;
@@ -192,6 +202,12 @@ typedef struct aot_kernel {
   uint8_t pow2_buckets;
   int nrules;
   const aot_rule *rules;
+  /* the rule between measured keys (aotpack/selection.py): 0, the nearest row's config; else each config's
+   * time predicted from this many nearest rows with times, scaled by the tiles' work to the power `scale` */
+  uint8_t neighbours;
+  double scale;
+  int ntiles;
+  const aot_tile *tiles;
   int nvariants;
   const aot_variant *variants;
   const int *variant_of;       /* [binding][config][target][spec] -> variant index or -1 */

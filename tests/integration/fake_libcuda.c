@@ -51,7 +51,8 @@ int cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
 int cuDeviceGetAttribute(int *v, int attr, int dev) {
   (void)dev;
   int cc = env_int("FAKE_CUDA_CC", 90);
-  *v = attr == 75 ? cc / 10 : attr == 76 ? cc % 10 : attr == 97 ? 232448 : attr == 38 ? 50 << 20 : 0;
+  *v = attr == 75 ? cc / 10 : attr == 76 ? cc % 10 : attr == 97 ? 232448 : attr == 38 ? 50 << 20
+      : attr == 16 ? env_int("FAKE_CUDA_SMS", 132) : 0;
   return 0;
 }
 int cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "Fake GPU %d", dev); return 0; }

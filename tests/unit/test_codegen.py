@@ -79,7 +79,7 @@ def test_kernel_tables(kernel_dir):
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
     assert (
         "static const aot_rule add_rules[] = {\n  {.target = -1, .binding = -1, .spec = -1, .config = 1, "
-        ".key = {4096}},\n};"
+        ".key = {4096}, .key_log2 = NULL, .us = NULL},\n};"
     ) in text
     # [binding][config][target] -> per class, most specialized first: the typical classes (n_elements a multiple
     # of 16 or not) and the floor for every config; each argument given up alone for the configs the dispatcher
@@ -199,7 +199,7 @@ def test_native_command_is_planned_as_data(tmp_path):
     assert build.command(("zigcc",)) == (
         "zigcc", "-target", "x86_64-linux-gnu.2.17", "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra",
         "-Werror", "-g0", "-fvisibility=hidden", "-DPy_LIMITED_API=0x03090000", f"-I{tmp_path}", "-o",
-        str(tmp_path / "m.so"), str(tmp_path / "a.c"), "-ldl", "-lpthread",
+        str(tmp_path / "m.so"), str(tmp_path / "a.c"), "-ldl", "-lpthread", "-lm",
     )  # fmt: skip
 
 
@@ -252,8 +252,8 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
     assert (
         "static const aot_rule add_rules[] = {\n"
-        "  {.target = -1, .binding = -1, .spec = 0, .config = 1, .key = {4096}},\n"
-        "  {.target = -1, .binding = -1, .spec = 3, .config = 1, .key = {4096}},\n};"
+        "  {.target = -1, .binding = -1, .spec = 0, .config = 1, .key = {4096}, .key_log2 = NULL, .us = NULL},\n"
+        "  {.target = -1, .binding = -1, .spec = 3, .config = 1, .key = {4096}, .key_log2 = NULL, .us = NULL},\n};"
     ) in text
     # the kernel's row count is the expanded one
     assert "  .nrules = 2,\n  .rules = add_rules,\n" in text

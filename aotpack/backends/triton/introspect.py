@@ -62,6 +62,7 @@ class KernelInfo:
     reset_to_zero: tuple[str, ...] = ()
     restore_value: tuple[str, ...] = ()
     heuristics: tuple[Heuristic, ...] = ()
+    loops: tuple[tuple[str, str], ...] = ()  # (parameter, constexpr): loops stepping over one by the other
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -104,7 +105,43 @@ def describe(obj: Any) -> KernelInfo:
                                   "read (it reads @triton.autotune and @triton.heuristics)")  # fmt: skip
         layer = layer.fn
     return KernelInfo(params=_params(fn), configs=configs, key=key, reset_to_zero=reset, restore_value=restore,
-                      heuristics=tuple(heuristics))  # fmt: skip
+                      heuristics=tuple(heuristics), loops=loops(getattr(fn, "src", "")))  # fmt: skip
+
+
+_RANGES = {"range", "static_range"}  # range(...), tl.range(...), tl.static_range(...)
+
+
+def loops(src: str) -> tuple[tuple[str, str], ...]:
+    """The loops of a kernel's source that step over a parameter by a name, ``for k in range(0, K, BLOCK_K)``
+    or ``range(0, tl.cdiv(K, BLOCK_K))``: (parameter, step) pairs, in source order. The dispatcher reads them
+    as tiles of the key (aotpack/selection.py); source that does not parse has none."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(src))
+    except (SyntaxError, ValueError):
+        return ()
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call)):
+            continue
+        fn = node.iter.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+        args = node.iter.args
+        pair: tuple[ast.expr, ast.expr] | None = None
+        if name in _RANGES and len(args) == 3:
+            pair = (args[1], args[2])
+        elif name in _RANGES and 1 <= len(args) <= 2 and isinstance(args[-1], ast.Call):
+            inner = args[-1]
+            called = inner.func.attr if isinstance(inner.func, ast.Attribute) else getattr(inner.func, "id", "")
+            if called == "cdiv" and len(inner.args) == 2:
+                pair = (inner.args[0], inner.args[1])
+        if pair is not None and all(isinstance(e, ast.Name) for e in pair):
+            item = (pair[0].id, pair[1].id)  # type: ignore[attr-defined]
+            if item not in found:
+                found.append(item)
+    return tuple(found)
 
 
 def _config(config: Any) -> TunedConfig:

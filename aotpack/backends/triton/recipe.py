@@ -176,7 +176,8 @@ class TritonFields:
     ) -> TritonKernel:
         options = _options(self.entry.keys["options"]) if "options" in self.entry.keys else ()
         return TritonKernel(options=options, fixed_constexprs=fixed, dtype_constexprs=dtype_constexprs,
-                            reset_to_zero=self.info.reset_to_zero, restore_value=self.info.restore_value)  # fmt: skip
+                            reset_to_zero=self.info.reset_to_zero, restore_value=self.info.restore_value,
+                            loops=self.info.loops)  # fmt: skip
 
 
 def _describe(node: Node, source: Source) -> introspect.KernelInfo:

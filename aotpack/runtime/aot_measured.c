@@ -1,0 +1,68 @@
+/* The rule between measured keys (aotpack/selection.py, which computes the same numbers in the same order):
+ * the nearest rows with times, and each config's time predicted from them. See aot_runtime.h. */
+#include "aot_internal.h"
+
+#include <math.h>
+
+/* log2 of a config's work at a key (aotpack/selection.py's log2_work): the programs the grid's tiles make,
+ * at least one per multiprocessor, times the trips of the loops' tiles. */
+static double log2_work(const aot_kernel *k, int config, const int64_t *key, int sms) {
+  const int64_t *consts = rt_config_consts(k, config);
+  double programs = 1, trips = 1;
+  for (int t = 0; t < k->ntiles; t++) {
+    int64_t step = consts[k->tiles[t].konst], v = key[k->tiles[t].dim];
+    double n = step > 0 ? (double)(v / step + (v % step != 0)) : (double)v;
+    if (n < 1) n = 1;
+    if (k->tiles[t].loop) trips *= n;
+    else programs *= n;
+  }
+  return log2(programs > (sms > 1 ? sms : 1) ? programs : (sms > 1 ? sms : 1)) + log2(trips);
+}
+
+void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {
+  const aot_rule *rule = &k->rules[r];
+  int kk = k->neighbours > AOT_MAX_NEIGHBOURS ? AOT_MAX_NEIGHBOURS : k->neighbours;
+  if (score > near->score) near->n = 0, near->score = score; /* rows that serve the call better start over */
+  double d = 0;
+  for (int i = 0; i < k->nkey; i++) d += fabs(rule->key_log2[i] - near->key_log2[i]);
+  int at;
+  if (near->n < kk) {
+    at = near->n++;
+  } else if (d < near->dist[kk - 1]) {
+    at = kk - 1;
+  } else {
+    return;
+  }
+  while (at > 0 && near->dist[at - 1] > d) near->row[at] = near->row[at - 1], near->dist[at] = near->dist[at - 1], at--;
+  near->row[at] = r, near->dist[at] = d;
+}
+
+/* Each config's time predicted from the nearest rows, each scaled by the call's work over the row's to the
+ * power k->scale; the least wins (aotpack/selection.py computes the same in the same order). -1: no config
+ * was measured at every neighbour. */
+int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near,
+                            int sms) {
+  int best = -1;
+  double best_t = 0;
+  for (int c = 0; c < k->nconfigs; c++) {
+    if (!rt_config_fits(k, call, c)) continue;
+    double here = k->scale > 0 ? log2_work(k, c, key, sms) : 0, total = 0, weights = 0;
+    int measured = 1;
+    for (int i = 0; i < near->n && measured; i++) {
+      const aot_rule *rule = &k->rules[near->row[i]];
+      double us = rule->us[c];
+      if (us < 0) {
+        measured = 0;
+        break;
+      }
+      double w = 1.0 / ((near->dist[i] + AOT_WEIGHT_OFFSET) * (near->dist[i] + AOT_WEIGHT_OFFSET));
+      double t = log2(us > 1e-3 ? us : 1e-3);
+      if (k->scale > 0) t += k->scale * (here - log2_work(k, c, rule->key, sms));
+      total += w * t;
+      weights += w;
+    }
+    if (measured && (best < 0 || total / weights < best_t)) best = c, best_t = total / weights;
+  }
+  return best;
+}
+

@@ -1,0 +1,128 @@
+"""The dispatcher's rule between measured keys (aotpack/selection.py), built: a matmul whose tuning table
+holds every config's time at 40 keys (drawn from a wave model of the GPU, so that the best tile changes with
+the shape), the rule chosen at build time, and the C runtime's pick for 300 keys nobody measured, read back
+through select() on the fake driver, the same as the Python rule's: the runtime computes what the build's
+held-out error describes."""
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from aotpack import build, manifest, selection
+from aotpack.backends import recipes as recipe
+
+from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SMS = 132
+
+RECIPE = f"""
+package: picked_kernels
+version: 0.1.0
+targets: [sm_90a]
+tables: [table.json]
+kernels:
+  matmul:
+    triton: {ROOT}/examples/matmul.py:matmul_kernel
+    types: {{T: [fp16]}}
+    args:
+      a_ptr: {{type: "*T", extent: "(M - 1) * stride_am + (K - 1) * stride_ak + 1"}}
+      b_ptr: {{type: "*T", extent: "(K - 1) * stride_bk + (N - 1) * stride_bn + 1"}}
+      c_ptr: {{type: "*T", extent: "(M - 1) * stride_cm + (N - 1) * stride_cn + 1"}}
+      M: {{type: i32, default: "size(a_ptr, 0)"}}
+      N: {{type: i32, default: "size(b_ptr, 1)"}}
+      K: {{type: i32, default: "size(a_ptr, 1)"}}
+      stride_am: {{type: i32, default: "stride(a_ptr, 0)"}}
+      stride_ak: {{type: i32, default: "stride(a_ptr, 1)"}}
+      stride_bk: {{type: i32, default: "stride(b_ptr, 0)"}}
+      stride_bn: {{type: i32, default: "stride(b_ptr, 1)"}}
+      stride_cm: {{type: i32, default: "stride(c_ptr, 0)"}}
+      stride_cn: {{type: i32, default: "stride(c_ptr, 1)"}}
+    constexprs: {{BLOCK_M: [64, 128], BLOCK_N: [64, 128], BLOCK_K: [32, 64], GROUP_M: [8]}}
+    num_warps: [4]
+    num_stages: [3]
+    specialize: none
+    grid: ["cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)"]
+    key: [M, N, K]
+    bucket: pow2
+    default: {{BLOCK_M: 128, BLOCK_N: 128, BLOCK_K: 32}}
+"""
+
+
+def modelled_us(m: int, n: int, k: int, bm: int, bn: int, bk: int) -> float:
+    """A GPU's time as waves of tiles: big tiles are cheaper per element, small ones fill more multiprocessors."""
+    programs = math.ceil(m / bm) * math.ceil(n / bn)
+    waves = math.ceil(programs / (SMS * (2 if bm * bn <= 64 * 64 else 1)))
+    per_step = bm * bn * bk / (1.0 if bm * bn >= 128 * 128 else 0.8) / (1.0 if bk == 64 else 0.9)
+    return 3.0 + waves * math.ceil(k / bk) * per_step / 40000.0
+
+
+def label(bm: int, bn: int, bk: int) -> str:
+    return f"BLOCK_M={bm},BLOCK_N={bn},BLOCK_K={bk},GROUP_M=8,w4,s3"
+
+
+CONFIGS = [(bm, bn, bk) for bm in (64, 128) for bn in (64, 128) for bk in (32, 64)]
+
+
+def draw(rng: random.Random) -> tuple[int, int, int]:
+    return tuple(round(2 ** rng.uniform(5, 13)) for _ in range(3))  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("picked")
+    rng = random.Random(7)
+    rows = []
+    for key in [draw(rng) for _ in range(40)]:
+        times = {label(*c): round(modelled_us(*key, *c), 3) for c in CONFIGS}
+        rows.append({"key": list(key), "types": {"T": "fp16"}, "config": min(times.items(), key=lambda item: item[1])[0],
+                     "median_us": times, "rejected": {}})  # fmt: skip
+    table = {"format": "aotpack-tuning-table/1", "package": "picked_kernels", "arch": "sm_90a", "device": "model",
+             "driver_cuda": "13.0", "date": "2026-11-29", "sms": SMS, "kernels": {"matmul": rows}}  # fmt: skip
+    (folder / "table.json").write_text(json.dumps(table))
+    (folder / "r.yaml").write_text(RECIPE)
+    wheel = build(folder / "r.yaml", folder / "dist", jobs=2).wheel
+    return folder / "r.yaml", install_wheel(wheel, tmp_path_factory.mktemp("site"))
+
+
+def test_the_runtime_picks_what_the_rule_predicts(site, fake_driver, tmp_path):
+    recipe_path, installed = site
+    (kernel,) = recipe.load(recipe_path).kernels
+    chosen = kernel.selection
+    assert chosen.neighbours > 0 and chosen.scale > 0, chosen  # the wave model's data favours the scaled rule
+    assert chosen.held_out is not None and chosen.nearest is not None
+    assert chosen.held_out.worst < chosen.nearest.worst  # and it generalizes better than the nearest row
+    wheel_manifest = manifest.read_wheel(next((recipe_path.parent / "dist").glob("*.whl")))
+    assert wheel_manifest["kernels"]["matmul"]["selection"]["neighbours"] == chosen.neighbours
+
+    rng = random.Random(11)
+    keys = [draw(rng) for _ in range(300)] + [(96, 4000, 4000), (4000, 96, 4000), (1, 1, 1), (8192, 8192, 8192)]
+    code = CAI_ARRAY + "import picked_kernels as p\n"
+    code += f"for m, n, k in {keys!r}:\n"
+    code += "    a, b, c = Array(A, (m, k)), Array(A, (k, n)), Array(A, (m, n))\n"
+    code += "    first, again = p.matmul.select(a, b, c), p.matmul.select(a, b, c)\n"
+    code += "    print(first if first == again else 'the pick changed on a second call')\n"
+    out, _ = run_on_fake_driver(code, installed, fake_driver, tmp_path / "cuda.log", FAKE_CUDA_SMS=str(SMS))
+    rows = selection.groups(kernel)[0]
+    work = selection.tiles(kernel)
+    consts = selection.consts_of(kernel, work)
+    labels = [c.label for c in kernel.configs]
+    for key, line in zip(keys, out, strict=True):
+        expected = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, SMS)
+        assert expected is not None
+        assert line.split("/")[1].startswith("T=fp16," + labels[expected]), (key, line, labels[expected])
+
+
+def test_without_enough_measured_keys_the_nearest_row_rule_stays(tmp_path):
+    rows = [{"key": [2**i, 2**i, 2**i], "types": {"T": "fp16"}, "config": label(64, 64, 32),
+             "median_us": {label(*c): 1.0 + sum(c) / 1000 for c in CONFIGS}} for i in range(6, 6 + selection.MIN_ROWS - 1)]  # fmt: skip
+    table = {"format": "aotpack-tuning-table/1", "package": "picked_kernels", "arch": "sm_90a", "device": "model",
+             "driver_cuda": "13.0", "date": "2026-11-29", "kernels": {"matmul": rows}}  # fmt: skip
+    (tmp_path / "table.json").write_text(json.dumps(table))
+    (tmp_path / "r.yaml").write_text(RECIPE)
+    (kernel,) = recipe.load(tmp_path / "r.yaml").kernels
+    assert kernel.selection.neighbours == 0 and kernel.selection.held_out is None

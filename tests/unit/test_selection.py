@@ -1,0 +1,159 @@
+"""The dispatcher's rule between measured keys (aotpack/selection.py): its features read from a recipe and a
+kernel's source, its prediction, and its choice by held-out error. tests/integration/test_selection.py holds
+the C runtime to the same picks."""
+
+import math
+from typing import cast
+
+import pytest
+
+from aotpack import selection
+from aotpack.backends.triton import introspect
+from aotpack.model import Tile
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("src", "loops"),
+    [
+        ("def k(K, BLOCK_K):\n    for i in range(0, K, BLOCK_K):\n        pass\n", (("K", "BLOCK_K"),)),
+        ("def k(n, B):\n    for i in tl.range(0, n, B, num_stages=2):\n        pass\n", (("n", "B"),)),
+        ("def k(n, B):\n    for i in tl.static_range(0, tl.cdiv(n, B)):\n        pass\n", (("n", "B"),)),
+        ("def k(n, B):\n    for i in range(tl.cdiv(n, B)):\n        pass\n", (("n", "B"),)),
+        ("def k(n, B):\n    for i in range(0, n, 2):\n        pass\n", ()),  # a constant step is no tile
+        ("def k(n, B):\n    for i in range(n):\n        pass\n", ()),
+        ("    def k(n, B):\n        for i in range(0, n, B):\n            pass\n", (("n", "B"),)),  # indented
+        ("def k(:", ()),  # source that does not parse has none
+    ],
+)  # fmt: skip
+def test_loops_that_step_over_a_parameter(src, loops):
+    assert introspect.loops(src) == loops
+
+
+def measured(key, us):
+    return selection.Measured(key=key, us=us)
+
+
+def test_prediction_scales_each_neighbour_by_the_calls_work():
+    """Two configs measured at 4096 columns: a 4096-column chunk wins there, but at 6000 columns it takes two
+    chunks (8192 columns of work) where a 1024-column chunk takes six: the scaled rule picks the small chunk."""
+    tiles = (Tile(dim=0, constexpr="BLOCK", loop=True),)
+    consts = [{"BLOCK": 4096}, {"BLOCK": 1024}]
+    rows = [measured((4096,), (10.0, 11.0))]
+    assert selection.predict(rows, (6000,), 1, 0.0, tiles, consts, 132) == 0
+    assert selection.predict(rows, (6000,), 1, 1.0, tiles, consts, 132) == 1
+    assert selection.log2_work(tiles, consts[0], (6000,), 132) == math.log2(132) + 1
+    # a config not measured at every neighbour is not a candidate; one that does not fit the call neither
+    rows = [measured((4096,), (10.0, None)), measured((8192,), (20.0, 19.0))]
+    assert selection.predict(rows, (6000,), 2, 0.0, tiles, consts, 132) == 0
+    assert selection.predict(rows, (6000,), 2, 0.0, tiles, consts, 132, fits=[False, True]) is None
+
+
+def test_grid_tiles_count_programs_at_least_one_per_multiprocessor():
+    tiles = (Tile(dim=0, constexpr="BM", loop=False),)
+    assert selection.log2_work(tiles, {"BM": 64}, (64,), 132) == math.log2(132)  # one program: the GPU's width
+    assert selection.log2_work(tiles, {"BM": 64}, (64 * 264,), 132) == math.log2(264)
+
+
+def test_neighbours_are_the_nearest_in_log_space_ties_in_table_order():
+    rows = [measured((1024,), (1.0,)), measured((256,), (1.0,)), measured((4096,), (1.0,))]
+    assert [r.key for _, r in selection.neighbours(rows, (2048,), 2)] == [(1024,), (4096,)]
+
+
+def test_the_nearest_row_rule_rounds_the_key_up():
+    rows = [measured((1024,), (1.0, 2.0)), measured((4096,), (2.0, 1.0))]
+    assert selection.nearest_row(rows, (1500,), pow2=True) == 1  # 2048 is past 1024: the row above serves
+    assert selection.nearest_row(rows, (1024,), pow2=True) == 0
+    assert selection.nearest_row(rows, (9000,), pow2=True) == 1  # past the table: the nearest
+
+
+def test_the_rule_is_the_one_with_the_least_held_out_error(kernel_dir):
+    """Times that follow a loop's chunk count (the padding of the last chunk, a cost per chunk): the scaled rule
+    predicts the held-out keys better than the nearest row, which misses where the best chunk changes between
+    measured keys, and is chosen."""
+    import dataclasses
+
+    from aotpack import expr
+    from aotpack.backends import recipes as recipe
+    from aotpack.model import Rule
+
+    from ..shared import GOOD
+
+    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
+    assert kernel.triton is not None
+    kernel = dataclasses.replace(kernel, grid=(expr.parse("n_elements"), expr.parse(1), expr.parse(1)),
+                                 triton=dataclasses.replace(kernel.triton, loops=(("n_elements", "BLOCK"),)))  # fmt: skip
+    rules = []
+    for n in (300, 700, 1000, 1500, 2100, 3000, 4500, 6000, 9000, 13000, 20000, 31000):
+        blocks = [cast(int, c.value("BLOCK")) for c in kernel.configs]
+        us = tuple((c.label, 0.5 + math.ceil(n / b) * (b + 400) / 1000 + (c.num_warps or 4) / 100)
+                   for c, b in zip(kernel.configs, blocks, strict=True))  # fmt: skip
+        best = min(us, key=lambda p: p[1])[0]
+        rules.append(Rule(key=(n,), config=next(c for c in kernel.configs if c.label == best), arch="sm_90a",
+                          types=(("T", "fp16"),), specialization=None, median_us=us, where=kernel.where))  # fmt: skip
+    chosen = selection.choose(dataclasses.replace(kernel, rules=tuple(rules)), 132)
+    assert chosen.tiles == (Tile(dim=0, constexpr="BLOCK", loop=True),)
+    assert chosen.held_out is not None and chosen.nearest is not None and chosen.held_out.points == len(rules)
+    assert chosen.neighbours > 0 and chosen.scale > 0
+    assert chosen.held_out.worst < chosen.nearest.worst
+    assert chosen.held_out.over < chosen.nearest.over
+
+
+@pytest.mark.parametrize(
+    ("sample", "message"),
+    [
+        ("{count: 0}", "expected an integer >= 1"),
+        ("{count: 5000}", "at most 4096 sampled keys, got 5000"),
+        ("{count: 4, range: {M: [1, 8]}}", "'M' is not in the kernel's key (n_elements)"),
+        ("{count: 4, range: {n_elements: [8, 1]}}", "expected low <= high, got [8, 1]"),
+        ("{count: 4, range: {n_elements: [8]}}", "expected [low, high]"),
+        ("{count: 4, seed: -1}", "expected an integer >= 0"),
+        ("{count: 4, every: 2}", "every"),
+    ],
+)  # fmt: skip
+def test_a_bad_sample_is_a_located_error(kernel_dir, sample, message):
+    from aotpack.backends import recipes as recipe
+    from aotpack.errors import RecipeError
+
+    from ..shared import GOOD
+
+    text = GOOD + f"    tune:\n      inputs: add.py:add_kernel\n      sample: {sample}\n"
+    with pytest.raises(RecipeError) as info:
+        recipe.parse(text, kernel_dir / "r.yaml")
+    assert message in str(info.value) and str(info.value).startswith(f"{kernel_dir}/r.yaml:")
+
+
+def test_sample_alone_is_enough_and_keys_or_sample_are_needed(kernel_dir):
+    from aotpack.backends import recipes as recipe
+    from aotpack.errors import RecipeError
+
+    from ..shared import GOOD
+
+    text = (
+        GOOD + "    tune:\n      inputs: add.py:add_kernel\n      sample: {count: 3, range: {n_elements: [16, 4096]}}\n"
+    )
+    (kernel,) = recipe.parse(text, kernel_dir / "r.yaml").kernels
+    assert kernel.tune is not None and kernel.tune.sample == 3 and kernel.tune.ranges == ((16, 4096),)
+    with pytest.raises(RecipeError, match="give the keys to time: 'keys'"):
+        recipe.parse(GOOD + "    tune:\n      inputs: add.py:add_kernel\n", kernel_dir / "r.yaml")
+
+
+def test_the_shared_sums_pick_what_predict_picks():
+    """choose() evaluates every candidate rule on every held-out row with shared prefix sums: the same picks as
+    predict() computes one at a time (and the C runtime, tests/integration/test_selection.py)."""
+    import random
+
+    rng = random.Random(3)
+    tiles = (Tile(dim=0, constexpr="B", loop=False), Tile(dim=1, constexpr="K", loop=True))
+    consts = [{"B": b, "K": k} for b in (32, 64, 128) for k in (16, 64)]
+    rows = []
+    for _ in range(30):
+        key = (rng.randint(1, 20000), rng.randint(1, 5000))
+        us = tuple(None if rng.random() < 0.05 else rng.uniform(3, 300) for _ in consts)
+        rows.append(measured(key, us))
+    picks = selection._candidate_picks(rows, tiles, consts, 132)
+    for (k, scale), chosen in picks.items():
+        for i, row in enumerate(rows):
+            others = [r for j, r in enumerate(rows) if j != i]
+            assert chosen[i] == selection.predict(others, row.key, k, scale, tiles, consts, 132), (k, scale, i)
