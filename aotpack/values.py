@@ -74,6 +74,11 @@ def runs(value: str, low: int) -> int:
     return count(value, "a number of runs", low, MAX_TUNE_RUNS)
 
 
+def budget_seconds(value: str) -> int:
+    """``aotpack tune --budget``: whole seconds, 1 to a week."""
+    return count(value, "a number of seconds", 1, 7 * 24 * 3600)
+
+
 def program_runs(value: str) -> int:
     """How often ``aotpack record`` runs the program at most (``--runs``)."""
     return count(value, "a number of runs of the program", 1, MAX_PROGRAM_RUNS)

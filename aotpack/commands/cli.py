@@ -106,6 +106,9 @@ def _tune_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     t.add_argument("--warmup", type=_warmup, default=WARMUP, help=f"untimed runs first (default: {WARMUP})")
     t.add_argument("--devices", default=None, metavar="all|0,1,...",
                    help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
+    t.add_argument("--budget", type=_budget, default=None, metavar="SECONDS",
+                   help="start no key past this many seconds; the table holds the keys timed by then, listed keys "
+                        "first, then tune.sample's (default: no limit)")  # fmt: skip
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
     _amount(t, quiet="only the table's path, and warnings and errors", verbose="log every variant's time at each key")
@@ -254,6 +257,7 @@ _positive = _option(values.jobs)
 _size = _option(cache.parse_size)
 _reps = _option(lambda text: values.runs(text, 1))
 _warmup = _option(lambda text: values.runs(text, 0))
+_budget = _option(values.budget_seconds)
 _path = _option(values.path)
 _runs = _option(values.program_runs)
 
@@ -343,7 +347,7 @@ def _inspect(args: argparse.Namespace) -> None:
 
 def _tune(args: argparse.Namespace) -> None:
     writable_folder(args.out_dir, "-o")
-    opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel))
+    opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel), budget=args.budget)
     table = tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)
     print(table if args.quiet else f"wrote {table}")
 

@@ -19,10 +19,13 @@ import datetime
 import hashlib
 import importlib
 import logging
+import math
 import multiprocessing
 import os
+import random
 import socket
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -30,13 +33,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import expr, model
+from .. import model, selection
 from .._version import __version__
 from ..backends import recipes as recipe
 from ..errors import RecipeError, TuneError, UsageError
 from ..pipeline import distributed
 from ..recipe import sources as _sources
 from ..recipe import tables
+from . import inspect
 
 log = logging.getLogger("aotpack")
 INPUT_SETS = 3
@@ -48,6 +52,8 @@ class Options:
     warmup: int = 5
     reps: int = 30
     kernels: tuple[str, ...] = ()
+    budget: float | None = None  # seconds on this host's GPUs: no key starts past them
+    deadline: float | None = None  # time.time() past which no unit starts (from budget, when the work starts)
 
 
 def _hook(source: model.Source) -> Callable[..., Any]:
@@ -64,14 +70,6 @@ def _driver_cuda() -> str:
         return f"{version.value // 1000}.{version.value % 1000 // 10}"
     except OSError:
         return "unknown"
-
-
-def bucket(kernel: model.Kernel, key: Sequence[int]) -> tuple[int, ...]:
-    """Key values as the dispatcher compares them (pow2: the next power of two; 0 and 1, often
-    flags, stay apart)."""
-    if kernel.bucket == "pow2":
-        return tuple(v if v <= 1 else expr.next_pow2(v) for v in key)
-    return tuple(key)
 
 
 def _relative_error(torch: Any, outs: Sequence[Any], refs: Sequence[Any]) -> float:
@@ -176,7 +174,7 @@ def _measure(
     best = min(timings, key=timings.__getitem__)
     log.info("%s %s %s %s: %s (%.2f us)", kernel.name, types, key, spec or "", best, timings[best])
     return tables.Row(
-        key=bucket(kernel, key),
+        key=key,
         types=tuple(sorted(types.items())),
         config=best,
         specialization=spec,
@@ -185,18 +183,27 @@ def _measure(
     )
 
 
+def sampled(spec: model.TuneSpec) -> list[tuple[int, ...]]:
+    """``sample:``'s keys: each dimension drawn log-uniformly from its range (skinny, square and
+    off-power-of-two shapes alike), seeded; the same recipe draws the same keys."""
+    draw = random.Random(spec.seed)
+    keys: list[tuple[int, ...]] = []
+    for _ in range(spec.sample * 4):  # duplicates are drawn again, a bounded number of times
+        key = tuple(max(lo, min(hi, round(2 ** draw.uniform(math.log2(lo), math.log2(hi))))) for lo, hi in spec.ranges)
+        if key not in keys and key not in spec.keys:
+            keys.append(key)
+        if len(keys) == spec.sample:
+            break
+    return keys
+
+
 def units(kernel: model.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]:
-    """The kernel's tuning work, (binding, key) in table order; keys that share a bucket once."""
+    """The kernel's tuning work, (binding, key): the listed keys, then the sampled ones, each binding's
+    keys interleaved so that a budget that ends the work early leaves every binding keys."""
     spec = kernel.tune
     assert spec is not None
-    keys: dict[tuple[int, ...], tuple[int, ...]] = {}
-    for key in spec.keys:
-        slot = bucket(kernel, key)
-        if slot in keys:
-            log.warning("%s: keys %s and %s share the bucket %s; tuning the first", kernel.name, keys[slot], key, slot)
-        else:
-            keys[slot] = key
-    return [(binding, key) for binding in kernel.bindings for key in keys.values()]
+    keys = list(dict.fromkeys(spec.keys)) + sampled(spec)
+    return [(binding, key) for key in keys for binding in kernel.bindings]
 
 
 def tune_unit(
@@ -255,9 +262,9 @@ def _claim_device(devices: Any, counter: Any, package_name: str, work: list[Unit
     _worker.update(torch=torch, package=package, flush=flush, counter=counter, work=work, opts=opts)
 
 
-def _take(counter: Any, work: list[Unit], run: Callable[[Unit], Any]) -> list[tuple[int, Any]]:
-    """Run units until none is left: (index, result) for each this process ran. A failure stops the
-    others at their next unit."""
+def _take(counter: Any, work: list[Unit], run: Callable[[Unit], Any], deadline: float | None) -> list[tuple[int, Any]]:
+    """Run units until none is left or the deadline passed: (index, result) for each this process ran. A
+    failure stops the others at their next unit."""
     done: list[tuple[int, Any]] = []
     while True:
         with counter.get_lock():
@@ -265,6 +272,8 @@ def _take(counter: Any, work: list[Unit], run: Callable[[Unit], Any]) -> list[tu
             counter.value = index + 1
         if index >= len(work):
             return done
+        if deadline is not None and time.time() > deadline:
+            continue  # past the budget: the unit is left out (None)
         try:
             done.append((index, run(work[index])))
         except BaseException:
@@ -275,7 +284,11 @@ def _take(counter: Any, work: list[Unit], run: Callable[[Unit], Any]) -> list[tu
 
 def _take_in_worker() -> list[tuple[int, Any]]:
     w = _worker
-    return _take(w["counter"], w["work"], lambda u: tune_unit(w["torch"], w["package"], *u, w["opts"], w["flush"]))
+
+    def run(unit: Unit) -> tuple[str, list[tables.Row]]:
+        return tune_unit(w["torch"], w["package"], *unit, w["opts"], w["flush"])
+
+    return _take(w["counter"], w["work"], run, w["opts"].deadline)
 
 
 def _on_devices(
@@ -292,10 +305,10 @@ def _on_devices(
     with ProcessPoolExecutor(others, mp_context=context, initializer=_claim_device,
                              initargs=(claims, counter, package, work, opts)) as pool:  # fmt: skip
         futures = [pool.submit(_take_in_worker) for _ in range(others)]
-        results = dict(_take(counter, work, here))
+        results = dict(_take(counter, work, here, opts.deadline))
         for future in futures:
             results.update(future.result())
-    return [results[i] for i in range(len(work))]
+    return [results.get(i) for i in range(len(work))]
 
 
 # ---------------------------------------------------------------- a Dask cluster's GPUs (--executor)
@@ -445,7 +458,10 @@ def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
 def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, list[tables.Row]]]:
     """Per kernel, the arch its code ran as and its rows, in the units' order (the table's)."""
     out: dict[str, tuple[str, list[tables.Row]]] = {}
-    for (kernel, _, _), (arch, rows) in zip(work, results, strict=True):
+    for (kernel, _, _), result in zip(work, results, strict=True):
+        if result is None:  # past the budget
+            continue
+        arch, rows = result
         previous = out.setdefault(kernel.name, (arch, []))
         if previous[0] != arch:
             raise TuneError(f"{kernel.name}: the GPUs ran code for {previous[0]} and {arch}; tune them separately")
@@ -474,9 +490,17 @@ def tune(
     if executor is not None:
         if devices is not None:
             raise UsageError("give --devices (this host's GPUs) or --executor (a cluster's), not both")
+        if opts.budget is not None:
+            raise UsageError("--budget bounds this host's GPUs' work; with --executor, narrow the recipe's keys")
         gpu, results = tune_on(executor, rec.package, work, opts)
     else:
+        if opts.budget is not None:
+            opts = replace(opts, deadline=time.time() + opts.budget)
         gpu, results = _tune_here(rec.package, str(recipe_path), work, opts, devices)
+    left = sum(r is None for r in results)
+    if left:
+        log.warning("the budget (%g s) ran out: %d of %d keys not timed (the table holds the others)",
+                    opts.budget, left, len(work))  # fmt: skip
     per_kernel = _per_kernel(work, results)
     archs = {arch for arch, _ in per_kernel.values()}
     if len(archs) != 1:
@@ -484,10 +508,28 @@ def tune(
     (arch,) = archs
     table = tables.Table(
         package=rec.package, arch=arch, device=gpu["device"], driver_cuda=gpu["driver_cuda"],
-        date=datetime.date.today().isoformat(),
+        date=datetime.date.today().isoformat(), sms=int(gpu["sms"]) if gpu.get("sms") else None,
         kernels=tuple(sorted((name, tuple(rows)) for name, (_, rows) in per_kernel.items())),
     )  # fmt: skip
-    return tables.write(table, Path(out_dir) / f"{rec.package}.{arch}.json")
+    written = tables.write(table, Path(out_dir) / f"{rec.package}.{arch}.json")
+    _say_rules(table, rec)
+    return written
+
+
+def _say_rules(table: tables.Table, rec: model.Recipe) -> None:
+    """Each kernel's dispatch rule fitted to what was measured, and its held-out error (aotpack/selection.py)."""
+    tuned = {name for name, _ in table.kernels}
+    fitted = tables.apply(
+        replace(table, kernels=table.kernels), [k for k in rec.kernels if k.name in tuned], rec.package
+    )
+    for kernel in fitted:
+        sel = selection.entry(kernel)
+        if sel is None:
+            log.warning("%s: fewer than %d keys per types and class were measured; the dispatcher keeps the nearest "
+                        "row's config (sample more keys: tune.sample)", kernel.name, selection.MIN_ROWS)  # fmt: skip
+            continue
+        for line in inspect.selection_lines(kernel.name, sel):
+            log.warning("%s", line.strip())
 
 
 def _tune_here(
@@ -512,5 +554,9 @@ def _tune_here(
     def here(unit: Unit) -> tuple[str, list[tables.Row]]:
         return tune_unit(torch, package, *unit, opts, flush)
 
-    results = _on_devices(package_name, work, opts, gpus, here) if len(gpus) > 1 else [here(u) for u in work]
-    return {"device": torch.cuda.get_device_name(), "driver_cuda": _driver_cuda()}, results
+    if len(gpus) > 1:
+        results = _on_devices(package_name, work, opts, gpus, here)
+    else:
+        results = [None if opts.deadline is not None and time.time() > opts.deadline else here(u) for u in work]
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return {"device": torch.cuda.get_device_name(), "driver_cuda": _driver_cuda(), "sms": str(sms)}, results

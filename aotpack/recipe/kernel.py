@@ -39,7 +39,8 @@ _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
     "specialize",
 )  # fmt: skip
-TUNE_KEYS = ("inputs", "reference", "keys", "rtol")
+TUNE_KEYS = ("inputs", "reference", "keys", "sample", "rtol")
+SAMPLE_KEYS = ("count", "range", "seed")
 _RULE_KEYS = ("key", "config", "arch", "types")
 CONFIG_LAUNCH = ("num_warps", "num_stages")
 
@@ -83,7 +84,8 @@ def called(entry: KernelEntry, backend: Backend, readers: Readers) -> Kernel:
         constexpr_names=constexpr_names, configs=configs, default=default, grid=grid,
         key=tuple(key), bucket=_bucket(k), rules=rules, targets=targets,
         triton=own.triton(jit.fixed, tuple(dtype_consts)), cuda=launch,
-        tune=_tune(k["tune"], entry.root, len(key)) if "tune" in k else None, autotune=_autotune(k, own),
+        tune=_tune(k["tune"], entry.root, tuple(n for n, _ in key)) if "tune" in k else None,
+        autotune=_autotune(k, own),
         mutates=_mutates(k["mutates"], names.pointers) if "mutates" in k else None, bound=tuple(bound),
         where=entry.where,
     )  # fmt: skip
@@ -457,19 +459,47 @@ def _mutates(node: Node, pointers: set[str]) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
-def _tune(node: Node, root: Path, key_length: int) -> TuneSpec:
-    fields = node.mapping(TUNE_KEYS, required=("inputs", "keys"))
-    if key_length == 0:
+def _tune(node: Node, root: Path, names: tuple[str, ...]) -> TuneSpec:
+    fields = node.mapping(TUNE_KEYS, required=("inputs",))
+    if not names:
         raise node.fail("tuning needs a 'key' on the kernel")
+    if "keys" not in fields and "sample" not in fields:
+        raise node.fail("give the keys to time: 'keys' (a list of key values), 'sample' (keys drawn from ranges), "
+                        "or both (docs/tuning.md)")  # fmt: skip
     keys = []
-    for item in fields["keys"].sequence():
+    for item in fields["keys"].sequence() if "keys" in fields else ():
         values = tuple(v.integer(minimum=0) for v in item.sequence(allow_scalar=True))
-        if len(values) != key_length:
-            raise item.fail(f"expected {key_length} key values, got {len(values)}")
+        if len(values) != len(names):
+            raise item.fail(f"expected {len(names)} key values, got {len(values)}")
         keys.append(values)
+    sample, ranges, seed = _sample(fields["sample"], names) if "sample" in fields else (0, (), 0)
     rtol = fields["rtol"].scalar() if "rtol" in fields else 1e-2
     if not isinstance(rtol, (int, float)) or isinstance(rtol, bool) or rtol < 0:
         raise fields["rtol"].fail(f"expected a number >= 0 (0: exact), got {rtol!r}")
     reference = _fields.source(fields["reference"], root) if "reference" in fields else None
     inputs = _fields.source(fields["inputs"], root)
-    return TuneSpec(inputs=inputs, reference=reference, keys=tuple(keys), rtol=float(rtol))
+    return TuneSpec(inputs=inputs, reference=reference, keys=tuple(keys), rtol=float(rtol), sample=sample,
+                    ranges=ranges, seed=seed)  # fmt: skip
+
+
+def _sample(node: Node, names: tuple[str, ...]) -> tuple[int, tuple[tuple[int, int], ...], int]:
+    """``sample: {count: N, range: {<key name>: [low, high], ...}, seed: S}``: N keys drawn log-uniformly per
+    dimension (a dimension without a range: 1 to 8192)."""
+    fields = node.mapping(SAMPLE_KEYS, required=("count",))
+    count = fields["count"].integer(minimum=1)
+    if count > limits.MAX_TUNE_SAMPLES:
+        raise fields["count"].fail(f"at most {limits.MAX_TUNE_SAMPLES} sampled keys, got {count}")
+    given: dict[str, tuple[int, int]] = {}
+    if "range" in fields:
+        for name, item, where in fields["range"].items():
+            if name not in names:
+                raise RecipeError(f"{name!r} is not in the kernel's key ({', '.join(names)})", where)
+            bounds = item.sequence()
+            if len(bounds) != 2:
+                raise item.fail("expected [low, high]")
+            low, high = bounds[0].integer(minimum=1), bounds[1].integer(minimum=1)
+            if low > high:
+                raise item.fail(f"expected low <= high, got [{low}, {high}]")
+            given[name] = (low, high)
+    seed = fields["seed"].integer(minimum=0) if "seed" in fields else 0
+    return count, tuple(given.get(n, (1, 8192)) for n in names), seed

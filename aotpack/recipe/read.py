@@ -158,7 +158,7 @@ def sources(path: str | Path, readers: Readers) -> Sources:
         entry = KernelEntry(name=name, keys=k, node=node, where=where, root=root, targets=(), targets_at=None)
         backend = _backend(k, node, readers)
         includes = k["include_dirs"].sequence(allow_scalar=True) if "include_dirs" in k else ()
-        tune = k["tune"].mapping(_kernel.TUNE_KEYS, required=("inputs", "keys")) if "tune" in k else {}
+        tune = k["tune"].mapping(_kernel.TUNE_KEYS, required=("inputs",)) if "tune" in k else {}
         kernels.append(KernelFiles(name=name, backend=backend, source=readers[backend].source(entry),
                                    include_dirs=tuple(_fields.path(item, root) for item in includes),
                                    tune=tuple(_fields.source(tune[t], root) for t in ("inputs", "reference")

@@ -52,7 +52,7 @@ HEAD = (
         ('{"format": "aotpack-tuning-table/1", "package": "kit"}', "t.json: missing 'arch'"),
         ('{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1",'
          ' "date": "d", "kernels": {"add": [{"key": [1.5], "config": "c"}]}}',
-         "t.json: kernels.add[0].key: expected a list of integers >= 0 (bucketed key values), got [1.5]"),
+         "t.json: kernels.add[0].key: expected a list of integers >= 0 (key values), got [1.5]"),
         ('{"format": "aotpack-tuning-table/1", "package": "kit", "arch": "sm_90a", "device": "d", "driver_cuda": "1",'
          ' "date": "d", "kernels": {"add": [{"key": [1], "config": "c", "specialization": 5}]}}',
          "t.json: kernels.add[0].specialization: expected a class name such as 'hinted' or 'DD_1', got 5"),
@@ -66,7 +66,7 @@ HEAD = (
         (HEAD + '"kernels": {"add": 7}}', "t.json: 'kernels' must map kernel names to lists of rows"),
         (HEAD + '"kernels": {"add": {"key": [1]}}}', "t.json: 'kernels' must map kernel names to lists of rows"),
         (HEAD + '"kernels": {"add": [{"key": [-4], "config": "c"}]}}',
-         "t.json: kernels.add[0].key: expected a list of integers >= 0 (bucketed key values), got [-4]"),
+         "t.json: kernels.add[0].key: expected a list of integers >= 0 (key values), got [-4]"),
         ("[" * 100_000 + "]" * 100_000, "t.json: not a tuning table (nested too deeply)"),
         (HEAD + '"kernels": {"add": [{"key": [1' + "0" * 5000 + '], "config": "c"}]}}',
          "t.json: not a tuning table (Exceeds the limit (4300 digits) for integer string conversion"),
@@ -137,10 +137,18 @@ def test_tables_that_do_not_fit_the_recipe(kernel_dir, changes, message):
     assert str(info.value) == f"{kernel_dir}/r.yaml:4:10: tables[0]: {message}"
 
 
-def test_pow2_buckets_keep_zero_and_one_apart(kernel_dir: Path) -> None:
-    """Tuned rows are written under bucketed keys; 0 and 1 (often a flag) must not share a bucket."""
+def test_sampled_keys_are_seeded_distinct_and_within_their_ranges(kernel_dir: Path) -> None:
+    """tune.sample's keys: the same recipe draws the same keys, none twice nor a listed one, each in range."""
+    import dataclasses
+
     from aotpack.commands import tune
 
-    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
-    assert kernel.bucket == "pow2"
-    assert [tune.bucket(kernel, (v,)) for v in (0, 1, 2, 3, 1000, 4096)] == [(0,), (1,), (2,), (4,), (1024,), (4096,)]
+    spec = model.TuneSpec(inputs=model.Source(path=kernel_dir / "h.py", module=None, function="f"), reference=None,
+                          keys=((16,),), rtol=0.0, sample=50, ranges=((3, 300),), seed=5)  # fmt: skip
+    keys = tune.sampled(spec)
+    assert keys == tune.sampled(spec) and len(keys) == len(set(keys)) == 50
+    assert all(3 <= k <= 300 for (k,) in keys) and (16,) not in keys
+    assert any(k & (k - 1) for (k,) in keys)  # off powers of two too
+    assert keys != tune.sampled(dataclasses.replace(spec, seed=6))
+    narrow = tune.sampled(dataclasses.replace(spec, ranges=((1, 4),)))  # fewer distinct keys than asked: all of them
+    assert sorted(narrow) == [(1,), (2,), (3,), (4,)]

@@ -77,6 +77,7 @@ def test_units_from_any_number_of_gpus_go_back_in_table_order():
 def test_units_are_taken_once_each_and_a_failure_stops_the_others():
     import multiprocessing
     import threading
+    import time
 
     from aotpack.commands.tune import _take
 
@@ -85,7 +86,7 @@ def test_units_are_taken_once_each_and_a_failure_stops_the_others():
     taken: list[list[tuple[int, Any]]] = [[], [], []]
 
     def worker(slot):
-        taken[slot] = _take(counter, work, lambda unit: unit * 10)
+        taken[slot] = _take(counter, work, lambda unit: unit * 10, None)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
     for t in threads:
@@ -103,6 +104,9 @@ def test_units_are_taken_once_each_and_a_failure_stops_the_others():
         return unit
 
     with pytest.raises(RuntimeError, match="unit 3 failed"):
-        _take(counter, work, fail_at_3)
+        _take(counter, work, fail_at_3, None)
     assert counter.value >= len(work), "the others stop at their next unit"
-    assert _take(counter, work, lambda unit: unit) == []
+    assert _take(counter, work, lambda unit: unit, None) == []
+
+    counter.value = 0  # past the deadline: no unit starts, and none is handed to another process either
+    assert _take(counter, work, lambda unit: unit, time.time() - 1) == [] and counter.value >= len(work)
