@@ -53,3 +53,14 @@ def rmsnorm_reference(args):
     _, x, w, eps = args
     x64 = x.double()
     return [x64 * torch.rsqrt(x64.pow(2).mean(dim=1, keepdim=True) + eps) * w.double()]
+
+
+def layernorm_inputs(key, types):
+    x = _randn(key["n_rows"], key["n_cols"], dtype=types["T"])
+    w, b = _randn(key["n_cols"], dtype=types["T"]), _randn(key["n_cols"], dtype=types["T"])
+    return (torch.empty_like(x), x, w, b, 1e-5), (0,)
+
+
+def layernorm_reference(args):
+    _, x, w, b, eps = args
+    return [torch.nn.functional.layer_norm(x.double(), (x.shape[1],), w.double(), b.double(), eps)]

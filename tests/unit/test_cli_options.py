@@ -130,18 +130,18 @@ def test_plan_json_is_the_documented_document(capsys: pytest.CaptureFixture[str]
     assert set(document) == {"schema", "recipe", "package", "kernels", "totals"} and document["schema"] == 1
     assert document["recipe"] == DEMO and document["package"] == "demo_kernels"
     kernels = document["kernels"]
-    assert [k["name"] for k in kernels] == ["add", "softmax", "matmul", "rmsnorm"]
+    assert [k["name"] for k in kernels] == ["add", "softmax", "matmul", "layernorm", "rmsnorm"]
     assert all(set(k) == {"name", "backend", "variants"} for k in kernels)
     assert {k["name"]: k["backend"] for k in kernels} == {"add": "triton", "softmax": "triton", "matmul": "triton",
-                                                           "rmsnorm": "cuda"}  # fmt: skip
+                                                           "layernorm": "triton", "rmsnorm": "cuda"}  # fmt: skip
     assert [v for k in kernels for v in k["variants"]] == ids.split()  # the ids plan lists, in its order
     assert all(v.startswith(k["name"] + "/") for k in kernels for v in k["variants"])
     per_backend: dict[str, int] = {}
     for k in kernels:
         per_backend[k["backend"]] = per_backend.get(k["backend"], 0) + len(k["variants"])
-    assert document["totals"] == {"variants": len(ids.split()), "kernels": 4, "backends": per_backend}
+    assert document["totals"] == {"variants": len(ids.split()), "kernels": 5, "backends": per_backend}
     counts = ", ".join(f"{n} {b}" for b, n in sorted(per_backend.items()))
-    assert f"\ntotal: {len(ids.split())} variants ({counts}) of 4 kernels\n" in summary
+    assert f"\ntotal: {len(ids.split())} variants ({counts}) of 5 kernels\n" in summary
     for k in kernels:
         assert f"\n{k['name']} ({k['backend']}): {len(k['variants'])} variants; " in "\n" + summary
 
