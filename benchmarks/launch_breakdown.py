@@ -3,7 +3,8 @@ torch lacks DLPack's C exchange API (torch < 2.10: add reads get_device, data_pt
 is_contiguous and numel of each tensor; a kernel that reads sizes or strides reads shape and stride
 instead of the last two; with the API, one C call per tensor replaces them), the argument parsing and dispatch
 without a launch (the C select), and the full call, each timed in a tight loop, for the demo's add
-(a 33-row dispatch table), softmax and matmul (240 rows); for the drop-in launch of a recorded
+(a 33-row dispatch table), softmax and matmul (about 1,000 rows), matmul also with a new key on every call
+(the rule between measured keys runs: aotpack/selection.py); for the drop-in launch of a recorded
 kernel (when liger_recorded is installed), the config pick alone (warmup=True returns before the
 launch) and the full call."""
 
@@ -38,6 +39,22 @@ x, y, out = (torch.randn(N, device="cuda") for _ in range(3))
 raw = torch._C._cuda_getCurrentRawStream
 s_in, s_out = torch.randn(8, 1000, device="cuda"), torch.empty(8, 1000, device="cuda")
 a, b, c = (torch.randn(64, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+# a new key on every call (views of one buffer, 64 shapes cycled): the kept picks miss and the table's rule runs
+big = torch.empty(1 << 22, device="cuda", dtype=torch.float16)
+views = [(big[: m * 64].view(m, 64), big[: 64 * n].view(64, n), big[: m * n].view(m, n))
+         for m, n in ((65 + 7 * i, 900 - 5 * i) for i in range(64))]  # fmt: skip
+cycle = iter(())
+
+
+def new_key() -> object:
+    global cycle
+    try:
+        return demo_kernels._native._select_matmul(*next(cycle))
+    except StopIteration:
+        cycle = iter(views)
+        return demo_kernels._native._select_matmul(*next(cycle))
+
+
 steps = {
     "t.data_ptr()": lambda: x.data_ptr(),
     "t.get_device()": lambda: x.get_device(),
@@ -55,6 +72,7 @@ steps = {
     "softmax 8x1000 (tensors)": lambda: demo_kernels.softmax(s_out, s_in),
     "torch.softmax(out=)": lambda: torch.softmax(s_in, -1, out=s_out),
     "C select: matmul 64^3 fp16": lambda: demo_kernels._native._select_matmul(a, b, c),
+    "C select: matmul, a new key each call": new_key,
     "matmul 64^3 fp16 (tensors)": lambda: demo_kernels.matmul(a, b, c),
     "torch.matmul(out=)": lambda: torch.matmul(a, b, out=c),
 }

@@ -66,13 +66,13 @@ def main() -> int:
         }
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
-                               "unit or integration", *SUBSET, *NOT_PER_RELEASE], cwd=ROOT, env=env)  # fmt: skip
+                               "unit or integration", "--durations=15", *SUBSET, *NOT_PER_RELEASE], cwd=ROOT, env=env)  # fmt: skip
         results.append((release.tested, "passed" if done.returncode == 0 else "FAILED", time.monotonic() - started))
     started = time.monotonic()
     env = {**os.environ, "AOTPACK_TEST_RELEASES": ",".join(others),
            "AOTPACK_TEST_RELEASES_CACHE": str(args.cache_dir), "AOTPACK_TEST_WHEELHOUSE": str(args.wheelhouse)}  # fmt: skip
     here = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "integration",
-                           "tests/integration/test_releases.py"], cwd=ROOT, env=env)  # fmt: skip
+                           "--durations=15", "tests/integration/test_releases.py"], cwd=ROOT, env=env)  # fmt: skip
     results.append((f"{installed} (--triton builds, installs)", "passed" if here.returncode == 0 else "FAILED",
                     time.monotonic() - started))  # fmt: skip
     for version, outcome, seconds in results:
