@@ -49,6 +49,11 @@ class Measured:
     def best(self) -> float:
         return min(t for t in self.us if t is not None)
 
+    @property
+    def fastest(self) -> int:
+        """The config measured fastest (ties: the first)."""
+        return min((t, c) for c, t in enumerate(self.us) if t is not None)[1]
+
 
 def tiles(kernel: Kernel) -> tuple[Tile, ...]:
     """The key's tiles: a key dimension that is an argument, cut by an integer constexpr in a ``cdiv`` of the
@@ -146,14 +151,24 @@ def _log2_approx(x: int) -> float:
 def nearest_row(rows: Sequence[Measured], key: Sequence[int], pow2: bool) -> int:
     """The config the nearest-row rule picks (the dispatcher's rule for rows without times): the measured
     best of the nearest row at or above the bucketed key in every dimension, else of the nearest row."""
+    logs = [[_log2_approx(v) for v in r.key] for r in rows]
+    return rows[_nearest_index([r.key for r in rows], logs, key, pow2, skip=-1)].fastest
+
+
+def _nearest_index(keys: Sequence[Sequence[int]], logs: Sequence[Sequence[float]], key: Sequence[int], pow2: bool,
+                   skip: int) -> int:  # fmt: skip
+    """The index of the row the nearest-row rule takes for the key (``skip``: a row left out)."""
     v = [expr.next_pow2(x) if pow2 and x > 1 else x for x in key]
+    v_logs = [_log2_approx(x) for x in v]
     best: tuple[int, float] | None = None
     pick = 0
-    for r in rows:
-        up = int(all(a >= b for a, b in zip(r.key, v, strict=True)))
-        dist = sum(abs(_log2_approx(a) - _log2_approx(b)) for a, b in zip(r.key, v, strict=True))
+    for j, (row_key, row_logs) in enumerate(zip(keys, logs, strict=True)):
+        if j == skip:
+            continue
+        up = int(all(a >= b for a, b in zip(row_key, v, strict=True)))
+        dist = sum(abs(a - b) for a, b in zip(row_logs, v_logs, strict=True))
         if best is None or up > best[0] or (up == best[0] and dist < best[1]):
-            best, pick = (up, dist), min(range(len(r.us)), key=lambda c: (r.us[c] is None, r.us[c] or 0.0))
+            best, pick = (up, dist), j
     return pick
 
 
@@ -240,8 +255,11 @@ def choose(kernel: Kernel, sms: int) -> Selection:
     work = tiles(kernel)
     consts = consts_of(kernel, work)
     pow2 = kernel.bucket == "pow2"
-    nearest_picks = [[nearest_row([r for j, r in enumerate(rows) if j != i], row.key, pow2)
-                      for i, row in enumerate(rows)] for rows in measured]  # fmt: skip
+    nearest_picks = []
+    for rows in measured:
+        keys, logs = [r.key for r in rows], [[_log2_approx(v) for v in r.key] for r in rows]
+        nearest_picks.append([rows[_nearest_index(keys, logs, row.key, pow2, skip=i)].fastest
+                              for i, row in enumerate(rows)])  # fmt: skip
     nearest, nearest_score = _error(measured, nearest_picks)
     per_group = [_candidate_picks(rows, work, consts, sms) for rows in measured]
     best: tuple[float, int, float, HeldOut] | None = None

@@ -54,7 +54,7 @@ def default_dir() -> Path:
 
 
 # What runs after the compile stage: a change there makes new wheels, but the same compiled variants.
-LATE_STAGES = ("codegen/", "runtime/", "pipeline/native.py", "pipeline/wheel.py", "pipeline/repair.py")
+LATE_STAGES = ("codegen/", "runtime/", "selection.py", "pipeline/native.py", "pipeline/wheel.py", "pipeline/repair.py")
 
 
 def own_files(compile_stage: bool) -> list[Path]:
