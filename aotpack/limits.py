@@ -12,6 +12,8 @@ MAX_DIMS = 8  # dimensions of a tensor argument
 MAX_DEVICES = 64  # CUDA devices one process launches on
 SELECTION_SLACK = 1.05  # a pick this much slower than the fastest config counts against a rule
 SELECTION_WEIGHT_OFFSET = 0.25  # aotpack/selection.py's neighbour weight 1 / (distance + this)^2
+MAX_MEASURED_KEYS = 512  # a table's timed keys per kernel, arch, types and class (choosing the rule is quadratic)
+MAX_MEASURED_ROWS = 8192  # a kernel's timed rows in all (the demo's matmul has 1,720)
 MAX_NEIGHBOURS = 16  # measured keys the dispatcher's rule predicts a config's time from (aotpack/selection.py)
 
 # inputs of a build (yamlnodes.read_text reads each one)

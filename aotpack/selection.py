@@ -22,6 +22,7 @@ the two to the same picks.
 
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -202,8 +203,9 @@ def _candidate_picks(
     scales = SCALES if work else (0.0,)
     picks: dict[tuple[int, float], list[int | None]] = {(k, s): [] for k in NEIGHBOURS for s in scales}
     for i in range(n):
-        near = sorted((sum(abs(a - b) for a, b in zip(logs[j], logs[i], strict=True)), j) for j in range(n) if j != i)
-        near = near[: max(NEIGHBOURS)]
+        mine = logs[i]
+        near = heapq.nsmallest(max(NEIGHBOURS), ((sum(abs(a - b) for a, b in zip(other, mine, strict=True)), j)
+                                                 for j, other in enumerate(logs) if j != i))  # fmt: skip
         weights = [1.0 / ((d + limits.SELECTION_WEIGHT_OFFSET) * (d + limits.SELECTION_WEIGHT_OFFSET)) for d, _ in near]
         # per config, prefix sums over the nearest: of w * log2 time, w * log2 work, w, and the unmeasured
         sums = []

@@ -20,11 +20,12 @@ import dataclasses
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import selection
+from .. import limits, selection
 from .._temp import atomic_file
 from ..model import Kernel, Rule
 from . import yamlnodes
@@ -177,6 +178,15 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
         replaced = {(r.key, r.arch, r.types, r.specialization) for r in new}
         kept = [r for r in kernel.rules if (r.key, r.arch, r.types, r.specialization) not in replaced]
         merged = dataclasses.replace(kernel, rules=(*kept, *new))
+        timed = Counter((r.arch, r.types, r.specialization) for r in merged.rules if r.median_us)
+        if timed and max(timed.values()) > limits.MAX_MEASURED_KEYS:
+            raise TableError(f"kernels.{name}: {max(timed.values())} timed keys of one types and class; the "
+                             f"dispatcher's rule is fitted to at most {limits.MAX_MEASURED_KEYS} "
+                             "(limits.MAX_MEASURED_KEYS): tune fewer keys")  # fmt: skip
+        if sum(timed.values()) > limits.MAX_MEASURED_ROWS:
+            bound = limits.MAX_MEASURED_ROWS
+            raise TableError(f"kernels.{name}: {sum(timed.values())} timed rows; the dispatcher's rule is fitted "
+                             f"to at most {bound} (limits.MAX_MEASURED_ROWS): tune fewer keys")  # fmt: skip
         sms = table.sms or kernel.selection.sms or selection.DEFAULT_SMS
         by_name[name] = dataclasses.replace(merged, selection=selection.choose(merged, sms))
     return [by_name[k.name] for k in kernels]

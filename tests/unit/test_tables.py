@@ -1,5 +1,6 @@
 """Tuning tables: the file format, its errors, and how build bakes rows into dispatch rules."""
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,25 @@ def test_sampled_keys_are_seeded_distinct_and_within_their_ranges(kernel_dir: Pa
     assert keys != tune.sampled(dataclasses.replace(spec, seed=6))
     narrow = tune.sampled(dataclasses.replace(spec, ranges=((1, 4),)))  # fewer distinct keys than asked: all of them
     assert sorted(narrow) == [(1,), (2,), (3,), (4,)]
+
+
+def test_more_timed_keys_of_one_class_than_the_rule_reads_are_refused(kernel_dir, monkeypatch):
+    """Choosing the rule is quadratic in a class's timed keys: a table past limits.MAX_MEASURED_KEYS is refused
+    (a hostile or runaway table costs a bounded time), one at the bound is read."""
+    from aotpack import limits
+
+    def rows(n):
+        return tuple(tables.Row(key=(k + 1,), types=(("T", "fp16"),), config="BLOCK=256,w4,s3",
+                                median_us=(("BLOCK=256,w4,s3", 1.0 + k % 7),)) for k in range(n))  # fmt: skip
+
+    with pytest.raises(RecipeError, match=r"tables\[0\]: kernels.add: 513 timed keys of one types and class"):
+        with_table(kernel_dir, table(kernels=(("add", rows(limits.MAX_MEASURED_KEYS + 1)),)))
+    with_table(kernel_dir, table(kernels=(("add", rows(limits.MAX_MEASURED_KEYS)),)))
+    # and a kernel's rows in all (both dtypes at the bound of one class; the total bound lowered to keep it quick)
+    monkeypatch.setattr(limits, "MAX_MEASURED_ROWS", 1000)
+    one = rows(limits.MAX_MEASURED_KEYS)
+    both = one + tuple(dataclasses.replace(r, types=(("T", "fp32"),)) for r in one)
+    with pytest.raises(
+        RecipeError, match=r"kernels.add: 1024 timed rows; .* at most 1000 \(limits.MAX_MEASURED_ROWS\)"
+    ):
+        with_table(kernel_dir, table(kernels=(("add", both),)))
