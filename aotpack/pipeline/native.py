@@ -34,6 +34,10 @@ LIMITED_API = "0x03090000"
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 
 
+# what the runtime links beside the driver it dlopens: glibc's dl, pthread and m (the dispatcher's log2)
+SYSTEM_LIBRARIES = ("-ldl", "-lpthread", "-lm")
+
+
 @dataclass(frozen=True, kw_only=True)
 class NativeBuild:
     """What to compile, planned as data."""
@@ -49,7 +53,7 @@ class NativeBuild:
             *compiler, "-target", f"{self.machine}-linux-gnu.{GLIBC}", "-shared", "-fPIC", "-O2", "-std=c11",
             *WARNINGS, "-g0", "-fvisibility=hidden", f"-DPy_LIMITED_API={LIMITED_API}",
             *(f"-I{d}" for d in self.include_dirs), "-o", str(self.output),
-            *(str(s) for s in self.sources), *self.link, "-ldl", "-lpthread", "-lm",
+            *(str(s) for s in self.sources), *self.link, *SYSTEM_LIBRARIES,
         )  # fmt: skip
 
 

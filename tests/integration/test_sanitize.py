@@ -58,7 +58,7 @@ def test_the_runtime_and_generated_code_are_clean_under_asan_and_ubsan(sanitized
         work / "capi.c",
         *(work / n for n in runtime.RUNTIME_SOURCES),
     ]
-    subprocess.run([cc, *FLAGS, f"-I{work}", *map(str, sources), "-ldl", "-lpthread", "-o", str(program)],
+    subprocess.run([cc, *FLAGS, f"-I{work}", *map(str, sources), *native.SYSTEM_LIBRARIES, "-o", str(program)],
                    check=True, capture_output=True)  # fmt: skip
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver), "FAKE_CUDA_LOG": str(tmp_path / "cuda.log"),
            "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}  # fmt: skip
@@ -131,8 +131,8 @@ def test_threads_launching_at_once_race_on_nothing_under_tsan(sanitized, fake_dr
         work / "capi.c",
         *(work / n for n in runtime.RUNTIME_SOURCES),
     ]
-    done = subprocess.run([cc, "-fsanitize=thread", "-g", "-O1", f"-I{work}", *map(str, sources), "-ldl",
-                           "-lpthread", "-o", str(program)], capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run([cc, "-fsanitize=thread", "-g", "-O1", f"-I{work}", *map(str, sources),
+                           *native.SYSTEM_LIBRARIES, "-o", str(program)], capture_output=True, text=True)  # fmt: skip
     if done.returncode != 0:
         pytest.skip(f"no ThreadSanitizer runtime here: {done.stderr[-300:]}")
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver), "TSAN_OPTIONS": "halt_on_error=1:report_signal_unsafe=0"}
@@ -154,7 +154,7 @@ def test_the_c_api_reads_no_uninitialized_memory_under_valgrind(sanitized, tmp_p
         work / "capi.c",
         *(work / n for n in runtime.RUNTIME_SOURCES),
     ]
-    subprocess.run([cc, "-O1", "-g", f"-I{work}", *map(str, sources), "-ldl", "-lpthread", "-o", str(program)],
+    subprocess.run([cc, "-O1", "-g", f"-I{work}", *map(str, sources), *native.SYSTEM_LIBRARIES, "-o", str(program)],
                    check=True, capture_output=True)  # fmt: skip
     # the fake driver too, by the same compiler for a plain x86-64 (zig's build targets this CPU, whose AVX-512
     # instructions valgrind cannot decode)
@@ -229,8 +229,8 @@ def test_the_python_binding_is_clean_under_asan_and_ubsan(sanitized, fake_driver
     extension = next((site / "small_kernels").glob("_native*.so"))
     sources = [work / name for name in ("kernels.c", "module.c", *runtime.RUNTIME_SOURCES, *runtime.BINDING_SOURCES)]
     subprocess.run([cc, *FLAGS, "-shared", "-fPIC", f"-DPy_LIMITED_API={native.LIMITED_API}", f"-I{work}",
-                    *(f"-I{work / d}" for d in native.python_include(work)), *map(str, sources), "-ldl", "-lpthread",
-                    "-o", str(extension)],
+                    *(f"-I{work / d}" for d in native.python_include(work)), *map(str, sources),
+                    *native.SYSTEM_LIBRARIES, "-o", str(extension)],
                    check=True, capture_output=True)  # fmt: skip
     libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     env = {**os.environ, "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(fake_driver), "LD_PRELOAD": libasan,
