@@ -258,16 +258,20 @@ def names(node: Expr) -> list[Name]:
     return []
 
 
+def nodes(node: Expr) -> list[Expr]:
+    """The expression's nodes, each before its operands (pre-order)."""
+    if isinstance(node, Neg):
+        return [node, *nodes(node.operand)]
+    if isinstance(node, BinOp):
+        return [node, *nodes(node.left), *nodes(node.right)]
+    if isinstance(node, Call):
+        return [node, *(n for a in node.args for n in nodes(a))]
+    return [node]
+
+
 def tensor_calls(node: Expr) -> list[Call]:
     """Every numel/size/stride call in the expression."""
-    if isinstance(node, Neg):
-        return tensor_calls(node.operand)
-    if isinstance(node, BinOp):
-        return tensor_calls(node.left) + tensor_calls(node.right)
-    if isinstance(node, Call):
-        own = [node] if node.func in TENSOR_FUNCTIONS else []
-        return own + [c for a in node.args for c in tensor_calls(a)]
-    return []
+    return [n for n in nodes(node) if isinstance(n, Call) and n.func in TENSOR_FUNCTIONS]
 
 
 def _floordiv(a: int, b: int) -> int:

@@ -62,7 +62,7 @@ def tiles(kernel: Kernel) -> tuple[Tile, ...]:
     ints = {n for n in kernel.constexpr_names if all(isinstance(c.value(n), int) for c in kernel.configs)}
     dims = {e.id: d for d, (_, e) in enumerate(kernel.key) if isinstance(e, expr.Name)}
     found: dict[int, Tile] = {}
-    for node in (n for g in kernel.grid for n in _walk(g)):
+    for node in (n for g in kernel.grid for n in expr.nodes(g)):
         if isinstance(node, expr.Call) and node.func == "cdiv" and len(node.args) == 2:
             arg, step = node.args
             if isinstance(arg, expr.Name) and isinstance(step, expr.Name) and arg.id in dims and step.id in ints:
@@ -71,18 +71,6 @@ def tiles(kernel: Kernel) -> tuple[Tile, ...]:
         if arg_name in dims and step_name in ints:
             found.setdefault(dims[arg_name], Tile(dim=dims[arg_name], constexpr=step_name, loop=True))
     return tuple(found[d] for d in sorted(found))
-
-
-def _walk(node: expr.Expr) -> list[expr.Expr]:
-    out: list[expr.Expr] = [node]
-    if isinstance(node, expr.Neg):
-        out += _walk(node.operand)
-    elif isinstance(node, expr.BinOp):
-        out += _walk(node.left) + _walk(node.right)
-    elif isinstance(node, expr.Call):
-        for a in node.args:
-            out += _walk(a)
-    return out
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -107,7 +95,7 @@ def _distance(a: Sequence[int], b: Sequence[int]) -> float:
 
 def neighbours(rows: Sequence[Measured], key: Sequence[int], k: int) -> list[tuple[float, Measured]]:
     """The k rows nearest the key, nearest first (ties: table order), with their distances."""
-    near = sorted(((_distance(r.key, key), i) for i, r in enumerate(rows)), key=lambda p: p)[:k]
+    near = sorted((_distance(r.key, key), i) for i, r in enumerate(rows))[:k]
     return [(d, rows[i]) for d, i in near]
 
 

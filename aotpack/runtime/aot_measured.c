@@ -41,7 +41,7 @@ void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {
  * power k->scale; the least wins (aotpack/selection.py computes the same in the same order). -1: no config
  * was measured at every neighbour. */
 int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near,
-                            int sms) {
+                        int sms) {
   int best = -1;
   double best_t = 0;
   for (int c = 0; c < k->nconfigs; c++) {
@@ -53,7 +53,7 @@ int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key,
       double us = rule->us[c];
       if (us < 0) {
         measured = 0;
-        break;
+        continue;
       }
       double w = 1.0 / ((near->dist[i] + AOT_WEIGHT_OFFSET) * (near->dist[i] + AOT_WEIGHT_OFFSET));
       double t = log2(us > 1e-3 ? us : 1e-3);
@@ -65,4 +65,3 @@ int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key,
   }
   return best;
 }
-
