@@ -4,7 +4,8 @@ Read top-down: ``load`` reads the file (``yamlnodes``: every value keeps its pos
 names ``file:line:col``, the key path and what was expected; unknown keys get a "did you mean"
 suggestion), ``from_nodes`` reads the top level and each kernel: its backend's reader (``readers``, given
 by the caller: ``backends/recipes.py`` holds every backend's) reads an entry it takes whole, else
-``kernel.called`` reads it in small steps. Tuning tables merge in ``tables.apply``.
+``kernel.called`` reads it in small steps. Tuning tables merge in ``tables.apply``, and ``tables.fit``
+chooses the dispatch rules from them.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
         except RecipeError as exc:  # the file itself: where the recipe names it, and in it where there is a place
             raise exc if exc.where is not None else item.fail(str(exc)) from None
         table_paths.append(table_path)
+    if table_paths:
+        kernels = tables.fit(kernels)
     cuda = _cuda_floor(top["cuda"]) if "cuda" in top else None
     releases = {name: reader.release(top) for name, reader in readers.items()}
     return Recipe(

@@ -163,8 +163,7 @@ def write(table: Table, path: Path) -> Path:
 
 def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
     """The kernels with the table's rows added to their dispatch tables (for the table's arch, a
-    table row replaces an inline row of the same key and types), and their selection rule chosen from
-    every table's measurements so far (aotpack/selection.py)."""
+    table row replaces an inline row of the same key and types); ``fit`` then chooses their rule."""
     if table.package != package:
         raise TableError(f"the table is for package {table.package!r}, not {package!r}")
     by_name = {k.name: k for k in kernels}
@@ -187,9 +186,19 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
             bound = limits.MAX_MEASURED_ROWS
             raise TableError(f"kernels.{name}: {sum(timed.values())} timed rows; the dispatcher's rule is fitted "
                              f"to at most {bound} (limits.MAX_MEASURED_ROWS): tune fewer keys")  # fmt: skip
-        sms = table.sms or kernel.selection.sms or selection.DEFAULT_SMS
-        by_name[name] = dataclasses.replace(merged, selection=selection.choose(merged, sms))
+        sms = table.sms or kernel.selection.sms
+        by_name[name] = dataclasses.replace(merged, selection=dataclasses.replace(merged.selection, sms=sms))
     return [by_name[k.name] for k in kernels]
+
+
+def fit(kernels: list[Kernel]) -> list[Kernel]:
+    """The kernels with their selection rule chosen from every applied table's measurements
+    (aotpack/selection.py), once all tables are in."""
+    return [
+        dataclasses.replace(k, selection=selection.choose(k, k.selection.sms or selection.DEFAULT_SMS))
+        if any(r.median_us for r in k.rules) else k
+        for k in kernels
+    ]  # fmt: skip
 
 
 def _rule(kernel: Kernel, arch: str, at: str, row: Row) -> Rule:
