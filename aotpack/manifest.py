@@ -141,12 +141,16 @@ class HeldOut(TypedDict):
     over: int  # keys past 1.05x
 
 
-class Selection(TypedDict):
+class _Selection(TypedDict):
     neighbours: int  # 0: the nearest table row's config
     scale: float  # the power of the work ratio (0: times not scaled)
     tiles: list[str]  # "M/BLOCK_M grid", "K/BLOCK_K loop"
     held_out: HeldOut
     nearest: HeldOut
+
+
+class Selection(_Selection, total=False):
+    occupancy: dict[str, int]  # config label: programs per multiprocessor in a wave (only configs in waves)
 
 
 class Kernel(_Kernel, total=False):

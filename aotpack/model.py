@@ -179,11 +179,13 @@ class HeldOut:
 class Selection:
     """How the dispatcher picks a config for a key (aotpack/selection.py): the nearest table row's config
     (``neighbours`` 0), or each config's time predicted from the ``neighbours`` nearest measured rows,
-    scaled by the call's work in the config's tiles over the row's to the power ``scale`` (0: not scaled)."""
+    scaled by the call's work in the config's tiles over the row's to the power ``scale`` (0: not scaled),
+    the programs of config c counted in waves of ``occupancy[c]`` per multiprocessor (0 or none: not)."""
 
     neighbours: int = 0
     scale: float = 0.0
     tiles: tuple[Tile, ...] = ()
+    occupancy: tuple[int, ...] = ()  # per config (empty: none in waves)
     sms: int = 0  # the tuning GPU's multiprocessors (the held-out error's; a call uses its own GPU's)
     held_out: HeldOut | None = None  # the rule's (None: no table measured enough keys)
     nearest: HeldOut | None = None  # the nearest-row rule's, on the same keys

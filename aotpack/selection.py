@@ -9,10 +9,15 @@ not grow with the work), work being the programs the grid's tiles make (at least
 multiprocessor) times the trips of the loops' tiles (``tiles``): what makes a 64-row
 tile win at M = 96 where a 128-row one won at M = 64, or a 1024-column chunk win at 6000 columns where a
 4096-column one won at 8192. The config with the least predicted time wins (ties: the first).
+Programs run in waves: with an ``occupancy`` o > 0 for a config, its programs count in whole waves of
+o per multiprocessor (ceil(programs / (o * SMs)) waves), so that 135 programs of a 64x128 tile cost two
+waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: not in waves.
 
 ``k`` and ``scale`` are chosen per kernel from the measurements, not by hand: each candidate rule
 predicts every measured row from the others (leave-one-out), and the one with the least mean log error
 wins, the nearest-row rule (``neighbours`` 0, the dispatcher's rule for tables without times) included.
+With a scaled rule and grid tiles, each config's occupancy is then chosen the same way (one config at a
+time, from OCCUPANCIES, the rule's k and scale held), and k and scale again with those occupancies.
 That error is the held-out error ``aotpack tune`` and ``aotpack inspect`` print. A kernel whose tables
 measured fewer than MIN_ROWS keys of one class keeps the nearest-row rule.
 
@@ -22,6 +27,7 @@ the two to the same picks.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import statistics
@@ -36,6 +42,7 @@ MIN_ROWS = 6  # measured keys of one class a rule is fitted to
 NEIGHBOURS = (1, 2, 3, 4, 6, 8, 12, limits.MAX_NEIGHBOURS)  # the candidates' k
 # the candidates' power of the work ratio: below 1 where fixed costs (a launch, a row's reduction) do not scale
 SCALES = (0.0, 0.5, 0.75, 1.0)
+OCCUPANCIES = (0, 1, 2, 3, 4, 8)  # the candidates' programs per multiprocessor in a wave (0: not in waves)
 DEFAULT_SMS = 132  # a table written before tables held the GPU's multiprocessors
 
 
@@ -46,11 +53,11 @@ class Measured:
     key: tuple[int, ...]
     us: tuple[float | None, ...]
 
-    @property
+    @functools.cached_property
     def best(self) -> float:
         return min(t for t in self.us if t is not None)
 
-    @property
+    @functools.cached_property
     def fastest(self) -> int:
         """The config measured fastest (ties: the first)."""
         return min((t, c) for c, t in enumerate(self.us) if t is not None)[1]
@@ -77,8 +84,10 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b) if b > 0 else a
 
 
-def log2_work(tiles: Sequence[Tile], consts: Mapping[str, int], key: Sequence[int], sms: int) -> float:
-    """log2 of a config's work at a key: programs of the grid's tiles (at least ``sms``) times loop trips."""
+def log2_work(tiles: Sequence[Tile], consts: Mapping[str, int], key: Sequence[int], sms: int,
+              occupancy: int = 0) -> float:  # fmt: skip
+    """log2 of a config's work at a key: programs of the grid's tiles (at least ``sms``; with an occupancy,
+    whole waves of ``occupancy * sms``) times loop trips."""
     programs, trips = 1, 1
     for t in tiles:
         n = max(1, _cdiv(key[t.dim], consts[t.constexpr]))
@@ -86,7 +95,9 @@ def log2_work(tiles: Sequence[Tile], consts: Mapping[str, int], key: Sequence[in
             trips *= n
         else:
             programs *= n
-    return math.log2(float(max(programs, max(1, sms)))) + math.log2(float(trips))
+    slots = max(1, sms) * max(1, occupancy)
+    programs = _cdiv(programs, slots) * slots if occupancy > 0 else max(programs, slots)
+    return math.log2(float(programs)) + math.log2(float(trips))
 
 
 def _distance(a: Sequence[int], b: Sequence[int]) -> float:
@@ -108,6 +119,7 @@ def predict(
     consts: Sequence[Mapping[str, int]],
     sms: int,
     fits: Sequence[bool] | None = None,
+    occupancy: Sequence[int] = (),
 ) -> int | None:
     """The config (index) the rule picks for the key from these rows: the least predicted time among configs
     measured at every neighbour (and fitting the call); None: none is."""
@@ -116,13 +128,14 @@ def predict(
     for c in range(len(consts)):
         if (fits is not None and not fits[c]) or any(r.us[c] is None for _, r in near) or not near:
             continue
-        here = log2_work(work, consts[c], key, sms) if scale > 0 else 0.0
+        occ = occupancy[c] if occupancy else 0
+        here = log2_work(work, consts[c], key, sms, occ) if scale > 0 else 0.0
         total = weights = 0.0
         for d, r in near:
             w = 1.0 / ((d + limits.SELECTION_WEIGHT_OFFSET) * (d + limits.SELECTION_WEIGHT_OFFSET))
             t = math.log2(max(r.us[c] or 0.0, 1e-3))
             if scale > 0:
-                t += scale * (here - log2_work(work, consts[c], r.key, sms))
+                t += scale * (here - log2_work(work, consts[c], r.key, sms, occ))
             total += w * t
             weights += w
         if best is None or total / weights < best_t:
@@ -178,50 +191,88 @@ def consts_of(kernel: Kernel, work: Sequence[Tile]) -> list[dict[str, int]]:
     return [{n: cast(int, c.value(n)) for n in names} for c in kernel.configs]
 
 
+@dataclass(frozen=True)
+class _Held:
+    """One class's rows prepared for leave-one-out: each row's nearest other rows (nearest first) with their
+    weights, the rows' log2 times, and per config prefix sums over each row's nearest of w * log2 time, w and
+    the unmeasured (the part of a prediction that does not depend on the work)."""
+
+    rows: Sequence[Measured]
+    near: list[list[int]]
+    weights: list[list[float]]
+    times: list[list[tuple[float, float, int]]]  # [config * rows + row][j]: sums over the j nearest
+
+    @classmethod
+    def of(cls, rows: Sequence[Measured], nconfigs: int) -> _Held:
+        logs = [[math.log2(max(v, 1)) for v in r.key] for r in rows]
+        lt = [[math.log2(max(t, 1e-3)) if t is not None else None for t in r.us] for r in rows]
+        near, weights = [], []
+        for i, mine in enumerate(logs):
+            nearest = heapq.nsmallest(max(NEIGHBOURS), ((sum(abs(a - b) for a, b in zip(other, mine, strict=True)), j)
+                                                        for j, other in enumerate(logs) if j != i))  # fmt: skip
+            near.append([j for _, j in nearest])
+            weights.append([1.0 / ((d + limits.SELECTION_WEIGHT_OFFSET) ** 2) for d, _ in nearest])
+        times = []
+        for c in range(nconfigs):
+            for i in range(len(rows)):
+                a = w_sum = 0.0
+                missing = 0
+                prefix = [(0.0, 0.0, 0)]
+                for w, j in zip(weights[i], near[i], strict=True):
+                    t = lt[j][c]
+                    if t is None:
+                        missing += 1
+                    else:
+                        a, w_sum = a + w * t, w_sum + w
+                    prefix.append((a, w_sum, missing))
+                times.append(prefix)
+        return cls(rows=rows, near=near, weights=weights, times=times)
+
+    def work(self, lw: Sequence[float]) -> list[list[float]]:
+        """Per row, prefix sums over its nearest of w * log2 work (one config's, ``lw`` per row)."""
+        out = []
+        for near, weights in zip(self.near, self.weights, strict=True):
+            b, prefix = 0.0, [0.0]
+            for w, j in zip(weights, near, strict=True):
+                b += w * lw[j]
+                prefix.append(b)
+            out.append(prefix)
+        return out
+
+    def picks(self, k: int, scale: float, lw: Sequence[Sequence[float]], works: Sequence[Sequence[Sequence[float]]],
+              ) -> list[int | None]:  # fmt: skip
+        """Each row's pick by the rule (k, scale) from the others, configs' work ``lw[c][row]`` and its sums."""
+        n, out = len(self.rows), []
+        for i in range(n):
+            kk = min(k, len(self.near[i]))
+            best, best_t = None, 0.0
+            for c in range(len(lw)):
+                a, w_sum, missing = self.times[c * n + i][kk]
+                if missing or kk == 0:
+                    continue
+                est = (a + scale * (w_sum * lw[c][i] - works[c][i][kk])) / w_sum if scale > 0 else a / w_sum
+                if best is None or est < best_t:
+                    best, best_t = c, est
+            out.append(best)
+        return out
+
+
+def _work_logs(rows: Sequence[Measured], work: Sequence[Tile], consts: Sequence[Mapping[str, int]], sms: int,
+               occupancy: Sequence[int]) -> list[list[float]]:  # fmt: skip
+    return [[log2_work(work, consts[c], r.key, sms, occupancy[c]) for r in rows] for c in range(len(consts))]
+
+
 def _candidate_picks(
-    rows: Sequence[Measured], work: Sequence[Tile], consts: Sequence[Mapping[str, int]], sms: int
-) -> dict[tuple[int, float], list[int | None]]:
+    rows: Sequence[Measured], work: Sequence[Tile], consts: Sequence[Mapping[str, int]], sms: int,
+    occupancy: Sequence[int] = (), held: _Held | None = None, scales: Sequence[float] = SCALES,
+) -> dict[tuple[int, float], list[int | None]]:  # fmt: skip
     """Every candidate rule's pick for each row predicted from the others: what ``predict`` computes, with the
     neighbours' sums shared between the candidates (prefix sums over the nearest first; a scale enters as
     A + scale * (W * here - B)), so that choosing among them costs a second, not a minute."""
-    n, nconfigs = len(rows), len(consts)
-    logs = [[math.log2(max(v, 1)) for v in r.key] for r in rows]
-    lt = [[math.log2(max(t, 1e-3)) if t is not None else None for t in r.us] for r in rows]
-    lw = [[log2_work(work, consts[c], r.key, sms) for c in range(nconfigs)] for r in rows]
-    scales = SCALES if work else (0.0,)
-    picks: dict[tuple[int, float], list[int | None]] = {(k, s): [] for k in NEIGHBOURS for s in scales}
-    for i in range(n):
-        mine = logs[i]
-        near = heapq.nsmallest(max(NEIGHBOURS), ((sum(abs(a - b) for a, b in zip(other, mine, strict=True)), j)
-                                                 for j, other in enumerate(logs) if j != i))  # fmt: skip
-        weights = [1.0 / ((d + limits.SELECTION_WEIGHT_OFFSET) * (d + limits.SELECTION_WEIGHT_OFFSET)) for d, _ in near]
-        # per config, prefix sums over the nearest: of w * log2 time, w * log2 work, w, and the unmeasured
-        sums = []
-        for c in range(nconfigs):
-            a = b = w_sum = 0.0
-            missing = 0
-            prefix = [(0.0, 0.0, 0.0, 0)]
-            for w, (_, j) in zip(weights, near, strict=True):
-                t = lt[j][c]
-                if t is None:
-                    missing += 1
-                else:
-                    a, b, w_sum = a + w * t, b + w * lw[j][c], w_sum + w
-                prefix.append((a, b, w_sum, missing))
-            sums.append(prefix)
-        for k in NEIGHBOURS:
-            kk = min(k, len(near))
-            for scale in scales:
-                best, best_t = None, 0.0
-                for c in range(nconfigs):
-                    a, b, w_sum, missing = sums[c][kk]
-                    if missing or kk == 0:
-                        continue
-                    est = (a + scale * (w_sum * lw[i][c] - b)) / w_sum
-                    if best is None or est < best_t:
-                        best, best_t = c, est
-                picks[(k, scale)].append(best)
-    return picks
+    held = held or _Held.of(rows, len(consts))
+    lw = _work_logs(rows, work, consts, sms, occupancy or (0,) * len(consts))
+    works = [held.work(x) for x in lw]
+    return {(k, s): held.picks(k, s, lw, works) for k in NEIGHBOURS for s in (scales if work else (0.0,))}
 
 
 def _error(groups: Sequence[Sequence[Measured]], picks: Sequence[Sequence[int | None]]) -> tuple[HeldOut, float]:
@@ -251,16 +302,75 @@ def choose(kernel: Kernel, sms: int) -> Selection:
         nearest_picks.append([rows[_nearest_index(keys, logs, row.key, pow2, skip=i)].fastest
                               for i, row in enumerate(rows)])  # fmt: skip
     nearest, nearest_score = _error(measured, nearest_picks)
-    per_group = [_candidate_picks(rows, work, consts, sms) for rows in measured]
-    best: tuple[float, int, float, HeldOut] | None = None
-    for k, scale in per_group[0]:
-        held, score = _error(measured, [group[(k, scale)] for group in per_group])
-        if best is None or score < best[0] - 1e-12:
-            best = (score, k, scale, held)
-    assert best is not None
+    held = [_Held.of(rows, len(consts)) for rows in measured]
+
+    def rules(occupancy: Sequence[int], scales: Sequence[float] = SCALES) -> list[tuple[float, int, float, HeldOut]]:
+        """Every candidate (k, scale) with its mean log2 error, best first (ties: the first candidate)."""
+        per_group = [_candidate_picks(rows, work, consts, sms, occupancy, h, scales)
+                     for rows, h in zip(measured, held, strict=True)]  # fmt: skip
+        scored = [(*_error(measured, [group[c] for group in per_group])[::-1], c) for c in per_group[0]]
+        return [(score, k, scale, held_out) for score, held_out, (k, scale) in sorted(scored, key=lambda x: x[0])]
+
+    occupancy: tuple[int, ...] = (0,) * len(consts)
+    flat = rules(occupancy)
+    best = flat[0]
+    scaled = [r for r in flat if r[2] > 0]
+    if scaled and any(not t.loop for t in work):
+        # each config's programs per wave, for the best scaled rule; then k and scale again (the unscaled
+        # candidates read no work: their errors stand)
+        waved = _occupancy(measured, held, work, consts, sms, scaled[0][1], scaled[0][2])
+        if any(waved):
+            again = rules(waved, [x for x in SCALES if x > 0])[0]
+            if again[0] < best[0] - 1e-12:
+                best, occupancy = again, waved
     if best[0] >= nearest_score:
         return Selection(tiles=work, sms=sms, held_out=nearest, nearest=nearest)
-    return Selection(neighbours=best[1], scale=best[2], tiles=work, sms=sms, held_out=best[3], nearest=nearest)
+    return Selection(neighbours=best[1], scale=best[2], tiles=work, sms=sms, held_out=best[3], nearest=nearest,
+                     occupancy=occupancy if best[2] > 0 and any(occupancy) else ())  # fmt: skip
+
+
+def _occupancy(measured: Sequence[Sequence[Measured]], held: Sequence[_Held], work: Sequence[Tile],
+               consts: Sequence[Mapping[str, int]], sms: int, k: int, scale: float) -> tuple[int, ...]:  # fmt: skip
+    """Each config's programs per multiprocessor in a wave: one config at a time, the candidate with the least
+    held-out error (mean log2 over all rows, as _error's) of the rule (k, scale) (ties: the first; 0 first)."""
+    rows = [r for group in measured for r in group]
+
+    def estimates(c: int, o: int) -> list[float | None]:
+        """Config c's predicted log2 time at every row (all groups in order) with occupancy o; None: unmeasured."""
+        out: list[float | None] = []
+        for group, h in zip(measured, held, strict=True):
+            lw = [log2_work(work, consts[c], r.key, sms, o) for r in group]
+            n = len(group)
+            for i, prefix in enumerate(h.work(lw)):
+                kk = min(k, len(h.near[i]))
+                a, w_sum, missing = h.times[c * n + i][kk]
+                out.append(None if missing or kk == 0 else (a + scale * (w_sum * lw[i] - prefix[kk])) / w_sum)
+        return out
+
+    def score(ests: Sequence[Sequence[float | None]]) -> float:
+        total = 0.0
+        for i, row in enumerate(rows):
+            best, best_t = None, 0.0
+            for c, e in enumerate(ests):
+                if e[i] is not None and (best is None or cast(float, e[i]) < best_t):
+                    best, best_t = c, cast(float, e[i])
+            t = row.us[best] if best is not None else None
+            total += math.log2(min((t if t is not None else math.inf) / row.best, 1e9))
+        return total / len(rows)
+
+    chosen = [0] * len(consts)
+    ests = [estimates(c, 0) for c in range(len(consts))]
+    current = score(ests)
+    for c in range(len(consts)):
+        for o in OCCUPANCIES[1:]:
+            before = ests[c]
+            ests[c] = estimates(c, o)
+            tried = score(ests)
+            if tried < current - 1e-12:
+                current, chosen[c] = tried, o
+            else:
+                ests[c] = before
+    return tuple(chosen)
 
 
 def entry(kernel: Kernel) -> manifest.Selection | None:
@@ -274,5 +384,8 @@ def entry(kernel: Kernel) -> manifest.Selection | None:
                 "worst_key": list(h.worst_key), "over": h.over}  # fmt: skip
 
     tiles = [f"{names[t.dim]}/{t.constexpr} {'loop' if t.loop else 'grid'}" for t in sel.tiles]
-    return {"neighbours": sel.neighbours, "scale": sel.scale, "tiles": tiles, "held_out": held(sel.held_out),
-            "nearest": held(sel.nearest)}  # fmt: skip
+    out: manifest.Selection = {"neighbours": sel.neighbours, "scale": sel.scale, "tiles": tiles,
+                               "held_out": held(sel.held_out), "nearest": held(sel.nearest)}  # fmt: skip
+    if sel.occupancy:
+        out["occupancy"] = {c.label: o for c, o in zip(kernel.configs, sel.occupancy, strict=True) if o}
+    return out

@@ -2,19 +2,24 @@
 SHAPES problem shapes each drawn at random (seeded) from the whole key range of its `tune: sample:` and
 none of them a measured key. For each shape, interleaved in one run: the dispatched call (aotpack/selection.py's
 rule, as built), every variant of the wheel the dispatcher could have chosen for the call (forced with
-variant=: the fastest is the oracle), and Triton's @triton.autotune over the same config grid, JIT in this
-process (its tuning excluded). The nearest-row rule (the dispatcher's before tables held times) is read
-off the same run: the variant it picks, computed from the same table, is one of the timed candidates.
+variant=: the fastest is the oracle; the one the dispatcher picked, so timed, is its pick), and Triton's
+@triton.autotune over the same config grid, JIT in this process (its tuning excluded). The nearest-row rule
+(the dispatcher's before tables held times) is read off the same run: the variant it picks, computed from the
+same table, is one of the timed candidates.
 Times: CUDA events around each launch, L2 flushed before each, median of REPS after WARMUP warm-ups.
-Printed per shape and per kernel: median and worst dispatched/oracle, dispatched/@triton.autotune, the
-number of shapes past 1.05x; the targets (issue 59): worst <= 1.05x and median <= 1.01x of the oracle.
+Printed per shape and per kernel: median and worst dispatched/oracle, pick/oracle (the rule's choice alone,
+timed as the oracle's candidates are: kernels of a few microseconds measure a few percent apart called with
+and without variant=), dispatched/@triton.autotune, the number of shapes past 1.05x; the targets (issue 59):
+worst <= 1.05x and median <= 1.01x of the oracle.
+With --json PATH, every timed variant's time per shape is written there too (for studying other rules).
 
-    python benchmarks/dispatch.py [--shapes N] [--seed S] [--kernel NAME ...]   (the demo wheel installed)
+    python benchmarks/dispatch.py [--shapes N] [--seed S] [--kernel NAME ...] [--json PATH]   (the demo wheel)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import statistics
@@ -89,10 +94,11 @@ def check(out: torch.Tensor, ref: torch.Tensor, what: str) -> None:
     assert err < 2e-2, f"{what}: relative error {err}"
 
 
-Row = tuple[str, str, float, float, float, float, str, str]
+Row = tuple[str, str, float, float, float, float, str, str, float]
 
 
-def bench(kernel: model.Kernel, key: tuple[int, ...], jit: Callable[[tuple[Any, ...]], None]) -> Row:
+def bench(kernel: model.Kernel, key: tuple[int, ...], jit: Callable[[tuple[Any, ...]], None],
+          ) -> tuple[Row, dict[str, Any]]:  # fmt: skip
     obj = getattr(demo_kernels, kernel.name)
     named = dict(zip((n for n, _ in kernel.key), key, strict=True))
     args, outputs = getattr(tuning, f"{kernel.name}_inputs")(named, TYPES)
@@ -109,8 +115,10 @@ def bench(kernel: model.Kernel, key: tuple[int, ...], jit: Callable[[tuple[Any, 
     t = {name: ms * 1000 for name, ms in interleaved_ms(launches, REPS, WARMUP).items()}
     oracle = min(t[v] for v in options)
     config = chosen.split("/")[1].removeprefix("T=fp16,")
-    return (kernel.name, "x".join(map(str, key)), t["dispatched"], t[before], oracle, t["autotune"], config,
-            before.split("/")[1].removeprefix("T=fp16,"))  # fmt: skip
+    row = (kernel.name, "x".join(map(str, key)), t["dispatched"], t[before], oracle, t["autotune"], config,
+           before.split("/")[1].removeprefix("T=fp16,"), t[chosen])  # fmt: skip
+    us = {v: t[v] for v in options} | {"dispatched": t["dispatched"], "autotune": t["autotune"]}
+    return row, {"kernel": kernel.name, "key": list(key), "class": chosen.split("/")[3], "dispatched": chosen, "us": us}
 
 
 def jit_launchers(kernels: dict[str, model.Kernel]) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -145,8 +153,9 @@ def summary(name: str, rows: list[Row]) -> str:
         median = statistics.median(x for x, _ in ratios)
         return f"median {median:.3f}x, worst {worst[0]:.3f}x at {worst[1]}, {over} over 1.05x"
 
-    return (f"{name} ({len(rows)} shapes): dispatched/oracle {stats(2, 4)}; dispatched/@triton.autotune "
-            f"{stats(2, 5)}; nearest-row rule/oracle {stats(3, 4)}; oracle/@triton.autotune {stats(4, 5)}")  # fmt: skip
+    return (f"{name} ({len(rows)} shapes): dispatched/oracle {stats(2, 4)}; pick/oracle {stats(8, 4)}; "
+            f"dispatched/@triton.autotune {stats(2, 5)}; nearest-row rule/oracle {stats(3, 4)}; "
+            f"oracle/@triton.autotune {stats(4, 5)}")  # fmt: skip
 
 
 def main() -> None:
@@ -154,28 +163,36 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=40)
     parser.add_argument("--seed", type=int, default=59)
     parser.add_argument("--kernel", action="append", default=[])
+    parser.add_argument("--json", type=Path, help="write every timed variant's time per shape here")
     opts = parser.parse_args()
     demo = recipe.load(ROOT / "recipes" / "demo.yaml")
     kernels = {k.name: k for k in demo.kernels}
     jits = jit_launchers(kernels)
     names = opts.kernel or list(jits)
     rows: list[Row] = []
+    details: list[dict[str, Any]] = []
     for i, name in enumerate(names):
         for key in shapes(kernels[name], opts.shapes, opts.seed + i):
-            rows.append(bench(kernels[name], key, jits[name]))
+            row, detail = bench(kernels[name], key, jits[name])
+            rows.append(row)
+            details.append(detail)
             print(f"{rows[-1][0]:9} {rows[-1][1]:>16} disp/orcl {rows[-1][2] / rows[-1][4]:.3f}", flush=True)
     print(f"\n# dispatch on {torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__} "
           f"(JIT); {opts.shapes} shapes per kernel, seed {opts.seed}")  # fmt: skip
     print(f"{'kernel':9} {'shape':>16} {'dispatched':>10} {'nearest':>8} {'oracle':>8} {'autotune':>9} "
-          f"{'disp/orcl':>9} {'disp/auto':>9} {'near/orcl':>9}  configs: dispatched | nearest-row rule")  # fmt: skip
-    for name, shape, d, b, o, t, dc, bc in rows:
-        print(f"{name:9} {shape:>16} {d:10.2f} {b:8.2f} {o:8.2f} {t:9.2f} {d / o:8.3f}x {d / t:8.3f}x "
-              f"{b / o:8.3f}x  {dc} | {bc}")  # fmt: skip
+          f"{'disp/orcl':>9} {'pick/orcl':>9} {'disp/auto':>9} {'near/orcl':>9}  "
+          "configs: dispatched | nearest-row rule")  # fmt: skip
+    for name, shape, d, b, o, t, dc, bc, pick in rows:
+        print(f"{name:9} {shape:>16} {d:10.2f} {b:8.2f} {o:8.2f} {t:9.2f} {d / o:8.3f}x {pick / o:8.3f}x "
+              f"{d / t:8.3f}x {b / o:8.3f}x  {dc} | {bc}")  # fmt: skip
     for name in names:
         print(summary(name, [r for r in rows if r[0] == name]))
     for name in names:
         sel = demo_kernels.__aotpack__["kernels"][name].get("selection")
         print(f"{name} rule: {sel}")
+    if opts.json:
+        opts.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "triton": triton.__version__,
+                                         "seed": opts.seed, "shapes": details}, indent=1))  # fmt: skip
 
 
 if __name__ == "__main__":

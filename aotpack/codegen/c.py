@@ -151,6 +151,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rules)), "rules": f"{n}_rules",
         "neighbours": str(k.selection.neighbours), "scale": repr(k.selection.scale),
         "ntiles": str(len(k.selection.tiles)), "tiles": f"{n}_tiles",
+        "occupancy": f"{n}_occupancy" if k.selection.occupancy else "NULL",
         "nvariants": str(len(build.variants)), "variants": f"{n}_variants", "variant_of": f"{n}_variant_of",
         "defaults": f"{n}_defaults", "extents": f"{n}_extents", "grid": f"{n}_grid", "key": f"{n}_key",
         "functions": f"{n}_functions", "block": launch_fns[0], "shared": launch_fns[1],
@@ -196,13 +197,15 @@ def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, 
 
 def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str]]:
     """The measured rows' times per config (-1: not measured; repr: the very doubles aotpack/selection.py
-    read), the key's tiles, and the dispatch table's rows: target, binding, class (-1: any) and config per
-    key. A table's times are emitted only where the selection rule reads them."""
+    read), the key's tiles and the configs' occupancy, and the dispatch table's rows: target, binding, class
+    (-1: any) and config per key. A table's times are emitted only where the selection rule reads them."""
     n, times, rows = k.name, [], []
     tiles = [designated({"dim": str(t.dim), "konst": str(int_constexprs(k).index(t.constexpr)),
                          "loop": str(int(t.loop))}) for t in k.selection.tiles]  # fmt: skip
     none = designated({"dim": "0", "konst": "0", "loop": "0"})  # C has no empty arrays
     times.append(f"static const aot_tile {n}_tiles[] = {{{', '.join(tiles) or none}}};")
+    if k.selection.occupancy:
+        times.append(f"static const uint8_t {n}_occupancy[] = {{{', '.join(map(str, k.selection.occupancy))}}};")
     for i, rule in enumerate(k.rules):
         target = k.targets.index(rule.arch) if rule.arch else -1
         binding = k.bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1

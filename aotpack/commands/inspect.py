@@ -67,6 +67,8 @@ def selection_lines(name: str, sel: Selection) -> list[str]:
         rule += f", each config's time scaled by its work to the power {sel['scale']:g} in tiles " + ", ".join(
             sel["tiles"]
         )
+    if sel.get("occupancy"):
+        rule += ", programs in waves of " + ", ".join(f"{o} per SM ({c})" for c, o in sel["occupancy"].items())
     lines = [f"  {name}: {rule}; held-out {held(sel['held_out'])}"]
     if sel["neighbours"]:
         lines.append(f"  {' ' * len(name)}  (the nearest-row rule's: {held(sel['nearest'])})")

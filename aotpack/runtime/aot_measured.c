@@ -5,7 +5,8 @@
 #include <math.h>
 
 /* log2 of a config's work at a key (aotpack/selection.py's log2_work): the programs the grid's tiles make,
- * at least one per multiprocessor, times the trips of the loops' tiles. */
+ * at least one per multiprocessor (with an occupancy o: in whole waves of o per multiprocessor), times the
+ * trips of the loops' tiles. Doubles: exact for whole numbers below 2^53, past any grid CUDA launches. */
 static double log2_work(const aot_kernel *k, int config, const int64_t *key, int sms) {
   const int64_t *consts = rt_config_consts(k, config);
   double programs = 1, trips = 1;
@@ -16,7 +17,10 @@ static double log2_work(const aot_kernel *k, int config, const int64_t *key, int
     if (k->tiles[t].loop) trips *= n;
     else programs *= n;
   }
-  return log2(programs > (sms > 1 ? sms : 1) ? programs : (sms > 1 ? sms : 1)) + log2(trips);
+  int occupancy = k->occupancy != NULL ? k->occupancy[config] : 0;
+  double slots = (double)(sms > 1 ? sms : 1) * (occupancy > 1 ? occupancy : 1);
+  programs = occupancy > 0 ? ceil(programs / slots) * slots : programs > slots ? programs : slots;
+  return log2(programs) + log2(trips);
 }
 
 void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {

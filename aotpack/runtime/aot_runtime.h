@@ -208,6 +208,7 @@ typedef struct aot_kernel {
   double scale;
   int ntiles;
   const aot_tile *tiles;
+  const uint8_t *occupancy;    /* nconfigs: programs per multiprocessor in a wave (0: not in waves), or NULL */
   int nvariants;
   const aot_variant *variants;
   const int *variant_of;       /* [binding][config][target][spec] -> variant index or -1 */

@@ -1,8 +1,8 @@
 """The dispatcher's rule between measured keys (aotpack/selection.py), built: a matmul whose tuning table
 holds every config's time at 40 keys (drawn from a wave model of the GPU, so that the best tile changes with
-the shape), the rule chosen at build time, and the C runtime's pick for 300 keys nobody measured, read back
-through select() on the fake driver, the same as the Python rule's: the runtime computes what the build's
-held-out error describes."""
+the shape and some configs' programs are best counted in waves), the rule chosen at build time, and the C
+runtime's pick for 300 keys nobody measured, read back through select() on the fake driver, the same as the
+Python rule's: the runtime computes what the build's held-out error describes."""
 
 import json
 import math
@@ -54,11 +54,11 @@ kernels:
 
 
 def modelled_us(m: int, n: int, k: int, bm: int, bn: int, bk: int) -> float:
-    """A GPU's time as waves of tiles: big tiles are cheaper per element, small ones fill more multiprocessors."""
-    programs = math.ceil(m / bm) * math.ceil(n / bn)
-    waves = math.ceil(programs / (SMS * (2 if bm * bn <= 64 * 64 else 1)))
-    per_step = bm * bn * bk / (1.0 if bm * bn >= 128 * 128 else 0.8) / (1.0 if bk == 64 else 0.9)
-    return 3.0 + waves * math.ceil(k / bk) * per_step / 40000.0
+    """A GPU's time as waves of tiles: a 64x64 tile fits four times per multiprocessor, a 128x128 one once, so
+    that a full wave costs the same per element whatever the tile, and the fuller last wave wins."""
+    per_sm = 128 * 128 // (bm * bn)
+    waves = math.ceil(math.ceil(m / bm) * math.ceil(n / bn) / (SMS * per_sm))
+    return 3.0 + waves * math.ceil(k / bk) * bk * (1.0 if bk == 64 else 1.1) / 50.0
 
 
 def label(bm: int, bn: int, bk: int) -> str:
@@ -96,8 +96,11 @@ def test_the_runtime_picks_what_the_rule_predicts(site, fake_driver, tmp_path):
     assert chosen.neighbours > 0 and chosen.scale > 0, chosen  # the wave model's data favours the scaled rule
     assert chosen.held_out is not None and chosen.nearest is not None
     assert chosen.held_out.worst < chosen.nearest.worst  # and it generalizes better than the nearest row
+    assert any(chosen.occupancy)  # the model runs programs in waves: some configs' are counted so
     wheel_manifest = manifest.read_wheel(next((recipe_path.parent / "dist").glob("*.whl")))
     assert wheel_manifest["kernels"]["matmul"]["selection"]["neighbours"] == chosen.neighbours
+    assert wheel_manifest["kernels"]["matmul"]["selection"]["occupancy"] == {
+        c.label: o for c, o in zip(kernel.configs, chosen.occupancy, strict=True) if o}  # fmt: skip
 
     rng = random.Random(11)
     keys = [draw(rng) for _ in range(300)] + [(96, 4000, 4000), (4000, 96, 4000), (1, 1, 1), (8192, 8192, 8192)]
@@ -112,7 +115,8 @@ def test_the_runtime_picks_what_the_rule_predicts(site, fake_driver, tmp_path):
     consts = selection.consts_of(kernel, work)
     labels = [c.label for c in kernel.configs]
     for key, line in zip(keys, out, strict=True):
-        expected = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, SMS)
+        expected = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, SMS,
+                                     occupancy=chosen.occupancy)  # fmt: skip
         assert expected is not None
         assert line.split("/")[1].startswith("T=fp16," + labels[expected]), (key, line, labels[expected])
 

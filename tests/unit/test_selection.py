@@ -56,6 +56,63 @@ def test_grid_tiles_count_programs_at_least_one_per_multiprocessor():
     assert selection.log2_work(tiles, {"BM": 64}, (64 * 264,), 132) == math.log2(264)
 
 
+def test_with_an_occupancy_programs_count_in_whole_waves():
+    """133 programs on 132 multiprocessors: two waves of one per multiprocessor, one of two; 0: not in waves."""
+    tiles = (Tile(dim=0, constexpr="BM", loop=False), Tile(dim=1, constexpr="BK", loop=True))
+    consts = {"BM": 64, "BK": 32}
+    key = (64 * 133, 64)
+    assert selection.log2_work(tiles, consts, key, 132, 1) == math.log2(264) + 1
+    assert selection.log2_work(tiles, consts, key, 132, 2) == math.log2(264) + 1
+    assert selection.log2_work(tiles, consts, (64 * 265, 64), 132, 2) == math.log2(528) + 1
+    assert selection.log2_work(tiles, consts, key, 132, 0) == math.log2(133) + 1
+    assert selection.log2_work(tiles, consts, (64, 64), 132, 3) == math.log2(396) + 1  # one program: a wave
+
+
+def test_occupancies_are_chosen_where_the_times_run_in_waves(kernel_dir, monkeypatch):
+    """Times of a GPU that runs programs in waves (a 256-element block fits three times per multiprocessor, a
+    1024 one once; a wave costs the same per element): which block wins turns on whose last wave is fuller.
+    Counting each config's programs in waves predicts the held-out keys better than counting them one by
+    one, and is chosen; the manifest and inspect name it."""
+    import dataclasses
+
+    from aotpack.backends import recipes as recipe
+    from aotpack.commands.inspect import selection_lines
+    from aotpack.model import Rule
+
+    from ..shared import GOOD
+
+    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
+    per_sm = {256: 3, 1024: 1}
+
+    def us(n: int, block: int, warps: int) -> float:
+        waves = math.ceil(math.ceil(n / block) / (132 * per_sm[block]))
+        return 2.0 + waves * block * per_sm[block] / (1000.0 if warps == 8 else 990.0)
+
+    rules = []
+    for i in range(60):
+        n = round(2 ** (17 + 5 * ((i * 0.618034) % 1)))
+        times = tuple((c.label, round(us(n, cast(int, c.value("BLOCK")), c.num_warps or 4), 4))
+                      for c in kernel.configs)  # fmt: skip
+        best = min(times, key=lambda p: p[1])[0]
+        rules.append(Rule(key=(n,), config=next(c for c in kernel.configs if c.label == best), arch="sm_90a",
+                          types=(("T", "fp16"),), specialization=None, median_us=times, where=kernel.where))  # fmt: skip
+    kernel = dataclasses.replace(kernel, rules=tuple(rules))
+    chosen = selection.choose(kernel, 132)
+    assert chosen.scale > 0 and any(chosen.occupancy), chosen
+    assert len(chosen.occupancy) == len(kernel.configs)
+    monkeypatch.setattr(selection, "OCCUPANCIES", (0,))
+    unwaved = selection.choose(kernel, 132)
+    assert unwaved.occupancy == ()
+    assert chosen.held_out is not None and unwaved.held_out is not None
+    assert (chosen.held_out.over, chosen.held_out.worst) < (unwaved.held_out.over, unwaved.held_out.worst)
+    entry = selection.entry(dataclasses.replace(kernel, selection=chosen))
+    assert entry is not None
+    waved = {c.label: o for c, o in zip(kernel.configs, chosen.occupancy, strict=True) if o}
+    assert entry["occupancy"] == waved
+    (line, _) = selection_lines("add", entry)
+    assert all(f"{o} per SM ({label})" in line for label, o in waved.items())
+
+
 def test_neighbours_are_the_nearest_in_log_space_ties_in_table_order():
     rows = [measured((1024,), (1.0,)), measured((256,), (1.0,)), measured((4096,), (1.0,))]
     assert [r.key for _, r in selection.neighbours(rows, (2048,), 2)] == [(1024,), (4096,)]
@@ -152,8 +209,10 @@ def test_the_shared_sums_pick_what_predict_picks():
         key = (rng.randint(1, 20000), rng.randint(1, 5000))
         us = tuple(None if rng.random() < 0.05 else rng.uniform(3, 300) for _ in consts)
         rows.append(measured(key, us))
-    picks = selection._candidate_picks(rows, tiles, consts, 132)
-    for (k, scale), chosen in picks.items():
-        for i, row in enumerate(rows):
-            others = [r for j, r in enumerate(rows) if j != i]
-            assert chosen[i] == selection.predict(others, row.key, k, scale, tiles, consts, 132), (k, scale, i)
+    for occupancy in ((), (0, 1, 2, 3, 4, 8)):
+        picks = selection._candidate_picks(rows, tiles, consts, 132, occupancy)
+        for (k, scale), chosen in picks.items():
+            for i, row in enumerate(rows):
+                others = [r for j, r in enumerate(rows) if j != i]
+                expected = selection.predict(others, row.key, k, scale, tiles, consts, 132, occupancy=occupancy)
+                assert chosen[i] == expected, (k, scale, i, occupancy)
