@@ -201,11 +201,18 @@ def plan_summary(recipe: Recipe, variants: tuple[Variant, ...], every: bool = Fa
     lines.append(f"total: {plural(totals['variants'], 'variant')} ({backends}) of "
                  f"{plural(totals['kernels'], 'kernel')}")  # fmt: skip
     if recipe.triton_cache:  # shipped as recorded, not planned
-        tritons = ", ".join(sorted({e.triton for e in recipe.triton_cache}))
-        targets = ", ".join(sorted({e.target for e in recipe.triton_cache}))
+        kernels = [e for e in recipe.triton_cache if not e.module]
+        modules = len(recipe.triton_cache) - len(kernels)
+        what = []
+        if kernels:
+            tritons = ", ".join(sorted({e.triton for e in kernels}))
+            targets = ", ".join(sorted({e.target for e in kernels}))
+            what.append(f"{plural(len(kernels), 'kernel')} compiled by Triton {tritons} for {targets}")
+        if modules:
+            what.append(f"{plural(modules, 'module')} Triton built with a C compiler")
         shipped = plural(len(recipe.triton_cache), "Triton cache entry", "Triton cache entries")
-        lines.append(f"triton_cache: {shipped} shipped as recorded (Triton {tritons}; {targets}), served by "
-                     "activate() as cache hits")  # fmt: skip
+        lines.append(f"triton_cache: {shipped} shipped as recorded ({'; '.join(what)}), served by activate() as "
+                     "cache hits")  # fmt: skip
     if recipe.inductor_cache:  # shipped as recorded, loaded by activate()
         torches = ", ".join(sorted({s.torch for s in recipe.inductor_cache}))
         processes = plural(len(recipe.inductor_cache), "process", "processes")
