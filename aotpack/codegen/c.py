@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from typing import cast
 
-from .. import backends, classnames, expr, facts, limits
+from .. import backends, classnames, expr, facts, limits, selection
 from ..errors import RecipeError
 from ..model import Arg, Kernel, Rule
 from ..plan import classes
@@ -152,6 +152,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         "neighbours": str(k.selection.neighbours), "scale": repr(k.selection.scale),
         "ntiles": str(len(k.selection.tiles)), "tiles": f"{n}_tiles",
         "occupancy": f"{n}_occupancy" if k.selection.occupancy else "NULL",
+        "tuned_sms": str(k.selection.sms or selection.DEFAULT_SMS),
         "nvariants": str(len(build.variants)), "variants": f"{n}_variants", "variant_of": f"{n}_variant_of",
         "defaults": f"{n}_defaults", "extents": f"{n}_extents", "grid": f"{n}_grid", "key": f"{n}_key",
         "functions": f"{n}_functions", "block": launch_fns[0], "shared": launch_fns[1],

@@ -64,13 +64,18 @@ class Kernel:
         the arguments' device. With key values by name, dtypes by type variable and an optional
         ``device`` (``k.select(M=512, N=512, K=512, T="fp16")``): the table's choice for that key on
         that device, for arguments that satisfy the divisibility hints.
+
+        Either form with ``target`` (and ``sms``) plans for a GPU that need not be here, with no driver:
+        ``k.select(x, y, out, target="sm_90a", sms=132)`` for arguments on any device (CPU or meta tensors,
+        NumPy arrays: their shapes, strides, dtypes and addresses decide), an architecture as aotpack names
+        targets and its multiprocessor count (default: the tuning GPU's).
         """
         if args or not kwargs:  # the call's own arguments: the binding selects (no manifest needed)
             return str(self._select(*args, **kwargs))
         entry = self._manifest()["kernels"][self.__name__]
         key_names = [name for name, _ in entry["key"]]
         typevars = list(entry["types"])
-        if not set(kwargs) <= set(key_names) | set(typevars) | {"device"}:
+        if not set(kwargs) <= set(key_names) | set(typevars) | {"device", "target", "sms"}:
             return str(self._select(*args, **kwargs))
         missing = [n for n in key_names if n not in kwargs]
         if missing:
@@ -82,7 +87,7 @@ class Kernel:
             choices = "; ".join(", ".join(f"{v}={t}" for v, t in b.items()) for b in bindings)
             raise TypeError(f"{self.__name__}.select(): name the types, one of: {choices}")
         key = tuple(int(kwargs[n]) for n in key_names)
-        return str(self._choose(key, matches[0], int(kwargs.get("device", 0))))
+        return str(self._choose(key, matches[0], int(kwargs.get("device", 0)), kwargs.get("target"), kwargs.get("sms")))
 
     @property
     def __signature__(self) -> Any:

@@ -520,7 +520,7 @@ int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int fo
   if (err->status != AOT_OK) return -1;
   int mode = k->autotune ? atomic_load(&rt_autotune_mode) : AOT_TUNE_OFF;
   pick_point point;
-  int keep = k->nbound == 0 && mode == AOT_TUNE_OFF; /* nothing but the point decides the pick */
+  int keep = k->nbound == 0 && mode == AOT_TUNE_OFF && !d->planned; /* nothing but the point decides the pick */
   if (keep) {
     pick_point_of(k, call, target, binding, key, &point);
     int v = pick_find(k, &point, &c->miss);

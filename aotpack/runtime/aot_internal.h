@@ -129,6 +129,7 @@ typedef struct {
   int max_shared_optin;
   int l2_bytes;
   int sms; /* multiprocessors */
+  uint8_t planned; /* select(target=...): a GPU that need not be here (no context; its picks are not kept) */
   char name[128];
   void *_Atomic scratch_pool; /* CUmemoryPool for kernel scratch, created on first need */
 } device_state;

@@ -157,15 +157,23 @@ static int torch_dtype(PyObject *obj, aot_tensor *t, const char *arg, aot_error 
   return 0;
 }
 
-static int torch_arg(PyObject *obj, aot_tensor *t, int shape_use, const char *arg, aot_error *err) {
+/* Where a pointer is: its device ordinal (the driver asked), or, planning a select() for a GPU that is not here
+ * (select(target=...)), none asked: -2. */
+static int device_of(uint64_t ptr, int planned, const char *arg, aot_error *err) {
+  return planned ? -2 : aot_pointer_device(ptr, arg, err);
+}
+
+static int torch_arg(PyObject *obj, aot_tensor *t, int shape_use, int planned, const char *arg, aot_error *err) {
   long device = tensor_int(obj, GET_DEVICE, s_get_device);
   if (device == -1 && PyErr_Occurred()) return -1;
-  if (device < 0) {
+  if (device < 0 && planned) device = -2; /* a CPU or meta tensor describes the call all the same */
+  if (device < 0 && !planned) {
     char where[64];
     PyObject *dev_obj = PyObject_GetAttrString(obj, "device");
     bind_text_of(dev_obj, where, sizeof where);
     Py_XDECREF(dev_obj);
-    return aot_fail(err, AOT_E_VALUE, "argument %s is on %s; expected a CUDA tensor", arg, where);
+    return aot_fail(err, AOT_E_VALUE, "argument %s is on %s; expected a CUDA tensor (select(..., target='sm_90a') "
+                    "says which variant a GPU would run)", arg, where);
   }
   PyObject *ptr = tensor_method(obj, DATA_PTR, s_data_ptr);
   if (ptr == NULL) return -1;
@@ -177,7 +185,7 @@ static int torch_arg(PyObject *obj, aot_tensor *t, int shape_use, const char *ar
 }
 
 /* An object with __cuda_array_interface__ (CuPy, Numba, ...). Its device is the pointer's. */
-static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err) {
+static int cai_arg(PyObject *cai, aot_tensor *t, int planned, const char *arg, aot_error *err) {
   if (!PyDict_Check(cai)) return aot_fail(err, AOT_E_TYPE, "argument %s: __cuda_array_interface__ is not a dict", arg);
   PyObject *data = PyDict_GetItem(cai, s_data); /* borrowed; interned keys: no hashing per call */
   PyObject *typestr = PyDict_GetItem(cai, s_typestr);
@@ -210,13 +218,13 @@ static int cai_arg(PyObject *cai, aot_tensor *t, const char *arg, aot_error *err
     }
   }
   if (t->ptr == 0) return -2; /* an empty array: no device to read off */
-  return aot_pointer_device(t->ptr, arg, err);
+  return device_of(t->ptr, planned, arg, err);
 }
 
 /* An object Triton's JIT takes as a tensor: any with data_ptr() and a torch dtype (FlagGems' StridedBuffer, a
  * library's tensor wrapper). Its device is the pointer's; its shape, where the kernel reads it, from shape and
  * stride(), as a torch tensor's. */
-static int data_ptr_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, aot_error *err) {
+static int data_ptr_arg(PyObject *obj, aot_tensor *t, int use, int planned, const char *arg, aot_error *err) {
   PyObject *ptr = PyObject_CallMethodObjArgs(obj, s_data_ptr, NULL);
   if (ptr == NULL) return -1;
   t->ptr = PyLong_AsUnsignedLongLong(ptr);
@@ -227,11 +235,13 @@ static int data_ptr_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, 
   }
   if (torch_dtype(obj, t, arg, err) < 0) return -1;
   if (use != AOT_SHAPE_NONE && torch_shape(obj, t, AOT_SHAPE_FULL, arg, err) < 0) return -1;
-  return t->ptr == 0 ? -2 : aot_pointer_device(t->ptr, arg, err);
+  return t->ptr == 0 ? -2 : device_of(t->ptr, planned, arg, err);
 }
 
-/* Fill one pointer argument; returns its device, -2 when it names none, -1 on error. */
-static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *is_torch, aot_error *err) {
+/* Fill one pointer argument; returns its device, -2 when it names none (or `planned`: none is asked), -1 on
+ * error. */
+static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *is_torch, int planned,
+                       aot_error *err) {
   const char *arg = prm->name;
   t->dtype = -1;
   t->ndim = -1;
@@ -242,7 +252,7 @@ static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *
     int device = bind_torch_exchange && (type == torch_tensor || type == torch_parameter)
                      ? bind_exchange_arg(obj, t, prm->shape_use, arg, err)
                      : NOT_DESCRIBED;
-    return device != NOT_DESCRIBED ? device : torch_arg(obj, t, prm->shape_use, arg, err);
+    return device != NOT_DESCRIBED ? device : torch_arg(obj, t, prm->shape_use, planned, arg, err);
   }
   if (PyLong_Check(obj)) {
     t->ptr = PyLong_AsUnsignedLong(obj);
@@ -250,18 +260,18 @@ static int pointer_arg(const aot_param *prm, PyObject *obj, aot_tensor *t, int *
       PyErr_Clear();
       return aot_fail(err, AOT_E_VALUE, "argument %s: a raw pointer must be a non-negative 64-bit integer", arg);
     }
-    return t->ptr == 0 ? -2 : aot_pointer_device(t->ptr, arg, err);
+    return t->ptr == 0 ? -2 : device_of(t->ptr, planned, arg, err);
   }
   PyObject *cai = PyObject_GetAttr(obj, s_cai);
   if (cai != NULL) {
-    int device = cai_arg(cai, t, arg, err);
+    int device = cai_arg(cai, t, planned, arg, err);
     Py_DECREF(cai);
     return device;
   }
   PyErr_Clear();
-  if (PyObject_HasAttrString(obj, "__dlpack__")) return bind_dlpack_arg(obj, t, arg, err);
+  if (PyObject_HasAttrString(obj, "__dlpack__")) return bind_dlpack_arg(obj, t, planned, arg, err);
   if (PyObject_HasAttr(obj, s_data_ptr) && PyObject_HasAttr(obj, s_dtype))
-    return data_ptr_arg(obj, t, prm->shape_use, arg, err);
+    return data_ptr_arg(obj, t, prm->shape_use, planned, arg, err);
   char tname[64];
   return aot_fail(err, AOT_E_TYPE,
                   "argument %s: expected a CUDA tensor, an object with __cuda_array_interface__ or __dlpack__ or "
@@ -318,13 +328,42 @@ static int stream_of(PyObject *obj, uint64_t *out, aot_error *err) {
   return 0;
 }
 
-/* Parse the call; on success returns the device and sets *stream and *forced. */
+/* A GPU that need not be here, as select(target=..., sms=...) names it: the compute capability of an
+ * architecture named as aotpack names targets (sm_90a: 90), and its multiprocessors (default: the tuning
+ * GPU's). -1 and err when either is not one. */
+int bind_planned(const aot_kernel *k, PyObject *target, PyObject *sms, bind_plan *plan, aot_error *err) {
+  char name[32];
+  bind_text_of(target, name, sizeof name);
+  char *end = NULL;
+  long capability = PyUnicode_Check(target) && strncmp(name, "sm_", 3) == 0 && name[3] >= '1' && name[3] <= '9'
+                        ? strtol(name + 3, &end, 10)
+                        : -1;
+  if (capability < 10 || capability > 999 || end == NULL || (*end != '\0' && strcmp(end, "a") != 0 &&
+                                                             strcmp(end, "f") != 0))
+    return aot_fail(err, AOT_E_VALUE, "argument target: expected a GPU architecture as aotpack names targets "
+                    "(sm_80, sm_90a, sm_100a), got %s", name);
+  plan->capability = (int)capability;
+  plan->sms = k->tuned_sms;
+  if (sms != NULL && sms != Py_None) {
+    long long n = PyLong_Check(sms) ? PyLong_AsLongLong(sms) : -1;
+    if (n == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (n < 1 || n > 100000 || PyBool_Check(sms))
+      return aot_fail(err, AOT_E_VALUE, "argument sms: expected the GPU's multiprocessor count (an integer from 1 "
+                      "to 100000), got %s", bind_text_of(sms, name, sizeof name));
+    plan->sms = (int)n;
+  }
+  return 0;
+}
+
+/* Parse the call; on success returns the device and sets *stream, *forced and *plan (its capability 0 unless
+ * the call names target=: select() for a GPU that need not be here, no device asked of the arguments). */
 int bind_parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, PyObject *kwargs, aot_call *call,
-                 uint64_t *stream, int *forced) {
+               uint64_t *stream, int *forced, bind_plan *plan) {
   aot_error *err = call->err;
   PyObject *values[AOT_MAX_ARGS] = {NULL};
-  PyObject *stream_obj = NULL;
+  PyObject *stream_obj = NULL, *target = NULL, *sms = NULL;
   *forced = -1;
+  plan->capability = 0, plan->sms = 0;
   if (nargs > k->nparams)
     return aot_fail(err, AOT_E_TYPE, "%s() takes at most %d positional arguments (%zd given)", k->name, k->nparams,
                     nargs);
@@ -336,6 +375,10 @@ int bind_parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, PyO
     while (PyDict_Next(kwargs, &pos, &key, &value)) {
       if (PyUnicode_CompareWithASCIIString(key, "stream") == 0) {
         stream_obj = value;
+        continue;
+      }
+      if (PyUnicode_CompareWithASCIIString(key, "target") == 0 || PyUnicode_CompareWithASCIIString(key, "sms") == 0) {
+        *(PyUnicode_CompareWithASCIIString(key, "sms") == 0 ? &sms : &target) = value;
         continue;
       }
       if (PyUnicode_CompareWithASCIIString(key, "variant") == 0) {
@@ -361,6 +404,10 @@ int bind_parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, PyO
     if (values[p] == NULL && !k->params[p].has_default)
       return aot_fail(err, AOT_E_TYPE, "%s() missing required argument '%s'", k->name, k->params[p].name);
   }
+  if (sms != NULL && (target == NULL || target == Py_None))
+    return aot_fail(err, AOT_E_TYPE, "argument sms: only with target= (select() for a GPU that need not be here)");
+  if (target != NULL && target != Py_None && bind_planned(k, target, sms, plan, err) < 0) return -1;
+  int planned = plan->capability > 0;
   int device = -2, device_from = -1, any_torch = 0;
   for (int p = 0; p < k->nparams; p++) {
     const aot_param *prm = &k->params[p];
@@ -376,7 +423,7 @@ int bind_parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, PyO
       continue;
     }
     int is_torch = 0;
-    int dev = pointer_arg(prm, values[p], &call->t[p], &is_torch, err);
+    int dev = pointer_arg(prm, values[p], &call->t[p], &is_torch, planned, err);
     if (dev == -1) return -1;
     any_torch |= is_torch;
     if (dev >= 0 && device >= 0 && dev != device)
@@ -386,6 +433,7 @@ int bind_parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, PyO
   }
   if (device < 0) device = 0; /* only empty or null pointers: any device will do */
   *stream = 0;
+  if (planned) return device; /* no stream: nothing is launched, and no CUDA is asked */
   if (stream_obj != NULL && stream_obj != Py_None) {
     if (stream_of(stream_obj, stream, err) < 0) return -1;
   } else if (any_torch && bind_torch_exchange != NULL) {

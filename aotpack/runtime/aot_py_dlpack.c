@@ -86,7 +86,7 @@ int bind_exchange_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, ao
 
 /* A DLPack producer (JAX, CuPy, ...): read its DLTensor, then let the capsule go unconsumed (its
  * destructor releases it; the caller's object keeps the memory alive, as for any launch). */
-int bind_dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *err) {
+int bind_dlpack_arg(PyObject *obj, aot_tensor *t, int planned, const char *arg, aot_error *err) {
   PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
   if (capsule == NULL) return -1;
   const dl_tensor *dl = PyCapsule_GetPointer(capsule, "dltensor"); /* DLManagedTensor starts with it */
@@ -94,8 +94,9 @@ int bind_dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *er
   if (dl == NULL) {
     PyErr_Clear();
     aot_fail(err, AOT_E_TYPE, "argument %s: __dlpack__ did not return a DLPack capsule", arg);
-  } else if (dl->device.type != DL_CUDA && dl->device.type != DL_CUDA_MANAGED) {
-    aot_fail(err, AOT_E_VALUE, "argument %s is not in CUDA memory (DLPack device type %d)", arg, dl->device.type);
+  } else if (dl->device.type != DL_CUDA && dl->device.type != DL_CUDA_MANAGED && !planned) {
+    aot_fail(err, AOT_E_VALUE, "argument %s is not in CUDA memory (DLPack device type %d); select(..., "
+             "target='sm_90a') says which variant a GPU would run", arg, dl->device.type);
   } else if (dl->ndim < 0 || dl->ndim > AOT_MAX_DIMS || dl->dtype.lanes != 1) {
     aot_fail(err, AOT_E_VALUE, "argument %s: %d dimensions or vector lanes are not supported", arg, dl->ndim);
   } else {
@@ -106,7 +107,7 @@ int bind_dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *er
     } else if (dl_address(dl, &t->ptr, arg, err) == 0) {
       t->dtype = dtype;
       dl_shape(dl, t);
-      device = dl->device.id;
+      device = planned ? -2 : dl->device.id; /* planned: host memory (numpy) describes the call too */
     }
   }
   Py_DECREF(capsule);

@@ -57,13 +57,18 @@ PyObject *bind_raise(const aot_error *err); /* err as the Python exception of it
 extern const struct dl_exchange_api *bind_torch_exchange; /* torch.Tensor's, where torch has one (aot_py_dlpack.c) */
 extern PyObject *bind_small_ints[AOT_MAX_DEVICES]; /* device ordinals; 4 and 3: Triton's num_warps and num_stages */
 int bind_args_init(void); /* the interned names and small ints the argument readers use */
+/* select(target=..., sms=...): a GPU that need not be here (capability 0: none named, the arguments' device) */
+typedef struct {
+  int capability, sms;
+} bind_plan;
+int bind_planned(const aot_kernel *k, PyObject *target, PyObject *sms, bind_plan *plan, aot_error *err);
 int bind_parse(const aot_kernel *k, PyObject *const *args, Py_ssize_t nargs, PyObject *kwargs, aot_call *call,
-               uint64_t *stream, int *forced);
+               uint64_t *stream, int *forced, bind_plan *plan);
 /* Up to `max` integers of a sequence into out; their count, or -1 and err. */
 int bind_int_tuple(PyObject *seq, int64_t *out, int max, const char *arg, const char *what, aot_error *err);
 const struct dl_exchange_api *bind_exchange_api(PyObject *type);
 enum { NOT_DESCRIBED = -3 }; /* bind_exchange_arg: the tensor is left to torch's methods */
 int bind_exchange_arg(PyObject *obj, aot_tensor *t, int use, const char *arg, aot_error *err);
-int bind_dlpack_arg(PyObject *obj, aot_tensor *t, const char *arg, aot_error *err);
+int bind_dlpack_arg(PyObject *obj, aot_tensor *t, int planned, const char *arg, aot_error *err);
 
 #endif

@@ -176,7 +176,8 @@ static PyObject *run_launch(PyObject *self, PyObject *args, PyObject *kwargs) {
     }
   uint64_t stream;
   int forced;
-  int device = bind_parse(k, rest, nrest, NULL, &call, &stream, &forced);
+  bind_plan plan;
+  int device = bind_parse(k, rest, nrest, NULL, &call, &stream, &forced, &plan);
   if (device < 0) return PyErr_Occurred() ? NULL : call_raise(k, &err);
   call.launch_config = (int)config + 1;
   memcpy(call.grid, dims, sizeof dims);

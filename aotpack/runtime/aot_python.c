@@ -26,15 +26,15 @@ static int warn_miss(const aot_kernel *k, const aot_call *call) {
                           k->package, k->name, k->spec_names[spec], jit, k->name, jit, k->package);
 }
 
-/* Start a call of k and parse its Python arguments into it: the device, with *stream and *forced set, or -1
- * with a Python exception set (err's, when parsing failed in the runtime's terms). */
+/* Start a call of k and parse its Python arguments into it: the device, with *stream, *forced and *plan set,
+ * or -1 with a Python exception set (err's, when parsing failed in the runtime's terms). */
 static int start_call(const aot_kernel *k, PyObject *args, PyObject *kwargs, aot_call *call, aot_error *err,
-                      uint64_t *stream, int *forced) {
+                      uint64_t *stream, int *forced, bind_plan *plan) {
   aot_call_start(call, k, err);
   PyObject *pos[AOT_MAX_ARGS];
   Py_ssize_t npos = positional(k, args, pos);
   if (npos < 0) return -1;
-  int device = bind_parse(k, pos, npos, kwargs, call, stream, forced);
+  int device = bind_parse(k, pos, npos, kwargs, call, stream, forced, plan);
   if (device < 0 && !PyErr_Occurred()) bind_raise(err);
   return device;
 }
@@ -44,8 +44,12 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   aot_call call;
   uint64_t stream;
   int forced;
-  int device = start_call(k, args, kwargs, &call, &err, &stream, &forced);
+  bind_plan plan;
+  int device = start_call(k, args, kwargs, &call, &err, &stream, &forced, &plan);
   if (device < 0) return NULL;
+  if (plan.capability > 0)
+    return PyErr_Format(PyExc_TypeError, "%s(): target= and sms= plan a select() for a GPU that need not be here; "
+                        "a launch runs on the GPU its arguments are on", k->name);
   /* The GIL stays held: a launch takes microseconds, and the first call's module load never waits
    * for Python, so holding it cannot deadlock and saves a release/acquire on every call. */
   if (aot_launch(k, &call, device, (aot_stream)(uintptr_t)stream, forced) != 0) return bind_raise(&err);
@@ -53,17 +57,24 @@ PyObject *aot_py_call(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   Py_RETURN_NONE;
 }
 
+/* select() by key values (the package's Python fills them from names): (key, binding, device[, target, sms]) */
 PyObject *aot_py_choose(const aot_kernel *k, PyObject *args) {
   aot_error err = {AOT_OK, ""};
-  PyObject *key_obj;
+  PyObject *key_obj, *target = Py_None, *sms = Py_None;
   int binding, device;
-  if (!PyArg_ParseTuple(args, "Oii", &key_obj, &binding, &device)) return NULL;
+  if (!PyArg_ParseTuple(args, "Oii|OO", &key_obj, &binding, &device, &target, &sms)) return NULL;
   int64_t key[AOT_MAX_KEY];
   int n = bind_int_tuple(key_obj, key, AOT_MAX_KEY, "key", "values", &err);
   if (n < 0) return bind_raise(&err);
   if (n != k->nkey) return PyErr_Format(PyExc_TypeError, "%s.select(): expected %d key values, got %d", k->name,
                                         k->nkey, n);
-  int v = aot_choose_key(k, key, binding, device, &err);
+  bind_plan plan = {0, 0};
+  if (sms != Py_None && target == Py_None)
+    return PyErr_Format(PyExc_TypeError, "%s.select(): sms= only with target= (a GPU that need not be here)",
+                        k->name);
+  if (target != Py_None && bind_planned(k, target, sms, &plan, &err) < 0) return bind_raise(&err);
+  int v = plan.capability > 0 ? aot_choose_key_planned(k, key, binding, plan.capability, plan.sms, &err)
+                              : aot_choose_key(k, key, binding, device, &err);
   if (v < 0) return bind_raise(&err);
   return PyUnicode_FromString(k->variants[v].id);
 }
@@ -73,9 +84,11 @@ PyObject *aot_py_select(const aot_kernel *k, PyObject *args, PyObject *kwargs) {
   aot_call call;
   uint64_t stream;
   int forced;
-  int device = start_call(k, args, kwargs, &call, &err, &stream, &forced);
+  bind_plan plan;
+  int device = start_call(k, args, kwargs, &call, &err, &stream, &forced, &plan);
   if (device < 0) return NULL;
-  int v = aot_select(k, &call, device, forced);
+  int v = plan.capability > 0 ? aot_select_planned(k, &call, plan.capability, plan.sms, forced)
+                              : aot_select(k, &call, device, forced);
   if (v < 0) return bind_raise(&err);
   return PyUnicode_FromString(k->variants[v].id);
 }

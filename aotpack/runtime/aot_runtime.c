@@ -3,6 +3,7 @@
 #include "aot_internal.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 int aot_pointer_device(uint64_t ptr, const char *arg, aot_error *err) {
@@ -41,6 +42,30 @@ int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int ord
   if (binding < 0 || binding >= k->nbindings) return aot_fail(err, AOT_E_VALUE, "%s(): no such types", k->name);
   int target = rt_choose_target(k, d, err);
   return target < 0 ? -1 : rt_variant_for(k, key, target, binding, d, err);
+}
+
+/* A GPU that need not be here: its capability and multiprocessors, named as the runtime names devices. */
+static void planned_device(device_state *d, int capability, int sms) {
+  memset(d, 0, sizeof *d);
+  d->capability = capability, d->sms = sms, d->planned = 1;
+  snprintf(d->name, sizeof d->name, "a planned sm_%d with %d multiprocessors", capability, sms);
+}
+
+int aot_select_planned(const aot_kernel *k, aot_call *call, int capability, int sms, int forced) {
+  call->kernel = k;
+  device_state d;
+  planned_device(&d, capability, sms);
+  choice c = {.untuned = 0, .miss = -2};
+  return rt_choose(k, call, &d, forced, &c);
+}
+
+int aot_choose_key_planned(const aot_kernel *k, const int64_t *key, int binding, int capability, int sms,
+                           aot_error *err) {
+  if (binding < 0 || binding >= k->nbindings) return aot_fail(err, AOT_E_VALUE, "%s(): no such types", k->name);
+  device_state d;
+  planned_device(&d, capability, sms);
+  int target = rt_choose_target(k, &d, err);
+  return target < 0 ? -1 : rt_variant_for(k, key, target, binding, &d, err);
 }
 
 int aot_select(const aot_kernel *k, aot_call *call, int device_ordinal, int forced) {

@@ -209,6 +209,7 @@ typedef struct aot_kernel {
   int ntiles;
   const aot_tile *tiles;
   const uint8_t *occupancy;    /* nconfigs: programs per multiprocessor in a wave (0: not in waves), or NULL */
+  int tuned_sms;               /* the tuning GPU's multiprocessors: select(target=...)'s default */
   int nvariants;
   const aot_variant *variants;
   const int *variant_of;       /* [binding][config][target][spec] -> variant index or -1 */
@@ -275,6 +276,13 @@ int aot_select(const aot_kernel *k, aot_call *call, int device, int forced);
 /* The variant the dispatcher picks for bucketed-or-raw key values and a type binding on a device,
  * for a call in the most specialized class built (-1 and err on failure). */
 int aot_choose_key(const aot_kernel *k, const int64_t *key, int binding, int device, aot_error *err);
+
+/* aot_select and aot_choose_key for a GPU that need not be here: of compute capability `capability` (90 for
+ * sm_90a) with `sms` multiprocessors. No driver is loaded and nothing is kept: a pick for a GPU not here does
+ * not stand for one that is. */
+int aot_select_planned(const aot_kernel *k, aot_call *call, int capability, int sms, int forced);
+int aot_choose_key_planned(const aot_kernel *k, const int64_t *key, int binding, int capability, int sms,
+                           aot_error *err);
 
 /* Runtime autotuning: switch it on (an aot_tune_mode, aot_vocabulary.h) or off, and read or add the tuned keys
  * (for a cache file). */

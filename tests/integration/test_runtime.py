@@ -505,7 +505,8 @@ def test_dlpack_producers(installed, fake_driver, tmp_path):
     assert f"p0={0x100000000 + 16:x} p1={0x100001000 + 16:x} p2={0x100002000 + 16:x} p3=1000" in launch
     assert out == [
         "TypeError: argument x_ptr has DLPack dtype (code 5, 64 bits), which no kernel here takes",
-        "ValueError: argument x_ptr is not in CUDA memory (DLPack device type 1)",
+        "ValueError: argument x_ptr is not in CUDA memory (DLPack device type 1); select(..., target='sm_90a') says "
+        "which variant a GPU would run",
     ]
 
 

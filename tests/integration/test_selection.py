@@ -6,7 +6,10 @@ Python rule's: the runtime computes what the build's held-out error describes.""
 
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +133,61 @@ def test_without_enough_measured_keys_the_nearest_row_rule_stays(tmp_path):
     (tmp_path / "r.yaml").write_text(RECIPE)
     (kernel,) = recipe.load(tmp_path / "r.yaml").kernels
     assert kernel.selection.neighbours == 0 and kernel.selection.held_out is None
+
+
+def test_select_plans_for_a_gpu_that_is_not_here(site, fake_driver, tmp_path):
+    """select(..., target=, sms=) with no driver at all (none is loaded): NumPy arrays, CPU and meta tensors, or key
+    values, picked as the runtime picks on that GPU (the fake driver's, same capability and multiprocessors); a
+    GPU the package has no code for, a bad target or count, sms= alone and a launch with target= are errors that
+    say so."""
+    _, installed = site
+    rng = random.Random(5)
+    keys = [draw(rng) for _ in range(40)]
+    on_gpu = CAI_ARRAY + "import picked_kernels as p\n"
+    on_gpu += f"for m, n, k in {keys!r}:\n"
+    on_gpu += "    print(p.matmul.select(Array(A, (m, k)), Array(A, (k, n)), Array(A, (m, n))))\n"
+    on_gpu += f"for m, n, k in {keys[:8]!r}:\n"
+    on_gpu += "    print(p.matmul.select(M=m, N=n, K=k, T='fp16'))\n"
+    expected, _ = run_on_fake_driver(on_gpu, installed, fake_driver, tmp_path / "cuda.log", FAKE_CUDA_SMS=str(SMS),
+                                     FAKE_CUDA_CC="90")  # fmt: skip
+    planned = f"""
+import numpy as np, torch, picked_kernels as p
+def aligned(shape):  # 256-byte aligned, as CUDA allocations are
+    raw = np.empty(int(np.prod(shape)) + 128, np.float16)
+    skip = (-raw.ctypes.data % 256) // 2
+    return raw[skip:skip + int(np.prod(shape))].reshape(shape)
+for m, n, k in {keys!r}:
+    print(p.matmul.select(aligned((m, k)), aligned((k, n)), aligned((m, n)), target="sm_90a", sms={SMS}))
+for m, n, k in {keys[:8]!r}:
+    print(p.matmul.select(M=m, N=n, K=k, T="fp16", target="sm_90a", sms={SMS}))
+m, n, k = {keys[0]!r}
+for device in ("cpu", "meta"):
+    a, b, c = (torch.empty(s, dtype=torch.float16, device=device) for s in ((m, k), (k, n), (m, n)))
+    print(device, p.matmul.select(a, b, c, target="sm_90a").split("/")[2])
+a, b, c = aligned((m, k)), aligned((k, n)), aligned((m, n))
+for kwargs in ({{"target": "sm_80"}}, {{"target": "h100"}}, {{"target": "sm_90a", "sms": 0}}, {{"sms": 132}}):
+    try:
+        p.matmul.select(a, b, c, **kwargs)
+    except (ValueError, TypeError, RuntimeError) as e:
+        print(type(e).__name__, e)
+try:
+    p.matmul(a, b, c, target="sm_90a")
+except TypeError as e:
+    print("launch:", e)
+print("libcuda loaded:", any("libcuda" in line for line in open("/proc/self/maps")))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    done = subprocess.run([sys.executable, "-c", planned], capture_output=True, text=True, timeout=300,
+                          env={**env, "PYTHONPATH": str(installed)})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout.splitlines()
+    n = len(keys) + 8
+    assert out[:n] == expected, [(a, b) for a, b in zip(out, expected, strict=False) if a != b][:5]
+    assert out[n : n + 2] == ["cpu sm_90a", "meta sm_90a"]
+    errors = out[n + 2 : n + 6]
+    assert "compute capability 8.0" in errors[0] and "built for sm_90a" in errors[0], errors
+    assert "argument target: expected a GPU architecture as aotpack names targets" in errors[1], errors
+    assert "got h100" in errors[1] and "argument sms: expected the GPU's multiprocessor count" in errors[2], errors
+    assert "argument sms: only with target=" in errors[3], errors
+    assert out[n + 6].startswith("launch: matmul(): target= and sms= plan a select()"), out[n + 6]
+    assert out[n + 7] == "libcuda loaded: False"
