@@ -15,6 +15,7 @@ standard CI build. Its ``pyproject.toml``::
     triton = "3.8"           # the Triton release to build with (default: the recipe's triton:, else the newest
                              # tested for this Python)
     quiet = false            # no progress lines on stderr (pip shows them with pip wheel -v .)
+    platform = "linux_aarch64"   # the machine the wheel is for (default: the building one's; any host builds both)
 
 Every setting can also come as a config setting (``pip wheel . -C cuda=12.2``, ``python -m build
 -C jobs=4``), which wins. ``build_wheel`` shows the build's progress as ``aotpack build`` does, on stderr: a
@@ -56,7 +57,7 @@ from .commands.checks import writable_folder
 from .commands.progress import Progress
 from .errors import AotpackError, RecipeError, ToolNotFound, UsageError, shown
 from .pipeline import build as pipeline
-from .pipeline import cache, wheel
+from .pipeline import cache, native, wheel
 from .recipe.project import read_toml
 from .recipe.read import Sources, cuda_floor
 
@@ -76,7 +77,7 @@ def _report(
 
 sys.excepthook = _report
 SETTINGS = {"recipe": str, "jobs": int, "cuda": str, "strict": bool, "cache": bool, "line-info": bool, "triton": str,
-            "quiet": bool}  # fmt: skip
+            "quiet": bool, "platform": str}  # fmt: skip
 EXTRA_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt")  # into the sdist, when present
 
 
@@ -143,6 +144,8 @@ def _checked(key: str, value: Any, source: str) -> Any:
             cuda_floor(value)
         except ValueError as exc:
             raise UsageError(f"{where}: {exc}") from None
+    if key == "platform" and value not in native.PLATFORMS:
+        raise UsageError(f"{where}: not a platform aotpack builds for; name one of {', '.join(native.PLATFORMS)}")
     return value
 
 
@@ -189,6 +192,7 @@ def build_wheel(
     options = pipeline.BuildOptions(
         out_dir=Path(wheel_directory), jobs=s.get("jobs"), strict=s.get("strict", False),
         use_cache=s.get("cache", True), line_info=s.get("line-info", False), cuda_floor=floor,
+        platform=s.get("platform"),
     )  # fmt: skip
     with _talking(s.get("quiet", False)) as log:
         started = time.monotonic()

@@ -27,7 +27,7 @@ from ..backends.triton import releases, toolchain
 from ..backends.triton.recipe import wanted_triton
 from ..errors import AotpackError, OutputError, UsageError, advice, shown
 from ..manifest import read_wheel
-from ..pipeline import cache
+from ..pipeline import cache, native
 from ..pipeline.build import BuildOptions, run
 from ..plan.variants import plan_document, plan_summary, select
 from ..record import RUNS, parse_widen
@@ -84,6 +84,9 @@ def _build_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
         help=f"compiled variants and wheels (default: {CACHE_SHOWN})",
     )
     b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
+    b.add_argument("--platform", choices=sorted(native.PLATFORMS), default=None,
+                   help="the machine the wheel is for (default: this one's); the cubins are the same, the C is "
+                        "cross-compiled")  # fmt: skip
     _triton_options(b, "build")
     b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="compile on this Dask cluster (pip install 'aotpack[dask]'; workers need aotpack and the "
@@ -371,7 +374,7 @@ def _build(args: argparse.Namespace) -> int | None:
         out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
         keep_build_dir=args.keep_build_dir, nvcc=args.nvcc, winners_only=args.winners_only,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, line_info=args.line_info, cuda_floor=args.cuda,
-        executor=args.executor,
+        executor=args.executor, platform=args.platform,
     )  # fmt: skip
     result = run(load(args.recipe), options, Progress(args.quiet))
     if args.quiet:  # the result alone, for a script: $(aotpack build -q recipe.yaml)

@@ -25,7 +25,7 @@ from ..backends import recipes as recipe
 from ..codegen import c as codegen_c
 from ..codegen import compress
 from ..codegen import python as codegen_py
-from ..errors import CompileError, RecipeError
+from ..errors import CompileError, RecipeError, UsageError, WheelError
 from ..model import Backend
 from ..plan import variants as plan
 from ..words import plural
@@ -55,6 +55,7 @@ class BuildOptions:
     line_info: bool = False
     cuda_floor: int | None = None  # overrides the recipe's `cuda:`
     executor: str | None = None  # dask://HOST:PORT: compile on that cluster (distributed.py)
+    platform: str | None = None  # the wheel's platform, one of native.PLATFORMS (default: this machine's)
 
 
 class Progress(Protocol):
@@ -168,7 +169,8 @@ def _cache_keys(
     digests = {k.name: cache.source_digest(k, portable=backends.of(k).portable(options.line_info)) for k in rec.kernels}
     keys = {v.id: cache.variant_key(v, tools.versions_of(v.kernel), digests[v.kernel.name]) for v in variants}
     # every input file, tuning hooks included (the manifest records them all), and the variants
-    wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={options.strict}", *tools.versions.values()])
+    wheel_key = store.wheel_key(sources, [*keys.values(), f"strict={options.strict}", *tools.versions.values(),
+                                          f"platform={wheel_platform(options)}"])  # fmt: skip
     return _Keys(store, keys, wheel_key, limit)
 
 
@@ -272,7 +274,7 @@ def _package_into(
     with tempfile.TemporaryDirectory(prefix=_temp.temp_prefix(WORK_TEMP)) as tmp:
         work = options.keep_build_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        repaired = package(inputs, work)
+        repaired = package(inputs, work, wheel_platform(options))
         if keys.store is not None:
             info = {"variants": built, "pruned": [dataclasses.asdict(p) for p in pruned]}
             keys.store.store_wheel(keys.wheel, repaired, info)
@@ -339,9 +341,34 @@ def _recorded(file: Path) -> bytes:
                           "record again") from None  # fmt: skip
 
 
-def package(inputs: codegen.BuildInput, work: Path) -> Path:
-    """Generate, compile and pack the wheel; returns it repaired (in ``work``)."""
+def wheel_platform(options: BuildOptions) -> str:
+    """The platform the wheel is built for: the option's, checked, else this machine's."""
+    chosen = options.platform or native.host_platform()
+    if chosen not in native.PLATFORMS:
+        raise UsageError(f"platform {chosen!r}: aotpack builds wheels for {', '.join(native.PLATFORMS)}; name one of "
+                         "them (--platform, or platform in [tool.aotpack])")  # fmt: skip
+    return chosen
+
+
+def _modules_run_on(rec: model.Recipe, machine: str) -> None:
+    """A recording's Triton modules (machine code of the recording host's C compiler) run on that host's machine
+    alone: a wheel for another one cannot ship them."""
+    for entry in rec.triton_cache:
+        if not entry.module:
+            continue
+        found = native.elf_machine((entry.folder / entry.files[0]).read_bytes()[:64])
+        if found != machine:
+            raise WheelError(
+                f"{entry.folder / entry.files[0]}: a module Triton built for {found or 'another machine'}, which "
+                f"a wheel for {machine} cannot ship; record on a {machine} host for that wheel"
+            )
+
+
+def package(inputs: codegen.BuildInput, work: Path, platform: str) -> Path:
+    """Generate, compile and pack the wheel for ``platform``; returns it repaired (in ``work``)."""
     rec = inputs.recipe
+    machine = native.PLATFORMS[platform]
+    _modules_run_on(rec, machine)
     docs = {kb.kernel.name: codegen_py.docstring(kb) for kb in inputs.kernels}
     pkg = rec.package
     header = codegen_c.capi_h(inputs, docs)
@@ -354,7 +381,7 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
         "aot_vocabulary.h": codegen_c.vocabulary_h(),
     }
     log.info("compiling the extension module and the C API library")
-    so, library = native.compile_libraries(work, generated, pkg)
+    so, library = native.compile_libraries(work, generated, pkg, machine)
     files = (
         (f"{pkg}/__init__.py", codegen_py.init_py(inputs).encode()),
         (f"{pkg}/__init__.pyi", codegen_py.init_pyi(inputs).encode()),
@@ -371,10 +398,10 @@ def package(inputs: codegen.BuildInput, work: Path) -> Path:
     )
     licenses = (("AOTPACK-RUNTIME-LICENSE", runtime_notice()), *(rec.project.license_files if rec.project else ()))
     spec = wheel.WheelSpec(
-        distribution=pkg, version=rec.version, tag=f"{facts.ABI3_TAG}-linux_x86_64", summary=rec.summary,
+        distribution=pkg, version=rec.version, tag=f"{facts.ABI3_TAG}-{platform}", summary=rec.summary,
         generator=f"aotpack {__version__}", files=files, license=rec.license, license_files=licenses,
         **wheel.project_fields(rec.project),
     )  # fmt: skip
     raw = wheel.write_wheel(spec, work / "raw")
     log.info("repairing %s with auditwheel", raw.name)
-    return repair.repair(raw, work / "repaired", recorded_modules=any(e.module for e in rec.triton_cache))
+    return repair.repair(raw, work / "repaired", machine, recorded_modules=any(e.module for e in rec.triton_cache))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import sys
 import tempfile
 import zipfile
@@ -35,7 +36,10 @@ def repair(wheel: Path, out_dir: Path, machine: str = "x86_64", recorded_modules
     env = {**os.environ, "PATH": path, "SOURCE_DATE_EPOCH": str(source_date_epoch())}
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".repair-") as tmp:
-        plat = "auto" if recorded_modules else f"{TARGET_POLICY}_{machine}"
+        # auditwheel names only this machine's policies in --plat; for another machine's wheel, "auto" takes the
+        # lowest its symbols allow (glibc 2.17's, as zig links), which check_tag confirms
+        foreign = machine != platform.machine()
+        plat = "auto" if recorded_modules or foreign else f"{TARGET_POLICY}_{machine}"
         _tools.run(
             [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "--exclude", DRIVER, "-w", tmp, str(wheel)],
             env=env,
@@ -52,7 +56,7 @@ def repair(wheel: Path, out_dir: Path, machine: str = "x86_64", recorded_modules
                 "wheels take only the NVIDIA driver from the machine they run on: record with a Triton whose "
                 "modules link nothing else, or leave that module out of the recording's triton-cache"
             )
-        if recorded_modules:
+        if recorded_modules and not foreign:
             log.warning("%s: tagged %s, the lowest the recorded Triton modules (built by the recording machine's C "
                         "compiler) allow; record on an older system for a lower one", made[0].name,
                         ".".join(platform_tags(made[0])))  # fmt: skip

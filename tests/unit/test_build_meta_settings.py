@@ -138,3 +138,12 @@ def test_a_recipe_that_is_not_text_is_refused_not_taken_as_a_path(tmp_path, monk
 def test_a_recipe_setting_naming_no_file_says_where_it_comes_from(tmp_path, monkeypatch, pyproject, config, origin):
     message = f"pyproject.toml: {origin}: no such file beside pyproject.toml: name the recipe file, relative to it"
     _refused(tmp_path, monkeypatch, pyproject, message, config)
+
+
+@pytest.mark.parametrize("value", ["linux_arm64", "win_amd64", "", "linux_x86_64 ", "LINUX_AARCH64"])
+def test_a_platform_aotpack_does_not_build_for(tmp_path, monkeypatch, value):
+    tail = "not a platform aotpack builds for; name one of linux_x86_64, linux_aarch64"
+    _refused(tmp_path, monkeypatch, RECIPE + f'platform = "{value}"\n'.encode(),
+             f"pyproject.toml: [tool.aotpack] platform = {value!r}: {tail}")  # fmt: skip
+    _refused(tmp_path, monkeypatch, RECIPE, f"pyproject.toml: config setting platform = {value!r}: {tail}",
+             {"platform": value})  # fmt: skip
