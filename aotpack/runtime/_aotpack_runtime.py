@@ -147,6 +147,13 @@ class Launcher:
 
     __slots__ = ("__name__", "_manifest", "_missing", "_run", "_runner", "_spec")
 
+    def select(self, *args: Any, **kwargs: Any) -> str:
+        """Not for a recorded kernel: the call's constexprs and options pick its config, and its class is the
+        one Triton's JIT keys, so there is no choice to ask about; a TypeError that says so."""
+        raise TypeError(f"{self.__name__} is a recorded kernel (launch: triton): the call's constexprs and options "
+                        "pick its config and its class is the JIT's, so select() has nothing to choose; `aotpack "
+                        "inspect -v` lists its variants")  # fmt: skip
+
     def __init__(self, name: str, native: Any, manifest: Manifest) -> None:
         self.__name__ = name
         self._manifest = manifest

@@ -172,6 +172,22 @@ def test_matmul_key_select_matches_the_table(target, mnk):
     assert chosen.split("/")[2] == target and chosen in demo.matmul.variants
 
 
+@pytest.mark.parametrize("mnk", [(64, 64, 64), (300, 200, 100), (1000, 1000, 1000), (5000, 100, 3000), (96, 4000, 1)])
+def test_select_planned_for_this_gpu_is_what_it_runs(target, mnk):
+    """select(..., target=, sms=) naming this very GPU picks what a call on it picks: with the CUDA tensors
+    themselves, with CPU copies of their shapes and alignment, and by key values."""
+    m, n, k = mnk
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    a, b, c = (torch.randn(s, device="cuda", dtype=torch.float16) for s in ((m, k), (k, n), (m, n)))
+    here = demo.matmul.select(a, b, c)
+    assert demo.matmul.select(a, b, c, target=target, sms=sms) == here
+    on_cpu = [torch.empty(t.shape, dtype=t.dtype) for t in (a, b, c)]
+    if all(t.data_ptr() % 16 == 0 for t in on_cpu):  # (the CPU allocator aligns to 64 bytes)
+        assert demo.matmul.select(*on_cpu, target=target, sms=sms) == here
+    key = demo.matmul.select(M=m, N=n, K=k, T="fp16")
+    assert demo.matmul.select(M=m, N=n, K=k, T="fp16", target=target, sms=sms) == key
+
+
 # ---------------------------------------------------------------- softmax
 
 

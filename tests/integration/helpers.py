@@ -43,3 +43,25 @@ def recorded_variants(recipe):
         for v in plan.plan_variants(recipe)
         if any((p.binding, p.config, p.states) == (v.binding, v.config, v.spec.states) for p in v.kernel.points)
     ]
+
+
+def add_recipe(package: str, targets: tuple[str, ...]) -> str:
+    """A recipe of the example vector add (two types, two block sizes) for these targets: a small build."""
+    root = Path(__file__).resolve().parents[2]
+    return f"""
+package: {package}
+version: 0.1.0
+targets: [{", ".join(targets)}]
+kernels:
+  add:
+    triton: {root}/examples/add.py:add_kernel
+    types: {{T: [fp32, fp16]}}
+    args:
+      x_ptr: {{type: "*T", extent: n_elements}}
+      y_ptr: "*T"
+      out_ptr: "*T"
+      n_elements: {{type: i32, default: numel(out_ptr)}}
+    constexprs: {{BLOCK: [512, 1024]}}
+    grid: ["cdiv(n_elements, BLOCK)"]
+    key: [n_elements]
+"""

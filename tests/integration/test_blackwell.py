@@ -13,29 +13,12 @@ from aotpack import build, manifest
 from aotpack.backends.base import Artifact
 from aotpack.pipeline import cache
 
-from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
+from .helpers import CAI_ARRAY, add_recipe, install_wheel, run_on_fake_driver
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("sm_90a", "sm_100a", "sm_103a", "sm_120a")
 
-RECIPE = f"""
-package: blackwell_kernels
-version: 0.1.0
-targets: [{", ".join(TARGETS)}]
-kernels:
-  add:
-    triton: {ROOT}/examples/add.py:add_kernel
-    types: {{T: [fp32, fp16]}}
-    args:
-      x_ptr: {{type: "*T", extent: n_elements}}
-      y_ptr: "*T"
-      out_ptr: "*T"
-      n_elements: {{type: i32, default: numel(out_ptr)}}
-    constexprs: {{BLOCK: [512, 1024]}}
-    grid: ["cdiv(n_elements, BLOCK)"]
-    key: [n_elements]
-"""
+RECIPE = add_recipe("blackwell_kernels", TARGETS)
 
 
 @pytest.fixture(scope="module")

@@ -16,26 +16,12 @@ from aotpack import build, manifest
 from aotpack.errors import WheelError
 from aotpack.pipeline import native
 
+from .helpers import add_recipe
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
-RECIPE = f"""
-package: cross_kernels
-version: 0.1.0
-targets: [sm_80, sm_90a]
-kernels:
-  add:
-    triton: {ROOT}/examples/add.py:add_kernel
-    types: {{T: [fp32, fp16]}}
-    args:
-      x_ptr: {{type: "*T", extent: n_elements}}
-      y_ptr: "*T"
-      out_ptr: "*T"
-      n_elements: {{type: i32, default: numel(out_ptr)}}
-    constexprs: {{BLOCK: [512, 1024]}}
-    grid: ["cdiv(n_elements, BLOCK)"]
-    key: [n_elements]
-"""
+RECIPE = add_recipe("cross_kernels", ("sm_80", "sm_90a"))
 
 
 @pytest.fixture(scope="module")

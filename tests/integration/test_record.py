@@ -221,7 +221,8 @@ for bad in (lambda: k.add_kernel[(1,)](x, y, o, BLOCK=1024),                 # n
             lambda: k.add_kernel[(1,)](x, y, o, 4096, n_elements=4096, BLOCK=1024),
             lambda: k.add_kernel.run(x, y, o, 4096, BLOCK=1024),            # no grid
             lambda: k.add_kernel[()](x, y, o, 4096, BLOCK=1024),
-            lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=1024, num_ctas=2)):
+            lambda: k.add_kernel[(1,)](x, y, o, 4096, BLOCK=1024, num_ctas=2),
+            lambda: k.select("add_kernel", x, y, o, 4096, BLOCK=1024, target="sm_90a")):
     try:
         bad()
     except (TypeError, ValueError, k.MissingVariant) as exc:
@@ -240,6 +241,8 @@ print("fallback:", message.split(";")[0], len(args), sorted(kwargs))
         "TypeError: add_kernel.run() missing the keyword argument 'grid'",
         "ValueError: add_kernel[grid]: the grid has no dimensions",
         "MissingVariant: add_kernel[grid](...): no variant was built with num_ctas=2",
+        "TypeError: add_kernel is a recorded kernel (launch: triton): the call's constexprs and options pick its "
+        "config and its class is the JIT's, so select() has nothing to choose; `aotpack inspect -v` lists its variants",
         "fallback: add_kernel[grid](...): no variant was built for BLOCK=512, num_warps=4, num_stages=3 4 "
         "['BLOCK', 'grid']",
     ]

@@ -72,7 +72,14 @@ def test_the_runtime_reads_only_declared_fields():
         re.findall(r"""\.get\(["']([A-Za-z_]+)["']""", text)
     )
     cache_file = {"format", "entries", "kernel", "target", "types", "specialization", "key", "config"}
-    not_manifest = {"device", "sms", "run", "__init_subclass__", "manager_class", "off"}  # select(device=, sms=), a class's own
+    not_manifest = {
+        "device",
+        "sms",
+        "run",
+        "__init_subclass__",
+        "manager_class",
+        "off",
+    }  # select(device=, sms=), a class's own
     # `run` and hook, the cache manager a program set in Triton's knobs, the tuning mode that is none
     hook = {"fn", "compile", "signature", "constants", "specialization_data"}  # Triton's jit_cache_hook arguments
     own = {"_aotpack_identity", "_aotpack_seeded"}  # what activate() keeps on a function object
