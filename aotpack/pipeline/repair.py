@@ -56,7 +56,7 @@ def repair(wheel: Path, out_dir: Path, machine: str = "x86_64", recorded_modules
                 "wheels take only the NVIDIA driver from the machine they run on: record with a Triton whose "
                 "modules link nothing else, or leave that module out of the recording's triton-cache"
             )
-        if recorded_modules and not foreign:
+        if recorded_modules:
             log.warning("%s: tagged %s, the lowest the recorded Triton modules (built by the recording machine's C "
                         "compiler) allow; record on an older system for a lower one", made[0].name,
                         ".".join(platform_tags(made[0])))  # fmt: skip
