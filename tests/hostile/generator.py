@@ -972,9 +972,9 @@ def _jtag(value: Any) -> str:
 # ---------------------------------------------------------------- [tool.aotpack] and -C settings
 
 SETTINGS = {"recipe": "recipe.yaml", "jobs": 2, "cuda": "12.2", "strict": False, "cache": True, "line-info": False,
-            "triton": "3.9", "quiet": False}  # fmt: skip
+            "triton": "3.9", "quiet": False, "platform": "linux_x86_64"}  # fmt: skip
 SETTING_KINDS = {"recipe": "str", "jobs": "int", "cuda": "str", "strict": "bool", "cache": "bool",
-                 "line-info": "bool", "triton": "str", "quiet": "bool"}  # fmt: skip
+                 "line-info": "bool", "triton": "str", "quiet": "bool", "platform": "str"}  # fmt: skip
 
 
 def _toml_value(value: Any) -> str:

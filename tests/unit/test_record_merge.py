@@ -223,6 +223,10 @@ def test_every_recipe_of_the_repository_takes_a_recording_and_keeps_every_line(t
         _new_kernel(data)
         data["kernels"][name] = data["kernels"].pop("add_kernel_2")
         data["targets"] = sorted({*data.get("targets", ()), "sm_90a"})
+        for constexpr, values in (data.get("widen") or {}).items():  # a recipe's widen: every new row takes it
+            for row in data["kernels"][name]["variants"]:
+                if constexpr in row["config"]:
+                    row["config"][constexpr] = values
 
     before = path.read_text().splitlines()
     after = merge_and_check(path, recorded, added).splitlines()
