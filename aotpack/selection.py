@@ -31,7 +31,7 @@ import functools
 import heapq
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -239,22 +239,38 @@ class _Held:
             out.append(prefix)
         return out
 
+    def estimates(self, c: int, k: int, scale: float, lw: Sequence[float], works: Sequence[Sequence[float]],
+                  ) -> list[float | None]:  # fmt: skip
+        """Config c's predicted log2 time at each row from the others by the rule (k, scale), its work ``lw`` per
+        row and that work's sums (``works``); None: not measured at every neighbour."""
+        n = len(self.rows)
+        out: list[float | None] = []
+        for i in range(n):
+            kk = min(k, len(self.near[i]))
+            a, w_sum, missing = self.times[c * n + i][kk]
+            if missing or kk == 0:
+                out.append(None)
+            else:
+                out.append((a + scale * (w_sum * lw[i] - works[i][kk])) / w_sum if scale > 0 else a / w_sum)
+        return out
+
     def picks(self, k: int, scale: float, lw: Sequence[Sequence[float]], works: Sequence[Sequence[Sequence[float]]],
               ) -> list[int | None]:  # fmt: skip
         """Each row's pick by the rule (k, scale) from the others, configs' work ``lw[c][row]`` and its sums."""
-        n, out = len(self.rows), []
-        for i in range(n):
-            kk = min(k, len(self.near[i]))
-            best, best_t = None, 0.0
-            for c in range(len(lw)):
-                a, w_sum, missing = self.times[c * n + i][kk]
-                if missing or kk == 0:
-                    continue
-                est = (a + scale * (w_sum * lw[c][i] - works[c][i][kk])) / w_sum if scale > 0 else a / w_sum
-                if best is None or est < best_t:
-                    best, best_t = c, est
-            out.append(best)
-        return out
+        return _least([self.estimates(c, k, scale, lw[c], works[c]) for c in range(len(lw))])
+
+
+def _least(estimates: Sequence[Sequence[float | None]]) -> list[int | None]:
+    """Per row, the config (index into ``estimates``) with the least estimate (ties: the first; None: none has
+    one)."""
+    out: list[int | None] = []
+    for row in zip(*estimates, strict=True):
+        best, best_t = None, 0.0
+        for c, est in enumerate(row):
+            if est is not None and (best is None or est < best_t):
+                best, best_t = c, est
+        out.append(best)
+    return out
 
 
 def _work_logs(rows: Sequence[Measured], work: Sequence[Tile], consts: Sequence[Mapping[str, int]], sms: int,
@@ -275,17 +291,26 @@ def _candidate_picks(
     return {(k, s): held.picks(k, s, lw, works) for k in NEIGHBOURS for s in (scales if work else (0.0,))}
 
 
+def _ratio(row: Measured, c: int | None) -> float:
+    """The time of the config picked for a row over the row's fastest (inf: none picked, or not measured)."""
+    t = row.us[c] if c is not None else None
+    return (t if t is not None else math.inf) / row.best
+
+
+def _mean_log(ratios: Iterable[float]) -> float:
+    """The score rules are chosen by: the mean log2 of their picks' ratios."""
+    return statistics.fmean(math.log2(min(r, 1e9)) for r in ratios)
+
+
 def _error(groups: Sequence[Sequence[Measured]], picks: Sequence[Sequence[int | None]]) -> tuple[HeldOut, float]:
     """A rule's held-out error from its pick for each row (groups' rows in order); and its mean log2."""
     ratios: list[tuple[float, tuple[int, ...]]] = []
     for rows, chosen in zip(groups, picks, strict=True):
-        for row, c in zip(rows, chosen, strict=True):
-            t = row.us[c] if c is not None else None
-            ratios.append(((t if t is not None else math.inf) / row.best, row.key))
+        ratios += [(_ratio(row, c), row.key) for row, c in zip(rows, chosen, strict=True)]
     worst = max(ratios)
     held = HeldOut(points=len(ratios), median=statistics.median(r for r, _ in ratios), worst=worst[0],
                    worst_key=worst[1], over=sum(r > limits.SELECTION_SLACK for r, _ in ratios))  # fmt: skip
-    return held, statistics.fmean(math.log2(min(r, 1e9)) for r, _ in ratios)
+    return held, _mean_log(r for r, _ in ratios)
 
 
 def choose(kernel: Kernel, sms: int) -> Selection:
@@ -340,23 +365,11 @@ def _occupancy(measured: Sequence[Sequence[Measured]], held: Sequence[_Held], wo
         out: list[float | None] = []
         for group, h in zip(measured, held, strict=True):
             lw = [log2_work(work, consts[c], r.key, sms, o) for r in group]
-            n = len(group)
-            for i, prefix in enumerate(h.work(lw)):
-                kk = min(k, len(h.near[i]))
-                a, w_sum, missing = h.times[c * n + i][kk]
-                out.append(None if missing or kk == 0 else (a + scale * (w_sum * lw[i] - prefix[kk])) / w_sum)
+            out += h.estimates(c, k, scale, lw, h.work(lw))
         return out
 
     def score(ests: Sequence[Sequence[float | None]]) -> float:
-        total = 0.0
-        for i, row in enumerate(rows):
-            best, best_t = None, 0.0
-            for c, e in enumerate(ests):
-                if e[i] is not None and (best is None or cast(float, e[i]) < best_t):
-                    best, best_t = c, cast(float, e[i])
-            t = row.us[best] if best is not None else None
-            total += math.log2(min((t if t is not None else math.inf) / row.best, 1e9))
-        return total / len(rows)
+        return _mean_log(_ratio(row, c) for row, c in zip(rows, _least(ests), strict=True))
 
     chosen = [0] * len(consts)
     ests = [estimates(c, 0) for c in range(len(consts))]
