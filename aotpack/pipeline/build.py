@@ -116,6 +116,8 @@ def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = No
     """The pipeline, step by step: plan, find the toolchain, reuse a cached wheel or compile what
     the cache lacks, check the outcomes, generate and package the wheel."""
     sweep_temp()
+    options = dataclasses.replace(options, platform=wheel_platform(options))  # checked before anything compiles
+    _modules_run_on(rec, native.PLATFORMS[wheel_platform(options)])
     rec, variants = plan.select(rec, options.select, winners_only=options.winners_only)
     if progress is not None:
         progress.planned(variants)
@@ -368,7 +370,6 @@ def package(inputs: codegen.BuildInput, work: Path, platform: str) -> Path:
     """Generate, compile and pack the wheel for ``platform``; returns it repaired (in ``work``)."""
     rec = inputs.recipe
     machine = native.PLATFORMS[platform]
-    _modules_run_on(rec, machine)
     docs = {kb.kernel.name: codegen_py.docstring(kb) for kb in inputs.kernels}
     pkg = rec.package
     header = codegen_c.capi_h(inputs, docs)
