@@ -14,6 +14,7 @@ State = Literal["", "D", "1", "N"]
 
 ANY: Final = ""  # nothing assumed
 DIV16: Final = "D"  # divisible by 16 (an integer) or 16-byte aligned (a pointer)
+DIVISOR: Final = 16  # what DIV16 divides by: Triton's divisibility specialization
 ONE: Final = "1"  # equal to 1: folded into the code
 NONE: Final = "N"  # None: folded too
 

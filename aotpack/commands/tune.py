@@ -38,8 +38,10 @@ from .._version import __version__
 from ..backends import recipes as recipe
 from ..errors import RecipeError, TuneError, UsageError
 from ..pipeline import distributed
+from ..plan import classes
 from ..recipe import sources as _sources
 from ..recipe import tables
+from ..states import DIVISOR
 from . import inspect
 
 log = logging.getLogger("aotpack")
@@ -183,13 +185,16 @@ def _measure(
     )
 
 
-def sampled(spec: model.TuneSpec) -> list[tuple[int, ...]]:
+def sampled(spec: model.TuneSpec, aligned: bool = False) -> list[tuple[int, ...]]:
     """``sample:``'s keys: each dimension drawn log-uniformly from its range (skinny, square and
-    off-power-of-two shapes alike), seeded; the same recipe draws the same keys."""
+    off-power-of-two shapes alike), seeded; the same recipe draws the same keys. ``aligned`` (a kernel with
+    several classes): each value is rounded to a multiple of 16 with probability 1/2, dimension by dimension,
+    so that the classes a 16-divisible size selects get as many rows as the one that assumes nothing (a
+    uniform draw makes a multiple of 16 one time in 16, and leaves those classes the listed keys alone)."""
     draw = random.Random(spec.seed)
     keys: list[tuple[int, ...]] = []
     for _ in range(spec.sample * 4):  # duplicates are drawn again, a bounded number of times
-        key = tuple(max(lo, min(hi, round(2 ** draw.uniform(math.log2(lo), math.log2(hi))))) for lo, hi in spec.ranges)
+        key = tuple(_value(draw, lo, hi, aligned) for lo, hi in spec.ranges)
         if key not in keys and key not in spec.keys:
             keys.append(key)
         if len(keys) == spec.sample:
@@ -197,12 +202,20 @@ def sampled(spec: model.TuneSpec) -> list[tuple[int, ...]]:
     return keys
 
 
+def _value(draw: random.Random, lo: int, hi: int, aligned: bool) -> int:
+    value = max(lo, min(hi, round(2 ** draw.uniform(math.log2(lo), math.log2(hi)))))
+    if aligned and draw.random() < 0.5:
+        up, down = -(-value // DIVISOR) * DIVISOR, value // DIVISOR * DIVISOR
+        value = up if up <= hi else down if down >= lo else value  # a range without a multiple keeps the draw
+    return value
+
+
 def units(kernel: model.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]:
     """The kernel's tuning work, (binding, key): the listed keys, then the sampled ones, each binding's
     keys interleaved so that a budget that ends the work early leaves every binding keys."""
     spec = kernel.tune
     assert spec is not None
-    keys = list(dict.fromkeys(spec.keys)) + sampled(spec)
+    keys = list(dict.fromkeys(spec.keys)) + sampled(spec, aligned=len(classes.specs(kernel)) > 1)
     return [(binding, key) for key in keys for binding in kernel.bindings]
 
 
@@ -225,10 +238,10 @@ def tune_unit(
     arch = chosen["target"]
     # rows for the class these inputs select and for every class they also satisfy (one that assumes
     # less: the best tile differs once loads cannot be vectorized); a kernel with one class gets rows for any
-    classes = manifest["specializations"]
+    built = manifest["specializations"]
     specs: list[str | None] = [None]
-    if len(classes) > 1:
-        specs = [c["name"] for c in classes if c["assumes"].items() <= chosen["assumes"].items()]
+    if len(built) > 1:
+        specs = [c["name"] for c in built if c["assumes"].items() <= chosen["assumes"].items()]
     refs = reference(args) if reference else None
     rows = []
     for spec_name in specs:

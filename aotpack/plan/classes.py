@@ -38,7 +38,7 @@ from ..classnames import allowed, spell
 from ..errors import RecipeError
 from ..limits import MAX_CLASSES, MAX_ONE_INT_FLOORS
 from ..model import Arg, Kernel
-from ..states import ANY, DIV16, NONE, ONE
+from ..states import ANY, DIV16, DIVISOR, NONE, ONE
 from ..states import spell as spelled
 from . import typical
 
@@ -79,7 +79,7 @@ def _state(kernel: Kernel, arg: Arg, call: typical.Call) -> str:
         state = DIV16
     elif arg.name in call.values:
         value = call.values[arg.name]
-        state = ONE if value == 1 else DIV16 if value % 16 == 0 else ANY
+        state = ONE if value == 1 else DIV16 if value % DIVISOR == 0 else ANY
     else:
         state = ANY
     if state in can:

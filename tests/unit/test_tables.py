@@ -155,6 +155,31 @@ def test_sampled_keys_are_seeded_distinct_and_within_their_ranges(kernel_dir: Pa
     assert sorted(narrow) == [(1,), (2,), (3,), (4,)]
 
 
+def test_a_kernel_of_several_classes_samples_16_divisible_sizes_as_often_as_others(kernel_dir: Path) -> None:
+    """aligned: each dimension a multiple of 16 about half the time (a uniform draw: one in 16), so the
+    classes a divisible size selects get rows; still seeded, distinct and within range, and a range with no
+    multiple of 16 keeps its draws."""
+    import dataclasses
+
+    from aotpack.commands import tune
+
+    spec = model.TuneSpec(inputs=model.Source(path=kernel_dir / "h.py", module=None, function="f"), reference=None,
+                          keys=(), rtol=0.0, sample=400, ranges=((16, 8192), (3, 5000)), seed=1)  # fmt: skip
+    plain, aligned = tune.sampled(spec), tune.sampled(spec, aligned=True)
+    assert aligned == tune.sampled(spec, aligned=True) and len(set(aligned)) == 400
+    assert all(16 <= m <= 8192 and 3 <= n <= 5000 for m, n in aligned)
+    for d in (0, 1):
+        share = sum(k[d] % 16 == 0 for k in aligned) / len(aligned)
+        assert 0.4 < share < 0.65, share
+        assert sum(k[d] % 16 == 0 for k in plain) / len(plain) < 0.15
+    both = sum(m % 16 == 0 and n % 16 == 0 for m, n in aligned)
+    neither = sum(m % 16 and n % 16 for m, n in aligned)
+    assert both > 60 and neither > 60  # every combination of the dimensions' classes, not all-or-nothing
+    odd = tune.sampled(dataclasses.replace(spec, sample=5, ranges=((17, 31), (1, 15))), aligned=True)
+    assert odd and all(17 <= m <= 31 and 1 <= n <= 15 for m, n in odd)
+    assert all(m % 16 and n % 16 for m, n in odd)
+
+
 def test_more_timed_keys_of_one_class_than_the_rule_reads_are_refused(kernel_dir, monkeypatch):
     """Choosing the rule is quadratic in a class's timed keys: a table past limits.MAX_MEASURED_KEYS is refused
     (a hostile or runaway table costs a bounded time), one at the bound is read."""

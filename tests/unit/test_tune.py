@@ -110,3 +110,19 @@ def test_units_are_taken_once_each_and_a_failure_stops_the_others():
 
     counter.value = 0  # past the deadline: no unit starts, and none is handed to another process either
     assert _take(counter, work, lambda unit: unit, time.time() - 1) == [] and counter.value >= len(work)
+
+
+def test_a_kernel_of_several_classes_tunes_16_divisible_sampled_keys(kernel_dir):
+    """units: the listed keys, then sample's, drawn aligned where the kernel has more than one class."""
+    from aotpack import model
+    from aotpack.plan import classes
+
+    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
+    assert len(classes.specs(kernel)) > 1
+    spec = model.TuneSpec(inputs=model.Source(path=kernel_dir / "h.py", module=None, function="f"), reference=None,
+                          keys=((4096,),), rtol=0.0, sample=40, ranges=((16, 1 << 20),), seed=2)  # fmt: skip
+    keys = [key for _, key in tune.units(dataclasses.replace(kernel, tune=spec))]
+    assert keys[: len(kernel.bindings)] == [(4096,)] * len(kernel.bindings)
+    sampled = list(dict.fromkeys(keys[len(kernel.bindings) :]))
+    assert sampled == tune.sampled(spec, aligned=True) != tune.sampled(spec)
+    assert sum(k % 16 == 0 for (k,) in sampled) >= 10
