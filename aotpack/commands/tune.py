@@ -532,10 +532,10 @@ def tune(
 def _say_rules(table: tables.Table, rec: model.Recipe) -> None:
     """Each kernel's dispatch rule fitted to what was measured, and its held-out error (aotpack/selection.py)."""
     tuned = {name for name, _ in table.kernels}
-    fitted = tables.apply(
-        replace(table, kernels=table.kernels), [k for k in rec.kernels if k.name in tuned], rec.package
-    )
-    for kernel in fitted:
+    # this table's rows alone for its arch: the recipe's timed rows there are what it replaces
+    kernels = [replace(k, rules=tuple(r for r in k.rules if not (r.median_us and r.arch == table.arch)))
+               for k in rec.kernels if k.name in tuned]  # fmt: skip
+    for kernel in tables.fit(tables.apply(table, kernels, rec.package)):
         sel = selection.entry(kernel)
         if sel is None:
             log.warning("%s: fewer than %d keys per types and class were measured; the dispatcher keeps the nearest "

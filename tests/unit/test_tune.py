@@ -126,3 +126,36 @@ def test_a_kernel_of_several_classes_tunes_16_divisible_sampled_keys(kernel_dir)
     sampled = list(dict.fromkeys(keys[len(kernel.bindings) :]))
     assert sampled == tune.sampled(spec, aligned=True) != tune.sampled(spec)
     assert sum(k % 16 == 0 for (k,) in sampled) >= 10
+
+
+def test_the_rule_tune_reports_is_fitted_to_the_table_it_wrote(kernel_dir, caplog):
+    """The held-out error printed after tuning is the new table's: its rows replace the recipe's timed rows of
+    that arch (it was the recipe's old rule, its tables not refitted)."""
+    import math
+
+    from aotpack.model import Rule
+    from aotpack.recipe import tables
+
+    rec = recipe.parse(GOOD, kernel_dir / "r.yaml")
+    (kernel,) = rec.kernels
+
+    def rows(keys, cost):
+        out = []
+        for n in keys:
+            us = tuple((c.label, cost(n, c)) for c in kernel.configs)
+            out.append(tables.Row(key=(n,), types=(("T", "fp16"),), config=min(us, key=lambda p: p[1])[0],
+                                  median_us=tuple(sorted(us))))  # fmt: skip
+        return out
+
+    old = rows(range(100, 1000, 100), lambda n, c: 1.0 + c.num_stages)  # 9 keys, the recipe's table
+    old_rules = tuple(Rule(key=r.key, config=next(c for c in kernel.configs if c.label == r.config), arch="sm_90a",
+                           types=r.types, specialization=None, median_us=r.median_us, where=kernel.where)
+                      for r in old)  # fmt: skip
+    rec = dataclasses.replace(rec, kernels=(dataclasses.replace(kernel, rules=old_rules),))
+    new = rows((3 * 2**i + 1 for i in range(7)), lambda n, c: 1.0 + math.log2(n) * (c.num_warps or 4))
+    table = tables.Table(package=rec.package, arch="sm_90a", device="d", driver_cuda="13.0", date="d",
+                         kernels=((kernel.name, tuple(new)),), sms=132)  # fmt: skip
+    with caplog.at_level("WARNING"):
+        tune._say_rules(table, rec)
+    said = caplog.text
+    assert f"of {len(new)} over 1.05x" in said and f"of {len(new) + len(old)} over" not in said, said
