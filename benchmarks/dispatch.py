@@ -13,15 +13,14 @@ and without variant=), dispatched/@triton.autotune, the number of shapes past 1.
 worst <= 1.05x and median <= 1.01x of the oracle.
 With --json PATH, every timed variant's time per shape is written there too (for studying other rules).
 
-    python benchmarks/dispatch.py [--shapes N] [--seed S] [--kernel NAME ...] [--json PATH]   (the demo wheel)
+    python benchmarks/dispatch.py [--shapes N] [--seed S] [--aligned] [--kernel NAME ...] [--json PATH]   (the demo wheel)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import math
-import random
 import statistics
 import sys
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from timing import interleaved_ms  # noqa: E402
 
 from aotpack import model, selection  # noqa: E402
 from aotpack.backends import recipes as recipe  # noqa: E402
+from aotpack.commands import tune  # noqa: E402
 from aotpack.plan import classes  # noqa: E402
 
 REPS, WARMUP = 30, 5
@@ -53,16 +53,12 @@ def triton_configs(kernel: model.Kernel) -> list[triton.Config]:
     return [triton.Config(dict(c.constexprs), num_warps=c.num_warps, num_stages=c.num_stages) for c in kernel.configs]
 
 
-def shapes(kernel: model.Kernel, count: int, seed: int) -> list[tuple[int, ...]]:
-    """Keys drawn log-uniformly from the kernel's sampled ranges, none a measured key."""
+def shapes(kernel: model.Kernel, count: int, seed: int, aligned: bool) -> list[tuple[int, ...]]:
+    """Keys drawn as `aotpack tune` draws its samples (log-uniformly from the kernel's sampled ranges; with
+    ``aligned``, each dimension 16-divisible half of the time), none a measured key."""
     assert kernel.tune is not None
-    measured = {r.key for r in kernel.rules}
-    draw, out = random.Random(seed), []
-    while len(out) < count:
-        key = tuple(round(2 ** draw.uniform(math.log2(lo), math.log2(hi))) for lo, hi in kernel.tune.ranges)
-        if key not in measured and key not in out:
-            out.append(key)
-    return out
+    measured = tuple(dict.fromkeys(r.key for r in kernel.rules))
+    return tune.sampled(dataclasses.replace(kernel.tune, keys=measured, sample=count, seed=seed), aligned=aligned)
 
 
 def candidates(obj: Any, args: tuple[Any, ...]) -> tuple[str, list[str]]:
@@ -163,6 +159,8 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=40)
     parser.add_argument("--seed", type=int, default=59)
     parser.add_argument("--kernel", action="append", default=[])
+    parser.add_argument("--aligned", action="store_true",
+                        help="each shape's dimensions 16-divisible half of the time, as tune samples them")
     parser.add_argument("--json", type=Path, help="write every timed variant's time per shape here")
     opts = parser.parse_args()
     demo = recipe.load(ROOT / "recipes" / "demo.yaml")
@@ -172,13 +170,13 @@ def main() -> None:
     rows: list[Row] = []
     details: list[dict[str, Any]] = []
     for i, name in enumerate(names):
-        for key in shapes(kernels[name], opts.shapes, opts.seed + i):
+        for key in shapes(kernels[name], opts.shapes, opts.seed + i, opts.aligned):
             row, detail = bench(kernels[name], key, jits[name])
             rows.append(row)
             details.append(detail)
             print(f"{rows[-1][0]:9} {rows[-1][1]:>16} disp/orcl {rows[-1][2] / rows[-1][4]:.3f}", flush=True)
     print(f"\n# dispatch on {torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__} "
-          f"(JIT); {opts.shapes} shapes per kernel, seed {opts.seed}")  # fmt: skip
+          f"(JIT); {opts.shapes} shapes per kernel, seed {opts.seed}{', aligned' if opts.aligned else ''}")  # fmt: skip
     print(f"{'kernel':9} {'shape':>16} {'dispatched':>10} {'nearest':>8} {'oracle':>8} {'autotune':>9} "
           f"{'disp/orcl':>9} {'pick/orcl':>9} {'disp/auto':>9} {'near/orcl':>9}  "
           "configs: dispatched | nearest-row rule")  # fmt: skip
