@@ -198,7 +198,7 @@ def test_native_command_is_planned_as_data(tmp_path):
     build = native.NativeBuild(sources=(tmp_path / "a.c",), include_dirs=(tmp_path,), output=tmp_path / "m.so")
     assert build.command(("zigcc",)) == (
         "zigcc", "-target", "x86_64-linux-gnu.2.17", "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra",
-        "-Werror", "-g0", "-fvisibility=hidden", "-DPy_LIMITED_API=0x03090000", f"-I{tmp_path}", "-o",
+        "-Werror", "-g0", "-fvisibility=hidden", "-ffp-contract=off", "-DPy_LIMITED_API=0x03090000", f"-I{tmp_path}", "-o",
         str(tmp_path / "m.so"), str(tmp_path / "a.c"), "-ldl", "-lpthread", "-lm",
     )  # fmt: skip
 
