@@ -77,13 +77,13 @@ recorded-matched:
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/liger_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/tma_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
-test: $(STAMP)  ## lint, type-check, the docs site (strict), unit and integration tests (GPU tests skip), every Triton release
+test: $(STAMP)  ## lint, type-check, the docs site (strict), unit and integration tests (GPU tests skip; the aarch64 wheel on an emulated aarch64 machine), every Triton release
 	$(VENV)/bin/ruff check aotpack tests benchmarks
 	$(VENV)/bin/ruff format --check aotpack tests benchmarks
 	$(VENV)/bin/mypy
 	$(MAKE) docs
 	$(PY) -m pytest tests/unit -m unit --durations=15
-	$(PY) -m pytest tests/integration tests/gpu -m "integration or gpu" --durations=30
+	AOTPACK_TEST_AARCH64=1 $(PY) -m pytest tests/integration tests/gpu -m "integration or gpu" --durations=30
 	$(PY) -m tests.releases
 
 # The fast tiers, what a contributor runs before pushing: lint, format, types and the unit tier (no compiler, no

@@ -9,6 +9,7 @@ import pytest
 from aotpack import build
 
 from ..shared import SMALL_ANYWHERE
+from . import machines
 from .helpers import install_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,3 +66,26 @@ def fake_exchange(tmp_path_factory) -> Path:
 def installed(small_wheel, tmp_path_factory) -> Path:
     """The small wheel installed into a plain folder (put it on PYTHONPATH)."""
     return install_wheel(small_wheel, tmp_path_factory.mktemp("site"))
+
+
+@pytest.fixture(scope="session")
+def aarch64_machine(tmp_path_factory) -> machines.Machine:
+    """An aarch64 machine emulated in user mode (tests/integration/machines.py)."""
+    return machines.aarch64(tmp_path_factory.mktemp("aarch64"))
+
+
+@pytest.fixture(scope="session", params=["host", "aarch64"])
+def machine(request, fake_driver) -> machines.Machine:
+    """This host, then the emulated aarch64 machine: a test taking it runs the wheel built for each."""
+    if request.param == "host":
+        return machines.host(fake_driver)
+    return request.getfixturevalue("aarch64_machine")
+
+
+@pytest.fixture(scope="session")
+def installed_on(machine, small_recipe, tmp_path_factory, request) -> Path:
+    """The small wheel built for the machine and installed into a plain folder for it."""
+    if machine.name == machines.host_machine():
+        return request.getfixturevalue("installed")
+    wheel = build(small_recipe, tmp_path_factory.mktemp("dist"), jobs=2, platform=machine.platform).wheel
+    return machine.install(wheel, tmp_path_factory.mktemp("site"))

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .machines import Machine
+
 
 def install_wheel(wheel: Path, target: Path) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
@@ -14,12 +16,17 @@ def install_wheel(wheel: Path, target: Path) -> Path:
     return target
 
 
-def run_on_fake_driver(code: str, site: Path, fake_driver: Path, log: Path, **env: str) -> tuple[list[str], list[str]]:
-    """Run `code` (dedented) with the fake libcuda; returns its stdout lines and the driver's log lines."""
-    environment = {**os.environ, "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(fake_driver),
-                   "FAKE_CUDA_LOG": str(log), **env}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=environment, timeout=120)  # fmt: skip
+def run_on_fake_driver(code: str, site: Path, fake_driver: "Path | Machine", log: Path, **env: str,
+                       ) -> tuple[list[str], list[str]]:  # fmt: skip
+    """Run `code` (dedented) with the fake libcuda, on this host or on a Machine (its Python and its fake
+    driver); returns its stdout lines and the driver's log lines."""
+    machine = fake_driver if isinstance(fake_driver, Machine) else None
+    driver = machine.fake_driver if machine else fake_driver
+    python = machine.python if machine else (sys.executable,)
+    environment = {**os.environ, **(machine.env if machine else {}), "PYTHONPATH": str(site),
+                   "LD_LIBRARY_PATH": str(driver), "FAKE_CUDA_LOG": str(log), **env}  # fmt: skip
+    proc = subprocess.run([*python, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=environment, timeout=240 if machine and machine.prefix else 120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines(), (log.read_text().splitlines() if log.exists() else [])
 

@@ -15,6 +15,7 @@ import pytest
 from aotpack import build
 
 from .helpers import install_wheel, run_on_fake_driver
+from .machines import Machine, host_machine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OUT = 0x100000000  # a made-up device address, 16-byte aligned
@@ -36,7 +37,16 @@ def site(tmp_path_factory) -> Path:
     return install_wheel(wheel, tmp_path_factory.mktemp("site"))
 
 
-def call(code: str, site: Path, fake_driver: Path, tmp_path: Path) -> tuple[list[str], list[list[str]]]:
+@pytest.fixture(scope="module")
+def site_on(site, machine, tmp_path_factory) -> Path:
+    """The same recipe's wheel for the machine (aarch64's C ABI packs the same bytes), installed for it."""
+    if machine.name == host_machine():
+        return site
+    wheel = build(FIXTURES / "scalars.yaml", tmp_path_factory.mktemp("dist"), jobs=2, platform=machine.platform).wheel
+    return machine.install(wheel, tmp_path_factory.mktemp("site"))
+
+
+def call(code: str, site: Path, fake_driver: "Path | Machine", tmp_path: Path) -> tuple[list[str], list[list[str]]]:
     """stdout lines, and per launch the fake driver's packed parameters: (offsets, bytes)."""
     out, log = run_on_fake_driver(PRELUDE + textwrap.dedent(code), site, fake_driver, tmp_path / "cuda.log")
     params = [line.split()[1:] for line in log if line.startswith("params")]
@@ -60,7 +70,7 @@ def bf16_truncated(x: float) -> int:  # Triton's launcher truncates a float to b
     return struct.unpack("<I", struct.pack("<f", x))[0] >> 16
 
 
-def test_required_arguments_first_then_defaults(site, fake_driver, tmp_path):
+def test_required_arguments_first_then_defaults(site_on, machine, tmp_path):
     out, params = call(
         """
         print(k.scalars.select(out, 5, 9, 2.5))
@@ -68,7 +78,7 @@ def test_required_arguments_first_then_defaults(site, fake_driver, tmp_path):
         k.scalars(out, 5, 9, 2.5, 2, 32, 8, -0.1, 3.0, 0.25, False, 16)  # then positionally after them
         k.scalars(out, h_fp64=2.5, d_u64=2**64 - 1, b_i64=-2**63, e_fp16=65504.0, flag=0)
         """,
-        site, fake_driver, tmp_path,
+        site_on, machine, tmp_path,
     )  # fmt: skip
     # the JIT's class of this call: out aligned, out_stride == 1, n == numel(out) == 16 divisible by 16, the
     # other integers not (b_i64 and d_u64, which no tensor determines, are given up by a floor class)
@@ -90,7 +100,7 @@ def test_required_arguments_first_then_defaults(site, fake_driver, tmp_path):
     )  # fmt: skip
 
 
-def test_scalar_errors_name_the_argument(site, fake_driver, tmp_path):
+def test_scalar_errors_name_the_argument(site_on, machine, tmp_path):
     out, _ = call(
         """
         for kwargs in ({"e_fp16": 70000.0}, {"flag": 2}, {"c_u32": -1}, {"a_i32": 2**31}, {"h_fp64": "x"},
@@ -105,7 +115,7 @@ def test_scalar_errors_name_the_argument(site, fake_driver, tmp_path):
         except TypeError as e:
             print("TypeError: " + str(e))
         """,
-        site, fake_driver, tmp_path,
+        site_on, machine, tmp_path,
     )  # fmt: skip
     assert out == [
         "ValueError: argument e_fp16 = 70000 does not fit in fp16",

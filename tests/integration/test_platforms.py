@@ -1,7 +1,8 @@
 """Wheels for other machines from this x86-64 host (zig cross-compiles, auditwheel repairs for the wheel's machine):
 an aarch64 wheel of the same cubins, tagged manylinux 2.17 aarch64, abi3 by abi3audit's strict check, built again
 byte for byte, beside the x86-64 one in the same cache; a recording's Triton modules of another machine refused.
-(Running the aarch64 wheel needs an aarch64 CPython: not tested here.)"""
+The aarch64 wheel runs on an emulated aarch64 machine in the tests that take ``machine`` (test_runtime.py,
+test_calls.py, test_selection.py; tests/integration/machines.py)."""
 
 import hashlib
 import shutil

@@ -1,10 +1,11 @@
 """The generated runtime driven through a fake libcuda.so.1: dispatch, guards, grids, streams,
-lazy loading from many threads, and the errors a user sees for a wrong GPU or an old driver."""
+lazy loading from many threads, and the errors a user sees for a wrong GPU or an old driver. The tests that take
+``machine`` run twice: the x86-64 wheel here, and the aarch64 wheel of the same recipe on an emulated aarch64
+machine (tests/integration/machines.py); those of torch's tensors run here only (torch is not on that machine)."""
 
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -27,7 +28,7 @@ def run(code, installed, fake_driver, tmp_path, **env):
     return run_on_fake_driver(PRELUDE + textwrap.dedent(code), installed, fake_driver, tmp_path / "cuda.log", **env)
 
 
-def test_dispatch_and_launch(installed, fake_driver, tmp_path):
+def test_dispatch_and_launch(installed_on, machine, tmp_path):
     out, log = run(
         """
         x, y, o = Array(A, 100000), Array(A + 0x1000000, 100000), Array(A + 0x2000000, 100000)
@@ -41,7 +42,7 @@ def test_dispatch_and_launch(installed, fake_driver, tmp_path):
         print(k.select("add", odd, x, o, n_elements=100))
         print(k.select("add", Array(A, 64, "<f2"), Array(A, 64, "<f2"), Array(A, 64, "<f2")))
         """,
-        installed, fake_driver, tmp_path,
+        installed_on, machine, tmp_path,
     )  # fmt: skip
     assert out == [
         "add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD",  # bucket 131072 is past the table's one row: clamped to it
@@ -59,7 +60,7 @@ def test_dispatch_and_launch(installed, fake_driver, tmp_path):
     assert len([line for line in log if line.startswith("load")]) == 2, "one load per variant and device"
 
 
-def test_sm86_runs_sm80_code_and_other_gpus_are_refused(installed, fake_driver, tmp_path):
+def test_sm86_runs_sm80_code_and_other_gpus_are_refused(installed_on, machine, tmp_path):
     code = """
     x = Array(A, 4096)
     try:
@@ -67,23 +68,21 @@ def test_sm86_runs_sm80_code_and_other_gpus_are_refused(installed, fake_driver, 
     except k.CudaError as e:
         print("CudaError:", e)
     """
-    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="86")[0] == [
-        "add/T=fp32,BLOCK=256,w4,s1/sm_80/DDDD"
-    ]
-    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="75")[0] == [
+    assert run(code, installed_on, machine, tmp_path, FAKE_CUDA_CC="86")[0] == ["add/T=fp32,BLOCK=256,w4,s1/sm_80/DDDD"]
+    assert run(code, installed_on, machine, tmp_path, FAKE_CUDA_CC="75")[0] == [
         "CudaError: add(): the GPU (Fake GPU 0) has compute capability 7.5, but small_kernels was built for "
         "sm_80, sm_90a; rebuild with a target for this GPU"
     ]
-    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CC="100")[0][0].startswith(
+    assert run(code, installed_on, machine, tmp_path, FAKE_CUDA_CC="100")[0][0].startswith(
         "CudaError: add(): the GPU (Fake GPU 0) has compute capability 10.0"
     )
-    assert run(code, installed, fake_driver, tmp_path, FAKE_CUDA_DEVICES="0")[0] == [
+    assert run(code, installed_on, machine, tmp_path, FAKE_CUDA_DEVICES="0")[0] == [
         "CudaError: no CUDA device: the NVIDIA driver is installed but sees no GPU (cuInit: CUDA_ERROR_NO_DEVICE); "
         "check CUDA_VISIBLE_DEVICES"
     ]
 
 
-def test_the_driver_floor_is_the_oldest_ptxas_release(installed, fake_driver, tmp_path):
+def test_the_driver_floor_is_the_oldest_ptxas_release(installed_on, machine, tmp_path):
     """The small wheel's cubins come from CUDA 12.2's ptxas (the default: the oldest found that builds the
     targets): a driver for CUDA 12.2 loads and launches them, one for CUDA 12.0 is refused with both
     versions named, before anything reaches the driver."""
@@ -96,9 +95,9 @@ def test_the_driver_floor_is_the_oldest_ptxas_release(installed, fake_driver, tm
             print(e)
         """
     (tmp_path / "new").mkdir(), (tmp_path / "old").mkdir()
-    out, log = run(code, installed, fake_driver, tmp_path / "new", FAKE_CUDA_DRIVER="12020")
+    out, log = run(code, installed_on, machine, tmp_path / "new", FAKE_CUDA_DRIVER="12020")
     assert out == ["launched"] and [line for line in log if line.startswith("launch")]
-    out, log = run(code, installed, fake_driver, tmp_path / "old", FAKE_CUDA_DRIVER="12000")
+    out, log = run(code, installed_on, machine, tmp_path / "old", FAKE_CUDA_DRIVER="12000")
     assert out == [
         "the NVIDIA driver supports CUDA 12.0, but add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD needs a driver for "
         "CUDA 12.2 or newer; update the driver"
@@ -106,7 +105,7 @@ def test_the_driver_floor_is_the_oldest_ptxas_release(installed, fake_driver, tm
     assert not [line for line in log if line.startswith(("load", "launch"))]
 
 
-def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
+def test_argument_errors_name_the_argument(installed_on, machine, tmp_path):
     out, _ = run(
         """
         x = Array(A, 4096)
@@ -131,7 +130,7 @@ def test_argument_errors_name_the_argument(installed, fake_driver, tmp_path):
             except Exception as e:
                 print(type(e).__name__ + ":", e)
         """,
-        installed, fake_driver, tmp_path,
+        installed_on, machine, tmp_path,
     )  # fmt: skip
     assert out == [
         "TypeError: add() missing required argument 'out_ptr'",
@@ -292,7 +291,7 @@ def test_torch_tensors_through_dlpacks_c_exchange_api(installed, fake_driver, fa
     assert "stream=0x77 " in launches[5]
 
 
-def test_first_calls_from_many_threads_load_each_variant_once(installed, fake_driver, tmp_path):
+def test_first_calls_from_many_threads_load_each_variant_once(installed_on, machine, tmp_path):
     _, log = run(
         """
         import threading
@@ -306,13 +305,13 @@ def test_first_calls_from_many_threads_load_each_variant_once(installed, fake_dr
         [t.start() for t in threads]
         [t.join() for t in threads]
         """,
-        installed, fake_driver, tmp_path,
+        installed_on, machine, tmp_path,
     )  # fmt: skip
     assert len([line for line in log if line.startswith("load")]) == 1
     assert len([line for line in log if line.startswith("launch")]) == 800
 
 
-def test_repeated_calls_reuse_a_pick_only_for_the_same_types_states_and_key(installed, fake_driver, tmp_path):
+def test_repeated_calls_reuse_a_pick_only_for_the_same_types_states_and_key(installed_on, machine, tmp_path):
     """A kernel keeps its last picks; one made for an aligned call or another dtype never serves a
     call that differs in them, also while threads call with different arguments at once."""
     out, _ = run(
@@ -342,12 +341,12 @@ def test_repeated_calls_reuse_a_pick_only_for_the_same_types_states_and_key(inst
         [t.join() for t in threads]
         print(len(wrong), wrong[:3])
         """,
-        installed, fake_driver, tmp_path,
+        installed_on, machine, tmp_path,
     )  # fmt: skip
     assert out == ["0 []"]
 
 
-def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
+def test_kernel_objects_select_by_key(installed_on, machine, tmp_path):
     out, _ = run(
         """
         import inspect
@@ -368,7 +367,7 @@ def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
             except (TypeError, ValueError) as e:
                 print(type(e).__name__, e)
         """,
-        installed, fake_driver, tmp_path,
+        installed_on, machine, tmp_path,
     )  # fmt: skip
     assert out == [
         "add/T=fp16,BLOCK=256,w4,s1/sm_90a/DDDD",
@@ -384,7 +383,7 @@ def test_kernel_objects_select_by_key(installed, fake_driver, tmp_path):
     ]
 
 
-def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fake_driver, tmp_path):
+def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed_on, machine, tmp_path):
     cache = tmp_path / "tuned.json"
     code = f"""
         k.autotune(True, cache={str(cache)!r})
@@ -396,7 +395,7 @@ def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fa
         exact = Array(A, 4096)
         k.add(exact, exact, exact)        # a key the table has: never timed
         """
-    out, log = run(code, installed, fake_driver, tmp_path)
+    out, log = run(code, installed_on, machine, tmp_path)
     launches = [line for line in log if line.startswith("launch")]
     # 2 configs x (2 warm-ups + 5 timed) + the call itself, then one launch for each later call
     assert len(launches) == 2 * 7 + 1 + 1 + 1
@@ -415,12 +414,12 @@ def test_runtime_autotune_times_untabled_keys_once_and_shares_them(installed, fa
                                  "key": [131072], "target": "sm_90a", "types": {"T": "fp32"}}]  # fmt: skip
 
     (tmp_path / "cuda.log").unlink()
-    out, log = run(code, installed, fake_driver, tmp_path)  # a new process reads the cache: no timing
+    out, log = run(code, installed_on, machine, tmp_path)  # a new process reads the cache: no timing
     assert out == ["add/T=fp32,BLOCK=1024,w4,s1/sm_90a/DDDD"] * 2
     assert len([line for line in log if line.startswith("launch")]) == 3
 
 
-def test_runtime_autotune_per_key_times_each_key_value_like_triton(installed, fake_driver, tmp_path):
+def test_runtime_autotune_per_key_times_each_key_value_like_triton(installed_on, machine, tmp_path):
     cache = tmp_path / "tuned.json"
     code = f"""
         k.autotune(True, cache={str(cache)!r}, per="key")
@@ -432,14 +431,14 @@ def test_runtime_autotune_per_key_times_each_key_value_like_triton(installed, fa
         except ValueError as exc:
             print(exc)
         """
-    out, log = run(code, installed, fake_driver, tmp_path)
+    out, log = run(code, installed_on, machine, tmp_path)
     assert len([line for line in log if line.startswith("launch")]) == 2 * (2 * 7 + 1) + 1 + 1
     assert out == ["autotune(per='row'): expected 'bucket' or 'key'"]
     saved = json.loads(cache.read_text())
     assert [e["key"] for e in saved["entries"]] == [[100000], [100001]]
 
 
-def test_runtime_autotune_never_times_during_capture_or_when_off(installed, fake_driver, tmp_path):
+def test_runtime_autotune_never_times_during_capture_or_when_off(installed_on, machine, tmp_path):
     code = """
         x = Array(A, 100000)
         k.add(x, x, x)                    # off by default
@@ -447,26 +446,26 @@ def test_runtime_autotune_never_times_during_capture_or_when_off(installed, fake
         k.add(x, x, x)                    # the stream is capturing: use the table
         print(k.add.select(x, x, x))
         """
-    out, log = run(code, installed, fake_driver, tmp_path, FAKE_CUDA_CAPTURING="1")
+    out, log = run(code, installed_on, machine, tmp_path, FAKE_CUDA_CAPTURING="1")
     assert len([line for line in log if line.startswith("launch")]) == 2
     assert out == ["add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD"]
 
 
-def test_runtime_autotune_cache_is_safe_with_many_processes(installed, fake_driver, tmp_path):
+def test_runtime_autotune_cache_is_safe_with_many_processes(installed_on, machine, tmp_path):
     cache = tmp_path / "tuned.json"
-    env = {**os.environ, "PYTHONPATH": str(installed), "LD_LIBRARY_PATH": str(fake_driver),
+    env = {**os.environ, **machine.env, "PYTHONPATH": str(installed_on), "LD_LIBRARY_PATH": str(machine.fake_driver),
            "AOTPACK_AUTOTUNE": "1", "AOTPACK_AUTOTUNE_CACHE": str(cache)}  # fmt: skip
     procs = [
-        subprocess.Popen([sys.executable, "-c", PRELUDE + f"x = Array(A, {n})\nk.add(x, x, x)\n"], env=env)
+        subprocess.Popen([*machine.python, "-c", PRELUDE + f"x = Array(A, {n})\nk.add(x, x, x)\n"], env=env)
         for n in (10_000, 20_000, 40_000, 80_000, 160_000, 320_000)
     ]
-    assert [p.wait(timeout=120) for p in procs] == [0] * 6
+    assert [p.wait(timeout=240) for p in procs] == [0] * 6
     keys = sorted(e["key"][0] for e in json.loads(cache.read_text())["entries"])
     assert keys == [16384, 32768, 65536, 131072, 262144, 524288]
     assert not list(tmp_path.glob(".autotune-*")), "no temporary file is left behind"
 
 
-def test_dlpack_producers(installed, fake_driver, tmp_path):
+def test_dlpack_producers(installed_on, machine, tmp_path):
     out, log = run(
         """
         import ctypes
@@ -499,7 +498,7 @@ def test_dlpack_producers(installed, fake_driver, tmp_path):
             except Exception as e:
                 print(type(e).__name__ + ":", e)
         """,
-        installed, fake_driver, tmp_path,
+        installed_on, machine, tmp_path,
     )  # fmt: skip
     (launch,) = [line for line in log if line.startswith("launch")]
     assert f"p0={0x100000000 + 16:x} p1={0x100001000 + 16:x} p2={0x100002000 + 16:x} p3=1000" in launch
@@ -510,9 +509,9 @@ def test_dlpack_producers(installed, fake_driver, tmp_path):
     ]
 
 
-def test_c_api_from_a_c_program(installed, fake_driver, tmp_path):
+def test_c_api_from_a_c_program(installed_on, machine, tmp_path):
     """lib<pkg>.so and its header, used by a C program with no Python in it (fake driver)."""
-    package = installed / "small_kernels"
+    package = installed_on / "small_kernels"
     program = tmp_path / "main.c"
     program.write_text(textwrap.dedent("""
         #include <stdio.h>
@@ -530,11 +529,10 @@ def test_c_api_from_a_c_program(installed, fake_driver, tmp_path):
         }
         """))  # fmt: skip
     exe = tmp_path / "main"
-    subprocess.run([sys.executable, "-m", "ziglang", "cc", "-Wall", "-Werror", f"-I{package / 'include'}",
-                    str(program), f"-L{package}", "-lsmall_kernels", f"-Wl,-rpath,{package}", "-o", str(exe)],
-                   check=True)  # fmt: skip
-    env = {"LD_LIBRARY_PATH": str(fake_driver), "FAKE_CUDA_LOG": str(tmp_path / "cuda.log")}
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
+    subprocess.run(machine.compile_c("-Wall", "-Werror", f"-I{package / 'include'}", str(program), f"-L{package}",
+                                     "-lsmall_kernels", f"-Wl,-rpath,{package}", "-o", str(exe)), check=True)  # fmt: skip
+    env = {**machine.env, "LD_LIBRARY_PATH": str(machine.fake_driver), "FAKE_CUDA_LOG": str(tmp_path / "cuda.log")}
+    proc = subprocess.run([*machine.prefix, str(exe)], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [
         "add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDD_",  # 1000 is not a multiple of 16
@@ -563,16 +561,15 @@ kernels:
 """
 
 
-def test_launch_arithmetic_is_total_and_an_empty_grid_is_an_error(fake_driver, tmp_path):
+def test_launch_arithmetic_is_total_and_an_empty_grid_is_an_error(machine, tmp_path):
     from pathlib import Path
 
     from aotpack import build
 
-    from .helpers import install_wheel
-
     recipe_path = tmp_path / "arith.yaml"
     recipe_path.write_text(ARITH.format(examples=Path(__file__).resolve().parents[2] / "examples"))
-    site = install_wheel(build(recipe_path, tmp_path / "dist", jobs=2).wheel, tmp_path / "site")
+    site = machine.install(build(recipe_path, tmp_path / "dist", jobs=2, platform=machine.platform).wheel,
+                           tmp_path / "site")  # fmt: skip
     code = """
         import arith_kernels as k
         A = 0x100000000
@@ -586,7 +583,7 @@ def test_launch_arithmetic_is_total_and_an_empty_grid_is_an_error(fake_driver, t
             except ValueError as exc:
                 print(exc)
         """
-    out, log = run_on_fake_driver(textwrap.dedent(code), site, fake_driver, tmp_path / "cuda.log")
+    out, log = run_on_fake_driver(textwrap.dedent(code), site, machine, tmp_path / "cuda.log")
     assert out == [
         "add(): a launch expression overflows 64-bit integers; check the arguments",
         "add(): a launch expression overflows 64-bit integers; check the arguments",
@@ -597,7 +594,7 @@ def test_launch_arithmetic_is_total_and_an_empty_grid_is_an_error(fake_driver, t
     assert [line.split()[3] for line in log if line.startswith("launch")] == ["grid=4,1,1"]
 
 
-def test_a_module_whose_function_is_missing_is_unloaded_each_time(installed, fake_driver, tmp_path):
+def test_a_module_whose_function_is_missing_is_unloaded_each_time(installed_on, machine, tmp_path):
     code = """
         x = Array(A, 4096)
         for _ in range(2):
@@ -606,7 +603,7 @@ def test_a_module_whose_function_is_missing_is_unloaded_each_time(installed, fak
             except k.CudaError as exc:
                 print(str(exc).split(":")[0])
         """
-    out, log = run(code, installed, fake_driver, tmp_path, FAKE_CUDA_NO_FUNCTION="1")
+    out, log = run(code, installed_on, machine, tmp_path, FAKE_CUDA_NO_FUNCTION="1")
     assert out == ["finding add_kernel in add/T=fp32,BLOCK=256,w4,s1/sm_90a/DDDD failed"] * 2
     events = [line.split()[0] for line in log if line.split()[0] in ("load", "unload", "launch")]
     assert events == ["load", "unload", "load", "unload"]
