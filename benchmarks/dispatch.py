@@ -13,7 +13,7 @@ and without variant=), dispatched/@triton.autotune, the number of shapes past 1.
 worst <= 1.05x and median <= 1.01x of the oracle.
 With --json PATH, every timed variant's time per shape is written there too (for studying other rules).
 
-    python benchmarks/dispatch.py [--shapes N] [--seed S] [--aligned] [--kernel NAME ...] [--json PATH]   (the demo wheel)
+    python benchmarks/dispatch.py [--shapes N] [--seed S] [--aligned] [--kernel NAME ...] [--json PATH]  (demo wheel)
 """
 
 from __future__ import annotations
@@ -159,8 +159,11 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=40)
     parser.add_argument("--seed", type=int, default=59)
     parser.add_argument("--kernel", action="append", default=[])
-    parser.add_argument("--aligned", action="store_true",
-                        help="each shape's dimensions 16-divisible half of the time, as tune samples them")
+    parser.add_argument(
+        "--aligned",
+        action="store_true",
+        help="each shape's dimensions 16-divisible half of the time, as tune samples them",
+    )
     parser.add_argument("--json", type=Path, help="write every timed variant's time per shape here")
     opts = parser.parse_args()
     demo = recipe.load(ROOT / "recipes" / "demo.yaml")

@@ -84,9 +84,9 @@ def _build_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
         help=f"compiled variants and wheels (default: {CACHE_SHOWN})",
     )
     b.add_argument("--no-cache", action="store_true", help="compile everything; read and write no cache")
-    b.add_argument("--platform", choices=sorted(native.PLATFORMS), default=None,
+    b.add_argument("--platform", choices=sorted(native.PLATFORMS), action="append", default=None,
                    help="the machine the wheel is for (default: this one's); the cubins are the same, the C is "
-                        "cross-compiled")  # fmt: skip
+                        "cross-compiled; repeated, one wheel per machine")  # fmt: skip
     _triton_options(b, "build")
     b.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="compile on this Dask cluster (pip install 'aotpack[dask]'; workers need aotpack and the "
@@ -369,18 +369,18 @@ def _build(args: argparse.Namespace) -> int | None:
         if not args.quiet:
             print(f"building with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
         return toolchain.run_build(release, args.argv)
-    started = time.monotonic()
-    options = BuildOptions(
-        out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
-        keep_build_dir=args.keep_build_dir, nvcc=args.nvcc, winners_only=args.winners_only,
-        cache_dir=args.cache_dir, use_cache=not args.no_cache, line_info=args.line_info, cuda_floor=args.cuda,
-        executor=args.executor, platform=args.platform,
-    )  # fmt: skip
-    result = run(load(args.recipe), options, Progress(args.quiet))
-    if args.quiet:  # the result alone, for a script: $(aotpack build -q recipe.yaml)
-        print(result.wheel)
-        return None
-    print(result.said(time.monotonic() - started))
+    rec = load(args.recipe)
+    for platform in dict.fromkeys(args.platform or [None]):  # one wheel each (with the cache, one compile)
+        started = time.monotonic()
+        options = BuildOptions(
+            out_dir=args.out_dir, jobs=args.jobs, strict=args.strict, select=tuple(args.only),
+            keep_build_dir=args.keep_build_dir, nvcc=args.nvcc, winners_only=args.winners_only,
+            cache_dir=args.cache_dir, use_cache=not args.no_cache, line_info=args.line_info, cuda_floor=args.cuda,
+            executor=args.executor, platform=platform,
+        )  # fmt: skip
+        result = run(rec, options, Progress(args.quiet))
+        # the result alone, for a script: $(aotpack build -q recipe.yaml), a line per wheel
+        print(result.wheel if args.quiet else result.said(time.monotonic() - started))
     return None
 
 

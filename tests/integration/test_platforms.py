@@ -87,3 +87,17 @@ def _an_x86_object() -> bytes:
     import _ctypes
 
     return Path(_ctypes.__file__).read_bytes()
+
+
+def test_one_invocation_builds_a_wheel_per_platform(wheels, tmp_path):
+    """--platform repeated: a wheel each, in order, one path per line with -q; the variants come from the
+    cache the first platform's build filled (here: the fixture's)."""
+    folder = wheels["linux_x86_64"].parent.parent
+    out = subprocess.run([sys.executable, "-m", "aotpack", "build", str(folder / "r.yaml"), "-q", "-o", str(tmp_path),
+                          "--cache-dir", str(folder / "cache"), "--platform", "linux_aarch64", "--platform",
+                          "linux_x86_64", "--platform", "linux_aarch64"], capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    paths = [Path(line) for line in out.stdout.splitlines()]
+    assert [p.name for p in paths] == [wheels["linux_aarch64"].name, wheels["linux_x86_64"].name]
+    assert [hashlib.sha256(p.read_bytes()).digest() for p in paths] == [
+        hashlib.sha256(wheels[m].read_bytes()).digest() for m in ("linux_aarch64", "linux_x86_64")]  # fmt: skip
