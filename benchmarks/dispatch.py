@@ -87,7 +87,7 @@ def nearest_rule(kernel: model.Kernel, variant: str, key: tuple[int, ...], optio
     rows = [selection.Measured(key=r.key, us=tuple(dict(r.median_us).get(label) for label in labels))
             for r in kernel.rules if r.median_us and r.arch == arch and dict(r.types or ()) == TYPES
             and r.specialization in (spec.name, spec.level)]  # fmt: skip
-    if not rows:  # a class no table timed: both rules fall back to the same default
+    if not rows:  # a class no table timed: the nearest-row column is the runtime's own choice
         return variant
     config = labels[selection.nearest_row(rows, key, kernel.bucket == "pow2")]
     return next(v for v in options if v.split("/")[1] == f"T=fp16,{config}")
