@@ -424,23 +424,25 @@ int aot_miss_get(const aot_kernel *k, int i, int *spec, char *jit, uint64_t *cal
 
 /* ---------------------------------------------------------------- the last picks
  * Without constexprs bound to the call and without runtime tuning, the variant a call gets depends
- * only on its target, types, argument states and bucketed key (the exact key under a rule between measured
+ * only on its target, its GPU's multiprocessors (the rule counts programs in waves of them), types, argument
+ * states and bucketed key (the exact key under a rule between measured
  * keys; the table search reads nothing else), so
  * a kernel keeps its last few picks (aot_pick) and a repeated call skips the search. Every check of
  * the call has run before the lookup. */
 
 typedef struct {
-  int32_t target, binding;
+  int32_t target, binding, sms;
   uint64_t states[2];
   int64_t key[AOT_MAX_KEY];
   aot_pick *slot;
 } pick_point;
 
-static void pick_point_of(const aot_kernel *k, const aot_call *call, int target, int binding, const int64_t *key,
-                          pick_point *pt) {
-  pt->target = target, pt->binding = binding, pt->states[0] = pt->states[1] = 0;
+static void pick_point_of(const aot_kernel *k, const aot_call *call, int target, int binding, int sms,
+                          const int64_t *key, pick_point *pt) {
+  pt->target = target, pt->binding = binding, pt->sms = sms, pt->states[0] = pt->states[1] = 0;
   for (int p = 0; p < k->nparams; p++) pt->states[p / 32] |= (uint64_t)call_state(k, call, p) << (2 * (p % 32));
-  uint64_t h = (uint64_t)(target * 31 + binding) ^ pt->states[0] * 0x9E3779B97F4A7C15u ^ pt->states[1];
+  uint64_t h = ((uint64_t)(target * 31 + binding) ^ (uint64_t)sms << 32) ^ pt->states[0] * 0x9E3779B97F4A7C15u ^
+               pt->states[1];
   for (int d = 0; d < k->nkey; d++) {
     pt->key[d] = k->neighbours > 0 ? key[d] : bucket(k, key[d]); /* the rule reads the exact key */
     h = (h ^ (uint64_t)pt->key[d]) * 0x100000001B3u;
@@ -454,6 +456,7 @@ static int pick_find(const aot_kernel *k, const pick_point *pt, int *miss) {
   if (seq == 0 || seq & 1) return -1; /* never written, or being written */
   int same = atomic_load_explicit(&s->target, memory_order_relaxed) == pt->target &&
              atomic_load_explicit(&s->binding, memory_order_relaxed) == pt->binding &&
+             atomic_load_explicit(&s->sms, memory_order_relaxed) == pt->sms &&
              atomic_load_explicit(&s->states[0], memory_order_relaxed) == pt->states[0] &&
              atomic_load_explicit(&s->states[1], memory_order_relaxed) == pt->states[1];
   for (int d = 0; same && d < k->nkey; d++) same = atomic_load_explicit(&s->key[d], memory_order_relaxed) == pt->key[d];
@@ -472,6 +475,7 @@ static void pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss
   atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&s->target, pt->target, memory_order_relaxed);
   atomic_store_explicit(&s->binding, pt->binding, memory_order_relaxed);
+  atomic_store_explicit(&s->sms, pt->sms, memory_order_relaxed);
   atomic_store_explicit(&s->states[0], pt->states[0], memory_order_relaxed);
   atomic_store_explicit(&s->states[1], pt->states[1], memory_order_relaxed);
   for (int d = 0; d < k->nkey; d++) atomic_store_explicit(&s->key[d], pt->key[d], memory_order_relaxed);
@@ -522,7 +526,7 @@ int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int fo
   pick_point point;
   int keep = k->nbound == 0 && mode == AOT_TUNE_OFF && !d->planned; /* nothing but the point decides the pick */
   if (keep) {
-    pick_point_of(k, call, target, binding, key, &point);
+    pick_point_of(k, call, target, binding, d->sms, key, &point);
     int v = pick_find(k, &point, &c->miss);
     if (v >= 0) return v;
   }

@@ -82,12 +82,13 @@ typedef struct {
   int64_t key[AOT_MAX_KEY];
 } aot_tuned;
 
-/* One pick of the dispatcher (rt_choose() in aot_dispatch.c): a call on the same target with the same
- * types, argument states (aot_spec_state, 2 bits per argument) and key gets the same variant. A
- * slot is a sequence lock: an even seq that reads the same before and after a copy is a whole pick. */
+/* One pick of the dispatcher (rt_choose() in aot_dispatch.c): a call on the same target and number of
+ * multiprocessors (the rule counts waves of them) with the same types, argument states (aot_spec_state, 2 bits
+ * per argument) and key gets the same variant. A slot is a sequence lock: an even seq that reads the same before
+ * and after a copy is a whole pick. */
 typedef struct {
   _Atomic uint32_t seq;
-  _Atomic int32_t variant, target, binding;
+  _Atomic int32_t variant, target, binding, sms;
   _Atomic int32_t miss; /* the pick's class miss (index + 1 into the memo's misses), or 0 */
   _Atomic uint64_t states[2];
   _Atomic int64_t key[AOT_MAX_KEY];

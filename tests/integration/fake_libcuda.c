@@ -2,6 +2,7 @@
  * launch path can be tested on machines without a GPU. It records loads and launches in the file
  * named by $FAKE_CUDA_LOG. Settings: FAKE_CUDA_CC (compute capability, e.g. 90), FAKE_CUDA_DRIVER
  * (e.g. 13000), FAKE_CUDA_DEVICES (count), FAKE_CUDA_CAPTURING (streams report graph capture),
+ * FAKE_CUDA_SMS (multiprocessors: one count, or a count per device, comma-separated),
  * FAKE_CUDA_NO_FUNCTION (cuModuleGetFunction fails), FAKE_CUDA_POOL_ATTR_FAILS (cuMemPoolSetAttribute fails).
  * Device pointers are any address >= 0x10000. Events read a fake clock that each launch advances
  * by its block count plus 16 times its threads per block (so fewer, smaller blocks look faster). */
@@ -48,11 +49,16 @@ int cuInit(unsigned flags) { (void)flags; return env_int("FAKE_CUDA_DEVICES", 1)
 int cuDriverGetVersion(int *v) { *v = env_int("FAKE_CUDA_DRIVER", 13000); return 0; }
 int cuDeviceGetCount(int *n) { *n = env_int("FAKE_CUDA_DEVICES", 1); return 0; }
 int cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
+/* FAKE_CUDA_SMS: multiprocessors, one count for every device or a comma-separated count per device */
+static int sms_of(int dev) {
+  const char *v = getenv("FAKE_CUDA_SMS");
+  for (int i = 0; v && i < dev && (v = strchr(v, ',')) != NULL; i++) v++;
+  return v ? atoi(v) : 132;
+}
 int cuDeviceGetAttribute(int *v, int attr, int dev) {
-  (void)dev;
   int cc = env_int("FAKE_CUDA_CC", 90);
   *v = attr == 75 ? cc / 10 : attr == 76 ? cc % 10 : attr == 97 ? 232448 : attr == 38 ? 50 << 20
-      : attr == 16 ? env_int("FAKE_CUDA_SMS", 132) : 0;
+      : attr == 16 ? sms_of(dev) : 0;
   return 0;
 }
 int cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "Fake GPU %d", dev); return 0; }

@@ -204,3 +204,31 @@ print("libcuda loaded:", any("libcuda" in line for line in open("/proc/self/maps
     assert "argument sms: only with target=" in errors[3], errors
     assert out[n + 6].startswith("launch: matmul(): target= and sms= plan a select()"), out[n + 6]
     assert out[n + 7] == "libcuda loaded: False"
+
+
+def test_two_gpus_of_one_arch_and_other_multiprocessor_counts_keep_their_own_picks(site, fake_driver, tmp_path):
+    """The runtime keeps each call's pick; the rule counts waves of the GPU's multiprocessors, so a key repeated on
+    a second GPU of the same arch with fewer of them gets that GPU's pick, not the first one's."""
+    recipe_path, installed = site
+    (kernel,) = recipe.load(recipe_path).kernels
+    chosen, rows = kernel.selection, selection.groups(kernel)[0]
+    work = selection.tiles(kernel)
+    consts = selection.consts_of(kernel, work)
+    labels = [c.label for c in kernel.configs]
+
+    def predicted(key, sms):
+        c = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, sms, occupancy=chosen.occupancy)
+        assert c is not None
+        return labels[c]
+
+    rng = random.Random(13)
+    keys = [k for k in (draw(rng) for _ in range(400)) if predicted(k, SMS) != predicted(k, 40)][:12]
+    assert len(keys) >= 4  # the multiprocessor count decides these keys' picks
+    code = CAI_ARRAY + "import picked_kernels as p\n"
+    code += f"for m, n, k in {keys!r}:\n"
+    code += "    for base in (A, A + (1 << 40), A, A + (1 << 40)):  # device 0, device 1 (bits 40..), again\n"
+    code += "        print(p.matmul.select(Array(base, (m, k)), Array(base, (k, n)), Array(base, (m, n))))\n"
+    out, _ = run_on_fake_driver(code, installed, fake_driver, tmp_path / "cuda.log", FAKE_CUDA_DEVICES="2",
+                                FAKE_CUDA_SMS=f"{SMS},40")  # fmt: skip
+    got = [line.split("/")[1].removeprefix("T=fp16,") for line in out]
+    assert got == [predicted(k, sms) for k in keys for sms in (SMS, 40, SMS, 40)]
