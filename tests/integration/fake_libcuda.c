@@ -2,7 +2,7 @@
  * launch path can be tested on machines without a GPU. It records loads and launches in the file
  * named by $FAKE_CUDA_LOG. Settings: FAKE_CUDA_CC (compute capability, e.g. 90), FAKE_CUDA_DRIVER
  * (e.g. 13000), FAKE_CUDA_DEVICES (count), FAKE_CUDA_CAPTURING (streams report graph capture),
- * FAKE_CUDA_SMS (multiprocessors: one count, or a count per device, comma-separated),
+ * FAKE_CUDA_SMS (multiprocessors: one count, or a count per device, comma-separated, the last for the rest),
  * FAKE_CUDA_NO_FUNCTION (cuModuleGetFunction fails), FAKE_CUDA_POOL_ATTR_FAILS (cuMemPoolSetAttribute fails).
  * Device pointers are any address >= 0x10000. Events read a fake clock that each launch advances
  * by its block count plus 16 times its threads per block (so fewer, smaller blocks look faster). */
@@ -52,8 +52,9 @@ int cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
 /* FAKE_CUDA_SMS: multiprocessors, one count for every device or a comma-separated count per device */
 static int sms_of(int dev) {
   const char *v = getenv("FAKE_CUDA_SMS");
-  for (int i = 0; v && i < dev && (v = strchr(v, ',')) != NULL; i++) v++;
-  return v ? atoi(v) : 132;
+  if (!v) return 132;
+  for (int i = 0; i < dev && strchr(v, ','); i++) v = strchr(v, ',') + 1; /* the last count serves the rest */
+  return atoi(v);
 }
 int cuDeviceGetAttribute(int *v, int attr, int dev) {
   int cc = env_int("FAKE_CUDA_CC", 90);
