@@ -85,7 +85,4 @@ def machine(request, fake_driver) -> machines.Machine:
 @pytest.fixture(scope="session")
 def installed_on(machine, small_recipe, tmp_path_factory, request) -> Path:
     """The small wheel built for the machine and installed into a plain folder for it."""
-    if machine.name == machines.host_machine():
-        return request.getfixturevalue("installed")
-    wheel = build(small_recipe, tmp_path_factory.mktemp("dist"), jobs=2, platform=machine.platform).wheel
-    return machine.install(wheel, tmp_path_factory.mktemp("site"))
+    return machine.site(small_recipe, lambda: request.getfixturevalue("installed"), tmp_path_factory)

@@ -18,11 +18,13 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from aotpack import build
 
 FAKE_LIBCUDA = Path(__file__).with_name("fake_libcuda.c")
 ARM64_PACKAGES = ("python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libc6", "libexpat1",
@@ -50,6 +52,13 @@ class Machine:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
                         str(target), *tags, str(wheel)], check=True)  # fmt: skip
         return target
+
+    def site(self, recipe: Path, here: Callable[[], Path], folders: pytest.TempPathFactory) -> Path:
+        """The recipe's wheel for this machine, installed for it; on this host, ``here()`` (built already)."""
+        if self.name == host_machine():
+            return here()
+        wheel = build(recipe, folders.mktemp("dist"), jobs=2, platform=self.platform).wheel
+        return self.install(wheel, folders.mktemp("site"))
 
     def compile_c(self, *args: str) -> list[str]:
         """zig cc's command line for a C program or library of this machine."""
@@ -97,9 +106,9 @@ def aarch64(folder: Path) -> Machine:
     shutil.rmtree(state)
     driver = folder / "fakecuda"
     driver.mkdir()
+    qemu = str(root / "usr" / "bin" / "qemu-aarch64-static")
     machine = Machine(name="aarch64", platform="linux_aarch64", zig_target="aarch64-linux-gnu.2.17", fake_driver=driver,
-                      prefix=(str(root / "usr" / "bin" / "qemu-aarch64-static"),),
-                      python=(str(root / "usr" / "bin" / "qemu-aarch64-static"), str(root / "usr" / "bin" / "python3.11")),
+                      prefix=(qemu,), python=(qemu, str(root / "usr" / "bin" / "python3.11")),
                       env={"QEMU_LD_PREFIX": str(root)})  # fmt: skip
     subprocess.run(machine.compile_c("-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(driver / "libcuda.so.1"),
                                      str(FAKE_LIBCUDA), "-lpthread"), check=True)  # fmt: skip

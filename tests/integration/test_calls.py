@@ -15,7 +15,7 @@ import pytest
 from aotpack import build
 
 from .helpers import install_wheel, run_on_fake_driver
-from .machines import Machine, host_machine
+from .machines import Machine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OUT = 0x100000000  # a made-up device address, 16-byte aligned
@@ -40,10 +40,7 @@ def site(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def site_on(site, machine, tmp_path_factory) -> Path:
     """The same recipe's wheel for the machine (aarch64's C ABI packs the same bytes), installed for it."""
-    if machine.name == host_machine():
-        return site
-    wheel = build(FIXTURES / "scalars.yaml", tmp_path_factory.mktemp("dist"), jobs=2, platform=machine.platform).wheel
-    return machine.install(wheel, tmp_path_factory.mktemp("site"))
+    return machine.site(FIXTURES / "scalars.yaml", lambda: site, tmp_path_factory)
 
 
 def call(code: str, site: Path, fake_driver: "Path | Machine", tmp_path: Path) -> tuple[list[str], list[list[str]]]:

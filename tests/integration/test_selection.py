@@ -18,7 +18,6 @@ from aotpack import build, manifest, selection
 from aotpack.backends import recipes as recipe
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
-from .machines import host_machine
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,10 +96,7 @@ def site(tmp_path_factory) -> tuple[Path, Path]:
 def site_on(site, machine, tmp_path_factory) -> Path:
     """The same recipe's wheel for the machine, installed for it."""
     recipe_path, installed = site
-    if machine.name == host_machine():
-        return installed
-    wheel = build(recipe_path, tmp_path_factory.mktemp("dist"), jobs=2, platform=machine.platform).wheel
-    return machine.install(wheel, tmp_path_factory.mktemp("site"))
+    return machine.site(recipe_path, lambda: installed, tmp_path_factory)
 
 
 def test_the_runtime_picks_what_the_rule_predicts(site, site_on, machine, tmp_path):
