@@ -106,8 +106,8 @@ def render(manifest: Manifest, wheel_name: str, every: bool = False) -> str:
     out.append("")
     chosen = [(name, k["selection"]) for name, k in sorted(manifest["kernels"].items()) if "selection" in k]
     if chosen:  # how the dispatcher picks between the keys its tables measured (aotpack/selection.py)
-        out += ["dispatch between measured keys (held-out: each measured key predicted from the others; the "
-                "config picked over the fastest):"]  # fmt: skip
+        out += ["dispatch between measured keys (held-out: each measured key predicted by the rule the other three "
+                "quarters of the keys chose; the config picked over the fastest):"]  # fmt: skip
         out += [line for name, sel in chosen for line in selection_lines(name, sel)] + [""]
     shipped = manifest.get("triton_cache") or []
     if shipped:  # what activate() serves as Triton cache hits (torch.compile's kernels, Triton's modules)

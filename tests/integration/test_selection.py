@@ -78,7 +78,9 @@ def draw(rng: random.Random) -> tuple[int, int, int]:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("picked")
-    rng = random.Random(7)
+    # 40 keys where counting programs in waves predicts the other folds' keys best, so the rule keeps occupancies
+    # and the runtime's waves are tested (on most draws of this model k and scale alone predict as well: no waves)
+    rng = random.Random(3)
     rows = []
     for key in [draw(rng) for _ in range(40)]:
         times = {label(*c): round(modelled_us(*key, *c), 3) for c in CONFIGS}
