@@ -68,52 +68,6 @@ def test_with_an_occupancy_programs_count_in_whole_waves():
     assert selection.log2_work(tiles, consts, (64, 64), 132, 3) == math.log2(396) + 1  # one program: a wave
 
 
-def test_occupancies_are_chosen_where_the_times_run_in_waves(kernel_dir, monkeypatch):
-    """Times of a GPU that runs programs in waves (a 256-element block fits three times per multiprocessor, a
-    1024 one once; a wave costs the same per element): which block wins turns on whose last wave is fuller.
-    Counting each config's programs in waves predicts the held-out keys better than counting them one by
-    one, and is chosen; the manifest and inspect name it."""
-    import dataclasses
-
-    from aotpack.backends import recipes as recipe
-    from aotpack.commands.inspect import selection_lines
-    from aotpack.model import Rule
-
-    from ..shared import GOOD
-
-    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
-    per_sm = {256: 3, 1024: 1}
-
-    def us(n: int, block: int, warps: int) -> float:
-        waves = math.ceil(math.ceil(n / block) / (132 * per_sm[block]))
-        return 2.0 + waves * block * per_sm[block] / (1000.0 if warps == 8 else 990.0)
-
-    rules = []
-    for i in range(60):
-        n = round(2 ** (17 + 5 * ((i * 0.618034) % 1)))
-        times = tuple((c.label, round(us(n, cast(int, c.value("BLOCK")), c.num_warps or 4), 4))
-                      for c in kernel.configs)  # fmt: skip
-        best = min(times, key=lambda p: p[1])[0]
-        rules.append(Rule(key=(n,), config=next(c for c in kernel.configs if c.label == best), arch="sm_90a",
-                          types=(("T", "fp16"),), specialization=None, median_us=times, where=kernel.where))  # fmt: skip
-    kernel = dataclasses.replace(kernel, rules=tuple(rules))
-    chosen = selection.choose(kernel, 132)
-    assert chosen.scale > 0 and any(chosen.occupancy), chosen
-    assert len(chosen.occupancy) == len(kernel.configs)
-    monkeypatch.setattr(selection, "OCCUPANCIES", (0,))
-    selection._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no occupancy to try
-    unwaved = selection.choose(kernel, 132)
-    assert unwaved.occupancy == ()
-    assert chosen.held_out is not None and unwaved.held_out is not None
-    assert (chosen.held_out.over, chosen.held_out.worst) < (unwaved.held_out.over, unwaved.held_out.worst)
-    entry = selection.entry(dataclasses.replace(kernel, selection=chosen))
-    assert entry is not None
-    waved = {c.label: o for c, o in zip(kernel.configs, chosen.occupancy, strict=True) if o}
-    assert entry["occupancy"] == waved
-    (line, _) = selection_lines("add", entry)
-    assert all(f"{o} per SM ({label})" in line for label, o in waved.items())
-
-
 def _waved_kernel(kernel_dir, us):
     """The kit's kernel (a grid tile n_elements/BLOCK) with rows timed by ``us(n, block, warps)`` at 60 keys."""
     import dataclasses
@@ -133,6 +87,39 @@ def _waved_kernel(kernel_dir, us):
         rules.append(Rule(key=(n,), config=next(c for c in kernel.configs if c.label == best), arch="sm_90a",
                           types=(("T", "fp16"),), specialization=None, median_us=times, where=kernel.where))  # fmt: skip
     return dataclasses.replace(kernel, rules=tuple(rules))
+
+
+def test_occupancies_are_chosen_where_the_times_run_in_waves(kernel_dir, monkeypatch):
+    """Times of a GPU that runs programs in waves (a 256-element block fits three times per multiprocessor, a
+    1024 one once; a wave costs the same per element): which block wins turns on whose last wave is fuller.
+    Counting each config's programs in waves predicts the held-out keys better than counting them one by
+    one, and is chosen; the manifest and inspect name it."""
+    import dataclasses
+
+    from aotpack.commands.inspect import selection_lines
+
+    per_sm = {256: 3, 1024: 1}
+
+    def us(n: int, block: int, warps: int) -> float:
+        waves = math.ceil(math.ceil(n / block) / (132 * per_sm[block]))
+        return 2.0 + waves * block * per_sm[block] / (1000.0 if warps == 8 else 990.0)
+
+    kernel = _waved_kernel(kernel_dir, us)
+    chosen = selection.choose(kernel, 132)
+    assert chosen.scale > 0 and any(chosen.occupancy), chosen
+    assert len(chosen.occupancy) == len(kernel.configs)
+    monkeypatch.setattr(selection, "OCCUPANCIES", (0,))
+    selection._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no occupancy to try
+    unwaved = selection.choose(kernel, 132)
+    assert unwaved.occupancy == ()
+    assert chosen.held_out is not None and unwaved.held_out is not None
+    assert (chosen.held_out.over, chosen.held_out.worst) < (unwaved.held_out.over, unwaved.held_out.worst)
+    entry = selection.entry(dataclasses.replace(kernel, selection=chosen))
+    assert entry is not None
+    waved = {c.label: o for c, o in zip(kernel.configs, chosen.occupancy, strict=True) if o}
+    assert entry["occupancy"] == waved
+    (line, _) = selection_lines("add", entry)
+    assert all(f"{o} per SM ({label})" in line for label, o in waved.items())
 
 
 def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
