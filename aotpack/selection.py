@@ -388,7 +388,8 @@ def _cross_errors(measured: Sequence[Sequence[Measured]], folds: Sequence[frozen
     picks: list[list[list[int | None]]] = [[[] for _ in measured] for _ in range(ways)]
     for fold in folds:
         train = [[r for r in rows if r.key not in fold] for rows in measured]
-        rules = ((0, 0.0, ()), *_rules([t for t in train if len(t) >= MIN_ROWS], data))
+        # the classes the rule is chosen on are those of all the rows (MIN_ROWS or more there), with fewer here
+        rules = ((0, 0.0, ()), *_rules([t for t in train if len(t) > 1], data))
         for g, rows in enumerate(measured):
             for row in rows:
                 if row.key in fold and train[g]:

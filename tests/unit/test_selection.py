@@ -68,8 +68,9 @@ def test_with_an_occupancy_programs_count_in_whole_waves():
     assert selection.log2_work(tiles, consts, (64, 64), 132, 3) == math.log2(396) + 1  # one program: a wave
 
 
-def _waved_kernel(kernel_dir, us):
-    """The kit's kernel (a grid tile n_elements/BLOCK) with rows timed by ``us(n, block, warps)`` at 60 keys."""
+def _waved_kernel(kernel_dir, us, keys=None):
+    """The kit's kernel (a grid tile n_elements/BLOCK) with rows timed by ``us(n, block, warps)`` at ``keys`` (60
+    spread over 2^17 to 2^22 by default)."""
     import dataclasses
 
     from aotpack.backends import recipes as recipe
@@ -79,8 +80,7 @@ def _waved_kernel(kernel_dir, us):
 
     (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
     rules = []
-    for i in range(60):
-        n = round(2 ** (17 + 5 * ((i * 0.618034) % 1)))
+    for n in keys or [round(2 ** (17 + 5 * ((i * 0.618034) % 1))) for i in range(60)]:
         times = tuple((c.label, round(us(n, cast(int, c.value("BLOCK")), c.num_warps or 4), 4))
                       for c in kernel.configs)  # fmt: skip
         best = min(times, key=lambda p: p[1])[0]
@@ -142,6 +142,22 @@ def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
     assert any(waved[2]) and waved != flat  # leave-one-out on all the keys takes occupancies
     chosen = selection.choose(kernel, 132)
     assert chosen.occupancy == () and (chosen.neighbours, chosen.scale) == flat[:2]
+
+
+def test_a_class_of_just_enough_keys_is_still_fitted_on_each_folds_fewer(kernel_dir):
+    """Six keys of one class (MIN_ROWS): each fold leaves four or five, and the rule is still chosen on them there
+    (not the nearest row for want of six), so the neighbours' rule, which sees the best config change between
+    2048 and 4096 where the nearest row above does not, is chosen over the folds too."""
+    assert selection.MIN_ROWS == 6
+
+    def us(n: int, block: int, warps: int) -> float:
+        return (1.0 + n / 1000.0 if block == 256 else 3.0 + n / 2000.0) + warps / 1000.0
+
+    kernel = _waved_kernel(kernel_dir, us, keys=[512, 1024, 2048, 4096, 8192, 16384])
+    chosen = selection.choose(kernel, 132)
+    assert chosen.neighbours > 0, chosen
+    assert chosen.held_out is not None and chosen.nearest is not None
+    assert chosen.held_out.over < chosen.nearest.over
 
 
 def test_the_held_out_error_is_each_folds_keys_predicted_by_the_rule_the_others_chose(kernel_dir):
