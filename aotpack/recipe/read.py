@@ -44,10 +44,11 @@ def _top_keys(readers: Readers) -> tuple[str, ...]:
             "tables", "triton_cache", "inductor_cache")  # fmt: skip
 
 
-def load(path: str | Path, readers: Readers) -> Recipe:
-    """Read and validate a recipe file."""
+def load(path: str | Path, readers: Readers, fit: bool = True) -> Recipe:
+    """Read and validate a recipe file. ``fit``: choose each tuned kernel's rule between measured keys
+    (``tables.fit``, seconds for large tables); a caller that reads no rule (``aotpack plan``) skips it."""
     path = Path(path)
-    return from_nodes(yamlnodes.read(path, "recipe"), path, readers)
+    return from_nodes(yamlnodes.read(path, "recipe"), path, readers, fit)
 
 
 def parse(text: str, path: Path, readers: Readers) -> Recipe:
@@ -55,7 +56,7 @@ def parse(text: str, path: Path, readers: Readers) -> Recipe:
     return from_nodes(yamlnodes.parse(text, path, "recipe"), path, readers)
 
 
-def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
+def from_nodes(root: Node, path: Path, readers: Readers, fit: bool = True) -> Recipe:
     """Validate a recipe already read into nodes (``yamlnodes.parse``: a reader that checks more of it first)."""
     top = root.mapping(_top_keys(readers), required=("package", "version", "kernels"))
     package, version, summary = _about(top)
@@ -86,7 +87,7 @@ def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
         except RecipeError as exc:  # the file itself: where the recipe names it, and in it where there is a place
             raise exc if exc.where is not None else item.fail(str(exc)) from None
         table_paths.append(table_path)
-    if table_paths:
+    if table_paths and fit:
         kernels = tables.fit(kernels)
     cuda = _cuda_floor(top["cuda"]) if "cuda" in top else None
     releases = {name: reader.release(top) for name, reader in readers.items()}

@@ -44,7 +44,8 @@ def existing_recipe(path: Path, document: bool = True) -> Existing | None:
         fields = kernel.mapping(()) if kernel.is_mapping() else {}
         if "launch" in fields:  # a recorded kernel (one written by hand is kept as it is)
             _check_recorded(fields)
-    recipe.from_nodes(root, path)  # anything else the loader refuses is refused here, located, as `plan` says it
+    # anything else the loader refuses is refused here, located, as `plan` says it
+    recipe.from_nodes(root, path, fit=False)
     indents = yamlio.indents(root.node)
     doc = yamlio.load(yamlio.round_trip(indents), text, path) if document else None  # what the merge reads it with
     return Existing(text=text, data=yamlio.data(text), indents=indents, doc=doc)

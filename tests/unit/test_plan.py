@@ -137,3 +137,20 @@ def test_planning_writes_nothing_beside_the_kernels(tmp_path):
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_listing_chooses_no_dispatch_rule_and_a_load_does(monkeypatch, capsys):
+    """``aotpack plan`` (and the recipe checks of ``aotpack record``) read no rule between measured keys, so they
+    do not fit one (seconds for the demo's tables); loading a recipe for a build still does."""
+    from aotpack.commands import cli
+    from aotpack.recipe import tables
+
+    def refused(kernels):
+        raise AssertionError("fitted")
+
+    monkeypatch.setattr(tables, "fit", refused)
+    demo = Path(__file__).parents[2] / "recipes" / "demo.yaml"
+    assert cli.main(["plan", str(demo), "-q"]) in (0, None)
+    assert "matmul/T=fp16," in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="fitted"):
+        recipe.load(demo)
