@@ -332,6 +332,12 @@ class _Data:
     sms: int
     pow2: bool
 
+    @classmethod
+    def of(cls, kernel: Kernel, sms: int) -> _Data:
+        work = tiles(kernel)
+        constexprs = tuple(tuple(sorted(c.items())) for c in consts_of(kernel, work))
+        return cls(work=work, constexprs=constexprs, sms=sms, pow2=kernel.bucket == "pow2")
+
     @functools.cached_property
     def consts(self) -> list[dict[str, int]]:
         return [dict(c) for c in self.constexprs]
@@ -348,10 +354,7 @@ def choose(kernel: Kernel, sms: int) -> Selection:
     measured = groups(kernel)
     if not measured:
         return NEAREST
-    work = tiles(kernel)
-    constexprs = tuple(tuple(sorted(c.items())) for c in consts_of(kernel, work))
-    data = _Data(work=work, constexprs=constexprs, sms=sms, pow2=kernel.bucket == "pow2")
-    return _chosen(tuple(tuple(rows) for rows in measured), data)
+    return _chosen(tuple(tuple(rows) for rows in measured), _Data.of(kernel, sms))
 
 
 @functools.lru_cache(maxsize=64)
@@ -362,11 +365,9 @@ def _chosen(measured: tuple[tuple[Measured, ...], ...], data: _Data) -> Selectio
     # the way of choosing that predicts the other folds best (ties: the simpler)
     ways = [((0, 0.0, ()), errors[0]), (flat, errors[1])] + ([(waved, errors[2])] if waved != flat else [])
     (k, scale, occupancy), (held_out, _) = min(ways, key=lambda way: way[1][1])
-    nearest = errors[0][0]
-    if k == 0:
-        return Selection(tiles=data.work, sms=data.sms, held_out=held_out, nearest=nearest)
-    return Selection(neighbours=k, scale=scale, tiles=data.work, sms=data.sms, held_out=held_out, nearest=nearest,
-                     occupancy=occupancy if scale > 0 and any(occupancy) else ())  # fmt: skip
+    # (the nearest-row rule is k 0; _rules gives no occupancies where the rule is unscaled or counts no waves)
+    return Selection(neighbours=k, scale=scale, tiles=data.work, sms=data.sms, held_out=held_out,
+                     nearest=errors[0][0], occupancy=occupancy)  # fmt: skip
 
 
 FOLDS = 4  # the held-out error's folds of the measured keys

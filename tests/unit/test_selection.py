@@ -134,11 +134,7 @@ def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
         return (2.0 + n / 1000.0) * (1.0 + (block == 256) * 0.01) * noise.uniform(0.96, 1.04)
 
     kernel = _waved_kernel(kernel_dir, us)
-    work = selection.tiles(kernel)
-    data = selection._Data(work=work, constexprs=tuple(tuple(sorted(c.items())) for c in
-                                                       selection.consts_of(kernel, work)), sms=132, pow2=False)  # fmt: skip
-    measured = [list(rows) for rows in selection.groups(kernel)]
-    flat, waved = selection._rules(measured, data)
+    flat, waved = selection._rules(selection.groups(kernel), selection._Data.of(kernel, 132))
     assert any(waved[2]) and waved != flat  # leave-one-out on all the keys takes occupancies
     chosen = selection.choose(kernel, 132)
     assert chosen.occupancy == () and (chosen.neighbours, chosen.scale) == flat[:2]
@@ -181,8 +177,7 @@ def test_the_held_out_error_is_each_folds_keys_predicted_by_the_rule_the_others_
         fold = set(keys[f :: selection.FOLDS])
         others = dataclasses.replace(kernel, rules=tuple(r for r in kernel.rules if r.key not in fold))
         rule = selection.choose(others, 132)
-        rows = [selection.Measured(key=r.key, us=tuple(dict(r.median_us or ()).get(label) for label in labels))
-                for r in others.rules]  # fmt: skip
+        (rows,) = selection.groups(others)
         for r in kernel.rules:
             if r.key in fold:
                 times = dict(r.median_us or ())
