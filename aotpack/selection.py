@@ -38,7 +38,7 @@ import heapq
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from . import expr, limits, manifest
@@ -106,8 +106,17 @@ def log2_work(tiles: Sequence[Tile], consts: Mapping[str, int], key: Sequence[in
     return math.log2(float(programs)) + math.log2(float(trips))
 
 
+def _logs(key: Sequence[int]) -> tuple[float, ...]:
+    return tuple(math.log2(max(v, 1)) for v in key)
+
+
+def _log_distance(a: Sequence[float], b: Sequence[float]) -> float:
+    """The rule's distance between two keys from their logs: the sum over dimensions of |log2 a - log2 b|."""
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
 def _distance(a: Sequence[int], b: Sequence[int]) -> float:
-    return sum(abs(math.log2(max(x, 1)) - math.log2(max(y, 1))) for x, y in zip(a, b, strict=True))
+    return _log_distance(_logs(a), _logs(b))
 
 
 def neighbours(rows: Sequence[Measured], key: Sequence[int], k: int) -> list[tuple[float, Measured]]:
@@ -159,25 +168,24 @@ def _log2_approx(x: int) -> float:
 def nearest_row(rows: Sequence[Measured], key: Sequence[int], pow2: bool) -> int:
     """The config the nearest-row rule picks (the dispatcher's rule for rows without times): the measured
     best of the nearest row at or above the bucketed key in every dimension, else of the nearest row."""
-    logs = [[_log2_approx(v) for v in r.key] for r in rows]
-    return rows[_nearest_index([r.key for r in rows], logs, key, pow2, skip=-1)].fastest
+    v, v_logs = _bucketed(key, pow2)
+    ranks = [(_nearest_rank(r.key, [_log2_approx(x) for x in r.key], v, v_logs), j) for j, r in enumerate(rows)]
+    return rows[min(ranks)[1]].fastest
 
 
-def _nearest_index(keys: Sequence[Sequence[int]], logs: Sequence[Sequence[float]], key: Sequence[int], pow2: bool,
-                   skip: int) -> int:  # fmt: skip
-    """The index of the row the nearest-row rule takes for the key (``skip``: a row left out)."""
+def _bucketed(key: Sequence[int], pow2: bool) -> tuple[list[int], list[float]]:
+    """The key the nearest-row rule looks up (rounded up to powers of two where keys are bucketed so) and its
+    approximate logs."""
     v = [expr.next_pow2(x) if pow2 and x > 1 else x for x in key]
-    v_logs = [_log2_approx(x) for x in v]
-    best: tuple[int, float] | None = None
-    pick = 0
-    for j, (row_key, row_logs) in enumerate(zip(keys, logs, strict=True)):
-        if j == skip:
-            continue
-        up = int(all(a >= b for a, b in zip(row_key, v, strict=True)))
-        dist = sum(abs(a - b) for a, b in zip(row_logs, v_logs, strict=True))
-        if best is None or up > best[0] or (up == best[0] and dist < best[1]):
-            best, pick = (up, dist), j
-    return pick
+    return v, [_log2_approx(x) for x in v]
+
+
+def _nearest_rank(row_key: Sequence[int], row_logs: Sequence[float], v: Sequence[int], v_logs: Sequence[float],
+                  ) -> tuple[int, float]:  # fmt: skip
+    """How the nearest-row rule ranks a row for the looked-up key v (least first, ties: table order): rows at
+    or above v in every dimension first, then by distance."""
+    up = all(a >= b for a, b in zip(row_key, v, strict=True))
+    return (0 if up else 1), sum(abs(a - b) for a, b in zip(row_logs, v_logs, strict=True))
 
 
 def groups(kernel: Kernel) -> list[list[Measured]]:
@@ -198,72 +206,150 @@ def consts_of(kernel: Kernel, work: Sequence[Tile]) -> list[dict[str, int]]:
 
 
 @dataclass(frozen=True)
-class _Held:
-    """One class's rows prepared for leave-one-out: each row's nearest other rows (nearest first) with their
-    weights, the rows' log2 times, and per config prefix sums over each row's nearest of w * log2 time, w and
-    the unmeasured (the part of a prediction that does not depend on the work)."""
+class _Data:
+    """What choosing a rule reads besides the rows: the key's tiles, each config's constexprs, the GPU's
+    multiprocessors, and whether keys are bucketed to powers of two."""
 
-    rows: Sequence[Measured]
-    near: list[list[int]]
-    weights: list[list[float]]
-    times: list[list[tuple[float, float, int]]]  # [config * rows + row][j]: sums over the j nearest
+    work: tuple[Tile, ...]
+    constexprs: tuple[tuple[tuple[str, int], ...], ...]  # per config, (name, value) of the tiles' constexprs
+    sms: int
+    pow2: bool
 
     @classmethod
-    def of(cls, rows: Sequence[Measured], nconfigs: int) -> _Held:
-        logs = [[math.log2(max(v, 1)) for v in r.key] for r in rows]
-        lt = [[math.log2(max(t, 1e-3)) if t is not None else None for t in r.us] for r in rows]
+    def of(cls, kernel: Kernel, sms: int) -> _Data:
+        work = tiles(kernel)
+        constexprs = tuple(tuple(sorted(c.items())) for c in consts_of(kernel, work))
+        return cls(work=work, constexprs=constexprs, sms=sms, pow2=kernel.bucket == "pow2")
+
+    @functools.cached_property
+    def consts(self) -> list[dict[str, int]]:
+        return [dict(c) for c in self.constexprs]
+
+
+@dataclass(frozen=True)
+class _Class:
+    """One class's measured rows and, for each row, every other row in the order each rule reaches for them:
+    by distance (the neighbours' rule; ties: table order) and by the nearest-row rule's rank. Computed once
+    (quadratic in the rows, as MAX_MEASURED_KEYS bounds) and read for every fold: a fold's rules take each
+    row's first ones of the fold's pool."""
+
+    rows: tuple[Measured, ...]
+    data: _Data
+    logs: tuple[tuple[float, ...], ...]
+    by_distance: tuple[tuple[int, ...], ...]
+    by_rank: tuple[tuple[int, ...], ...]
+    _work: dict[tuple[int, int], list[float]] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, rows: Sequence[Measured], data: _Data) -> _Class:
+        logs = tuple(_logs(r.key) for r in rows)
+        approx = [[_log2_approx(v) for v in r.key] for r in rows]
+        by_distance, by_rank = [], []
+        for i, row in enumerate(rows):
+            others = [j for j in range(len(rows)) if j != i]  # sorted() is stable: ties stay in table order
+            distance = [_log_distance(other, logs[i]) for other in logs]
+            by_distance.append(tuple(sorted(others, key=distance.__getitem__)))
+            v, v_logs = _bucketed(row.key, data.pow2)
+            rank = [_nearest_rank(r.key, approx[j], v, v_logs) for j, r in enumerate(rows)]
+            by_rank.append(tuple(sorted(others, key=rank.__getitem__)))
+        return cls(rows=tuple(rows), data=data, logs=logs, by_distance=tuple(by_distance), by_rank=tuple(by_rank))
+
+    def work(self, c: int, occupancy: int) -> list[float]:
+        """log2 of config c's work at each row with this occupancy (kept: every fold reads it)."""
+        got = self._work.get((c, occupancy))
+        if got is None:
+            d = self.data
+            got = [log2_work(d.work, d.consts[c], r.key, d.sms, occupancy) for r in self.rows]
+            self._work[(c, occupancy)] = got
+        return got
+
+    def nearest_picks(self, targets: Sequence[int], pool: Sequence[bool]) -> list[int | None]:
+        """Each target row's pick by the nearest-row rule from the pool's other rows (None: the pool has none)."""
+        out: list[int | None] = []
+        for i in targets:
+            j = next((j for j in self.by_rank[i] if pool[j]), None)
+            out.append(None if j is None else self.rows[j].fastest)
+        return out
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A class's target rows (indices) prepared for predicting each from its nearest rows of a pool (never
+    itself) by every candidate rule at once: each target's nearest (nearest first) with their weights, and per
+    config and k the sums over the k nearest of w * log2 time and w, and whether any is unmeasured (the part of
+    a prediction that does not depend on the work; a target with fewer neighbours sums them all)."""
+
+    klass: _Class
+    targets: tuple[int, ...]
+    near: list[list[int]]
+    weights: list[list[float]]
+    sums: list[dict[int, tuple[list[float], list[float], list[bool]]]]  # [config][k of NEIGHBOURS]: per target
+    _work: dict[tuple[int, int], tuple[list[float], dict[int, list[float]]]] = field(
+        default_factory=dict, compare=False, repr=False)  # fmt: skip
+
+    @classmethod
+    def of(cls, klass: _Class, targets: Sequence[int], pool: Sequence[bool]) -> _Held:
+        most = max(NEIGHBOURS)
         near, weights = [], []
-        for i, mine in enumerate(logs):
-            nearest = heapq.nsmallest(max(NEIGHBOURS), ((sum(abs(a - b) for a, b in zip(other, mine, strict=True)), j)
-                                                        for j, other in enumerate(logs) if j != i))  # fmt: skip
-            near.append([j for _, j in nearest])
-            weights.append([1.0 / ((d + limits.SELECTION_WEIGHT_OFFSET) ** 2) for d, _ in nearest])
-        times = []
-        for c in range(nconfigs):
-            for i in range(len(rows)):
+        for i in targets:
+            nearest = [j for j in klass.by_distance[i] if pool[j]][:most]
+            near.append(nearest)
+            weights.append([1.0 / ((_log_distance(klass.logs[j], klass.logs[i]) + limits.SELECTION_WEIGHT_OFFSET) ** 2)
+                            for j in nearest])  # fmt: skip
+        lt = [[math.log2(max(t, 1e-3)) if t is not None else None for t in r.us] for r in klass.rows]
+        sums = []
+        for c in range(len(klass.data.consts)):
+            at: dict[int, tuple[list[float], list[float], list[bool]]] = {k: ([], [], []) for k in NEIGHBOURS}
+            for nearest, ws in zip(near, weights, strict=True):
                 a = w_sum = 0.0
-                missing = 0
-                prefix = [(0.0, 0.0, 0)]
-                for w, j in zip(weights[i], near[i], strict=True):
+                missing = False
+                prefix = [(0.0, 0.0, True)]
+                for w, j in zip(ws, nearest, strict=True):
                     t = lt[j][c]
                     if t is None:
-                        missing += 1
+                        missing = True
                     else:
                         a, w_sum = a + w * t, w_sum + w
-                    prefix.append((a, w_sum, missing))
-                times.append(prefix)
-        return cls(rows=rows, near=near, weights=weights, times=times)
+                    prefix.append((a, w_sum, missing or w_sum == 0.0))
+                for k, (sa, sw, sbad) in at.items():
+                    pa, pw, pbad = prefix[min(k, len(nearest))]
+                    sa.append(pa)
+                    sw.append(pw)
+                    sbad.append(pbad)
+            sums.append(at)
+        return cls(klass=klass, targets=tuple(targets), near=near, weights=weights, sums=sums)
 
-    def work(self, lw: Sequence[float]) -> list[list[float]]:
-        """Per row, prefix sums over its nearest of w * log2 work (one config's, ``lw`` per row)."""
-        out = []
-        for near, weights in zip(self.near, self.weights, strict=True):
-            b, prefix = 0.0, [0.0]
-            for w, j in zip(weights, near, strict=True):
-                b += w * lw[j]
-                prefix.append(b)
-            out.append(prefix)
-        return out
+    def _work_sums(self, c: int, occupancy: int, k: int) -> tuple[list[float], list[float]]:
+        """Config c's log2 work at each target, and the sum over each target's k nearest of w * log2 work (with
+        this occupancy; kept, for every k of NEIGHBOURS)."""
+        got = self._work.get((c, occupancy))
+        if got is None:
+            lw = self.klass.work(c, occupancy)
+            at: dict[int, list[float]] = {n: [] for n in NEIGHBOURS}
+            for near, weights in zip(self.near, self.weights, strict=True):
+                b, prefix = 0.0, [0.0]
+                for w, j in zip(weights, near, strict=True):
+                    b += w * lw[j]
+                    prefix.append(b)
+                for n, sums in at.items():
+                    sums.append(prefix[min(n, len(near))])
+            got = self._work[(c, occupancy)] = ([lw[i] for i in self.targets], at)
+        return got[0], got[1][k]
 
-    def estimates(self, c: int, k: int, scale: float, lw: Sequence[float], works: Sequence[Sequence[float]],
-                  ) -> list[float | None]:  # fmt: skip
-        """Config c's predicted log2 time at each row from the others by the rule (k, scale), its work ``lw`` per
-        row and that work's sums (``works``); None: not measured at every neighbour."""
-        n = len(self.rows)
-        out: list[float | None] = []
-        for i in range(n):
-            kk = min(k, len(self.near[i]))
-            a, w_sum, missing = self.times[c * n + i][kk]
-            if missing or kk == 0:
-                out.append(None)
-            else:
-                out.append((a + scale * (w_sum * lw[i] - works[i][kk])) / w_sum if scale > 0 else a / w_sum)
-        return out
+    def estimates(self, c: int, k: int, scale: float, occupancy: int) -> list[float | None]:
+        """Config c's predicted log2 time at each target by the rule (k, scale) with this occupancy; None: not
+        measured at every neighbour."""
+        a, w, bad = self.sums[c][k]
+        if scale <= 0:
+            return [None if x else t / ws for t, ws, x in zip(a, w, bad, strict=True)]
+        here, b = self._work_sums(c, occupancy, k)
+        return [None if x else (t + scale * (ws * h - bw)) / ws
+                for t, ws, x, h, bw in zip(a, w, bad, here, b, strict=True)]  # fmt: skip
 
-    def picks(self, k: int, scale: float, lw: Sequence[Sequence[float]], works: Sequence[Sequence[Sequence[float]]],
-              ) -> list[int | None]:  # fmt: skip
-        """Each row's pick by the rule (k, scale) from the others, configs' work ``lw[c][row]`` and its sums."""
-        return _least([self.estimates(c, k, scale, lw[c], works[c]) for c in range(len(lw))])
+    def picks(self, k: int, scale: float, occupancy: Sequence[int]) -> list[int | None]:
+        """Each target's pick by the rule (k, scale, each config's occupancy; () none)."""
+        configs = range(len(self.sums))
+        return _least([self.estimates(c, k, scale, occupancy[c] if occupancy else 0) for c in configs])
 
 
 def _least(estimates: Sequence[Sequence[float | None]]) -> list[int | None]:
@@ -279,22 +365,13 @@ def _least(estimates: Sequence[Sequence[float | None]]) -> list[int | None]:
     return out
 
 
-def _work_logs(rows: Sequence[Measured], work: Sequence[Tile], consts: Sequence[Mapping[str, int]], sms: int,
-               occupancy: Sequence[int]) -> list[list[float]]:  # fmt: skip
-    return [[log2_work(work, consts[c], r.key, sms, occupancy[c]) for r in rows] for c in range(len(consts))]
-
-
-def _candidate_picks(
-    rows: Sequence[Measured], work: Sequence[Tile], consts: Sequence[Mapping[str, int]], sms: int,
-    occupancy: Sequence[int] = (), held: _Held | None = None, scales: Sequence[float] = SCALES,
-) -> dict[tuple[int, float], list[int | None]]:  # fmt: skip
-    """Every candidate rule's pick for each row predicted from the others: what ``predict`` computes, with the
-    neighbours' sums shared between the candidates (prefix sums over the nearest first; a scale enters as
-    A + scale * (W * here - B)), so that choosing among them costs a second, not a minute."""
-    held = held or _Held.of(rows, len(consts))
-    lw = _work_logs(rows, work, consts, sms, occupancy or (0,) * len(consts))
-    works = [held.work(x) for x in lw]
-    return {(k, s): held.picks(k, s, lw, works) for k in NEIGHBOURS for s in (scales if work else (0.0,))}
+def _candidate_picks(held: _Held, occupancy: Sequence[int] = (), scales: Sequence[float] = SCALES,
+                     ) -> dict[tuple[int, float], list[int | None]]:  # fmt: skip
+    """Every candidate rule's pick for each of the held targets: what ``predict`` computes, with the neighbours'
+    sums shared between the candidates (prefix sums over the nearest first; a scale enters as A + scale * (W *
+    here - B)), so that choosing among them costs a second, not a minute."""
+    scales = scales if held.klass.data.work else (0.0,)
+    return {(k, s): held.picks(k, s, occupancy) for k in NEIGHBOURS for s in scales}
 
 
 def _ratio(row: Measured, c: int | None) -> float:
@@ -322,27 +399,6 @@ def _error(groups: Sequence[Sequence[Measured]], picks: Sequence[Sequence[int | 
 Rule = tuple[int, float, tuple[int, ...]]  # neighbours (0: the nearest-row rule), scale, occupancy per config
 
 
-@dataclass(frozen=True)
-class _Data:
-    """What choosing a rule reads besides the rows: the key's tiles, each config's constexprs, the GPU's
-    multiprocessors, and whether keys are bucketed to powers of two."""
-
-    work: tuple[Tile, ...]
-    constexprs: tuple[tuple[tuple[str, int], ...], ...]  # per config, (name, value) of the tiles' constexprs
-    sms: int
-    pow2: bool
-
-    @classmethod
-    def of(cls, kernel: Kernel, sms: int) -> _Data:
-        work = tiles(kernel)
-        constexprs = tuple(tuple(sorted(c.items())) for c in consts_of(kernel, work))
-        return cls(work=work, constexprs=constexprs, sms=sms, pow2=kernel.bucket == "pow2")
-
-    @functools.cached_property
-    def consts(self) -> list[dict[str, int]]:
-        return [dict(c) for c in self.constexprs]
-
-
 def choose(kernel: Kernel, sms: int) -> Selection:
     """The rule with the least held-out error on the kernel's measured rows (NEAREST without enough).
 
@@ -360,8 +416,9 @@ def choose(kernel: Kernel, sms: int) -> Selection:
 @functools.lru_cache(maxsize=64)
 def _chosen(measured: tuple[tuple[Measured, ...], ...], data: _Data) -> Selection:
     """choose() for these rows (kept: loading a recipe again fits the same rows again)."""
-    errors = _cross_errors(measured, _folds(measured), data)
-    flat, waved = _rules(measured, data)
+    classes = [_Class.of(rows, data) for rows in measured]
+    errors = _cross_errors(classes, _folds(measured), data)
+    flat, waved = _rules(classes, [[True] * len(c.rows) for c in classes], data)
     # the way of choosing that predicts the other folds best (ties: the simpler)
     ways = [((0, 0.0, ()), errors[0]), (flat, errors[1])] + ([(waved, errors[2])] if waved != flat else [])
     (k, scale, occupancy), (held_out, _) = min(ways, key=lambda way: way[1][1])
@@ -379,54 +436,55 @@ def _folds(measured: Sequence[Sequence[Measured]]) -> list[frozenset[tuple[int, 
     return [frozenset(keys[f::FOLDS]) for f in range(FOLDS)]
 
 
-def _cross_errors(measured: Sequence[Sequence[Measured]], folds: Sequence[frozenset[tuple[int, ...]]], data: _Data,
+def _cross_errors(classes: Sequence[_Class], folds: Sequence[frozenset[tuple[int, ...]]], data: _Data,
                   ) -> list[tuple[HeldOut, float]]:  # fmt: skip
     """The error over the folds of the nearest-row rule, of choosing a rule without occupancies and of choosing
     one with them (_rules): each row picked for by the rule the rows of the other folds chose, from those rows
     (a row whose class has none there is left out)."""
     ways = 3
-    rows_out: list[list[list[Measured]]] = [[[] for _ in measured] for _ in range(ways)]
-    picks: list[list[list[int | None]]] = [[[] for _ in measured] for _ in range(ways)]
+    rows_out: list[list[list[Measured]]] = [[[] for _ in classes] for _ in range(ways)]
+    picks: list[list[list[int | None]]] = [[[] for _ in classes] for _ in range(ways)]
     for fold in folds:
-        train = [[r for r in rows if r.key not in fold] for rows in measured]
+        pools = [[r.key not in fold for r in c.rows] for c in classes]
         # the classes the rule is chosen on are those of all the rows (MIN_ROWS or more there), with fewer here
-        rules = ((0, 0.0, ()), *_rules([t for t in train if len(t) > 1], data))
-        for g, rows in enumerate(measured):
-            for row in rows:
-                if row.key in fold and train[g]:
-                    for w, rule in enumerate(rules):
-                        rows_out[w][g].append(row)
-                        picks[w][g].append(_pick(train[g], row.key, rule, data))
+        fitted = [g for g, pool in enumerate(pools) if sum(pool) > 1]
+        rules = ((0, 0.0, ()), *_rules([classes[g] for g in fitted], [pools[g] for g in fitted], data))
+        for g, (klass, pool) in enumerate(zip(classes, pools, strict=True)):
+            targets = [i for i, inside in enumerate(pool) if not inside]
+            if not targets or not any(pool):
+                continue
+            held = _Held.of(klass, targets, pool)
+            for w, rule in enumerate(rules):
+                rows_out[w][g] += [klass.rows[i] for i in targets]
+                picks[w][g] += _picks(klass, held, pool, rule, data)
     return [_error(rows_out[w], picks[w]) for w in range(ways)]
 
 
-def _pick(rows: Sequence[Measured], key: Sequence[int], rule: Rule, data: _Data) -> int | None:
-    """The config a rule picks for a key from these rows (the dispatcher's choice)."""
+def _picks(klass: _Class, held: _Held, pool: Sequence[bool], rule: Rule, data: _Data) -> list[int | None]:
+    """The config a rule picks for each held target from the pool's rows (the dispatcher's choice: predict and
+    nearest_row compute the same, one key at a time)."""
     k, scale, occupancy = rule
     if k == 0:
-        return nearest_row(rows, key, data.pow2)
-    return predict(rows, key, k, scale, data.work, data.consts, data.sms, occupancy=occupancy)
+        return klass.nearest_picks(held.targets, pool)
+    return held.picks(k, scale, occupancy)
 
 
-def _rules(measured: Sequence[Sequence[Measured]], data: _Data) -> tuple[Rule, Rule]:
-    """The rule chosen on these rows without occupancies, and with them: the candidate (k, scale) with the least
-    leave-one-out error; then (grid tiles, a scaled candidate) each config's occupancy chosen the same way, and
-    k and scale again, where that errs less. The nearest-row rule (k 0) where it errs less than either."""
-    if not measured:
+def _rules(classes: Sequence[_Class], pools: Sequence[Sequence[bool]], data: _Data) -> tuple[Rule, Rule]:
+    """The rule chosen on the pools' rows (each predicted from the pool's others) without occupancies, and with
+    them: the candidate (k, scale) with the least leave-one-out error; then (grid tiles, a scaled candidate)
+    each config's occupancy chosen the same way, and k and scale again, where that errs less. The nearest-row
+    rule (k 0) where it errs less than either."""
+    if not classes:
         return (0, 0.0, ()), (0, 0.0, ())
-    work, consts, sms = data.work, data.consts, data.sms
-    nearest_picks = []
-    for rows in measured:
-        keys, logs = [r.key for r in rows], [[_log2_approx(v) for v in r.key] for r in rows]
-        nearest_picks.append([rows[_nearest_index(keys, logs, row.key, data.pow2, skip=i)].fastest
-                              for i, row in enumerate(rows)])  # fmt: skip
+    targets = [[i for i, inside in enumerate(pool) if inside] for pool in pools]
+    measured = [[c.rows[i] for i in t] for c, t in zip(classes, targets, strict=True)]
+    nearest_picks = [c.nearest_picks(t, pool) for c, t, pool in zip(classes, targets, pools, strict=True)]
     nearest_score = _error(measured, nearest_picks)[1]
-    held = [_Held.of(rows, len(consts)) for rows in measured]
+    held = [_Held.of(c, t, pool) for c, t, pool in zip(classes, targets, pools, strict=True)]
 
     def rules(occupancy: Sequence[int], scales: Sequence[float] = SCALES) -> list[tuple[float, int, float]]:
         """Every candidate (k, scale) with its mean log2 error, best first (ties: the first candidate)."""
-        per_group = [_candidate_picks(rows, work, consts, sms, occupancy, h, scales)
-                     for rows, h in zip(measured, held, strict=True)]  # fmt: skip
+        per_group = [_candidate_picks(h, occupancy, scales) for h in held]
         scored = [(_error(measured, [group[c] for group in per_group])[1], *c) for c in per_group[0]]
         return sorted(scored, key=lambda x: x[0])
 
@@ -435,14 +493,14 @@ def _rules(measured: Sequence[Sequence[Measured]], data: _Data) -> tuple[Rule, R
             return 0, 0.0, ()
         return best[1], best[2], tuple(occupancy) if best[2] > 0 and any(occupancy) else ()
 
-    none = (0,) * len(consts)
+    none = (0,) * len(data.consts)
     flat = rules(none)
     waved: tuple[tuple[float, int, float], Sequence[int]] = (flat[0], none)
     scaled = [r for r in flat if r[2] > 0]
-    if scaled and any(not t.loop for t in work):
+    if scaled and any(not t.loop for t in data.work):
         # each config's programs per wave, for the best scaled rule; then k and scale again (the unscaled
         # candidates read no work: their errors stand)
-        occupancy = _occupancy(measured, held, work, consts, sms, scaled[0][1], scaled[0][2])
+        occupancy = _occupancy(held, scaled[0][1], scaled[0][2])
         if any(occupancy):
             again = rules(occupancy, [x for x in SCALES if x > 0])[0]
             if again[0] < flat[0][0] - 1e-12:
@@ -450,27 +508,25 @@ def _rules(measured: Sequence[Sequence[Measured]], data: _Data) -> tuple[Rule, R
     return rule(flat[0], none), rule(*waved)
 
 
-def _occupancy(measured: Sequence[Sequence[Measured]], held: Sequence[_Held], work: Sequence[Tile],
-               consts: Sequence[Mapping[str, int]], sms: int, k: int, scale: float) -> tuple[int, ...]:  # fmt: skip
+def _occupancy(held: Sequence[_Held], k: int, scale: float) -> tuple[int, ...]:
     """Each config's programs per multiprocessor in a wave: one config at a time, the candidate with the least
-    held-out error (mean log2 over all rows, as _error's) of the rule (k, scale) (ties: the first; 0 first)."""
-    rows = [r for group in measured for r in group]
+    held-out error (mean log2 over the held targets, as _error's) of the rule (k, scale) (ties: the first; 0
+    first)."""
+    rows = [h.klass.rows[i] for h in held for i in h.targets]
+    configs = range(len(held[0].sums))
 
     def estimates(c: int, o: int) -> list[float | None]:
-        """Config c's predicted log2 time at every row (all groups in order) with occupancy o; None: unmeasured."""
-        out: list[float | None] = []
-        for group, h in zip(measured, held, strict=True):
-            lw = [log2_work(work, consts[c], r.key, sms, o) for r in group]
-            out += h.estimates(c, k, scale, lw, h.work(lw))
-        return out
+        """Config c's predicted log2 time at every target (all classes in order) with occupancy o; None:
+        unmeasured."""
+        return [e for h in held for e in h.estimates(c, k, scale, o)]
 
     def score(ests: Sequence[Sequence[float | None]]) -> float:
         return _mean_log(_ratio(row, c) for row, c in zip(rows, _least(ests), strict=True))
 
-    chosen = [0] * len(consts)
-    ests = [estimates(c, 0) for c in range(len(consts))]
+    chosen = [0] * len(configs)
+    ests = [estimates(c, 0) for c in configs]
     current = score(ests)
-    for c in range(len(consts)):
+    for c in configs:
         for o in OCCUPANCIES[1:]:
             before = ests[c]
             ests[c] = estimates(c, o)

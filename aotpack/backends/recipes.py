@@ -18,9 +18,9 @@ __all__ = ["READERS", "from_nodes", "load", "package_problem", "parse", "sources
 READERS: Readers = {name: backend.recipe for name, backend in BACKENDS.items()}
 
 
-def load(path: str | Path, fit: bool = True) -> Recipe:
-    """Read and validate a recipe file (``fit``: read.load's)."""
-    return read.load(path, READERS, fit)
+def load(path: str | Path) -> Recipe:
+    """Read and validate a recipe file."""
+    return read.load(path, READERS)
 
 
 def sources(path: str | Path) -> read.Sources:
@@ -33,7 +33,6 @@ def parse(text: str, path: Path) -> Recipe:
     return read.parse(text, path, READERS)
 
 
-def from_nodes(root: Node, path: Path, fit: bool = True) -> Recipe:
-    """Validate a recipe already read into nodes (``yamlnodes.parse``: a reader that checks more of it first;
-    ``fit``: read.load's)."""
-    return read.from_nodes(root, path, READERS, fit)
+def from_nodes(root: Node, path: Path) -> Recipe:
+    """Validate a recipe already read into nodes (``yamlnodes.parse``: a reader that checks more of it first)."""
+    return read.from_nodes(root, path, READERS)

@@ -307,7 +307,7 @@ def _plan(args: argparse.Namespace) -> int | None:
         if not args.quiet:
             print(f"planning with Triton {release.version} kept in aotpack's cache ({release.path})", file=sys.stderr)
         return toolchain.run_build(release, args.argv)
-    rec, variants = select(load(args.recipe, fit=False), tuple(args.only))  # a listing reads no dispatch rule
+    rec, variants = select(load(args.recipe), tuple(args.only))
     if args.json:
         print(json.dumps(plan_document(rec, variants), indent=1))
     else:

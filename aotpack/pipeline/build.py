@@ -28,6 +28,7 @@ from ..codegen import python as codegen_py
 from ..errors import CompileError, RecipeError, UsageError, WheelError
 from ..model import Backend
 from ..plan import variants as plan
+from ..recipe import tables
 from ..words import plural
 from . import cache, distributed, native, repair, wheel
 
@@ -127,6 +128,9 @@ def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = No
     hit = _cached_wheel(keys, options)
     if hit is not None:
         return hit
+    # the dispatch rules between measured keys, for the kernels this build generates code for (seconds for the
+    # demo's tables: not when a listing reads the recipe, nor for a cached wheel or kernels --only leaves out)
+    rec = dataclasses.replace(rec, kernels=tuple(tables.fit(list(rec.kernels))))
     built = _compile(rec, variants, tools, keys, options, progress)
     pruned = _check_outcomes(rec, built, options.strict)
     _check_mutation(rec, built)

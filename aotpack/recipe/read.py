@@ -4,8 +4,8 @@ Read top-down: ``load`` reads the file (``yamlnodes``: every value keeps its pos
 names ``file:line:col``, the key path and what was expected; unknown keys get a "did you mean"
 suggestion), ``from_nodes`` reads the top level and each kernel: its backend's reader (``readers``, given
 by the caller: ``backends/recipes.py`` holds every backend's) reads an entry it takes whole, else
-``kernel.called`` reads it in small steps. Tuning tables merge in ``tables.apply``, and ``tables.fit``
-chooses the dispatch rules from them.
+``kernel.called`` reads it in small steps. Tuning tables merge in ``tables.apply``; the dispatch rules
+between their measured keys are chosen (``tables.fit``) by the build, for the kernels it generates code for.
 """
 
 from __future__ import annotations
@@ -44,11 +44,10 @@ def _top_keys(readers: Readers) -> tuple[str, ...]:
             "tables", "triton_cache", "inductor_cache")  # fmt: skip
 
 
-def load(path: str | Path, readers: Readers, fit: bool = True) -> Recipe:
-    """Read and validate a recipe file. ``fit``: choose each tuned kernel's rule between measured keys
-    (``tables.fit``, seconds for large tables); a caller that reads no rule (``aotpack plan``) skips it."""
+def load(path: str | Path, readers: Readers) -> Recipe:
+    """Read and validate a recipe file."""
     path = Path(path)
-    return from_nodes(yamlnodes.read(path, "recipe"), path, readers, fit)
+    return from_nodes(yamlnodes.read(path, "recipe"), path, readers)
 
 
 def parse(text: str, path: Path, readers: Readers) -> Recipe:
@@ -56,7 +55,7 @@ def parse(text: str, path: Path, readers: Readers) -> Recipe:
     return from_nodes(yamlnodes.parse(text, path, "recipe"), path, readers)
 
 
-def from_nodes(root: Node, path: Path, readers: Readers, fit: bool = True) -> Recipe:
+def from_nodes(root: Node, path: Path, readers: Readers) -> Recipe:
     """Validate a recipe already read into nodes (``yamlnodes.parse``: a reader that checks more of it first)."""
     top = root.mapping(_top_keys(readers), required=("package", "version", "kernels"))
     package, version, summary = _about(top)
@@ -87,8 +86,6 @@ def from_nodes(root: Node, path: Path, readers: Readers, fit: bool = True) -> Re
         except RecipeError as exc:  # the file itself: where the recipe names it, and in it where there is a place
             raise exc if exc.where is not None else item.fail(str(exc)) from None
         table_paths.append(table_path)
-    if table_paths and fit:
-        kernels = tables.fit(kernels)
     cuda = _cuda_floor(top["cuda"]) if "cuda" in top else None
     releases = {name: reader.release(top) for name, reader in readers.items()}
     return Recipe(

@@ -45,7 +45,7 @@ def existing_recipe(path: Path, document: bool = True) -> Existing | None:
         if "launch" in fields:  # a recorded kernel (one written by hand is kept as it is)
             _check_recorded(fields)
     # anything else the loader refuses is refused here, located, as `plan` says it
-    recipe.from_nodes(root, path, fit=False)
+    recipe.from_nodes(root, path)
     indents = yamlio.indents(root.node)
     doc = yamlio.load(yamlio.round_trip(indents), text, path) if document else None  # what the merge reads it with
     return Existing(text=text, data=yamlio.data(text), indents=indents, doc=doc)

@@ -89,7 +89,7 @@ def _check(text: str, path: Path, data: dict[str, Any]) -> None:
                  "it builds, plans it)", ", ".join(missing), path)  # fmt: skip
         return
     try:
-        plan_variants(recipe.from_nodes(yamlnodes.parse(text, path, "recipe"), path, fit=False))
+        plan_variants(recipe.from_nodes(yamlnodes.parse(text, path, "recipe"), path))
     except AotpackError as exc:
         raise RecordError(f"aotpack record made a recipe that aotpack build refuses ({exc}); this is a fault of "
                           "aotpack's: please report it with what was recorded") from None  # fmt: skip

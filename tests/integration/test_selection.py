@@ -16,6 +16,7 @@ import pytest
 
 from aotpack import build, manifest, selection
 from aotpack.backends import recipes as recipe
+from aotpack.recipe import tables
 
 from .helpers import CAI_ARRAY, install_wheel, run_on_fake_driver
 
@@ -105,7 +106,7 @@ def test_the_runtime_picks_what_the_rule_predicts(site, site_on, machine, tmp_pa
     """On each machine (aarch64's compilers may fuse a multiply and an add where x86-64's cannot: the estimates
     must still order the configs as Python's do)."""
     recipe_path, _ = site
-    (kernel,) = recipe.load(recipe_path).kernels
+    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
     chosen = kernel.selection
     assert chosen.neighbours > 0 and chosen.scale > 0, chosen  # the wave model's data favours the scaled rule
     assert chosen.held_out is not None and chosen.nearest is not None
@@ -142,7 +143,7 @@ def test_without_enough_measured_keys_the_nearest_row_rule_stays(tmp_path):
              "driver_cuda": "13.0", "date": "2026-11-29", "kernels": {"matmul": rows}}  # fmt: skip
     (tmp_path / "table.json").write_text(json.dumps(table))
     (tmp_path / "r.yaml").write_text(RECIPE)
-    (kernel,) = recipe.load(tmp_path / "r.yaml").kernels
+    (kernel,) = tables.fit(list(recipe.load(tmp_path / "r.yaml").kernels))
     assert kernel.selection.neighbours == 0 and kernel.selection.held_out is None
 
 
@@ -208,7 +209,7 @@ def test_two_gpus_of_one_arch_and_other_multiprocessor_counts_keep_their_own_pic
     """The runtime keeps each call's pick; the rule counts waves of the GPU's multiprocessors, so a key repeated on
     a second GPU of the same arch with fewer of them gets that GPU's pick, not the first one's."""
     recipe_path, installed = site
-    (kernel,) = recipe.load(recipe_path).kernels
+    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
     chosen, rows = kernel.selection, selection.groups(kernel)[0]
     work = selection.tiles(kernel)
     consts = selection.consts_of(kernel, work)

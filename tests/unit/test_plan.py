@@ -139,18 +139,28 @@ def test_planning_writes_nothing_beside_the_kernels(tmp_path):
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
-def test_a_listing_chooses_no_dispatch_rule_and_a_load_does(monkeypatch, capsys):
-    """``aotpack plan`` (and the recipe checks of ``aotpack record``) read no rule between measured keys, so they
-    do not fit one (seconds for the demo's tables); loading a recipe for a build still does."""
+def test_only_a_build_chooses_dispatch_rules_and_only_for_the_kernels_it_builds(monkeypatch, capsys, tmp_path):
+    """Choosing the rule between measured keys takes seconds for the demo's tables: ``aotpack plan``, loading a
+    recipe and the recipe checks of ``aotpack record`` read no rule and fit none; a build fits the rules of the
+    kernels it generates code for, those --only leaves in, before it compiles anything."""
     from aotpack.commands import cli
+    from aotpack.pipeline import build as pipeline
     from aotpack.recipe import tables
 
+    fitted: list[list[str]] = []
+
     def refused(kernels):
+        fitted.append([k.name for k in kernels])
         raise AssertionError("fitted")
 
     monkeypatch.setattr(tables, "fit", refused)
+    monkeypatch.setattr(pipeline, "_compile", lambda *a, **k: pytest.fail("compiled before the rules were fitted"))
     demo = Path(__file__).parents[2] / "recipes" / "demo.yaml"
     assert cli.main(["plan", str(demo), "-q"]) in (0, None)
     assert "matmul/T=fp16," in capsys.readouterr().out
+    rec = recipe.load(demo)
+    assert fitted == [] and any(k.rules for k in rec.kernels)
+    options = pipeline.BuildOptions(out_dir=tmp_path / "dist", select=("matmul/*",), use_cache=False)
     with pytest.raises(AssertionError, match="fitted"):
-        recipe.load(demo)
+        pipeline.run(rec, options)
+    assert fitted == [["matmul"]]

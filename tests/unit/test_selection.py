@@ -134,7 +134,9 @@ def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
         return (2.0 + n / 1000.0) * (1.0 + (block == 256) * 0.01) * noise.uniform(0.96, 1.04)
 
     kernel = _waved_kernel(kernel_dir, us)
-    flat, waved = selection._rules(selection.groups(kernel), selection._Data.of(kernel, 132))
+    data = selection._Data.of(kernel, 132)
+    classes = [selection._Class.of(rows, data) for rows in selection.groups(kernel)]
+    flat, waved = selection._rules(classes, [[True] * len(c.rows) for c in classes], data)
     assert any(waved[2]) and waved != flat  # leave-one-out on all the keys takes occupancies
     chosen = selection.choose(kernel, 132)
     assert chosen.occupancy == () and (chosen.neighbours, chosen.scale) == flat[:2]
@@ -275,9 +277,12 @@ def test_sample_alone_is_enough_and_keys_or_sample_are_needed(kernel_dir):
         recipe.parse(GOOD + "    tune:\n      inputs: add.py:add_kernel\n", kernel_dir / "r.yaml")
 
 
-def test_the_shared_sums_pick_what_predict_picks():
-    """choose() evaluates every candidate rule on every held-out row with shared prefix sums: the same picks as
-    predict() computes one at a time (and the C runtime, tests/integration/test_selection.py)."""
+@pytest.mark.parametrize("pooled", [False, True])
+def test_the_shared_sums_pick_what_predict_picks(pooled):
+    """choose() evaluates every candidate rule on every held-out row with shared prefix sums and each class's
+    rows ordered once for every fold: the same picks as predict() and nearest_row() compute one at a time from
+    the pool's other rows (and the C runtime, tests/integration/test_selection.py); every row from the others,
+    or a fold's rows from the rest."""
     import random
 
     rng = random.Random(3)
@@ -288,10 +293,19 @@ def test_the_shared_sums_pick_what_predict_picks():
         key = (rng.randint(1, 20000), rng.randint(1, 5000))
         us = tuple(None if rng.random() < 0.05 else rng.uniform(3, 300) for _ in consts)
         rows.append(measured(key, us))
+    data = selection._Data(work=tiles, constexprs=tuple(tuple(sorted(c.items())) for c in consts), sms=132, pow2=True)
+    pool = [not pooled or j % 3 != 1 for j in range(len(rows))]
+    targets = [j for j in range(len(rows)) if not pooled or not pool[j]]
+    klass = selection._Class.of(rows, data)
+    held = selection._Held.of(klass, targets, pool)
+    nearest = klass.nearest_picks(targets, pool)
+    for t, i in enumerate(targets):
+        others = [r for j, r in enumerate(rows) if j != i and pool[j]]
+        assert nearest[t] == selection.nearest_row(others, rows[i].key, pow2=True), i
     for occupancy in ((), (0, 1, 2, 3, 4, 8)):
-        picks = selection._candidate_picks(rows, tiles, consts, 132, occupancy)
+        picks = selection._candidate_picks(held, occupancy)
         for (k, scale), chosen in picks.items():
-            for i, row in enumerate(rows):
-                others = [r for j, r in enumerate(rows) if j != i]
-                expected = selection.predict(others, row.key, k, scale, tiles, consts, 132, occupancy=occupancy)
-                assert chosen[i] == expected, (k, scale, i, occupancy)
+            for t, i in enumerate(targets):
+                others = [r for j, r in enumerate(rows) if j != i and pool[j]]
+                expected = selection.predict(others, rows[i].key, k, scale, tiles, consts, 132, occupancy=occupancy)
+                assert chosen[t] == expected, (k, scale, i, occupancy)
