@@ -128,15 +128,22 @@ def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = No
     hit = _cached_wheel(keys, options)
     if hit is not None:
         return hit
-    # the dispatch rules between measured keys, for the kernels this build generates code for (seconds for the
-    # demo's tables: not when a listing reads the recipe, nor for a cached wheel or kernels --only leaves out)
-    rec = dataclasses.replace(rec, kernels=tuple(tables.fit(list(rec.kernels))))
+    rec, variants = _fitted(rec, variants)
     built = _compile(rec, variants, tools, keys, options, progress)
     pruned = _check_outcomes(rec, built, options.strict)
     _check_mutation(rec, built)
     inputs = codegen.BuildInput(recipe=rec, kernels=codegen.group(rec, built),
                                 versions=tuple(sorted(tools.versions.items())), sources=sources)  # fmt: skip
     return _package_into(inputs, pruned, keys, options)
+
+
+def _fitted(rec: model.Recipe, variants: Sequence[plan.Variant]) -> tuple[model.Recipe, tuple[plan.Variant, ...]]:
+    """The recipe and its variants with the dispatch rules between measured keys chosen (tables.fit), for the
+    kernels this build generates code for: seconds for the demo's tables, spent neither when a listing reads
+    the recipe nor for a cached wheel or the kernels --only leaves out (a variant's code reads no rule)."""
+    fitted = {k.name: k for k in tables.fit(list(rec.kernels))}
+    return (dataclasses.replace(rec, kernels=tuple(fitted[k.name] for k in rec.kernels)),
+            tuple(dataclasses.replace(v, kernel=fitted[v.kernel.name]) for v in variants))  # fmt: skip
 
 
 def sweep_temp() -> None:
