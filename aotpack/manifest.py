@@ -151,6 +151,7 @@ class _Selection(TypedDict):
 
 class Selection(_Selection, total=False):
     occupancy: dict[str, int]  # config label: programs per multiprocessor in a wave (only configs in waves)
+    fixed: int  # a program's cost besides its loops, in elements of their tiles (absent: work is their trips)
 
 
 class Kernel(_Kernel, total=False):

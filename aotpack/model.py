@@ -180,12 +180,14 @@ class Selection:
     """How the dispatcher picks a config for a key (aotpack/selection.py): the nearest table row's config
     (``neighbours`` 0), or each config's time predicted from the ``neighbours`` nearest measured rows,
     scaled by the call's work in the config's tiles over the row's to the power ``scale`` (0: not scaled),
-    the programs of config c counted in waves of ``occupancy[c]`` per multiprocessor (0 or none: not)."""
+    the programs of config c counted in waves of ``occupancy[c]`` per multiprocessor (0 or none: not), each
+    program's work the elements its loops' tiles cover plus ``fixed`` (0: its loops' trips)."""
 
     neighbours: int = 0
     scale: float = 0.0
     tiles: tuple[Tile, ...] = ()
     occupancy: tuple[int, ...] = ()  # per config (empty: none in waves)
+    fixed: int = 0  # a program's cost besides its loops, in elements of their tiles (0: work is their trips)
     sms: int = 0  # the tuning GPU's multiprocessors (the held-out error's; a call uses its own GPU's)
     held_out: HeldOut | None = None  # the rule's (None: no table measured enough keys)
     nearest: HeldOut | None = None  # the nearest-row rule's, on the same keys

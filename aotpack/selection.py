@@ -11,20 +11,23 @@ tile win at M = 96 where a 128-row one won at M = 64, or a 1024-column chunk win
 4096-column one won at 8192. The config with the least predicted time wins (ties: the first).
 Programs run in waves: with an ``occupancy`` o > 0 for a config, its programs count in whole waves of
 o per multiprocessor (ceil(programs / (o * SMs)) waves), so that 135 programs of a 64x128 tile cost two
-waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: not in waves.
+waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: not in waves. A program
+may cost more than its loops: with a ``fixed`` cost > 0, a program's work is the elements its loops' tiles
+cover plus that many (a layer norm's short rows cost more per element than long ones); 0: its loops' trips.
 
 ``k`` and ``scale`` are chosen per kernel from the measurements, not by hand: each candidate rule
 predicts every measured row from the others (leave-one-out), and the one with the least mean log error
 wins, the nearest-row rule (``neighbours`` 0, the dispatcher's rule for tables without times) included.
 With a scaled rule and grid tiles, each config's occupancy is then chosen the same way (one config at a
-time, from OCCUPANCIES, the rule's k and scale held), and k and scale again with those occupancies.
-Which of these three ways of choosing (the nearest-row rule; k and scale; k, scale and occupancies) is
-used is decided on keys they were not chosen on: the measured keys fall in FOLDS folds, each fold's rows
+time, from OCCUPANCIES, the rule's k and scale held), and k and scale again with those occupancies; with
+loop tiles, each fixed cost of FIXED with the TOP_SCALED best scaled (k, scale). Which of these four ways of
+choosing (the nearest-row rule; k and scale; with occupancies; with a fixed cost) is used is decided on keys they were not chosen on: the measured keys fall in FOLDS folds, each fold's rows
 are predicted by the rule each way chooses from the other folds' rows, and the way with the least error
 over the folds chooses the rule from all rows. That error over the folds is the held-out error ``aotpack
 tune`` and ``aotpack inspect`` print: the leave-one-out error of a rule chosen on the same rows reads low
 (on the demo's layer norm, 54 of 1,110 keys past 1.05x, where keys measured on another day put 15% past
-it), and occupancies chosen so fit noise more often than waves. A kernel whose tables measured fewer than
+it), and occupancies or a fixed cost chosen so fit noise more often than the GPU (a fixed cost chosen by
+leave-one-out for the demo's matmul put 185 of its 1,720 keys past 1.05x over the folds, none 144). A kernel whose tables measured fewer than
 MIN_ROWS keys of one class keeps the nearest-row rule.
 
 The C runtime (aot_dispatch.c, choose_config) computes the same numbers in the same order; a test holds
@@ -49,6 +52,10 @@ NEIGHBOURS = (1, 2, 3, 4, 6, 8, 12, limits.MAX_NEIGHBOURS)  # the candidates' k
 # the candidates' power of the work ratio: below 1 where fixed costs (a launch, a row's reduction) do not scale
 SCALES = (0.0, 0.5, 0.75, 1.0)
 OCCUPANCIES = (0, 1, 2, 3, 4, 8)  # the candidates' programs per multiprocessor in a wave (0: not in waves)
+# the candidates' fixed cost of a program, in elements of its loops' tiles (0: work is the loops' trips): what a
+# program costs besides its loops (its launch, loading a row's statistics, a reduction's tail)
+FIXED = (0, 512, 2048, 8192)
+TOP_SCALED = 3  # the best scaled (k, scale) candidates each fixed cost is tried with
 DEFAULT_SMS = 132  # a table written before tables held the GPU's multiprocessors
 
 
@@ -91,19 +98,23 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def log2_work(tiles: Sequence[Tile], consts: Mapping[str, int], key: Sequence[int], sms: int,
-              occupancy: int = 0) -> float:  # fmt: skip
+              occupancy: int = 0, fixed: int = 0) -> float:  # fmt: skip
     """log2 of a config's work at a key: programs of the grid's tiles (at least ``sms``; with an occupancy,
-    whole waves of ``occupancy * sms``) times loop trips."""
-    programs, trips = 1, 1
+    whole waves of ``occupancy * sms``) times loop trips; with a ``fixed`` cost > 0, each program's work is
+    the elements its loops' tiles cover plus that many."""
+    programs, trips, elements = 1, 1, 1
     for t in tiles:
-        n = max(1, _cdiv(key[t.dim], consts[t.constexpr]))
+        step = consts[t.constexpr]
+        n = max(1, _cdiv(key[t.dim], step))
         if t.loop:
             trips *= n
+            elements *= n * max(step, 1)
         else:
             programs *= n
     slots = max(1, sms) * max(1, occupancy)
     programs = _cdiv(programs, slots) * slots if occupancy > 0 else max(programs, slots)
-    return math.log2(float(programs)) + math.log2(float(trips))
+    per_program = float(elements) + fixed if fixed > 0 else float(trips)
+    return math.log2(float(programs)) + math.log2(per_program)
 
 
 def _logs(key: Sequence[int]) -> tuple[float, ...]:
@@ -135,6 +146,7 @@ def predict(
     sms: int,
     fits: Sequence[bool] | None = None,
     occupancy: Sequence[int] = (),
+    fixed: int = 0,
 ) -> int | None:
     """The config (index) the rule picks for the key from these rows: the least predicted time among configs
     measured at every neighbour (and fitting the call); None: none is."""
@@ -144,13 +156,13 @@ def predict(
         if (fits is not None and not fits[c]) or any(r.us[c] is None for _, r in near) or not near:
             continue
         occ = occupancy[c] if occupancy else 0
-        here = log2_work(work, consts[c], key, sms, occ) if scale > 0 else 0.0
+        here = log2_work(work, consts[c], key, sms, occ, fixed) if scale > 0 else 0.0
         total = weights = 0.0
         for d, r in near:
             w = 1.0 / ((d + limits.SELECTION_WEIGHT_OFFSET) * (d + limits.SELECTION_WEIGHT_OFFSET))
             t = math.log2(max(r.us[c] or 0.0, 1e-3))
             if scale > 0:
-                t += scale * (here - log2_work(work, consts[c], r.key, sms, occ))
+                t += scale * (here - log2_work(work, consts[c], r.key, sms, occ, fixed))
             total += w * t
             weights += w
         if best is None or total / weights < best_t:
@@ -238,7 +250,7 @@ class _Class:
     logs: tuple[tuple[float, ...], ...]
     by_distance: tuple[tuple[int, ...], ...]
     by_rank: tuple[tuple[int, ...], ...]
-    _work: dict[tuple[int, int], list[float]] = field(default_factory=dict, compare=False, repr=False)
+    _work: dict[tuple[int, int, int], list[float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, rows: Sequence[Measured], data: _Data) -> _Class:
@@ -254,13 +266,13 @@ class _Class:
             by_rank.append(tuple(sorted(others, key=rank.__getitem__)))
         return cls(rows=tuple(rows), data=data, logs=logs, by_distance=tuple(by_distance), by_rank=tuple(by_rank))
 
-    def work(self, c: int, occupancy: int) -> list[float]:
-        """log2 of config c's work at each row with this occupancy (kept: every fold reads it)."""
-        got = self._work.get((c, occupancy))
+    def work(self, c: int, occupancy: int, fixed: int) -> list[float]:
+        """log2 of config c's work at each row with this occupancy and fixed cost (kept: every fold reads it)."""
+        got = self._work.get((c, occupancy, fixed))
         if got is None:
             d = self.data
-            got = [log2_work(d.work, d.consts[c], r.key, d.sms, occupancy) for r in self.rows]
-            self._work[(c, occupancy)] = got
+            got = [log2_work(d.work, d.consts[c], r.key, d.sms, occupancy, fixed) for r in self.rows]
+            self._work[(c, occupancy, fixed)] = got
         return got
 
     def nearest_picks(self, targets: Sequence[int], pool: Sequence[bool]) -> list[int | None]:
@@ -284,7 +296,7 @@ class _Held:
     near: list[list[int]]
     weights: list[list[float]]
     sums: list[dict[int, tuple[list[float], list[float], list[bool]]]]  # [config][k of NEIGHBOURS]: per target
-    _work: dict[tuple[int, int], tuple[list[float], dict[int, list[float]]]] = field(
+    _work: dict[tuple[int, int, int], tuple[list[float], dict[int, list[float]]]] = field(
         default_factory=dict, compare=False, repr=False)  # fmt: skip
 
     @classmethod
@@ -319,12 +331,12 @@ class _Held:
             sums.append(at)
         return cls(klass=klass, targets=tuple(targets), near=near, weights=weights, sums=sums)
 
-    def _work_sums(self, c: int, occupancy: int, k: int) -> tuple[list[float], list[float]]:
+    def _work_sums(self, c: int, occupancy: int, fixed: int, k: int) -> tuple[list[float], list[float]]:
         """Config c's log2 work at each target, and the sum over each target's k nearest of w * log2 work (with
-        this occupancy; kept, for every k of NEIGHBOURS)."""
-        got = self._work.get((c, occupancy))
+        this occupancy and fixed cost; kept, for every k of NEIGHBOURS)."""
+        got = self._work.get((c, occupancy, fixed))
         if got is None:
-            lw = self.klass.work(c, occupancy)
+            lw = self.klass.work(c, occupancy, fixed)
             at: dict[int, list[float]] = {n: [] for n in NEIGHBOURS}
             for near, weights in zip(self.near, self.weights, strict=True):
                 b, prefix = 0.0, [0.0]
@@ -333,23 +345,23 @@ class _Held:
                     prefix.append(b)
                 for n, sums in at.items():
                     sums.append(prefix[min(n, len(near))])
-            got = self._work[(c, occupancy)] = ([lw[i] for i in self.targets], at)
+            got = self._work[(c, occupancy, fixed)] = ([lw[i] for i in self.targets], at)
         return got[0], got[1][k]
 
-    def estimates(self, c: int, k: int, scale: float, occupancy: int) -> list[float | None]:
-        """Config c's predicted log2 time at each target by the rule (k, scale) with this occupancy; None: not
-        measured at every neighbour."""
+    def estimates(self, c: int, k: int, scale: float, occupancy: int, fixed: int) -> list[float | None]:
+        """Config c's predicted log2 time at each target by the rule (k, scale) with this occupancy and fixed
+        cost; None: not measured at every neighbour."""
         a, w, bad = self.sums[c][k]
         if scale <= 0:
             return [None if x else t / ws for t, ws, x in zip(a, w, bad, strict=True)]
-        here, b = self._work_sums(c, occupancy, k)
+        here, b = self._work_sums(c, occupancy, fixed, k)
         return [None if x else (t + scale * (ws * h - bw)) / ws
                 for t, ws, x, h, bw in zip(a, w, bad, here, b, strict=True)]  # fmt: skip
 
-    def picks(self, k: int, scale: float, occupancy: Sequence[int]) -> list[int | None]:
-        """Each target's pick by the rule (k, scale, each config's occupancy; () none)."""
+    def picks(self, k: int, scale: float, occupancy: Sequence[int], fixed: int) -> list[int | None]:
+        """Each target's pick by the rule (k, scale, each config's occupancy, () none; the fixed cost)."""
         configs = range(len(self.sums))
-        return _least([self.estimates(c, k, scale, occupancy[c] if occupancy else 0) for c in configs])
+        return _least([self.estimates(c, k, scale, occupancy[c] if occupancy else 0, fixed) for c in configs])
 
 
 def _least(estimates: Sequence[Sequence[float | None]]) -> list[int | None]:
@@ -365,13 +377,17 @@ def _least(estimates: Sequence[Sequence[float | None]]) -> list[int | None]:
     return out
 
 
-def _candidate_picks(held: _Held, occupancy: Sequence[int] = (), scales: Sequence[float] = SCALES,
-                     ) -> dict[tuple[int, float], list[int | None]]:  # fmt: skip
-    """Every candidate rule's pick for each of the held targets: what ``predict`` computes, with the neighbours'
-    sums shared between the candidates (prefix sums over the nearest first; a scale enters as A + scale * (W *
-    here - B)), so that choosing among them costs a second, not a minute."""
-    scales = scales if held.klass.data.work else (0.0,)
-    return {(k, s): held.picks(k, s, occupancy) for k in NEIGHBOURS for s in scales}
+def _candidates(data: _Data, scales: Sequence[float] = SCALES) -> list[tuple[int, float, int]]:
+    """The candidate (k, scale) rules, in the order ties go, with no fixed cost."""
+    return [(k, s, 0) for k in NEIGHBOURS for s in (scales if data.work else (0.0,))]
+
+
+def _candidate_picks(held: _Held, occupancy: Sequence[int], candidates: Sequence[tuple[int, float, int]],
+                     ) -> dict[tuple[int, float, int], list[int | None]]:  # fmt: skip
+    """Each candidate rule's (k, scale, fixed cost) pick for each of the held targets: what ``predict``
+    computes, with the neighbours' sums shared between the candidates (prefix sums over the nearest first; a
+    scale enters as A + scale * (W * here - B)), so that choosing among them costs a second, not a minute."""
+    return {(k, s, f): held.picks(k, s, occupancy, f) for k, s, f in candidates}
 
 
 def _ratio(row: Measured, c: int | None) -> float:
@@ -396,7 +412,8 @@ def _error(groups: Sequence[Sequence[Measured]], picks: Sequence[Sequence[int | 
     return held, _mean_log(r for r, _ in ratios)
 
 
-Rule = tuple[int, float, tuple[int, ...]]  # neighbours (0: the nearest-row rule), scale, occupancy per config
+Rule = tuple[int, float, tuple[int, ...], int]  # neighbours (0: nearest row), scale, occupancy per config, fixed
+NEAREST_RULE: Rule = (0, 0.0, (), 0)
 
 
 def choose(kernel: Kernel, sms: int) -> Selection:
@@ -418,13 +435,15 @@ def _chosen(measured: tuple[tuple[Measured, ...], ...], data: _Data) -> Selectio
     """choose() for these rows (kept: loading a recipe again fits the same rows again)."""
     classes = [_Class.of(rows, data) for rows in measured]
     errors = _cross_errors(classes, _folds(measured), data)
-    flat, waved = _rules(classes, [[True] * len(c.rows) for c in classes], data)
+    flat, waved, fixed = _rules(classes, [[True] * len(c.rows) for c in classes], data)
     # the way of choosing that predicts the other folds best (ties: the simpler)
-    ways = [((0, 0.0, ()), errors[0]), (flat, errors[1])] + ([(waved, errors[2])] if waved != flat else [])
-    (k, scale, occupancy), (held_out, _) = min(ways, key=lambda way: way[1][1])
+    ways = [(NEAREST_RULE, errors[0]), (flat, errors[1])] + [
+        (r, e) for r, e in ((waved, errors[2]), (fixed, errors[3])) if r != flat
+    ]
+    (k, scale, occupancy, cost), (held_out, _) = min(ways, key=lambda way: way[1][1])
     # (the nearest-row rule is k 0; _rules gives no occupancies where the rule is unscaled or counts no waves)
     return Selection(neighbours=k, scale=scale, tiles=data.work, sms=data.sms, held_out=held_out,
-                     nearest=errors[0][0], occupancy=occupancy)  # fmt: skip
+                     nearest=errors[0][0], occupancy=occupancy, fixed=cost)  # fmt: skip
 
 
 FOLDS = 4  # the held-out error's folds of the measured keys
@@ -441,14 +460,14 @@ def _cross_errors(classes: Sequence[_Class], folds: Sequence[frozenset[tuple[int
     """The error over the folds of the nearest-row rule, of choosing a rule without occupancies and of choosing
     one with them (_rules): each row picked for by the rule the rows of the other folds chose, from those rows
     (a row whose class has none there is left out)."""
-    ways = 3
+    ways = 4
     rows_out: list[list[list[Measured]]] = [[[] for _ in classes] for _ in range(ways)]
     picks: list[list[list[int | None]]] = [[[] for _ in classes] for _ in range(ways)]
     for fold in folds:
         pools = [[r.key not in fold for r in c.rows] for c in classes]
         # the classes the rule is chosen on are those of all the rows (MIN_ROWS or more there), with fewer here
         fitted = [g for g, pool in enumerate(pools) if sum(pool) > 1]
-        rules = ((0, 0.0, ()), *_rules([classes[g] for g in fitted], [pools[g] for g in fitted], data))
+        rules = (NEAREST_RULE, *_rules([classes[g] for g in fitted], [pools[g] for g in fitted], data))
         for g, (klass, pool) in enumerate(zip(classes, pools, strict=True)):
             targets = [i for i, inside in enumerate(pool) if not inside]
             if not targets or not any(pool):
@@ -463,52 +482,60 @@ def _cross_errors(classes: Sequence[_Class], folds: Sequence[frozenset[tuple[int
 def _picks(klass: _Class, held: _Held, pool: Sequence[bool], rule: Rule, data: _Data) -> list[int | None]:
     """The config a rule picks for each held target from the pool's rows (the dispatcher's choice: predict and
     nearest_row compute the same, one key at a time)."""
-    k, scale, occupancy = rule
+    k, scale, occupancy, fixed = rule
     if k == 0:
         return klass.nearest_picks(held.targets, pool)
-    return held.picks(k, scale, occupancy)
+    return held.picks(k, scale, occupancy, fixed)
 
 
-def _rules(classes: Sequence[_Class], pools: Sequence[Sequence[bool]], data: _Data) -> tuple[Rule, Rule]:
-    """The rule chosen on the pools' rows (each predicted from the pool's others) without occupancies, and with
-    them: the candidate (k, scale) with the least leave-one-out error; then (grid tiles, a scaled candidate)
-    each config's occupancy chosen the same way, and k and scale again, where that errs less. The nearest-row
-    rule (k 0) where it errs less than either."""
+def _rules(classes: Sequence[_Class], pools: Sequence[Sequence[bool]], data: _Data) -> tuple[Rule, Rule, Rule]:
+    """The rules chosen on the pools' rows (each predicted from the pool's others): the candidate (k, scale)
+    with the least leave-one-out error; with occupancies (grid tiles, a scaled candidate: each config's
+    occupancy chosen the same way, then k and scale again) where that errs less; and with a fixed cost
+    (loop tiles: each of FIXED with the TOP_SCALED best scaled candidates) where that errs less. The
+    nearest-row rule (k 0) where it errs less than any."""
     if not classes:
-        return (0, 0.0, ()), (0, 0.0, ())
+        return NEAREST_RULE, NEAREST_RULE, NEAREST_RULE
     targets = [[i for i, inside in enumerate(pool) if inside] for pool in pools]
     measured = [[c.rows[i] for i in t] for c, t in zip(classes, targets, strict=True)]
     nearest_picks = [c.nearest_picks(t, pool) for c, t, pool in zip(classes, targets, pools, strict=True)]
     nearest_score = _error(measured, nearest_picks)[1]
     held = [_Held.of(c, t, pool) for c, t, pool in zip(classes, targets, pools, strict=True)]
 
-    def rules(occupancy: Sequence[int], scales: Sequence[float] = SCALES) -> list[tuple[float, int, float]]:
-        """Every candidate (k, scale) with its mean log2 error, best first (ties: the first candidate)."""
-        per_group = [_candidate_picks(h, occupancy, scales) for h in held]
+    def rules(occupancy: Sequence[int], candidates: Sequence[tuple[int, float, int]],
+              ) -> list[tuple[float, int, float, int]]:  # fmt: skip
+        """The candidates (k, scale, fixed) with their mean log2 error, best first (ties: the first)."""
+        per_group = [_candidate_picks(h, occupancy, candidates) for h in held]
         scored = [(_error(measured, [group[c] for group in per_group])[1], *c) for c in per_group[0]]
         return sorted(scored, key=lambda x: x[0])
 
-    def rule(best: tuple[float, int, float], occupancy: Sequence[int]) -> Rule:
+    def rule(best: tuple[float, int, float, int], occupancy: Sequence[int]) -> Rule:
         if best[0] >= nearest_score:
-            return 0, 0.0, ()
-        return best[1], best[2], tuple(occupancy) if best[2] > 0 and any(occupancy) else ()
+            return NEAREST_RULE
+        return best[1], best[2], tuple(occupancy) if best[2] > 0 and any(occupancy) else (), best[3]
 
     none = (0,) * len(data.consts)
-    flat = rules(none)
-    waved: tuple[tuple[float, int, float], Sequence[int]] = (flat[0], none)
+    flat = rules(none, _candidates(data))
+    waved: tuple[tuple[float, int, float, int], Sequence[int]] = (flat[0], none)
     scaled = [r for r in flat if r[2] > 0]
     if scaled and any(not t.loop for t in data.work):
         # each config's programs per wave, for the best scaled rule; then k and scale again (the unscaled
         # candidates read no work: their errors stand)
-        occupancy = _occupancy(held, scaled[0][1], scaled[0][2])
+        occupancy = _occupancy(held, *scaled[0][1:])
         if any(occupancy):
-            again = rules(occupancy, [x for x in SCALES if x > 0])[0]
+            again = rules(occupancy, _candidates(data, [x for x in SCALES if x > 0]))[0]
             if again[0] < flat[0][0] - 1e-12:
                 waved = (again, occupancy)
-    return rule(flat[0], none), rule(*waved)
+    fixed = flat[0]
+    costs = [(k, s, f) for _, k, s, _ in scaled[:TOP_SCALED] for f in FIXED if f > 0]
+    if costs and any(t.loop for t in data.work):
+        tried = rules(none, costs)[0]
+        if tried[0] < flat[0][0] - 1e-12:
+            fixed = tried
+    return rule(flat[0], none), rule(*waved), rule(fixed, none)
 
 
-def _occupancy(held: Sequence[_Held], k: int, scale: float) -> tuple[int, ...]:
+def _occupancy(held: Sequence[_Held], k: int, scale: float, fixed: int) -> tuple[int, ...]:
     """Each config's programs per multiprocessor in a wave: one config at a time, the candidate with the least
     held-out error (mean log2 over the held targets, as _error's) of the rule (k, scale) (ties: the first; 0
     first)."""
@@ -518,7 +545,7 @@ def _occupancy(held: Sequence[_Held], k: int, scale: float) -> tuple[int, ...]:
     def estimates(c: int, o: int) -> list[float | None]:
         """Config c's predicted log2 time at every target (all classes in order) with occupancy o; None:
         unmeasured."""
-        return [e for h in held for e in h.estimates(c, k, scale, o)]
+        return [e for h in held for e in h.estimates(c, k, scale, o, fixed)]
 
     def score(ests: Sequence[Sequence[float | None]]) -> float:
         return _mean_log(_ratio(row, c) for row, c in zip(rows, _least(ests), strict=True))
@@ -553,4 +580,6 @@ def entry(kernel: Kernel) -> manifest.Selection | None:
                                "held_out": held(sel.held_out), "nearest": held(sel.nearest)}  # fmt: skip
     if sel.occupancy:
         out["occupancy"] = {c.label: o for c, o in zip(kernel.configs, sel.occupancy, strict=True) if o}
+    if sel.fixed:
+        out["fixed"] = sel.fixed
     return out

@@ -151,7 +151,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rules)), "rules": f"{n}_rules",
         "neighbours": str(k.selection.neighbours), "scale": repr(k.selection.scale),
         "ntiles": str(len(k.selection.tiles)), "tiles": f"{n}_tiles",
-        "occupancy": f"{n}_occupancy" if k.selection.occupancy else "NULL",
+        "occupancy": f"{n}_occupancy" if k.selection.occupancy else "NULL", "fixed": str(k.selection.fixed),
         "tuned_sms": str(k.selection.sms or selection.DEFAULT_SMS),
         "nvariants": str(len(build.variants)), "variants": f"{n}_variants", "variant_of": f"{n}_variant_of",
         "defaults": f"{n}_defaults", "extents": f"{n}_extents", "grid": f"{n}_grid", "key": f"{n}_key",

@@ -6,21 +6,22 @@
 
 /* log2 of a config's work at a key (aotpack/selection.py's log2_work): the programs the grid's tiles make,
  * at least one per multiprocessor (with an occupancy o: in whole waves of o per multiprocessor), times the
- * trips of the loops' tiles. Doubles: exact for whole numbers below 2^53, past any grid CUDA launches. */
+ * trips of the loops' tiles; with a fixed cost, times the elements the loops' tiles cover plus that cost.
+ * Doubles: exact for whole numbers below 2^53, past any grid CUDA launches; past that, still finite. */
 static double log2_work(const aot_kernel *k, int config, const int64_t *key, int sms) {
   const int64_t *consts = rt_config_consts(k, config);
-  double programs = 1, trips = 1;
+  double programs = 1, trips = 1, elements = 1;
   for (int t = 0; t < k->ntiles; t++) {
     int64_t step = consts[k->tiles[t].konst], v = key[k->tiles[t].dim];
     double n = step > 0 ? (double)(v / step + (v % step != 0)) : (double)v;
     if (n < 1) n = 1;
-    if (k->tiles[t].loop) trips *= n;
+    if (k->tiles[t].loop) trips *= n, elements *= n * (double)(step > 1 ? step : 1);
     else programs *= n;
   }
   int occupancy = k->occupancy != NULL ? k->occupancy[config] : 0;
   double slots = (double)(sms > 1 ? sms : 1) * (occupancy > 1 ? occupancy : 1);
   programs = occupancy > 0 ? ceil(programs / slots) * slots : programs > slots ? programs : slots;
-  return log2(programs) + log2(trips);
+  return log2(programs) + log2(k->fixed > 0 ? elements + (double)k->fixed : trips);
 }
 
 void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {

@@ -210,6 +210,7 @@ typedef struct aot_kernel {
   int ntiles;
   const aot_tile *tiles;
   const uint8_t *occupancy;    /* nconfigs: programs per multiprocessor in a wave (0: not in waves), or NULL */
+  int64_t fixed;               /* a program's cost besides its loops, in elements of their tiles (0: trips) */
   int tuned_sms;               /* the tuning GPU's multiprocessors: select(target=...)'s default */
   int nvariants;
   const aot_variant *variants;

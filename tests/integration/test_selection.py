@@ -10,11 +10,12 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from aotpack import build, manifest, selection
+from aotpack import build, manifest, model, selection
 from aotpack.backends import recipes as recipe
 from aotpack.recipe import tables
 
@@ -65,6 +66,13 @@ def modelled_us(m: int, n: int, k: int, bm: int, bn: int, bk: int) -> float:
     return 3.0 + waves * math.ceil(k / bk) * bk * (1.0 if bk == 64 else 1.1) / 50.0
 
 
+def fixed_cost_us(m: int, n: int, k: int, bm: int, bn: int, bk: int) -> float:
+    """A GPU's time where a program costs 2048 elements of its K loop besides the loop (storing its tile, say):
+    small K pays it most, and a rule that counts only the loop's trips mispredicts between keys."""
+    programs = max(math.ceil(m / bm) * math.ceil(n / bn), SMS)
+    return 3.0 + programs / SMS * (bm * bn / 4096) * (math.ceil(k / bk) * bk * (1.0 if bk == 64 else 1.1) + 2048) / 50.0
+
+
 def label(bm: int, bn: int, bk: int) -> str:
     return f"BLOCK_M={bm},BLOCK_N={bn},BLOCK_K={bk},GROUP_M=8,w4,s3"
 
@@ -76,15 +84,12 @@ def draw(rng: random.Random) -> tuple[int, int, int]:
     return tuple(round(2 ** rng.uniform(5, 13)) for _ in range(3))  # type: ignore[return-value]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("picked")
-    # 40 keys where counting programs in waves predicts the other folds' keys best, so the rule keeps occupancies
-    # and the runtime's waves are tested (on most draws of this model k and scale alone predict as well: no waves)
-    rng = random.Random(3)
+def _site(folder: Path, timed: Callable[..., float], seed: int, tmp_path_factory) -> tuple[Path, Path]:
+    """40 keys drawn with this seed, timed by the model: the recipe, and its wheel installed."""
+    rng = random.Random(seed)
     rows = []
     for key in [draw(rng) for _ in range(40)]:
-        times = {label(*c): round(modelled_us(*key, *c), 3) for c in CONFIGS}
+        times = {label(*c): round(timed(*key, *c), 3) for c in CONFIGS}
         rows.append({"key": list(key), "types": {"T": "fp16"}, "config": min(times.items(), key=lambda item: item[1])[0],
                      "median_us": times, "rejected": {}})  # fmt: skip
     table = {"format": "aotpack-tuning-table/1", "package": "picked_kernels", "arch": "sm_90a", "device": "model",
@@ -93,6 +98,19 @@ def site(tmp_path_factory) -> tuple[Path, Path]:
     (folder / "r.yaml").write_text(RECIPE)
     wheel = build(folder / "r.yaml", folder / "dist", jobs=2).wheel
     return folder / "r.yaml", install_wheel(wheel, tmp_path_factory.mktemp("site"))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> tuple[Path, Path]:
+    # keys where counting programs in waves predicts the other folds' keys best, so the rule keeps occupancies
+    # and the runtime's waves are tested (on most draws of this model k and scale alone predict as well: no waves)
+    return _site(tmp_path_factory.mktemp("picked"), modelled_us, 3, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def fixed_site(tmp_path_factory) -> tuple[Path, Path]:
+    # keys where a program's fixed cost predicts the other folds' keys best (on some draws k and scale alone do)
+    return _site(tmp_path_factory.mktemp("fixed"), fixed_cost_us, 5, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +134,23 @@ def test_the_runtime_picks_what_the_rule_predicts(site, site_on, machine, tmp_pa
     assert wheel_manifest["kernels"]["matmul"]["selection"]["neighbours"] == chosen.neighbours
     assert wheel_manifest["kernels"]["matmul"]["selection"]["occupancy"] == {
         c.label: o for c, o in zip(kernel.configs, chosen.occupancy, strict=True) if o}  # fmt: skip
+    _runtime_picks_as_predicted(kernel, site_on, machine, tmp_path)
 
+
+def test_the_runtime_counts_a_programs_fixed_cost_as_the_rule_does(fixed_site, fake_driver, tmp_path):
+    recipe_path, installed = fixed_site
+    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
+    chosen = kernel.selection
+    assert chosen.neighbours > 0 and chosen.scale > 0 and chosen.fixed > 0 and not chosen.occupancy, chosen
+    assert chosen.held_out is not None and chosen.nearest is not None
+    wheel_manifest = manifest.read_wheel(next((recipe_path.parent / "dist").glob("*.whl")))
+    assert wheel_manifest["kernels"]["matmul"]["selection"]["fixed"] == chosen.fixed
+    _runtime_picks_as_predicted(kernel, installed, fake_driver, tmp_path)
+
+
+def _runtime_picks_as_predicted(kernel: model.Kernel, installed: Path, machine, tmp_path: Path) -> None:
+    """The package's select() at 304 keys, twice each, on the machine: the config predict() picks with the rule."""
+    chosen = kernel.selection
     rng = random.Random(11)
     keys = [draw(rng) for _ in range(300)] + [(96, 4000, 4000), (4000, 96, 4000), (1, 1, 1), (8192, 8192, 8192)]
     code = CAI_ARRAY + "import picked_kernels as p\n"
@@ -124,14 +158,14 @@ def test_the_runtime_picks_what_the_rule_predicts(site, site_on, machine, tmp_pa
     code += "    a, b, c = Array(A, (m, k)), Array(A, (k, n)), Array(A, (m, n))\n"
     code += "    first, again = p.matmul.select(a, b, c), p.matmul.select(a, b, c)\n"
     code += "    print(first if first == again else 'the pick changed on a second call')\n"
-    out, _ = run_on_fake_driver(code, site_on, machine, tmp_path / "cuda.log", FAKE_CUDA_SMS=str(SMS))
+    out, _ = run_on_fake_driver(code, installed, machine, tmp_path / "cuda.log", FAKE_CUDA_SMS=str(SMS))
     rows = selection.groups(kernel)[0]
     work = selection.tiles(kernel)
     consts = selection.consts_of(kernel, work)
     labels = [c.label for c in kernel.configs]
     for key, line in zip(keys, out, strict=True):
         expected = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, SMS,
-                                     occupancy=chosen.occupancy)  # fmt: skip
+                                     occupancy=chosen.occupancy, fixed=chosen.fixed)  # fmt: skip
         assert expected is not None
         assert line.split("/")[1].startswith("T=fp16," + labels[expected]), (key, line, labels[expected])
 

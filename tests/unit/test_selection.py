@@ -68,6 +68,53 @@ def test_with_an_occupancy_programs_count_in_whole_waves():
     assert selection.log2_work(tiles, consts, (64, 64), 132, 3) == math.log2(396) + 1  # one program: a wave
 
 
+def test_with_a_fixed_cost_a_programs_work_is_its_loops_elements_and_that_cost():
+    """300 columns in 256-column chunks: two trips, 512 elements; a fixed cost of 2048 makes a program's work 2560,
+    with 264 programs (two rows each in a grid tile of 2) of 2560."""
+    tiles = (Tile(dim=0, constexpr="ROWS", loop=False), Tile(dim=1, constexpr="BLOCK", loop=True))
+    consts = {"ROWS": 2, "BLOCK": 256}
+    assert selection.log2_work(tiles, consts, (528, 300), 132) == math.log2(264) + 1
+    assert selection.log2_work(tiles, consts, (528, 300), 132, fixed=2048) == math.log2(264) + math.log2(2560)
+    assert selection.log2_work(tiles, consts, (528, 300), 132, 2, 2048) == math.log2(264) + math.log2(2560)
+
+
+@pytest.mark.parametrize("cost", [2048, 8192])
+def test_a_fixed_cost_is_chosen_where_short_rows_cost_more_than_their_elements(cost, monkeypatch):
+    """Times of a row-wise kernel whose programs cost ``cost`` elements besides their loop over a row: counting
+    only the loop's trips mispredicts short rows from long ones; a fixed cost predicts the held-out keys better,
+    and is chosen (the same times with no fixed cost to try err more), and inspect names it."""
+    import random
+
+    from aotpack import manifest
+    from aotpack.commands.inspect import selection_lines
+
+    tiles = (Tile(dim=0, constexpr="ROWS", loop=False), Tile(dim=1, constexpr="BLOCK", loop=True))
+    configs = [(b, w) for b in (256, 1024, 4096) for w in (4, 8)]
+    consts = [{"ROWS": 1, "BLOCK": b} for b, _ in configs]
+
+    def us(m: int, n: int, block: int, warps: int) -> float:
+        rate = (1 + 0.3 * math.log2(block / 256)) * (1.0 if warps == 4 else 1.05 - 0.03 * math.log2(block / 256))
+        return 2 + max(m, 132) * (-(-n // block) * block / rate + cost) / 2e4
+
+    rng = random.Random(5)
+    keys = [(round(2 ** rng.uniform(7, 15)), round(2 ** rng.uniform(6, 14))) for _ in range(120)]
+    rows = tuple(measured(key, tuple(round(us(*key, b, w), 4) for b, w in configs)) for key in keys)
+    data = selection._Data(work=tiles, constexprs=tuple(tuple(sorted(c.items())) for c in consts), sms=132, pow2=False)
+    chosen = selection._chosen((rows,), data)
+    assert chosen.fixed > 0 and chosen.scale > 0, chosen
+    held = {"points": 1, "median": 1.0, "worst": 1.0, "worst_key": [1, 1], "over": 0}
+    sel = {"neighbours": chosen.neighbours, "scale": chosen.scale, "tiles": ["M/ROWS grid", "N/BLOCK loop"],
+           "held_out": held, "nearest": held, "fixed": chosen.fixed}  # fmt: skip
+    (line, _) = selection_lines("norm", cast(manifest.Selection, sel))
+    assert f"each program's work the elements of its loops plus {chosen.fixed}" in line
+    monkeypatch.setattr(selection, "FIXED", (0,))
+    selection._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no fixed cost to try
+    without = selection._chosen((rows,), data)
+    assert without.fixed == 0
+    assert chosen.held_out is not None and without.held_out is not None
+    assert chosen.held_out.over <= without.held_out.over and chosen.held_out.worst < without.held_out.worst
+
+
 def _waved_kernel(kernel_dir, us, keys=None):
     """The kit's kernel (a grid tile n_elements/BLOCK) with rows timed by ``us(n, block, warps)`` at ``keys`` (60
     spread over 2^17 to 2^22 by default)."""
@@ -136,7 +183,7 @@ def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
     kernel = _waved_kernel(kernel_dir, us)
     data = selection._Data.of(kernel, 132)
     classes = [selection._Class.of(rows, data) for rows in selection.groups(kernel)]
-    flat, waved = selection._rules(classes, [[True] * len(c.rows) for c in classes], data)
+    flat, waved, _ = selection._rules(classes, [[True] * len(c.rows) for c in classes], data)
     assert any(waved[2]) and waved != flat  # leave-one-out on all the keys takes occupancies
     chosen = selection.choose(kernel, 132)
     assert chosen.occupancy == () and (chosen.neighbours, chosen.scale) == flat[:2]
@@ -302,10 +349,12 @@ def test_the_shared_sums_pick_what_predict_picks(pooled):
     for t, i in enumerate(targets):
         others = [r for j, r in enumerate(rows) if j != i and pool[j]]
         assert nearest[t] == selection.nearest_row(others, rows[i].key, pow2=True), i
+    candidates = [(k, s, f) for k, s, _ in selection._candidates(data) for f in (selection.FIXED if s else (0,))]
     for occupancy in ((), (0, 1, 2, 3, 4, 8)):
-        picks = selection._candidate_picks(held, occupancy)
-        for (k, scale), chosen in picks.items():
+        picks = selection._candidate_picks(held, occupancy, candidates)
+        for (k, scale, fixed), chosen in picks.items():
             for t, i in enumerate(targets):
                 others = [r for j, r in enumerate(rows) if j != i and pool[j]]
-                expected = selection.predict(others, rows[i].key, k, scale, tiles, consts, 132, occupancy=occupancy)
+                expected = selection.predict(others, rows[i].key, k, scale, tiles, consts, 132, occupancy=occupancy,
+                                             fixed=fixed)  # fmt: skip
                 assert chosen[t] == expected, (k, scale, i, occupancy)
