@@ -15,20 +15,20 @@ waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: n
 may cost more than its loops: with a ``fixed`` cost > 0, a program's work is the elements its loops' tiles
 cover plus that many (a layer norm's short rows cost more per element than long ones); 0: its loops' trips.
 
-``k`` and ``scale`` are chosen per kernel from the measurements, not by hand: each candidate rule
-predicts every measured row from the others (leave-one-out), and the one with the least mean log error
-wins, the nearest-row rule (``neighbours`` 0, the dispatcher's rule for tables without times) included.
-With a scaled rule and grid tiles, each config's occupancy is then chosen the same way (one config at a
-time, from OCCUPANCIES, the rule's k and scale held), and k and scale again with those occupancies; with
-loop tiles, each fixed cost of FIXED with the TOP_SCALED best scaled (k, scale). Which of these four ways of
-choosing (the nearest-row rule; k and scale; with occupancies; with a fixed cost) is used is decided on keys they were not chosen on: the measured keys fall in FOLDS folds, each fold's rows
-are predicted by the rule each way chooses from the other folds' rows, and the way with the least error
-over the folds chooses the rule from all rows. That error over the folds is the held-out error ``aotpack
-tune`` and ``aotpack inspect`` print: the leave-one-out error of a rule chosen on the same rows reads low
-(on the demo's layer norm, 54 of 1,110 keys past 1.05x, where keys measured on another day put 15% past
-it), and occupancies or a fixed cost chosen so fit noise more often than the GPU (a fixed cost chosen by
-leave-one-out for the demo's matmul put 185 of its 1,720 keys past 1.05x over the folds, none 144). A kernel whose tables measured fewer than
-MIN_ROWS keys of one class keeps the nearest-row rule.
+``k`` and ``scale`` are chosen per kernel from the measurements, not by hand: each candidate rule predicts every
+measured row from the others (leave-one-out), and the one with the least mean log error wins, the nearest-row rule
+(``neighbours`` 0, the dispatcher's rule for tables without times) included. With a scaled rule and grid tiles,
+each config's occupancy is then chosen the same way (one config at a time, from OCCUPANCIES, the rule's k and scale
+held), and k and scale again with those occupancies; with loop tiles, each fixed cost of FIXED with the TOP_SCALED
+best scaled (k, scale). Which of these four ways of choosing (the nearest-row rule; k and scale; with occupancies;
+with a fixed cost) is used is decided on keys they were not chosen on: the measured keys fall in FOLDS folds, each
+fold's rows are predicted by the rule each way chooses from the other folds' rows, and the way with the least error
+over the folds chooses the rule from all rows. That error over the folds is the held-out error ``aotpack tune`` and
+``aotpack inspect`` print: the leave-one-out error of a rule chosen on the same rows reads low (on the demo's layer
+norm, 54 of 1,110 keys past 1.05x, where keys measured on another day put 15% past it), and occupancies or a fixed
+cost chosen so fit noise more often than the GPU (a fixed cost chosen by leave-one-out for the demo's matmul put
+185 of its 1,720 keys past 1.05x over the folds, none 144). A kernel whose tables measured fewer than MIN_ROWS keys
+of one class keeps the nearest-row rule.
 
 The C runtime (aot_dispatch.c, choose_config) computes the same numbers in the same order; a test holds
 the two to the same picks.

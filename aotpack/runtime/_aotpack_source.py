@@ -18,13 +18,14 @@ from ._aotpack_identity import PLAIN, constant_text, identity, jit_of, reads
 
 
 class _Sources:
-    """What this process described: per function (by id) its description, and the text of each source written
-    out, by the name ``describe`` gave it. Kept for the process's life: an event a report writes at exit names
-    them (``coverage()`` after ``deactivate()`` too)."""
+    """What this process described: per function (by id, with the function: an id is reused once its object is
+    gone, and a kernel generated later must not read an earlier one's description) its description, and the
+    text of each source written out, by the name ``describe`` gave it. Kept for the process's life: an event a
+    report writes at exit names them (``coverage()`` after ``deactivate()`` too)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.described: dict[int, dict[str, Any]] = {}
+        self.described: dict[int, tuple[Any, dict[str, Any]]] = {}
         self.texts: dict[str, str] = {}  # source file name -> its text, for functions not importable elsewhere
 
 
@@ -48,8 +49,9 @@ def describe(jit: Any) -> dict[str, Any]:
     (``_closure``), so that a build host without the function's library (one that needs a GPU to import) builds
     it; else where no module path names it elsewhere (``_source_of``)."""
     with _state.lock:
-        if id(jit) in _state.described:
-            return _state.described[id(jit)]
+        kept = _state.described.get(id(jit))
+        if kept is not None and kept[0] is jit:
+            return kept[1]
     fn = jit.fn
     out: dict[str, Any] = {
         "module": fn.__module__,
@@ -66,7 +68,7 @@ def describe(jit: Any) -> dict[str, Any]:
     with _state.lock:
         if text is not None:
             _state.texts[out["source"]] = text
-        _state.described[id(jit)] = out
+        _state.described[id(jit)] = (jit, out)
     return out
 
 

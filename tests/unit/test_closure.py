@@ -114,6 +114,20 @@ def test_a_kernel_of_an_installed_module_is_written_out_too(library, monkeypatch
     assert text.startswith("# fakelib.ops:scale: written out") and "def program_id(" in text
 
 
+def test_a_kernel_that_takes_a_freed_kernel_s_id_gets_its_own_description(library, monkeypatch):
+    """An object's id is reused once the object is gone: a kernel a program generates after another was freed may
+    take its id, and must not be recorded as that one (the suite saw it: a generated module's kernel described
+    for ``fakelib.ops.scale`` when that test ran after the one that generated it). Here the freed kernel's entry
+    is put at the id directly."""
+    monkeypatch.setattr(_aotpack_source, "_state", _aotpack_source._Sources())
+    ops = importlib.import_module("fakelib.ops")
+    stale = {"module": library.__name__, "qualname": "gone", "name": "gone", "params": [], "identity": ""}
+    _aotpack_source._state.described[id(ops.scale)] = (object(), stale)
+    described = _aotpack_source.describe(ops.scale)
+    assert (described["module"], described["qualname"]) == ("fakelib.ops", "scale")
+    assert _aotpack_source.describe(ops.scale) is described  # and it is kept for the same function
+
+
 SUMS = """
 import triton
 import triton.language as tl
