@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -337,14 +338,12 @@ class _Held:
         got = self._work.get((c, occupancy, fixed))
         if got is None:
             lw = self.klass.work(c, occupancy, fixed)
-            at: dict[int, list[float]] = {n: [] for n in NEIGHBOURS}
+            most = max(NEIGHBOURS)
+            prefixes = []  # per target, sums over its j nearest (one with fewer than k neighbours sums them all)
             for near, weights in zip(self.near, self.weights, strict=True):
-                b, prefix = 0.0, [0.0]
-                for w, j in zip(weights, near, strict=True):
-                    b += w * lw[j]
-                    prefix.append(b)
-                for n, sums in at.items():
-                    sums.append(prefix[min(n, len(near))])
+                prefix = [0.0, *itertools.accumulate(w * lw[j] for w, j in zip(weights, near, strict=True))]
+                prefixes.append(prefix + [prefix[-1]] * (most + 1 - len(prefix)))
+            at = {n: [p[n] for p in prefixes] for n in NEIGHBOURS}
             got = self._work[(c, occupancy, fixed)] = ([lw[i] for i in self.targets], at)
         return got[0], got[1][k]
 
