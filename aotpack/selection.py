@@ -43,7 +43,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypeVar, cast
 
 from . import expr, limits, manifest
 from .model import NEAREST, HeldOut, Kernel, Selection, Tile
@@ -58,6 +58,7 @@ OCCUPANCIES = (0, 1, 2, 3, 4, 8)  # the candidates' programs per multiprocessor 
 FIXED = (0, 512, 2048, 8192)
 TOP_SCALED = 3  # the best scaled (k, scale) candidates each fixed cost is tried with
 DEFAULT_SMS = 132  # a table written before tables held the GPU's multiprocessors
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -312,7 +313,7 @@ class _Held:
         lt = [[math.log2(max(t, 1e-3)) if t is not None else None for t in r.us] for r in klass.rows]
         sums = []
         for c in range(len(klass.data.consts)):
-            at: dict[int, tuple[list[float], list[float], list[bool]]] = {k: ([], [], []) for k in NEIGHBOURS}
+            prefixes = []
             for nearest, ws in zip(near, weights, strict=True):
                 a = w_sum = 0.0
                 missing = False
@@ -324,12 +325,9 @@ class _Held:
                     else:
                         a, w_sum = a + w * t, w_sum + w
                     prefix.append((a, w_sum, missing or w_sum == 0.0))
-                for k, (sa, sw, sbad) in at.items():
-                    pa, pw, pbad = prefix[min(k, len(nearest))]
-                    sa.append(pa)
-                    sw.append(pw)
-                    sbad.append(pbad)
-            sums.append(at)
+                prefixes.append(prefix)
+            sums.append({k: ([p[0] for p in at], [p[1] for p in at], [p[2] for p in at])
+                         for k, at in _at_each_k(prefixes).items()})  # fmt: skip
         return cls(klass=klass, targets=tuple(targets), near=near, weights=weights, sums=sums)
 
     def _work_sums(self, c: int, occupancy: int, fixed: int, k: int) -> tuple[list[float], list[float]]:
@@ -338,13 +336,9 @@ class _Held:
         got = self._work.get((c, occupancy, fixed))
         if got is None:
             lw = self.klass.work(c, occupancy, fixed)
-            most = max(NEIGHBOURS)
-            prefixes = []  # per target, sums over its j nearest (one with fewer than k neighbours sums them all)
-            for near, weights in zip(self.near, self.weights, strict=True):
-                prefix = [0.0, *itertools.accumulate(w * lw[j] for w, j in zip(weights, near, strict=True))]
-                prefixes.append(prefix + [prefix[-1]] * (most + 1 - len(prefix)))
-            at = {n: [p[n] for p in prefixes] for n in NEIGHBOURS}
-            got = self._work[(c, occupancy, fixed)] = ([lw[i] for i in self.targets], at)
+            prefixes = [[0.0, *itertools.accumulate(w * lw[j] for w, j in zip(weights, near, strict=True))]
+                        for near, weights in zip(self.near, self.weights, strict=True)]  # fmt: skip
+            got = self._work[(c, occupancy, fixed)] = ([lw[i] for i in self.targets], _at_each_k(prefixes))
         return got[0], got[1][k]
 
     def estimates(self, c: int, k: int, scale: float, occupancy: int, fixed: int) -> list[float | None]:
@@ -361,6 +355,12 @@ class _Held:
         """Each target's pick by the rule (k, scale, each config's occupancy, () none; the fixed cost)."""
         configs = range(len(self.sums))
         return _least([self.estimates(c, k, scale, occupancy[c] if occupancy else 0, fixed) for c in configs])
+
+
+def _at_each_k(prefixes: Sequence[Sequence[_T]]) -> dict[int, list[_T]]:
+    """Per k of NEIGHBOURS, each target's prefix sums (over its 0, 1, 2, ... nearest) at k: over all its nearest
+    where it has fewer than k."""
+    return {k: [p[min(k, len(p) - 1)] for p in prefixes] for k in NEIGHBOURS}
 
 
 def _least(estimates: Sequence[Sequence[float | None]]) -> list[int | None]:
