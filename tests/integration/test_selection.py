@@ -84,6 +84,12 @@ def draw(rng: random.Random) -> tuple[int, int, int]:
     return tuple(round(2 ** rng.uniform(5, 13)) for _ in range(3))  # type: ignore[return-value]
 
 
+def fitted(recipe_path: Path) -> model.Kernel:
+    """The recipe's one kernel with its rule chosen, as a build chooses it (tables.fit)."""
+    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
+    return kernel
+
+
 def _site(folder: Path, timed: Callable[..., float], seed: int, tmp_path_factory) -> tuple[Path, Path]:
     """40 keys drawn with this seed, timed by the model: the recipe, and its wheel installed."""
     rng = random.Random(seed)
@@ -124,7 +130,7 @@ def test_the_runtime_picks_what_the_rule_predicts(site, site_on, machine, tmp_pa
     """On each machine (aarch64's compilers may fuse a multiply and an add where x86-64's cannot: the estimates
     must still order the configs as Python's do)."""
     recipe_path, _ = site
-    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
+    kernel = fitted(recipe_path)
     chosen = kernel.selection
     assert chosen.neighbours > 0 and chosen.scale > 0, chosen  # the wave model's data favours the scaled rule
     assert chosen.held_out is not None and chosen.nearest is not None
@@ -139,7 +145,7 @@ def test_the_runtime_picks_what_the_rule_predicts(site, site_on, machine, tmp_pa
 
 def test_the_runtime_counts_a_programs_fixed_cost_as_the_rule_does(fixed_site, fake_driver, tmp_path):
     recipe_path, installed = fixed_site
-    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
+    kernel = fitted(recipe_path)
     chosen = kernel.selection
     assert chosen.neighbours > 0 and chosen.scale > 0 and chosen.fixed > 0 and not chosen.occupancy, chosen
     assert chosen.held_out is not None and chosen.nearest is not None
@@ -177,7 +183,7 @@ def test_without_enough_measured_keys_the_nearest_row_rule_stays(tmp_path):
              "driver_cuda": "13.0", "date": "2026-11-29", "kernels": {"matmul": rows}}  # fmt: skip
     (tmp_path / "table.json").write_text(json.dumps(table))
     (tmp_path / "r.yaml").write_text(RECIPE)
-    (kernel,) = tables.fit(list(recipe.load(tmp_path / "r.yaml").kernels))
+    kernel = fitted(tmp_path / "r.yaml")
     assert kernel.selection.neighbours == 0 and kernel.selection.held_out is None
 
 
@@ -243,7 +249,7 @@ def test_two_gpus_of_one_arch_and_other_multiprocessor_counts_keep_their_own_pic
     """The runtime keeps each call's pick; the rule counts waves of the GPU's multiprocessors, so a key repeated on
     a second GPU of the same arch with fewer of them gets that GPU's pick, not the first one's."""
     recipe_path, installed = site
-    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
+    kernel = fitted(recipe_path)
     chosen, rows = kernel.selection, selection.groups(kernel)[0]
     work = selection.tiles(kernel)
     consts = selection.consts_of(kernel, work)
