@@ -274,6 +274,7 @@ class TuneSpec:
     sample: int = 0  # keys drawn log-uniformly per dimension from ranges (one (low, high) per key dimension)
     ranges: tuple[tuple[int, int], ...] = ()
     seed: int = 0
+    refine: int = 0  # keys timed after those, where the fastest config changes between those (tune_keys.refinements)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,8 +15,8 @@ Printed per shape and per kernel: median and worst dispatched/oracle, pick/oracl
 timed as the oracle's candidates are: kernels of a few microseconds measure a few percent apart called with
 and without variant=), dispatched/@triton.autotune, the number of shapes past 1.05x; the targets (issue 59):
 worst <= 1.05x and median <= 1.01x of the oracle.
-With --json PATH, every variant's first-pass time and the second pass's per shape are written there too (for
-studying other rules).
+With --json PATH, every variant's first-pass time and the second pass's per shape are written there too, after
+each shape (for studying other rules).
 
     python benchmarks/dispatch.py [--shapes N] [--seed S] [--aligned] [--kernel NAME ...] [--json PATH]  (demo wheel)
 """
@@ -47,7 +47,7 @@ from timing import interleaved_ms  # noqa: E402
 
 from aotpack import model, selection  # noqa: E402
 from aotpack.backends import recipes as recipe  # noqa: E402
-from aotpack.commands import tune  # noqa: E402
+from aotpack.commands import tune_keys  # noqa: E402
 from aotpack.plan import classes  # noqa: E402
 
 REPS, WARMUP = 30, 5
@@ -64,7 +64,7 @@ def shapes(kernel: model.Kernel, count: int, seed: int, aligned: bool) -> list[t
     ``aligned``, each dimension 16-divisible half of the time), none a measured key."""
     assert kernel.tune is not None
     measured = tuple(dict.fromkeys(r.key for r in kernel.rules))
-    return tune.sampled(dataclasses.replace(kernel.tune, keys=measured, sample=count, seed=seed), aligned=aligned)
+    return tune_keys.sampled(dataclasses.replace(kernel.tune, keys=measured, sample=count, seed=seed), aligned=aligned)
 
 
 def candidates(obj: Any, args: tuple[Any, ...]) -> tuple[str, list[str]]:
@@ -190,6 +190,9 @@ def main() -> None:
             rows.append(row)
             details.append(detail)
             print(f"{rows[-1][0]:9} {rows[-1][1]:>16} disp/orcl {rows[-1][2] / rows[-1][4]:.3f}", flush=True)
+            if opts.json:  # after every shape: a run stopped early keeps what it timed
+                opts.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "triton": triton.__version__,
+                                                 "seed": opts.seed, "shapes": details}, indent=1))  # fmt: skip
     print(f"\n# dispatch on {torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__} "
           f"(JIT); {opts.shapes} shapes per kernel, seed {opts.seed}{', aligned' if opts.aligned else ''}")  # fmt: skip
     print(f"{'kernel':9} {'shape':>16} {'dispatched':>10} {'nearest':>8} {'oracle':>8} {'autotune':>9} "
@@ -203,9 +206,6 @@ def main() -> None:
     for name in names:
         sel = demo_kernels.__aotpack__["kernels"][name].get("selection")
         print(f"{name} rule: {sel}")
-    if opts.json:
-        opts.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "triton": triton.__version__,
-                                         "seed": opts.seed, "shapes": details}, indent=1))  # fmt: skip
 
 
 if __name__ == "__main__":

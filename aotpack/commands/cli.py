@@ -111,7 +111,7 @@ def _tune_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
                    help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
     t.add_argument("--budget", type=_budget, default=None, metavar="SECONDS",
                    help="start no key past this many seconds; the table holds the keys timed by then, listed keys "
-                        "first, then tune.sample's (default: no limit)")  # fmt: skip
+                        "first, then tune.sample's, then tune.refine's (default: no limit)")  # fmt: skip
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
     _amount(t, quiet="only the table's path, and warnings and errors", verbose="log every variant's time at each key")

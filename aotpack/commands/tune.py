@@ -19,10 +19,8 @@ import datetime
 import hashlib
 import importlib
 import logging
-import math
 import multiprocessing
 import os
-import random
 import socket
 import statistics
 import time
@@ -38,11 +36,9 @@ from .._version import __version__
 from ..backends import recipes as recipe
 from ..errors import RecipeError, TuneError, UsageError
 from ..pipeline import distributed
-from ..plan import classes
 from ..recipe import sources as _sources
 from ..recipe import tables
-from ..states import DIVISOR
-from . import inspect
+from . import inspect, tune_keys
 
 log = logging.getLogger("aotpack")
 INPUT_SETS = 3
@@ -183,40 +179,6 @@ def _measure(
         median_us=tuple(sorted(timings.items())),
         rejected=tuple(sorted(rejected.items())),
     )
-
-
-def sampled(spec: model.TuneSpec, aligned: bool = False) -> list[tuple[int, ...]]:
-    """``sample:``'s keys: each dimension drawn log-uniformly from its range (skinny, square and
-    off-power-of-two shapes alike), seeded; the same recipe draws the same keys. ``aligned`` (a kernel with
-    several classes): each value is rounded to a multiple of 16 with probability 1/2, dimension by dimension,
-    so that the classes a 16-divisible size selects get as many rows as the one that assumes nothing (a
-    uniform draw makes a multiple of 16 one time in 16, and leaves those classes the listed keys alone)."""
-    draw = random.Random(spec.seed)
-    keys: list[tuple[int, ...]] = []
-    for _ in range(spec.sample * 4):  # duplicates are drawn again, a bounded number of times
-        key = tuple(_value(draw, lo, hi, aligned) for lo, hi in spec.ranges)
-        if key not in keys and key not in spec.keys:
-            keys.append(key)
-        if len(keys) == spec.sample:
-            break
-    return keys
-
-
-def _value(draw: random.Random, lo: int, hi: int, aligned: bool) -> int:
-    value = max(lo, min(hi, round(2 ** draw.uniform(math.log2(lo), math.log2(hi)))))
-    if aligned and draw.random() < 0.5:
-        up, down = -(-value // DIVISOR) * DIVISOR, value // DIVISOR * DIVISOR
-        value = up if up <= hi else down if down >= lo else value  # a range without a multiple keeps the draw
-    return value
-
-
-def units(kernel: model.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]:
-    """The kernel's tuning work, (binding, key): the listed keys, then the sampled ones, each binding's
-    keys interleaved so that a budget that ends the work early leaves every binding keys."""
-    spec = kernel.tune
-    assert spec is not None
-    keys = list(dict.fromkeys(spec.keys)) + sampled(spec, aligned=len(classes.specs(kernel)) > 1)
-    return [(binding, key) for key in keys for binding in kernel.bindings]
 
 
 def tune_unit(
@@ -499,43 +461,88 @@ def tune(
     if not chosen:
         raise RecipeError(f"{recipe_path}: no kernel to tune: give a kernel a 'tune:' section (kernels.<name>.tune: "
                           "its inputs hook and the keys to time; docs/tuning.md)")  # fmt: skip
-    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in units(k)]
     if executor is not None:
         if devices is not None:
             raise UsageError("give --devices (this host's GPUs) or --executor (a cluster's), not both")
         if opts.budget is not None:
             raise UsageError("--budget bounds this host's GPUs' work; with --executor, narrow the recipe's keys")
-        gpu, results = tune_on(executor, rec.package, work, opts)
-    else:
-        if opts.budget is not None:
-            opts = replace(opts, deadline=time.time() + opts.budget)
-        gpu, results = _tune_here(rec.package, str(recipe_path), work, opts, devices)
+    elif opts.budget is not None:
+        opts = replace(opts, deadline=time.time() + opts.budget)
+
+    def run(work: list[Unit]) -> tuple[dict[str, str], list[Any]]:
+        if executor is not None:
+            return tune_on(executor, rec.package, work, opts)
+        return _tune_here(rec.package, str(recipe_path), work, opts, devices)
+
+    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in tune_keys.units(k)]
+    gpu, results = run(work)
+    for round_ in range(tune_keys.REFINE_ROUNDS):
+        if any(r is None for r in results):  # past the budget
+            break
+        table = _table(rec, gpu, work, results)
+        tuned = _tuned(table, rec)
+        more = [unit for k in chosen for unit in _refining(k, tuned, table.arch, round_)]
+        if not more:
+            break
+        gpu, got = run(more)
+        work, results = work + more, results + got
     left = sum(r is None for r in results)
     if left:
         log.warning("the budget (%g s) ran out: %d of %d keys not timed (the table holds the others)",
                     opts.budget, left, len(work))  # fmt: skip
+    table = _table(rec, gpu, work, results)
+    written = tables.write(table, Path(out_dir) / f"{rec.package}.{table.arch}.json")
+    _say_rules(_tuned(table, rec))
+    return written
+
+
+def _refining(kernel: model.Kernel, tuned: dict[str, model.Kernel], arch: str, round_: int) -> list[Unit]:
+    """This round's share of the kernel's ``refine`` keys (tune_keys.refinements: where the fastest config changes
+    between the keys timed so far on this arch), each with every type binding."""
+    spec = kernel.tune
+    assert spec is not None
+    count = tune_keys.share(spec.refine, round_ + 1) - tune_keys.share(spec.refine, round_)
+    now = tuned.get(kernel.name)
+    if not count or now is None:
+        return []
+    here = replace(now, rules=tuple(r for r in now.rules if r.arch == arch))
+    keys = tune_keys.refinements(here, count, [*spec.keys, *(r.key for r in now.rules)])
+    if keys:
+        log.warning("%s: timing %d more keys where the fastest config changes between the %d timed (round %d of %d)",
+                    kernel.name, len(keys), len({r.key for r in here.rules if r.median_us}), round_ + 1,
+                    tune_keys.REFINE_ROUNDS)  # fmt: skip
+    return [(kernel, binding, key) for key in keys for binding in kernel.bindings]
+
+
+def _table(rec: model.Recipe, gpu: dict[str, str], work: list[Unit], results: list[Any]) -> tables.Table:
+    """The table of what was timed (a unit past the budget: left out)."""
     per_kernel = _per_kernel(work, results)
     archs = {arch for arch, _ in per_kernel.values()}
+    if not archs:
+        raise TuneError("no key was timed before the budget ran out, and no table was written: give --budget more "
+                        "seconds")  # fmt: skip
     if len(archs) != 1:
         raise TuneError(f"kernels ran code for different archs ({', '.join(sorted(archs))}); tune them separately")
     (arch,) = archs
-    table = tables.Table(
+    return tables.Table(
         package=rec.package, arch=arch, device=gpu["device"], driver_cuda=gpu["driver_cuda"],
         date=datetime.date.today().isoformat(), sms=int(gpu["sms"]) if gpu.get("sms") else None,
         kernels=tuple(sorted((name, tuple(rows)) for name, (_, rows) in per_kernel.items())),
     )  # fmt: skip
-    written = tables.write(table, Path(out_dir) / f"{rec.package}.{arch}.json")
-    _say_rules(table, rec)
-    return written
 
 
-def _say_rules(table: tables.Table, rec: model.Recipe) -> None:
-    """Each kernel's dispatch rule fitted to what was measured, and its held-out error (aotpack/selection.py)."""
+def _tuned(table: tables.Table, rec: model.Recipe) -> dict[str, model.Kernel]:
+    """The table's kernels with its rows (for its arch, the recipe's own timed rows are what it replaces), by
+    name."""
     tuned = {name for name, _ in table.kernels}
-    # this table's rows alone for its arch: the recipe's timed rows there are what it replaces
     kernels = [replace(k, rules=tuple(r for r in k.rules if not (r.median_us and r.arch == table.arch)))
                for k in rec.kernels if k.name in tuned]  # fmt: skip
-    for kernel in tables.fit(tables.apply(table, kernels, rec.package)):
+    return {k.name: k for k in tables.apply(table, kernels, rec.package)}
+
+
+def _say_rules(tuned: dict[str, model.Kernel]) -> None:
+    """Each kernel's dispatch rule fitted to what was measured, and its held-out error (aotpack/selection.py)."""
+    for kernel in tables.fit(list(tuned.values())):
         sel = selection.entry(kernel)
         if sel is None:
             log.warning("%s: fewer than %d keys per types and class were measured; the dispatcher keeps the nearest "

@@ -39,7 +39,7 @@ _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
     "specialize",
 )  # fmt: skip
-TUNE_KEYS = ("inputs", "reference", "keys", "sample", "rtol")
+TUNE_KEYS = ("inputs", "reference", "keys", "sample", "refine", "rtol")
 SAMPLE_KEYS = ("count", "range", "seed")
 _RULE_KEYS = ("key", "config", "arch", "types")
 CONFIG_LAUNCH = ("num_warps", "num_stages")
@@ -473,13 +473,16 @@ def _tune(node: Node, root: Path, names: tuple[str, ...]) -> TuneSpec:
             raise item.fail(f"expected {len(names)} key values, got {len(values)}")
         keys.append(values)
     sample, ranges, seed = _sample(fields["sample"], names) if "sample" in fields else (0, (), 0)
+    refine = fields["refine"].integer(minimum=0) if "refine" in fields else 0
+    if refine > limits.MAX_TUNE_SAMPLES:
+        raise fields["refine"].fail(f"at most {limits.MAX_TUNE_SAMPLES} refining keys, got {refine}")
     rtol = fields["rtol"].scalar() if "rtol" in fields else 1e-2
     if not isinstance(rtol, (int, float)) or isinstance(rtol, bool) or rtol < 0:
         raise fields["rtol"].fail(f"expected a number >= 0 (0: exact), got {rtol!r}")
     reference = _fields.source(fields["reference"], root) if "reference" in fields else None
     inputs = _fields.source(fields["inputs"], root)
     return TuneSpec(inputs=inputs, reference=reference, keys=tuple(keys), rtol=float(rtol), sample=sample,
-                    ranges=ranges, seed=seed)  # fmt: skip
+                    ranges=ranges, seed=seed, refine=refine)  # fmt: skip
 
 
 def _sample(node: Node, names: tuple[str, ...]) -> tuple[int, tuple[tuple[int, int], ...], int]:

@@ -13,7 +13,7 @@ import pytest
 from aotpack import build
 from aotpack.backends import recipes as recipe
 from aotpack.backends import targets_of
-from aotpack.commands import tune
+from aotpack.commands import tune, tune_keys
 from aotpack.commands.new import scaffold
 from aotpack.errors import UsageError
 from aotpack.pipeline import distributed
@@ -169,7 +169,7 @@ def test_a_tuning_task_carries_its_hooks_to_the_worker(tmp_path):
     shutil.copytree(ROOT / "recipes", project / "recipes")
     rec = recipe.load(project / "recipes" / "demo.yaml")
     kernel = next(k for k in rec.kernels if k.name == "add")
-    binding, key = tune.units(kernel)[0]
+    binding, key = tune_keys.units(kernel)[0]
     sent = pickle.dumps(tune.tune_task(rec.package, kernel, binding, key, tune.Options()))
     shutil.rmtree(project)
     task = pickle.loads(sent)

@@ -358,3 +358,54 @@ def test_the_shared_sums_pick_what_predict_picks(pooled):
                 expected = selection.predict(others, rows[i].key, k, scale, tiles, consts, 132, occupancy=occupancy,
                                              fixed=fixed)  # fmt: skip
                 assert chosen[t] == expected, (k, scale, i, occupancy)
+
+
+def test_a_refinement_key_lies_halfway_in_log_space_in_the_class_of_both_ends():
+    from aotpack.commands import tune_keys
+
+    assert tune_keys._between((1024,), (4096,)) == (2048,)
+    assert tune_keys._between((1000, 64), (4000, 64)) == (2000, 64)
+    assert tune_keys._between((32, 48), (160, 48)) == (64, 48)  # multiples of 16 at both ends: one between
+    assert tune_keys._between((20, 33), (205, 33)) == (65, 33)  # 64 is a multiple of 16 and neither end is
+    assert tune_keys._between((100,), (101,)) is None  # no key between
+    assert tune_keys._between((16,), (32,)) is None  # no multiple of 16 between
+
+
+def test_refinements_are_put_where_the_fastest_config_changes_widest_gaps_first(kernel_dir):
+    """Keys timed every octave, the 256-element block fastest below 50,000 elements and the 1024 one above: the
+    keys to time next lie between the two keys either side of the change, the gap that loses most first; a
+    timed key is not proposed again, nor any where one config is the fastest everywhere."""
+    import dataclasses
+
+    from aotpack.commands import tune_keys
+
+    keys = [2**i for i in range(10, 21)]
+    step = _waved_kernel(kernel_dir, lambda n, b, w: (1.0 if (n < 50_000) == (b == 256) else 1.3) + w / 1000, keys)
+    got = tune_keys.refinements(step, 10, [r.key for r in step.rules])
+    assert got and len(got) <= 10 and len(set(got)) == len(got)
+    assert all(32768 < n < 65536 for (n,) in got[:1]) and all(16384 < n < 131072 for (n,) in got)
+    assert got[0] == tune_keys._between((32768,), (65536,))
+    assert tune_keys.refinements(step, 10, [*((n,) for n in keys), *got[:1]]) == got[1:]
+    assert tune_keys.refinements(step, 1, ()) == got[:1]
+    # the nearest keys' fastest configs differ only by a warp count that costs 0.1%: nothing to refine
+    flat = _waved_kernel(kernel_dir, lambda n, b, w: 1.0 + w / 1000 + (0.0 if b == 256 else 0.5), keys)
+    assert tune_keys.refinements(flat, 10, ()) == []
+    assert tune_keys.refinements(dataclasses.replace(step, rules=step.rules[:3]), 10, ()) == []  # under MIN_ROWS
+
+
+@pytest.mark.parametrize(
+    ("refine", "message"),
+    [("-1", "expected an integer >= 0"), ("5000", "at most 4096 refining keys, got 5000"), ("many", "integer")],
+)
+def test_a_bad_refine_is_a_located_error(kernel_dir, refine, message):
+    from aotpack.backends import recipes as recipe
+    from aotpack.errors import RecipeError
+
+    from ..shared import GOOD
+
+    text = GOOD + f"    tune:\n      inputs: add.py:add_kernel\n      keys: [[4096]]\n      refine: {refine}\n"
+    with pytest.raises(RecipeError) as info:
+        recipe.parse(text, kernel_dir / "r.yaml")
+    assert message in str(info.value) and str(info.value).startswith(f"{kernel_dir}/r.yaml:")
+    (kernel,) = recipe.parse(text.replace(f"refine: {refine}", "refine: 8"), kernel_dir / "r.yaml").kernels
+    assert kernel.tune is not None and kernel.tune.refine == 8

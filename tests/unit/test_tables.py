@@ -142,16 +142,18 @@ def test_sampled_keys_are_seeded_distinct_and_within_their_ranges(kernel_dir: Pa
     """tune.sample's keys: the same recipe draws the same keys, none twice nor a listed one, each in range."""
     import dataclasses
 
-    from aotpack.commands import tune
+    from aotpack.commands import tune_keys
 
     spec = model.TuneSpec(inputs=model.Source(path=kernel_dir / "h.py", module=None, function="f"), reference=None,
                           keys=((16,),), rtol=0.0, sample=50, ranges=((3, 300),), seed=5)  # fmt: skip
-    keys = tune.sampled(spec)
-    assert keys == tune.sampled(spec) and len(keys) == len(set(keys)) == 50
+    keys = tune_keys.sampled(spec)
+    assert keys == tune_keys.sampled(spec) and len(keys) == len(set(keys)) == 50
     assert all(3 <= k <= 300 for (k,) in keys) and (16,) not in keys
     assert any(k & (k - 1) for (k,) in keys)  # off powers of two too
-    assert keys != tune.sampled(dataclasses.replace(spec, seed=6))
-    narrow = tune.sampled(dataclasses.replace(spec, ranges=((1, 4),)))  # fewer distinct keys than asked: all of them
+    assert keys != tune_keys.sampled(dataclasses.replace(spec, seed=6))
+    narrow = tune_keys.sampled(
+        dataclasses.replace(spec, ranges=((1, 4),))
+    )  # fewer distinct keys than asked: all of them
     assert sorted(narrow) == [(1,), (2,), (3,), (4,)]
 
 
@@ -161,12 +163,12 @@ def test_a_kernel_of_several_classes_samples_16_divisible_sizes_as_often_as_othe
     multiple of 16 keeps its draws."""
     import dataclasses
 
-    from aotpack.commands import tune
+    from aotpack.commands import tune_keys
 
     spec = model.TuneSpec(inputs=model.Source(path=kernel_dir / "h.py", module=None, function="f"), reference=None,
                           keys=(), rtol=0.0, sample=400, ranges=((16, 8192), (3, 5000)), seed=1)  # fmt: skip
-    plain, aligned = tune.sampled(spec), tune.sampled(spec, aligned=True)
-    assert aligned == tune.sampled(spec, aligned=True) and len(set(aligned)) == 400
+    plain, aligned = tune_keys.sampled(spec), tune_keys.sampled(spec, aligned=True)
+    assert aligned == tune_keys.sampled(spec, aligned=True) and len(set(aligned)) == 400
     assert all(16 <= m <= 8192 and 3 <= n <= 5000 for m, n in aligned)
     for d in (0, 1):
         share = sum(k[d] % 16 == 0 for k in aligned) / len(aligned)
@@ -175,7 +177,7 @@ def test_a_kernel_of_several_classes_samples_16_divisible_sizes_as_often_as_othe
     both = sum(m % 16 == 0 and n % 16 == 0 for m, n in aligned)
     neither = sum(m % 16 and n % 16 for m, n in aligned)
     assert both > 60 and neither > 60  # every combination of the dimensions' classes, not all-or-nothing
-    odd = tune.sampled(dataclasses.replace(spec, sample=5, ranges=((17, 31), (1, 15))), aligned=True)
+    odd = tune_keys.sampled(dataclasses.replace(spec, sample=5, ranges=((17, 31), (1, 15))), aligned=True)
     assert odd and all(17 <= m <= 31 and 1 <= n <= 15 for m, n in odd)
     assert all(m % 16 and n % 16 for m, n in odd)
 

@@ -1,12 +1,12 @@
 """What aotpack tune does around each run that a kernel's @triton.autotune asks for."""
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from aotpack.backends import recipes as recipe
-from aotpack.commands import tune
+from aotpack.commands import tune, tune_keys
 
 from ..shared import GOOD
 
@@ -121,10 +121,10 @@ def test_a_kernel_of_several_classes_tunes_16_divisible_sampled_keys(kernel_dir)
     assert len(classes.specs(kernel)) > 1
     spec = model.TuneSpec(inputs=model.Source(path=kernel_dir / "h.py", module=None, function="f"), reference=None,
                           keys=((4096,),), rtol=0.0, sample=40, ranges=((16, 1 << 20),), seed=2)  # fmt: skip
-    keys = [key for _, key in tune.units(dataclasses.replace(kernel, tune=spec))]
+    keys = [key for _, key in tune_keys.units(dataclasses.replace(kernel, tune=spec))]
     assert keys[: len(kernel.bindings)] == [(4096,)] * len(kernel.bindings)
     sampled = list(dict.fromkeys(keys[len(kernel.bindings) :]))
-    assert sampled == tune.sampled(spec, aligned=True) != tune.sampled(spec)
+    assert sampled == tune_keys.sampled(spec, aligned=True) != tune_keys.sampled(spec)
     assert sum(k % 16 == 0 for (k,) in sampled) >= 10
 
 
@@ -156,6 +156,77 @@ def test_the_rule_tune_reports_is_fitted_to_the_table_it_wrote(kernel_dir, caplo
     table = tables.Table(package=rec.package, arch="sm_90a", device="d", driver_cuda="13.0", date="d",
                          kernels=((kernel.name, tuple(new)),), sms=132)  # fmt: skip
     with caplog.at_level("WARNING"):
-        tune._say_rules(table, rec)
+        tune._say_rules(tune._tuned(table, rec))
     said = caplog.text
     assert f"of {len(new)} over 1.05x" in said and f"of {len(new) + len(old)} over" not in said, said
+
+
+def _step_us(n: int, block: int, warps: int) -> float:
+    """A GPU on which the 256-element block is the fastest below 50,000 elements and the 1024 one above, by 30%."""
+    return (1.0 if (n < 50_000) == (block == 256) else 1.3) * (1 + n / 1e6) + warps / 1000
+
+
+def test_refine_times_keys_where_the_fastest_config_changes(kernel_dir, monkeypatch, caplog):
+    """tune: refine: N keys after the sampled ones, in rounds, each round's where the fastest config changes between
+    the keys timed before: they close in on the size where it does, which the sampled keys bracket loosely; the
+    table holds them all, and none is timed twice."""
+    import math
+
+    from aotpack.recipe import tables
+
+    text = GOOD + ("    tune:\n      inputs: add.py:add_kernel\n"
+                   "      sample: {count: 24, range: {n_elements: [1024, 1048576]}, seed: 4}\n      refine: 16\n")  # fmt: skip
+    (kernel_dir / "r.yaml").write_text(text)
+    (kernel,) = recipe.load(kernel_dir / "r.yaml").kernels
+    calls: list[list[tuple[int, ...]]] = []
+
+    def on_gpu(package, path, work, opts, devices):
+        calls.append([key for _, _, key in work])
+        results = []
+        for _, binding, key in work:
+            us = tuple(
+                sorted(
+                    (c.label, _step_us(key[0], cast(int, c.value("BLOCK")), c.num_warps or 4)) for c in kernel.configs
+                )
+            )
+            row = tables.Row(key=key, types=binding, config=min(us, key=lambda p: p[1])[0], median_us=us)
+            results.append(("sm_90a", [row]))
+        return {"device": "GPU", "driver_cuda": "13.0", "sms": "132"}, results
+
+    monkeypatch.setattr(tune, "_tune_here", on_gpu)
+    with caplog.at_level("WARNING"):
+        written = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
+    bindings = len(kernel.bindings)
+    sampled = {k for k in calls[0]}
+    refined = [k for call in calls[1:] for k in dict.fromkeys(call)]
+    assert 2 <= len(calls) <= 1 + tune_keys.REFINE_ROUNDS and 0 < len(refined) <= 16
+    assert all(len(call) % bindings == 0 for call in calls)  # every key with every type binding
+    assert len(set(refined)) == len(refined) and not set(refined) & sampled
+    timed = {r.key for _, rows in tables.read(written).kernels for r in rows}
+    assert timed == sampled | set(refined)
+
+    def bracket(keys):
+        """log2 of the ratio of the timed sizes either side of the change"""
+        return math.log2(min(n for (n,) in keys if n >= 50_000) / max(n for (n,) in keys if n < 50_000))
+
+    assert bracket(timed) < bracket(sampled) / 16, (sorted(sampled), refined)
+    assert "more keys where the fastest config changes between the" in caplog.text
+
+
+def test_refine_stops_when_the_budget_runs_out(kernel_dir, monkeypatch):
+    """A unit past --budget (None) ends the refining: no round starts after it."""
+    text = GOOD + ("    tune:\n      inputs: add.py:add_kernel\n"
+                   "      sample: {count: 12, range: {n_elements: [1024, 1048576]}, seed: 4}\n      refine: 16\n")  # fmt: skip
+    (kernel_dir / "r.yaml").write_text(text)
+    calls = []
+
+    def on_gpu(package, path, work, opts, devices):
+        calls.append(work)
+        return {"device": "GPU", "driver_cuda": "13.0", "sms": "132"}, [None] * len(work)
+
+    monkeypatch.setattr(tune, "_tune_here", on_gpu)
+    from aotpack.errors import TuneError
+
+    with pytest.raises(TuneError, match="no key was timed before the budget ran out"):
+        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", tune.Options(budget=0.0))
+    assert len(calls) == 1
