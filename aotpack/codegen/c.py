@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from .. import backends, classnames, expr, facts, limits, selection
@@ -133,10 +133,11 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     k = build.kernel
     consts = int_constexprs(k)
     specs = classes.specs(k)
-    times, rules = _rule_rows(k, specs)
+    times, rules, served = _rule_rows(k, specs)
     lines = [f"/* ---- kernel {k.name}: {k.source.function} */", *_signature_tables(k, consts), *times]
     rules_or_none = rules or [f"  {_rule(-1, -1, -1, 0, '0', 'NULL')},"]  # C has no empty arrays
     lines += [f"static const aot_rule {k.name}_rules[] = {{", *rules_or_none, "};"]
+    lines.append(f"static const int32_t {k.name}_rule_spans[] = {{{', '.join(map(str, _spans(k, served)))}}};")
     lines += _variant_tables(build, images, specs)
     launch_fns, functions = _expression_functions(k, _emitter(k, consts))
     lines += functions
@@ -149,6 +150,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         "nconfigs": str(len(k.configs)), "default_config": str(k.configs.index(k.default)),
         "nconsts": str(len(consts)), "consts": f"{n}_consts", "nkey": str(len(k.key)),
         "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rules)), "rules": f"{n}_rules",
+        "rule_spans": f"{n}_rule_spans",
         "neighbours": str(k.selection.neighbours), "scale": repr(k.selection.scale),
         "ntiles": str(len(k.selection.tiles)), "tiles": f"{n}_tiles",
         "occupancy": f"{n}_occupancy" if k.selection.occupancy else "NULL", "fixed": str(k.selection.fixed),
@@ -196,11 +198,12 @@ def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, 
     return designated(fields)
 
 
-def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str]]:
+def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str], list[tuple[int, int]]]:
     """The measured rows' times per config (-1: not measured; repr: the very doubles aotpack/selection.py
     read), the key's tiles and the configs' occupancy, and the dispatch table's rows: target, binding, class
-    (-1: any) and config per key. A table's times are emitted only where the selection rule reads them."""
-    n, times, rows = k.name, [], []
+    (-1: any) and config per key, with each row's (target, binding). A table's times are emitted only where the
+    selection rule reads them."""
+    n, times, rows, served = k.name, [], [], []
     tiles = [designated({"dim": str(t.dim), "konst": str(int_constexprs(k).index(t.constexpr)),
                          "loop": str(int(t.loop))}) for t in k.selection.tiles]  # fmt: skip
     none = designated({"dim": "0", "konst": "0", "loop": "0"})  # C has no empty arrays
@@ -221,7 +224,20 @@ def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str]
             us, logs = f"{n}_us_{i}", f"{n}_key_log2_{i}"
         for spec in _rule_specs(rule, specs):
             rows.append(f"  {_rule(target, binding, spec, k.configs.index(rule.config), key, us, logs)},")
-    return times, rows
+            served.append((target, binding))
+    return times, rows, served
+
+
+def _spans(k: Kernel, served: Sequence[tuple[int, int]]) -> list[int]:
+    """Per target and binding, the rows [first, end) the dispatcher reads: from the first to the last that serves
+    them (its target and binding, or -1). The others serve no such call; a table's rows come one target and
+    binding after another, so a call reads its own."""
+    spans = []
+    for t in range(len(k.targets)):
+        for b in range(len(k.bindings)):
+            mine = [i for i, (rt, rb) in enumerate(served) if rt in (t, -1) and rb in (b, -1)]
+            spans += [mine[0], mine[-1] + 1] if mine else [0, 0]
+    return spans or [0, 0]  # C has no empty arrays
 
 
 def _variant_tables(

@@ -216,7 +216,8 @@ static int rule_score(const aot_kernel *k, aot_call *call, const aot_rule *rule,
  * predicted fastest from the nearest rows with times, when they serve the call as well as any row does;
  * else the nearest row at or above the bucketed key in every dimension (the key rounds up), or when no
  * row is (the key is past the table), the nearest row (it clamps). Nearness: the sum over dimensions of
- * |log2(row value / key value)|. No row: the default. One pass over the rows. */
+ * |log2(row value / key value)|. No row: the default. One pass over the rows that may serve the target and
+ * binding (k->rule_spans). */
 static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
                          int spec, int sms, int *exact) {
   int64_t v[AOT_MAX_KEY];
@@ -230,7 +231,8 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
   }
   int best = -1, best_score = -1, best_up = 0;
   double best_dist = 0;
-  for (int r = 0; r < k->nrules; r++) {
+  const int32_t *span = &k->rule_spans[2 * ((size_t)target * (size_t)k->nbindings + (size_t)binding)];
+  for (int r = span[0]; r < span[1]; r++) {
     const aot_rule *rule = &k->rules[r];
     int score = rule_score(k, call, rule, target, binding, spec, holds);
     if (score < 0) continue;

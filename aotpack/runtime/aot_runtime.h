@@ -203,6 +203,7 @@ typedef struct aot_kernel {
   uint8_t pow2_buckets;
   int nrules;
   const aot_rule *rules;
+  const int32_t *rule_spans;   /* ntargets x nbindings x [first, end): the rows that may serve such a call */
   /* the rule between measured keys (aotpack/selection.py): 0, the nearest row's config; else each config's
    * time predicted from this many nearest rows with times, scaled by the tiles' work to the power `scale` */
   uint8_t neighbours;

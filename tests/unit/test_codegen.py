@@ -404,3 +404,32 @@ def test_recipe_text_is_data_in_every_generated_language(kernel_dir, text):
     docs = {"add": text}
     assert text not in codegen_c.capi_h(build, docs), "C comments carry no recipe text"
     assert codegen_c.c_string(text) in codegen_c.module_c(dataclasses.replace(build), docs)
+
+
+def test_each_target_and_binding_reads_only_the_rows_that_may_serve_it(kernel_dir):
+    """rule_spans: per (target, binding), [first, end) of the rows for that target and binding or any (-1); the
+    rows between that serve another are skipped by the dispatcher's row check, so its picks are those of the
+    whole table. A table's rows come one binding after another: a call reads about its share."""
+    from aotpack.model import Rule
+
+    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
+    config = kernel.configs[0]
+
+    def row(arch, dtype, n):
+        return Rule(key=(n,), config=config, arch=arch, types=(("T", dtype),), specialization=None,
+                    median_us=(), where=kernel.where)  # fmt: skip
+
+    inline = kernel.rules  # one row for any target and binding
+    table = tuple(row("sm_90a", t, n) for t in ("fp32", "fp16") for n in (1024, 2048, 4096))
+    old = tuple(row("sm_80", "fp16", n) for n in (1024, 2048))
+    kernel = dataclasses.replace(kernel, rules=(*table, *old))
+    _, _, served = codegen_c._rule_rows(kernel, ())
+    # targets (sm_80, sm_90a) x bindings (fp32, fp16)
+    assert codegen_c._spans(kernel, served) == [0, 0, 6, 8, 0, 3, 3, 6]
+    kernel = dataclasses.replace(kernel, rules=(*table, *inline, *old))
+    _, _, served = codegen_c._rule_rows(kernel, ())
+    assert codegen_c._spans(kernel, served) == [6, 7, 6, 9, 0, 7, 3, 7]
+    for t, b in itertools.product(range(2), range(2)):  # every row outside a span serves another call
+        first, end = codegen_c._spans(kernel, served)[2 * (2 * t + b) : 2 * (2 * t + b) + 2]
+        assert all(st not in (t, -1) or sb not in (b, -1) for i, (st, sb) in enumerate(served)
+                   if not first <= i < end)  # fmt: skip
