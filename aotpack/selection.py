@@ -24,11 +24,11 @@ best scaled (k, scale). Which of these four ways of choosing (the nearest-row ru
 with a fixed cost) is used is decided on keys they were not chosen on: the measured keys fall in FOLDS folds, each
 fold's rows are predicted by the rule each way chooses from the other folds' rows, and the way with the least error
 over the folds chooses the rule from all rows. That error over the folds is the held-out error ``aotpack tune`` and
-``aotpack inspect`` print: the leave-one-out error of a rule chosen on the same rows reads low (on the demo's layer
-norm, 54 of 1,110 keys past 1.05x, where keys measured on another day put 15% past it), and occupancies or a fixed
-cost chosen so fit noise more often than the GPU (a fixed cost chosen by leave-one-out for the demo's matmul put
-185 of its 1,720 keys past 1.05x over the folds, none 144). A kernel whose tables measured fewer than MIN_ROWS keys
-of one class keeps the nearest-row rule.
+``aotpack inspect`` print: the leave-one-out error of a rule chosen on the same rows reads low (the demo's layer
+norm's table of 2026-11-29: 54 of 1,110 keys past 1.05x, where keys measured on another day put 15% past it), and
+occupancies or a fixed cost chosen so fit noise more often than the GPU (a fixed cost chosen by leave-one-out for the
+demo's matmul put 185 of its 1,720 keys past 1.05x over the folds, none 144). A kernel whose tables measured fewer
+than MIN_ROWS keys of one class keeps the nearest-row rule.
 
 The C runtime (aot_dispatch.c, choose_config) computes the same numbers in the same order; a test holds
 the two to the same picks.
