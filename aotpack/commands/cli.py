@@ -37,7 +37,8 @@ from .checks import writable_folder
 from .inspect import describe
 from .new import scaffold
 from .progress import Progress
-from .tune import Options, tune
+from .tune import tune
+from .tune_measure import Options
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite

@@ -13,7 +13,7 @@ import pytest
 from aotpack import build
 from aotpack.backends import recipes as recipe
 from aotpack.backends import targets_of
-from aotpack.commands import tune, tune_keys
+from aotpack.commands import tune, tune_cluster, tune_keys, tune_measure
 from aotpack.commands.new import scaffold
 from aotpack.errors import UsageError
 from aotpack.pipeline import distributed
@@ -103,7 +103,7 @@ def test_tuning_refuses_workers_without_a_gpu_by_name(cluster, tmp_path):
         UsageError,
         match=r"--executor tcp://.*: worker tcp://\S+ cannot tune demo_kernels: .*; each worker needs a CUDA GPU, torch and the wheel of demo_kernels installed",
     ):
-        tune.tune(ROOT / "recipes" / "demo.yaml", tmp_path, tune.Options(kernels=("add",)),
+        tune.tune(ROOT / "recipes" / "demo.yaml", tmp_path, tune_measure.Options(kernels=("add",)),
                   executor=cluster.scheduler_address)  # fmt: skip
     assert not list(tmp_path.iterdir())
 
@@ -118,7 +118,7 @@ class Reports:
         return {"workers": {w: {"nthreads": n} for w, n in self.threads.items()}}
 
     def run(self, function, *args):
-        assert function is tune.gpu_fingerprint and args == ("pkg",)
+        assert function is tune_cluster.gpu_fingerprint and args == ("pkg",)
         return self.reports
 
 
@@ -149,10 +149,11 @@ GPU = {"device": "NVIDIA H200", "driver_cuda": "13.0", "torch": "2.11", "aotpack
 )
 def test_tuning_workers_are_one_kind_of_gpu_one_build_one_task_each(threads, reports, message):
     with pytest.raises(UsageError, match=message):
-        tune.check_gpus(Reports(threads, reports), "pkg", "dask://x:1")
+        tune_cluster.check_gpus(Reports(threads, reports), "pkg", "dask://x:1")
     ok = {"tcp://a:1": {**GPU, "gpu": "h/0"}, "tcp://b:1": {**GPU, "gpu": "h/1"}}
     assert (
-        tune.check_gpus(Reports({"tcp://a:1": 1, "tcp://b:1": 1}, ok), "pkg", "dask://x:1")["device"] == "NVIDIA H200"
+        tune_cluster.check_gpus(Reports({"tcp://a:1": 1, "tcp://b:1": 1}, ok), "pkg", "dask://x:1")["device"]
+        == "NVIDIA H200"
     )
 
 
@@ -170,10 +171,10 @@ def test_a_tuning_task_carries_its_hooks_to_the_worker(tmp_path):
     rec = recipe.load(project / "recipes" / "demo.yaml")
     kernel = next(k for k in rec.kernels if k.name == "add")
     binding, key = tune_keys.units(kernel)[0]
-    sent = pickle.dumps(tune.tune_task(rec.package, kernel, binding, key, tune.Options()))
+    sent = pickle.dumps(tune_cluster.tune_task(rec.package, kernel, binding, key, tune_measure.Options()))
     shutil.rmtree(project)
     task = pickle.loads(sent)
-    moved = tune.localized(task)
+    moved = tune_cluster.localized(task)
     assert moved.tune is not None and moved.tune.inputs.path is not None and moved.tune.inputs.path.is_file()
     assert moved.tune.inputs.path.name == "tuning.py" and not moved.tune.inputs.path.is_relative_to(tmp_path)
     assert moved.tune.reference is not None and moved.tune.reference.path == moved.tune.inputs.path

@@ -6,7 +6,7 @@ from typing import Any, cast
 import pytest
 
 from aotpack.backends import recipes as recipe
-from aotpack.commands import tune, tune_keys
+from aotpack.commands import tune, tune_keys, tune_measure
 
 from ..shared import GOOD
 
@@ -20,7 +20,7 @@ def test_reset_to_zero_and_restore_value_before_each_run(kernel_dir):
     kernel = dataclasses.replace(kernel, triton=triton)
     x, y, out = torch.arange(4.0), torch.ones(4), torch.full((4,), 7.0)
     sets = [([x, y, out], [2])]
-    prepare = tune._preparer(kernel, sets)
+    prepare = tune_measure._preparer(kernel, sets)
     x.mul_(10)  # a run wrote into what it should only have read ...
     out.fill_(3)  # ... and accumulated into its output
     prepare(sets[0][0])
@@ -228,5 +228,5 @@ def test_refine_stops_when_the_budget_runs_out(kernel_dir, monkeypatch):
     from aotpack.errors import TuneError
 
     with pytest.raises(TuneError, match="no key was timed before the budget ran out"):
-        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", tune.Options(budget=0.0))
+        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", tune_measure.Options(budget=0.0))
     assert len(calls) == 1
