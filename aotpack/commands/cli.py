@@ -115,6 +115,9 @@ def _tune_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
                         "first, then tune.sample's, then tune.refine's (default: no limit)")  # fmt: skip
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
+    t.add_argument("--keep", type=_path, default=None, metavar="TABLE",
+                   help="keep this table's rows (one this kind of GPU wrote, a tune the budget ended): time only the "
+                        "keys it lacks, refine from them all, and write them all")  # fmt: skip
     _amount(t, quiet="only the table's path, and warnings and errors", verbose="log every variant's time at each key")
 
 
@@ -352,7 +355,7 @@ def _inspect(args: argparse.Namespace) -> None:
 def _tune(args: argparse.Namespace) -> None:
     writable_folder(args.out_dir, "-o")
     opts = Options(warmup=args.warmup, reps=args.reps, kernels=tuple(args.kernel), budget=args.budget)
-    table = tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor)
+    table = tune(args.recipe, args.out_dir, opts, devices=args.devices, executor=args.executor, keep=args.keep)
     print(table if args.quiet else f"wrote {table}")
 
 

@@ -28,7 +28,7 @@ from ..errors import RecipeError, TuneError, UsageError
 from ..recipe import tables
 from . import inspect, tune_keys
 from .tune_cluster import tune_on
-from .tune_measure import L2_FLUSH_BYTES, Options, Unit, driver_cuda, tune_unit
+from .tune_measure import L2_FLUSH_BYTES, Options, Unit, driver_cuda, same_kind, tune_unit
 
 log = logging.getLogger("aotpack")
 
@@ -136,13 +136,17 @@ def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, li
 
 def tune(
     recipe_path: str | Path, out_dir: str | Path, opts: Options | None = None, devices: str | None = None,
-    executor: str | None = None,
+    executor: str | None = None, keep: str | Path | None = None,
 ) -> Path:  # fmt: skip
     """Tune every kernel with a ``tune:`` section; returns the table written for this GPU's arch.
     ``devices`` ("all", or indices such as "0,1"): spread the work over one process per GPU;
-    ``executor`` (dask://HOST:PORT): over the GPU workers of a Dask cluster instead of this host."""
+    ``executor`` (dask://HOST:PORT): over the GPU workers of a Dask cluster instead of this host;
+    ``keep`` (a table this GPU's kind wrote): its rows stay, and only the keys it lacks are timed."""
     opts = opts or Options()
     rec = recipe.load(recipe_path)
+    kept = tables.read(Path(keep)) if keep is not None else None
+    if kept is not None and kept.package != rec.package:
+        raise UsageError(f"--keep {keep}: the table is for package {kept.package}, the recipe builds {rec.package}")
     tunable = [k.name for k in rec.kernels if k.tune]
     unknown = [name for name in opts.kernels if name not in tunable]
     if tunable and unknown:
@@ -162,15 +166,17 @@ def tune(
 
     def run(work: list[Unit]) -> tuple[dict[str, str], list[Any]]:
         if executor is not None:
-            return tune_on(executor, rec.package, work, opts)
-        return _tune_here(rec.package, str(recipe_path), work, opts, devices)
+            return tune_on(executor, rec.package, work, opts, kept)
+        return _tune_here(rec.package, str(recipe_path), work, opts, devices, kept)
 
-    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in tune_keys.units(k)]
+    timed = {(name, tuple(sorted(r.types)), r.key) for name, rows in (kept.kernels if kept else ()) for r in rows}
+    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in tune_keys.units(k)
+                        if (k.name, tuple(sorted(binding)), key) not in timed]  # fmt: skip
     gpu, results = run(work)
     for round_ in range(tune_keys.REFINE_ROUNDS):
         if any(r is None for r in results):  # past the budget
             break
-        table = _table(rec, gpu, work, results)
+        table = _table(rec, gpu, work, results, kept)
         tuned = _tuned(table, rec)
         more = [unit for k in chosen for unit in _refining(k, tuned, table.arch, round_)]
         if not more:
@@ -181,7 +187,7 @@ def tune(
     if left:
         log.warning("the budget (%g s) ran out: %d of %d keys not timed (the table holds the others)",
                     opts.budget, left, len(work))  # fmt: skip
-    table = _table(rec, gpu, work, results)
+    table = _table(rec, gpu, work, results, kept)
     written = tables.write(table, Path(out_dir) / f"{rec.package}.{table.arch}.json")
     _say_rules(_tuned(table, rec))
     return written
@@ -205,20 +211,29 @@ def _refining(kernel: model.Kernel, tuned: dict[str, model.Kernel], arch: str, r
     return [(kernel, binding, key) for key in keys for binding in kernel.bindings]
 
 
-def _table(rec: model.Recipe, gpu: dict[str, str], work: list[Unit], results: list[Any]) -> tables.Table:
-    """The table of what was timed (a unit past the budget: left out)."""
+def _table(rec: model.Recipe, gpu: dict[str, str], work: list[Unit], results: list[Any],
+           kept: tables.Table | None = None) -> tables.Table:  # fmt: skip
+    """The table of what was timed (a unit past the budget: left out), after the kept table's rows."""
     per_kernel = _per_kernel(work, results)
-    archs = {arch for arch, _ in per_kernel.values()}
+    archs = {arch for arch, _ in per_kernel.values()} | ({kept.arch} if kept else set())
     if not archs:
         raise TuneError("no key was timed before the budget ran out, and no table was written: give --budget more "
                         "seconds")  # fmt: skip
     if len(archs) != 1:
+        if kept is not None:
+            raise TuneError(f"--keep: the table is for {kept.arch}, and this GPU runs {rec.package}'s code for "
+                            f"{(archs - {kept.arch}).pop()}: keep a table of this kind of GPU")  # fmt: skip
         raise TuneError(f"kernels ran code for different archs ({', '.join(sorted(archs))}); tune them separately")
+    if kept is not None:
+        same_kind(kept, gpu["device"])
+    rows = {name: list(got) for name, got in (kept.kernels if kept else ())}
+    for name, (_, new) in per_kernel.items():
+        rows.setdefault(name, []).extend(new)
     (arch,) = archs
     return tables.Table(
         package=rec.package, arch=arch, device=gpu["device"], driver_cuda=gpu["driver_cuda"],
         date=datetime.date.today().isoformat(), sms=int(gpu["sms"]) if gpu.get("sms") else None,
-        kernels=tuple(sorted((name, tuple(rows)) for name, (_, rows) in per_kernel.items())),
+        kernels=tuple(sorted((name, tuple(got)) for name, got in rows.items())),
     )  # fmt: skip
 
 
@@ -244,9 +259,11 @@ def _say_rules(tuned: dict[str, model.Kernel]) -> None:
 
 
 def _tune_here(
-    package_name: str, recipe_path: str, work: list[Unit], opts: Options, devices: str | None
-) -> tuple[dict[str, str], list[Any]]:
-    """Each unit's (arch, rows) on this host's GPU (or GPUs), and the GPU they ran on."""
+    package_name: str, recipe_path: str, work: list[Unit], opts: Options, devices: str | None,
+    kept: tables.Table | None = None,
+) -> tuple[dict[str, str], list[Any]]:  # fmt: skip
+    """Each unit's (arch, rows) on this host's GPU (or GPUs), and the GPU they ran on; first, that the GPU is of
+    the kept table's kind."""
     try:
         import torch
     except ImportError:
@@ -260,6 +277,8 @@ def _tune_here(
     gpus = visible_devices(torch, devices) if devices is not None else []
     if gpus:
         torch.cuda.set_device(gpus[0][0])
+    if kept is not None:
+        same_kind(kept, torch.cuda.get_device_name())
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
 
     def here(unit: Unit) -> tuple[str, list[tables.Row]]:

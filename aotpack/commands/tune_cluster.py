@@ -19,7 +19,8 @@ from .. import model
 from .._version import __version__
 from ..errors import UsageError
 from ..pipeline import distributed
-from .tune_measure import L2_FLUSH_BYTES, Options, Unit, driver_cuda, tune_unit
+from ..recipe import tables
+from .tune_measure import L2_FLUSH_BYTES, Options, Unit, driver_cuda, same_kind, tune_unit
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,14 @@ def localized(t: TuneTask) -> model.Kernel:
     return replace(t.kernel, tune=replace(spec, inputs=moved(spec.inputs), reference=reference))
 
 
-def tune_on(address: str, package: str, work: list[Unit], opts: Options) -> tuple[dict[str, str], list[Any]]:
-    """Each unit's (arch, rows), run on the cluster's GPU workers; and the GPU they ran on."""
+def tune_on(address: str, package: str, work: list[Unit], opts: Options, kept: tables.Table | None = None,
+            ) -> tuple[dict[str, str], list[Any]]:  # fmt: skip
+    """Each unit's (arch, rows), run on the cluster's GPU workers; and the GPU they ran on (first, that it is of
+    the kept table's kind)."""
     with distributed.connect(address) as client:
         gpu = check_gpus(client, package, address)
+        if kept is not None:
+            same_kind(kept, gpu["device"])
         pool = client.get_executor(pure=False)
         futures = [
             pool.submit(run_tune, tune_task(package, kernel, binding, key, opts)) for kernel, binding, key in work

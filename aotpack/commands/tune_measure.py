@@ -195,3 +195,10 @@ def tune_unit(
 
 
 Unit = tuple[model.Kernel, tuple[tuple[str, str], ...], tuple[int, ...]]  # kernel, binding, key
+
+
+def same_kind(kept: tables.Table, device: str) -> None:
+    """That a table given to ``--keep`` was measured on this kind of GPU."""
+    if kept.device != device:
+        raise TuneError(f"--keep: the table was measured on {kept.device}, this GPU is {device}: a table holds one "
+                        "kind of GPU's times; tune without --keep, or keep a table of this GPU's kind")  # fmt: skip

@@ -1,6 +1,7 @@
 """What aotpack tune does around each run that a kernel's @triton.autotune asks for."""
 
 import dataclasses
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -166,6 +167,32 @@ def _step_us(n: int, block: int, warps: int) -> float:
     return (1.0 if (n < 50_000) == (block == 256) else 1.3) * (1 + n / 1e6) + warps / 1000
 
 
+def _refining_recipe(kernel_dir, count: int = 24) -> Path:
+    path = kernel_dir / "r.yaml"
+    path.write_text(GOOD + ("    tune:\n      inputs: add.py:add_kernel\n"
+                            f"      sample: {{count: {count}, range: {{n_elements: [1024, 1048576]}}, seed: 4}}\n"
+                            "      refine: 16\n"))  # fmt: skip
+    return path
+
+
+def _gpu(calls: list, device: str = "GPU", arch: str = "sm_90a", timed: int | None = None):
+    """A stand-in for tune._tune_here: each unit's row as _step_us's GPU times it (a unit past the first ``timed``
+    of a call: past the budget), the keys of each call kept in ``calls``."""
+    from aotpack.recipe import tables
+
+    def on_gpu(package, path, work, opts, devices, kept=None):
+        calls.append([key for _, _, key in work])
+        results: list = []
+        for kernel, binding, key in work:
+            us = tuple(sorted((c.label, _step_us(key[0], cast(int, c.value("BLOCK")), c.num_warps or 4))
+                              for c in kernel.configs))  # fmt: skip
+            row = tables.Row(key=key, types=binding, config=min(us, key=lambda p: p[1])[0], median_us=us)
+            results.append(None if timed is not None and len(results) >= timed else (arch, [row]))
+        return {"device": device, "driver_cuda": "13.0", "sms": "132"}, results
+
+    return on_gpu
+
+
 def test_refine_times_keys_where_the_fastest_config_changes(kernel_dir, monkeypatch, caplog):
     """tune: refine: N keys after the sampled ones, in rounds, each round's where the fastest config changes between
     the keys timed before: they close in on the size where it does, which the sampled keys bracket loosely; the
@@ -174,26 +201,9 @@ def test_refine_times_keys_where_the_fastest_config_changes(kernel_dir, monkeypa
 
     from aotpack.recipe import tables
 
-    text = GOOD + ("    tune:\n      inputs: add.py:add_kernel\n"
-                   "      sample: {count: 24, range: {n_elements: [1024, 1048576]}, seed: 4}\n      refine: 16\n")  # fmt: skip
-    (kernel_dir / "r.yaml").write_text(text)
-    (kernel,) = recipe.load(kernel_dir / "r.yaml").kernels
+    (kernel,) = recipe.load(_refining_recipe(kernel_dir)).kernels
     calls: list[list[tuple[int, ...]]] = []
-
-    def on_gpu(package, path, work, opts, devices):
-        calls.append([key for _, _, key in work])
-        results = []
-        for _, binding, key in work:
-            us = tuple(
-                sorted(
-                    (c.label, _step_us(key[0], cast(int, c.value("BLOCK")), c.num_warps or 4)) for c in kernel.configs
-                )
-            )
-            row = tables.Row(key=key, types=binding, config=min(us, key=lambda p: p[1])[0], median_us=us)
-            results.append(("sm_90a", [row]))
-        return {"device": "GPU", "driver_cuda": "13.0", "sms": "132"}, results
-
-    monkeypatch.setattr(tune, "_tune_here", on_gpu)
+    monkeypatch.setattr(tune, "_tune_here", _gpu(calls))
     with caplog.at_level("WARNING"):
         written = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
     bindings = len(kernel.bindings)
@@ -213,19 +223,67 @@ def test_refine_times_keys_where_the_fastest_config_changes(kernel_dir, monkeypa
     assert "more keys where the fastest config changes between the" in caplog.text
 
 
+def test_keep_times_only_the_keys_the_table_lacks(kernel_dir, monkeypatch):
+    """A tune the budget ended, run again with --keep: the kept rows stay as they were, only the sampled keys the
+    table lacks are timed, the refining reads them all, and the table written holds every row."""
+    from aotpack.recipe import tables
+
+    _refining_recipe(kernel_dir)
+    first: list[list[tuple[int, ...]]] = []
+    monkeypatch.setattr(tune, "_tune_here", _gpu(first, timed=20))  # 10 of the 24 keys, both bindings
+    partial = tables.read(tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", tune_measure.Options(budget=60.0)))
+    kept = {(r.key, r.types): r for _, rows in partial.kernels for r in rows}
+    assert len(first) == 1 and len(kept) == 20
+    again: list[list[tuple[int, ...]]] = []
+    monkeypatch.setattr(tune, "_tune_here", _gpu(again))
+    whole = tables.read(
+        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=kernel_dir / "out" / "kit.sm_90a.json")
+    )
+    assert set(again[0]) == set(first[0]) - {key for key, _ in kept} and len(again) > 1  # the rest, then refining
+    rows = {(r.key, r.types): r for _, got in whole.kernels for r in got}
+    assert all(rows[k] == r for k, r in kept.items())
+    assert {key for key, _ in rows} == set(first[0]) | {k for call in again for k in call}
+
+
+@pytest.mark.parametrize(
+    ("gpu", "error", "message"),
+    [
+        ({"device": "Other GPU"}, "TuneError", "the table was measured on GPU, this GPU is Other GPU"),
+        ({"arch": "sm_80"}, "TuneError", "the table is for sm_90a, and this GPU runs kit's code for sm_80"),
+    ],
+)
+def test_keep_refuses_a_table_of_another_kind_of_gpu(kernel_dir, monkeypatch, gpu, error, message):
+    from aotpack import errors
+
+    _refining_recipe(kernel_dir, count=8)
+    monkeypatch.setattr(tune, "_tune_here", _gpu([]))
+    table = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
+    before = table.read_bytes()
+    monkeypatch.setattr(tune, "_tune_here", _gpu([], **gpu))
+    with pytest.raises(getattr(errors, error), match=message):
+        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=table)
+    assert table.read_bytes() == before
+
+
+def test_keep_refuses_another_packages_table(kernel_dir, monkeypatch):
+    from aotpack.errors import UsageError
+
+    _refining_recipe(kernel_dir, count=8)
+    monkeypatch.setattr(tune, "_tune_here", _gpu([]))
+    table = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
+    other = kernel_dir / "other.json"
+    other.write_text(table.read_text().replace('"package": "kit"', '"package": "other"'))
+    with pytest.raises(UsageError, match=f"--keep {other}: the table is for package other, the recipe builds kit"):
+        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=other)
+
+
 def test_refine_stops_when_the_budget_runs_out(kernel_dir, monkeypatch):
     """A unit past --budget (None) ends the refining: no round starts after it."""
-    text = GOOD + ("    tune:\n      inputs: add.py:add_kernel\n"
-                   "      sample: {count: 12, range: {n_elements: [1024, 1048576]}, seed: 4}\n      refine: 16\n")  # fmt: skip
-    (kernel_dir / "r.yaml").write_text(text)
-    calls = []
-
-    def on_gpu(package, path, work, opts, devices):
-        calls.append(work)
-        return {"device": "GPU", "driver_cuda": "13.0", "sms": "132"}, [None] * len(work)
-
-    monkeypatch.setattr(tune, "_tune_here", on_gpu)
     from aotpack.errors import TuneError
+
+    _refining_recipe(kernel_dir, count=12)
+    calls: list[list[tuple[int, ...]]] = []
+    monkeypatch.setattr(tune, "_tune_here", _gpu(calls, timed=0))
 
     with pytest.raises(TuneError, match="no key was timed before the budget ran out"):
         tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", tune_measure.Options(budget=0.0))
