@@ -125,7 +125,8 @@ TRITON = {
         "options": {"num_ctas": 1, "enable_fp_fusion": True},
         "dispatch": [{"key": [4096], "config": {"BLOCK": 256}, "arch": "sm_90a", "types": {"T": "fp16"}}],
         "tune": {"inputs": "kernels/tuning.py:add_inputs", "reference": "kernels/tuning.py:add_reference",
-                 "keys": [[4096], [65536]], "rtol": 0},
+                 "keys": [[4096], [65536]], "rtol": 0,
+                 "sample": {"count": 4, "range": {"n_elements": [16, 4096]}, "seed": 1}, "refine": 8},
     }},
 }  # fmt: skip
 
@@ -346,6 +347,8 @@ RULES: list[tuple[str, str, Expect, str]] = [
     ("kernels.*.tune.rtol", "type:float", "valid", "a float tolerance"),
     ("kernels.*.tune.rtol", "huge:int", "valid", "a huge tolerance"),
     ("kernels.*.tune.keys[*][*]", "huge:int", "either", "a key value past i64: the tuner judges it"),
+    ("kernels.*.tune.sample.range.*", "delete:required", "valid", "a dimension without a range draws from 1 to 8192"),
+    ("kernels.*.tune.sample.seed", "huge:int", "valid", "any integer seeds the draw"),
     ("kernels.*.variants[*].launches", "type:int", "valid", "a launch count"),
     ("kernels.*.dispatch[*].key[*]", "type:int", "valid", "another key value"),
     ("kernels.*.dispatch[*].key[*]", "huge:int", "either", "a key value past i64: the dispatcher compares i64"),
@@ -611,7 +614,8 @@ OPTIONAL_KEYS = {
     "kernels.*.classes", "kernels.*.options", "kernels.*.dispatch", "kernels.*.tune", "kernels.*.shared",
     "kernels.*.include_dirs", "kernels.*.nvcc_flags", "kernels.*.options.*", "kernels.*.args.*.extent",
     "kernels.*.args.*.contiguous", "kernels.*.args.*.optional", "kernels.*.args.*.specialize",
-    "kernels.*.tune.reference", "kernels.*.tune.rtol", "kernels.*.dispatch[*].arch", "kernels.*.autotuned",
+    "kernels.*.tune.reference", "kernels.*.tune.rtol", "kernels.*.tune.sample", "kernels.*.tune.refine",
+    "kernels.*.tune.sample.range", "kernels.*.tune.sample.seed", "kernels.*.tune.keys", "kernels.*.dispatch[*].arch", "kernels.*.autotuned",
     "kernels.*.variants[*].launches", "kernels.*.variants[*].config.num_warps",
     "kernels.*.variants[*].config.num_stages", "kernels.*.autotuned[*].config.num_*", "kernels.*.gencode",
 }  # fmt: skip
