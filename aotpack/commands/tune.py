@@ -16,13 +16,13 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import model, selection
+from .. import limits, model, selection
 from ..backends import recipes as recipe
 from ..errors import RecipeError, TuneError, UsageError
 from ..recipe import tables
@@ -144,18 +144,8 @@ def tune(
     ``keep`` (a table this GPU's kind wrote): its rows stay, and only the keys it lacks are timed."""
     opts = opts or Options()
     rec = recipe.load(recipe_path)
+    chosen = _chosen(rec, recipe_path, opts.kernels)
     kept = tables.read(Path(keep)) if keep is not None else None
-    if kept is not None and kept.package != rec.package:
-        raise UsageError(f"--keep {keep}: the table is for package {kept.package}, the recipe builds {rec.package}")
-    tunable = [k.name for k in rec.kernels if k.tune]
-    unknown = [name for name in opts.kernels if name not in tunable]
-    if tunable and unknown:
-        raise UsageError(f"--kernel {unknown[0]}: {recipe_path} has no kernel of that name with a 'tune:' section "
-                         f"(those with one: {', '.join(tunable)})")  # fmt: skip
-    chosen = [k for k in rec.kernels if k.tune and (not opts.kernels or k.name in opts.kernels)]
-    if not chosen:
-        raise RecipeError(f"{recipe_path}: no kernel to tune: give a kernel a 'tune:' section (kernels.<name>.tune: "
-                          "its inputs hook and the keys to time; docs/tuning.md)")  # fmt: skip
     if executor is not None:
         if devices is not None:
             raise UsageError("give --devices (this host's GPUs) or --executor (a cluster's), not both")
@@ -169,7 +159,7 @@ def tune(
             return tune_on(executor, rec.package, work, opts, kept)
         return _tune_here(rec.package, str(recipe_path), work, opts, devices, kept)
 
-    timed = {(name, tuple(sorted(r.types)), r.key) for name, rows in (kept.kernels if kept else ()) for r in rows}
+    timed = _kept(kept, keep, rec, chosen)
     work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in tune_keys.units(k)
                         if (k.name, tuple(sorted(binding)), key) not in timed]  # fmt: skip
     gpu, results = run(work)
@@ -191,6 +181,39 @@ def tune(
     written = tables.write(table, Path(out_dir) / f"{rec.package}.{table.arch}.json")
     _say_rules(_tuned(table, rec))
     return written
+
+
+def _chosen(rec: model.Recipe, recipe_path: str | Path, names: Sequence[str]) -> list[model.Kernel]:
+    """The kernels to tune: those with a ``tune:`` section (of ``names``, where given)."""
+    tunable = [k.name for k in rec.kernels if k.tune]
+    unknown = [name for name in names if name not in tunable]
+    if tunable and unknown:
+        raise UsageError(f"--kernel {unknown[0]}: {recipe_path} has no kernel of that name with a 'tune:' section "
+                         f"(those with one: {', '.join(tunable)})")  # fmt: skip
+    chosen = [k for k in rec.kernels if k.tune and (not names or k.name in names)]
+    if not chosen:
+        raise RecipeError(f"{recipe_path}: no kernel to tune: give a kernel a 'tune:' section (kernels.<name>.tune: "
+                          "its inputs hook and the keys to time; docs/tuning.md)")  # fmt: skip
+    return chosen
+
+
+def _kept(kept: tables.Table | None, keep: str | Path | None, rec: model.Recipe, chosen: Sequence[model.Kernel],
+          ) -> set[tuple[str, tuple[tuple[str, str], ...], tuple[int, ...]]]:  # fmt: skip
+    """The (kernel, types, key) a kept table timed, after checking that it is the package's and that the keys to
+    time go in it (the build refuses a table past limits.MAX_MEASURED_KEYS keys of a kernel)."""
+    if kept is None:
+        return set()
+    if kept.package != rec.package:
+        raise UsageError(f"--keep {keep}: the table is for package {kept.package}, the recipe builds {rec.package}")
+    timed = {(name, tuple(sorted(r.types)), r.key) for name, rows in kept.kernels for r in rows}
+    for k in chosen:
+        assert k.tune is not None
+        total = len({key for name, _, key in timed if name == k.name} | {key for _, key in tune_keys.units(k)})
+        if total + k.tune.refine > limits.MAX_MEASURED_KEYS:
+            raise UsageError(f"--keep {keep}: {k.name} would have {total + k.tune.refine} keys ({k.tune.refine} of "
+                             f"them refined), and a table holds at most {limits.MAX_MEASURED_KEYS} of a kernel "
+                             "(limits.MAX_MEASURED_KEYS): lower its refine:, or tune without --keep")  # fmt: skip
+    return timed
 
 
 def _refining(kernel: model.Kernel, tuned: dict[str, model.Kernel], arch: str, round_: int) -> list[Unit]:

@@ -474,8 +474,12 @@ def _tune(node: Node, root: Path, names: tuple[str, ...]) -> TuneSpec:
         keys.append(values)
     sample, ranges, seed = _sample(fields["sample"], names) if "sample" in fields else (0, (), 0)
     refine = fields["refine"].integer(minimum=0) if "refine" in fields else 0
-    if refine > limits.MAX_TUNE_SAMPLES:
-        raise fields["refine"].fail(f"at most {limits.MAX_TUNE_SAMPLES} refining keys, got {refine}")
+    total = len(set(keys)) + sample + refine
+    if total > limits.MAX_MEASURED_KEYS:
+        raise (fields["refine"] if refine else node).fail(
+            f"{total} keys to time ({len(set(keys))} listed, {sample} sampled, {refine} refined); a table holds at "
+            f"most {limits.MAX_MEASURED_KEYS} of a kernel (limits.MAX_MEASURED_KEYS: the dispatcher's rule is fitted "
+            "to them): time fewer")  # fmt: skip
     rtol = fields["rtol"].scalar() if "rtol" in fields else 1e-2
     if not isinstance(rtol, (int, float)) or isinstance(rtol, bool) or rtol < 0:
         raise fields["rtol"].fail(f"expected a number >= 0 (0: exact), got {rtol!r}")

@@ -395,9 +395,15 @@ def test_refinements_are_put_where_the_fastest_config_changes_widest_gaps_first(
 
 @pytest.mark.parametrize(
     ("refine", "message"),
-    [("-1", "expected an integer >= 0"), ("5000", "at most 4096 refining keys, got 5000"), ("many", "integer")],
+    [
+        ("-1", "expected an integer >= 0"),
+        ("512", "513 keys to time (1 listed, 0 sampled, 512 refined); a table holds at most 512 of a kernel"),
+        ("many", "integer"),
+    ],
 )
 def test_a_bad_refine_is_a_located_error(kernel_dir, refine, message):
+    """refine: a count; with the listed and sampled keys, no more than a table holds of a kernel (a tune that
+    timed more would have its table refused by the build)."""
     from aotpack.backends import recipes as recipe
     from aotpack.errors import RecipeError
 

@@ -288,3 +288,25 @@ def test_refine_stops_when_the_budget_runs_out(kernel_dir, monkeypatch):
     with pytest.raises(TuneError, match="no key was timed before the budget ran out"):
         tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", tune_measure.Options(budget=0.0))
     assert len(calls) == 1
+
+
+def test_keep_refuses_to_grow_a_table_past_what_it_holds(kernel_dir, monkeypatch):
+    """The kept keys, the recipe's and the refined ones together past limits.MAX_MEASURED_KEYS: refused before any
+    key is timed (the build would refuse the table)."""
+    from aotpack import limits
+    from aotpack.errors import UsageError
+    from aotpack.recipe import tables
+
+    _refining_recipe(kernel_dir, count=8)  # 8 sampled + 16 refined
+    monkeypatch.setattr(tune, "_tune_here", _gpu([]))
+    table = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
+    timed = len({r.key for _, rows in tables.read(table).kernels for r in rows})
+    monkeypatch.setattr(limits, "MAX_MEASURED_KEYS", timed + 15)
+    calls: list = []
+    monkeypatch.setattr(tune, "_tune_here", _gpu(calls))
+    with pytest.raises(UsageError, match=f"add would have {timed + 16} keys \\(16 of them refined\\)"):
+        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=table)
+    assert calls == []
+    monkeypatch.setattr(limits, "MAX_MEASURED_KEYS", timed + 16)
+    tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=table)
+    assert calls
