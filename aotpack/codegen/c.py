@@ -138,6 +138,8 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     rules_or_none = rules or [f"  {_rule(-1, -1, -1, 0, '0', 'NULL')},"]  # C has no empty arrays
     lines += [f"static const aot_rule {k.name}_rules[] = {{", *rules_or_none, "};"]
     lines.append(f"static const int32_t {k.name}_rule_spans[] = {{{', '.join(map(str, _spans(k, served)))}}};")
+    rule_classes = ", ".join(str(spec) for _, _, spec in served) or "-1"
+    lines.append(f"static const int16_t {k.name}_rule_classes[] = {{{rule_classes}}};")
     lines += _variant_tables(build, images, specs)
     launch_fns, functions = _expression_functions(k, _emitter(k, consts))
     lines += functions
@@ -150,7 +152,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         "nconfigs": str(len(k.configs)), "default_config": str(k.configs.index(k.default)),
         "nconsts": str(len(consts)), "consts": f"{n}_consts", "nkey": str(len(k.key)),
         "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rules)), "rules": f"{n}_rules",
-        "rule_spans": f"{n}_rule_spans",
+        "rule_spans": f"{n}_rule_spans", "rule_classes": f"{n}_rule_classes",
         "neighbours": str(k.selection.neighbours), "scale": repr(k.selection.scale),
         "ntiles": str(len(k.selection.tiles)), "tiles": f"{n}_tiles",
         "occupancy": f"{n}_occupancy" if k.selection.occupancy else "NULL", "fixed": str(k.selection.fixed),
@@ -198,11 +200,11 @@ def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, 
     return designated(fields)
 
 
-def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str], list[tuple[int, int]]]:
+def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str], list[tuple[int, int, int]]]:
     """The measured rows' times per config (-1: not measured; repr: the very doubles aotpack/selection.py
     read), the key's tiles and the configs' occupancy, and the dispatch table's rows: target, binding, class
-    (-1: any) and config per key, with each row's (target, binding). A table's times are emitted only where the
-    selection rule reads them."""
+    (-1: any) and config per key, with each row's (target, binding, class). A table's times are emitted only where
+    the selection rule reads them."""
     n, times, rows, served = k.name, [], [], []
     tiles = [designated({"dim": str(t.dim), "konst": str(int_constexprs(k).index(t.constexpr)),
                          "loop": str(int(t.loop))}) for t in k.selection.tiles]  # fmt: skip
@@ -224,18 +226,18 @@ def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str]
             us, logs = f"{n}_us_{i}", f"{n}_key_log2_{i}"
         for spec in _rule_specs(rule, specs):
             rows.append(f"  {_rule(target, binding, spec, k.configs.index(rule.config), key, us, logs)},")
-            served.append((target, binding))
+            served.append((target, binding, spec))
     return times, rows, served
 
 
-def _spans(k: Kernel, served: Sequence[tuple[int, int]]) -> list[int]:
+def _spans(k: Kernel, served: Sequence[tuple[int, int, int]]) -> list[int]:
     """Per target and binding, the rows [first, end) the dispatcher reads: from the first to the last that serves
     them (its target and binding, or -1). The others serve no such call; a table's rows come one target and
     binding after another, so a call reads its own."""
     spans = []
     for t in range(len(k.targets)):
         for b in range(len(k.bindings)):
-            mine = [i for i, (rt, rb) in enumerate(served) if rt in (t, -1) and rb in (b, -1)]
+            mine = [i for i, (rt, rb, _) in enumerate(served) if rt in (t, -1) and rb in (b, -1)]
             spans += [mine[0], mine[-1] + 1] if mine else [0, 0]
     return spans or [0, 0]  # C has no empty arrays
 

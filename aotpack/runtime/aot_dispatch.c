@@ -211,32 +211,28 @@ static int rule_score(const aot_kernel *k, aot_call *call, const aot_rule *rule,
   return (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
 }
 
-/* The config for a key. Among the table's rows for this arch, types and specialization (rows that
- * name them win over rows that do not): with a rule between measured keys (k->neighbours), the config
- * predicted fastest from the nearest rows with times, when they serve the call as well as any row does;
- * else the nearest row at or above the bucketed key in every dimension (the key rounds up), or when no
- * row is (the key is past the table), the nearest row (it clamps). Nearness: the sum over dimensions of
- * |log2(row value / key value)|. No row: the default. One pass over the rows that may serve the target and
- * binding (k->rule_spans). */
-static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
-                         int spec, int sms, int *exact) {
+/* Whether row r may serve the call, without reading the row where its class is one the call fails (known). */
+static int skipped(const aot_kernel *k, int r, int spec, const int8_t *holds) {
+  int cls = k->rule_classes[r];
+  return holds != NULL && cls >= 0 && cls != spec && holds[cls] == 0; /* rule_score's -1, known */
+}
+
+/* The nearest-row rule's row (-1: none serves the call): among the rows that serve it best (rule_score), the
+ * nearest at or above the bucketed key in every dimension (the key rounds up), or when none is (the key is past
+ * the table), the nearest (it clamps). Nearness: the sum over dimensions of |log2(row value / key value)|.
+ * `exact`: that row's key is the bucketed key. */
+static int nearest_row(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding, int spec,
+                       int8_t *holds, const int32_t *span, int *exact) {
   int64_t v[AOT_MAX_KEY];
   double v_log2[AOT_MAX_KEY];
-  int8_t cache[AOT_MAX_CLASSES], *holds = k->nspecs <= AOT_MAX_CLASSES ? cache : NULL;
-  nearest_rows near = {.n = 0, .score = -1};
-  if (holds != NULL) memset(holds, -1, (size_t)k->nspecs);
-  for (int d = 0; d < k->nkey; d++) {
-    v[d] = bucket(k, key[d]), v_log2[d] = log2_approx(v[d]);
-    if (k->neighbours > 0) near.key_log2[d] = log2((double)(key[d] < 1 ? 1 : key[d]));
-  }
+  for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]), v_log2[d] = log2_approx(v[d]);
   int best = -1, best_score = -1, best_up = 0;
   double best_dist = 0;
-  const int32_t *span = &k->rule_spans[2 * ((size_t)target * (size_t)k->nbindings + (size_t)binding)];
   for (int r = span[0]; r < span[1]; r++) {
+    if (skipped(k, r, spec, holds)) continue;
     const aot_rule *rule = &k->rules[r];
     int score = rule_score(k, call, rule, target, binding, spec, holds);
     if (score < 0) continue;
-    if (k->neighbours > 0 && rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
     int up = 1;
     double dist = 0;
     for (int d = 0; d < k->nkey; d++) {
@@ -250,11 +246,42 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
     }
   }
   *exact = best >= 0 && best_up && best_dist == 0;
-  if (near.n > 0 && near.score == best_score) {
-    *exact = near.dist[0] == 0;
-    int c = rt_predicted_config(k, call, key, &near, sms);
-    if (c >= 0) return c;
+  return best;
+}
+
+/* The config for a key. Among the table's rows for this arch, types and specialization (rows that name them
+ * win over rows that do not; only the rows that may serve the target and binding are read: k->rule_spans): with
+ * a rule between measured keys (k->neighbours), the config predicted fastest from the nearest rows with times,
+ * when they serve the call as well as any row does and some config was measured at all of them; else the
+ * nearest row's (nearest_row: a second pass, only then). No row: the default. */
+static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
+                         int spec, int sms, int *exact) {
+  int8_t cache[AOT_MAX_CLASSES], *holds = k->nspecs <= AOT_MAX_CLASSES ? cache : NULL;
+  if (holds != NULL) memset(holds, -1, (size_t)k->nspecs);
+  const int32_t *span = &k->rule_spans[2 * ((size_t)target * (size_t)k->nbindings + (size_t)binding)];
+  nearest_rows near = {.n = 0, .score = -1};
+  int predicted = 0;
+  if (k->neighbours > 0) {
+    int best_score = -1;
+    for (int d = 0; d < k->nkey; d++) near.key_log2[d] = log2((double)(key[d] < 1 ? 1 : key[d]));
+    for (int r = span[0]; r < span[1]; r++) {
+      if (skipped(k, r, spec, holds)) continue;
+      const aot_rule *rule = &k->rules[r];
+      int score = rule_score(k, call, rule, target, binding, spec, holds);
+      if (score > best_score) best_score = score;
+      if (score >= 0 && rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
+    }
+    if (near.n > 0 && near.score == best_score) {
+      predicted = 1;
+      int c = rt_predicted_config(k, call, key, &near, sms);
+      if (c >= 0) {
+        *exact = near.dist[0] == 0;
+        return c;
+      }
+    }
   }
+  int best = nearest_row(k, call, key, target, binding, spec, holds, span, exact);
+  if (predicted) *exact = near.dist[0] == 0;
   return best >= 0 ? k->rules[best].config : k->default_config;
 }
 

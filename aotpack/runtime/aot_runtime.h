@@ -204,6 +204,8 @@ typedef struct aot_kernel {
   int nrules;
   const aot_rule *rules;
   const int32_t *rule_spans;   /* ntargets x nbindings x [first, end): the rows that may serve such a call */
+  const int16_t *rule_classes; /* nrules: each row's class (-1: any), read before the row: a call skips the rows
+                                * of a class it fails without reading them */
   /* the rule between measured keys (aotpack/selection.py): 0, the nearest row's config; else each config's
    * time predicted from this many nearest rows with times, scaled by the tiles' work to the power `scale` */
   uint8_t neighbours;

@@ -255,8 +255,9 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
         "  {.target = -1, .binding = -1, .spec = 0, .config = 1, .key = {4096}, .key_log2 = NULL, .us = NULL},\n"
         "  {.target = -1, .binding = -1, .spec = 3, .config = 1, .key = {4096}, .key_log2 = NULL, .us = NULL},\n};"
     ) in text
-    # the kernel's row count is the expanded one
+    # the kernel's row count is the expanded one; each row's class, read before the row
     assert "  .nrules = 2,\n  .rules = add_rules,\n" in text
+    assert "static const int16_t add_rule_classes[] = {0, 3};" in text
 
 
 def _fields(body: str) -> list[str]:
@@ -431,5 +432,5 @@ def test_each_target_and_binding_reads_only_the_rows_that_may_serve_it(kernel_di
     assert codegen_c._spans(kernel, served) == [6, 7, 6, 9, 0, 7, 3, 7]
     for t, b in itertools.product(range(2), range(2)):  # every row outside a span serves another call
         first, end = codegen_c._spans(kernel, served)[2 * (2 * t + b) : 2 * (2 * t + b) + 2]
-        assert all(st not in (t, -1) or sb not in (b, -1) for i, (st, sb) in enumerate(served)
+        assert all(st not in (t, -1) or sb not in (b, -1) for i, (st, sb, _) in enumerate(served)
                    if not first <= i < end)  # fmt: skip
