@@ -16,6 +16,7 @@ import logging
 import multiprocessing
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -226,6 +227,14 @@ def _refining(kernel: model.Kernel, tuned: dict[str, model.Kernel], arch: str, r
     if not count or now is None:
         return []
     here = replace(now, rules=tuple(r for r in now.rules if r.arch == arch))
+    # a key makes a row per type binding and class it is timed in: no more keys than the table's rows hold
+    most = max(Counter(r.key for r in here.rules if r.median_us).values(), default=1)
+    room = (limits.MAX_MEASURED_ROWS - sum(1 for r in now.rules if r.median_us)) // most
+    if room < count:
+        log.warning("%s: refining stops %d keys short: the table would pass the %d rows a kernel's may hold "
+                    "(limits.MAX_MEASURED_ROWS)", kernel.name, count - max(room, 0),
+                    limits.MAX_MEASURED_ROWS)  # fmt: skip
+        count = max(room, 0)
     keys = tune_keys.refinements(here, count, [*spec.keys, *(r.key for r in now.rules)])
     if keys:
         log.warning("%s: timing %d more keys where the fastest config changes between the %d timed (round %d of %d)",

@@ -310,3 +310,19 @@ def test_keep_refuses_to_grow_a_table_past_what_it_holds(kernel_dir, monkeypatch
     monkeypatch.setattr(limits, "MAX_MEASURED_KEYS", timed + 16)
     tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=table)
     assert calls
+
+
+def test_refining_stops_before_the_table_passes_the_rows_it_may_hold(kernel_dir, monkeypatch, caplog):
+    """Each key makes a row per type binding and class: refining times no more keys than limits.MAX_MEASURED_ROWS
+    leaves room for, says so, and the table it writes is one the build takes."""
+    from aotpack import limits
+    from aotpack.recipe import tables
+
+    _refining_recipe(kernel_dir)  # 24 sampled keys, 2 type bindings: 48 rows; refine: 16
+    monkeypatch.setattr(limits, "MAX_MEASURED_ROWS", 48 + 10)
+    monkeypatch.setattr(tune, "_tune_here", _gpu([]))
+    with caplog.at_level("WARNING"):
+        written = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
+    rows = [r for _, got in tables.read(written).kernels for r in got]
+    assert len(rows) == 58 and len({r.key for r in rows}) == 29
+    assert "refining stops" in caplog.text and "(limits.MAX_MEASURED_ROWS)" in caplog.text
