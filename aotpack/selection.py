@@ -72,6 +72,11 @@ class Measured:
     def best(self) -> float:
         return min(t for t in self.us if t is not None)
 
+    def over_best(self, c: int | None) -> float:
+        """Config c's time here over the fastest's (inf: no config, or c not measured here)."""
+        t = self.us[c] if c is not None else None
+        return (t if t is not None else math.inf) / self.best
+
     @functools.cached_property
     def fastest(self) -> int:
         """The config measured fastest (ties: the first)."""
@@ -389,12 +394,6 @@ def _candidate_picks(held: _Held, occupancy: Sequence[int], candidates: Sequence
     return {(k, s, f): held.picks(k, s, occupancy, f) for k, s, f in candidates}
 
 
-def _ratio(row: Measured, c: int | None) -> float:
-    """The time of the config picked for a row over the row's fastest (inf: none picked, or not measured)."""
-    t = row.us[c] if c is not None else None
-    return (t if t is not None else math.inf) / row.best
-
-
 def _mean_log(ratios: Iterable[float]) -> float:
     """The score rules are chosen by: the mean log2 of their picks' ratios."""
     return statistics.fmean(math.log2(min(r, 1e9)) for r in ratios)
@@ -404,7 +403,7 @@ def _error(groups: Sequence[Sequence[Measured]], picks: Sequence[Sequence[int | 
     """A rule's held-out error from its pick for each row (groups' rows in order); and its mean log2."""
     ratios: list[tuple[float, tuple[int, ...]]] = []
     for rows, chosen in zip(groups, picks, strict=True):
-        ratios += [(_ratio(row, c), row.key) for row, c in zip(rows, chosen, strict=True)]
+        ratios += [(row.over_best(c), row.key) for row, c in zip(rows, chosen, strict=True)]
     worst = max(ratios)
     held = HeldOut(points=len(ratios), median=statistics.median(r for r, _ in ratios), worst=worst[0],
                    worst_key=worst[1], over=sum(r > limits.SELECTION_SLACK for r, _ in ratios))  # fmt: skip
@@ -547,7 +546,7 @@ def _occupancy(held: Sequence[_Held], k: int, scale: float, fixed: int) -> tuple
         return [e for h in held for e in h.estimates(c, k, scale, o, fixed)]
 
     def score(ests: Sequence[Sequence[float | None]]) -> float:
-        return _mean_log(_ratio(row, c) for row, c in zip(rows, _least(ests), strict=True))
+        return _mean_log(row.over_best(c) for row, c in zip(rows, _least(ests), strict=True))
 
     chosen = [0] * len(configs)
     ests = [estimates(c, 0) for c in configs]

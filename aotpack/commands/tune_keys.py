@@ -68,18 +68,12 @@ def refinements(kernel: model.Kernel, count: int, taken: Iterable[tuple[int, ...
             for distance, near in selection.neighbours([*rows[:i], *rows[i + 1 :]], row.key, REFINE_NEAR):
                 if near.fastest == row.fastest:
                     continue
-                loss = min(max(_loss(row, near.fastest), _loss(near, row.fastest)), 2.0**10)
+                loss = min(max(row.over_best(near.fastest), near.over_best(row.fastest)), 2.0**10)
                 key = _between(row.key, near.key)
                 if loss > limits.SELECTION_SLACK and key is not None:
                     gaps[key] = max(gaps.get(key, 0.0), math.log2(loss) * distance)
     seen = {*taken, *(r.key for r in kernel.rules)}
     return sorted((k for k in gaps if k not in seen), key=lambda k: (-gaps[k], k))[:count]
-
-
-def _loss(row: selection.Measured, config: int) -> float:
-    """A config's time at a row over the row's fastest (inf: not measured there)."""
-    t = row.us[config]
-    return math.inf if t is None else t / row.best
 
 
 def _between(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
