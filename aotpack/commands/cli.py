@@ -76,8 +76,9 @@ def _build_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     b.add_argument("--keep-build-dir", type=_path, default=None, help="keep generated C and objects here")
     b.add_argument("--nvcc", default=None, help="the nvcc for CUDA kernels (default: $CUDA_HOME, PATH, pip)")
     b.add_argument("--cuda", type=_cuda, default=None, metavar="X.Y",
-                   help="the oldest CUDA driver the wheel must load on (default: the recipe's cuda:, else the "
-                        "oldest the toolchains found can build each target for)")  # fmt: skip
+                   help="the oldest CUDA driver the wheel must load on; Triton kernels are then assembled by the "
+                        "newest ptxas within it (default: the recipe's cuda:, else the oldest the toolchains found "
+                        "can build each target for)")  # fmt: skip
     b.add_argument(
         "--cache-dir",
         type=_path,

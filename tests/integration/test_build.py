@@ -337,3 +337,22 @@ def test_a_cuda_floor_no_toolchain_meets_fails_saying_what_to_install(small_reci
     with pytest.raises(SystemExit):
         cli.main(["build", str(small_recipe), "--cuda", "twelve"])
     assert "'twelve' is not a CUDA version (such as 12.2)" in capsys.readouterr().err
+
+
+def test_a_cuda_floor_builds_with_the_newest_ptxas_within_it(small_recipe, tmp_path):
+    """--cuda names the oldest driver the wheel must load on: the newest ptxas no newer than it assembles the
+    cubins (its code, the JIT's where it is the ptxas Triton runs), and the manifest says so; without it, the
+    oldest (CUDA 12.2's from PyPI)."""
+    from aotpack.backends.triton.compiler import ptxas_candidates
+
+    newest = max((p for p in ptxas_candidates() if p.cuda < 13000), key=lambda p: p.cuda)  # Triton's CUDA 12 one
+    assert newest.cuda > 12020, "the installed Triton ships a CUDA 12 ptxas newer than 12.2"
+    floor = f"{newest.cuda // 1000}.{newest.cuda % 1000 // 10}"
+    out = tmp_path / "dist"
+    assert cli.main(["build", str(small_recipe), "-o", str(out), "--cuda", floor]) == 0
+    (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        manifest = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("/manifest.json"))))
+    assert manifest["min_driver_cuda"] == {"sm_80": floor, "sm_90a": floor}
+    assert manifest["toolchain"]["ptxas (sm_90a)"].startswith(f"{floor} (triton ")
+    assert set(manifest["kernels"]["add"]["driver_floor_set_by"].values()) == {newest.label}

@@ -206,7 +206,7 @@ def test_generated_launch_functions(folder):
     )
 
 
-def test_the_oldest_ptxas_that_builds_a_target_is_chosen_within_the_floor():
+def test_the_oldest_ptxas_is_chosen_without_a_floor_and_the_newest_within_one():
     from aotpack.backends.triton.compiler import Ptxas, ptxas_for
     from aotpack.errors import ToolNotFound
 
@@ -216,6 +216,10 @@ def test_the_oldest_ptxas_that_builds_a_target_is_chosen_within_the_floor():
     found = (sm9x, sm8x, pypi)
     assert ptxas_for("sm_90a", found, None) == (pypi, sm8x, sm9x)  # oldest first: a newer one reads newer PTX
     assert ptxas_for("sm_80", found, 12020) == (pypi,)
+    # a floor names the oldest driver to serve: the newest ptxas within it first (its code can be faster)
+    assert ptxas_for("sm_90a", found, 12090) == (sm8x, pypi)
+    assert ptxas_for("sm_90a", found, 13040) == (sm9x, sm8x, pypi)
+    assert ptxas_for("sm_100a", found, 12090) == (sm8x,)
     assert ptxas_for("sm_100a", found, None) == (sm8x, sm9x)  # CUDA 12.2 cannot build sm_100a (12.8 and newer)
     with pytest.raises(ToolNotFound, match=r"no ptxas builds sm_90a for drivers from CUDA 12.2 \(found ptxas 12.9 "
                                            r".*pip install 'nvidia-cuda-nvcc-cu12==12.2.\*'"):  # fmt: skip

@@ -106,14 +106,18 @@ def ptxas_candidates() -> tuple[Ptxas, ...]:
 
 
 def ptxas_for(target: str, candidates: Iterable[Ptxas], floor: int | None) -> tuple[Ptxas, ...]:
-    """The ptxas binaries that build for the target (with a floor, those no newer than it), oldest first:
-    a variant is assembled by the first that reads its PTX (Triton writes newer PTX for some code, such
-    as TMA copies, than an older ptxas takes), and its target's driver floor is the newest one used."""
+    """The ptxas binaries that build for the target, in the order a variant tries them (it is assembled by the
+    first that reads its PTX; its target's driver floor is the newest one used). Without a floor, oldest first:
+    the wheel loads on the oldest drivers its code allows, and a newer ptxas reads the PTX an older one cannot
+    (Triton writes newer PTX for some code, such as TMA copies). With a floor (the oldest driver the wheel must
+    load on), those no newer than it, newest first: the best code those drivers run, and the JIT's own where the
+    floor is the CUDA of the ptxas Triton runs for the target. An older ptxas's code can be slower: CUDA 12.2's
+    matmul cubins ran up to 8% slower on an H200 than the 12.8 ones Triton 3.6's JIT runs (docs/triton-releases.md)."""
     arch = facts.archs()[target]
     candidates = list(candidates)
     fits = [p for p in candidates if p.cuda >= arch.min_driver_cuda and (floor is None or p.cuda <= floor)]
     if fits:
-        return tuple(sorted(fits, key=lambda p: (p.cuda, p.origin)))
+        return tuple(sorted(fits, key=lambda p: (p.cuda, p.origin), reverse=floor is not None))
     have = ", ".join(p.label for p in candidates)
     need = facts.cuda_text(arch.min_driver_cuda)
     if floor is None:
@@ -184,7 +188,7 @@ def _contained(folder: str) -> Iterator[None]:
 @dataclass(frozen=True)
 class TritonCompiler:
     line_info: bool = False  # keep line info (and the sources' absolute paths) in the cubins
-    ptxas: tuple[tuple[str, tuple[Ptxas, ...]], ...] = ()  # per target: the ptxas to try, oldest first
+    ptxas: tuple[tuple[str, tuple[Ptxas, ...]], ...] = ()  # per target: the ptxas to try, in order (ptxas_for)
 
     @classmethod
     def find(cls, targets: Iterable[str], floor: int | None = None, line_info: bool = False) -> TritonCompiler:
