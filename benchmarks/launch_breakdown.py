@@ -4,9 +4,9 @@ is_contiguous and numel of each tensor; a kernel that reads sizes or strides rea
 instead of the last two; with the API, one C call per tensor replaces them), the argument parsing and dispatch
 without a launch (the C select), and the full call, each timed in a tight loop, for the demo's add
 (a 33-row dispatch table), softmax and matmul (about 1,000 rows), matmul also with a new key on every call
-(the rule between measured keys runs: aotpack/selection.py); for the drop-in launch of a recorded
-kernel (when liger_recorded is installed), the config pick alone (warmup=True returns before the
-launch) and the full call."""
+(the rule between measured keys runs: aotpack/selection.py) and with 512 keys cycled (the kept picks serve
+them); for the drop-in launch of a recorded kernel (when liger_recorded is installed), the config pick alone
+(warmup=True returns before the launch) and the full call."""
 
 import statistics
 import sys
@@ -39,20 +39,22 @@ x, y, out = (torch.randn(N, device="cuda") for _ in range(3))
 raw = torch._C._cuda_getCurrentRawStream
 s_in, s_out = torch.randn(8, 1000, device="cuda"), torch.empty(8, 1000, device="cuda")
 a, b, c = (torch.randn(64, 64, device="cuda", dtype=torch.float16) for _ in range(3))
-# a new key on every call (views of one buffer, 64 shapes cycled): the kept picks miss and the table's rule runs
+# keys cycled (views of one buffer): 4,096, four times the picks a kernel keeps, so that every call is a new key and
+# the table's rule runs; 512, which the kept picks hold (a serving loop's shapes)
 big = torch.empty(1 << 22, device="cuda", dtype=torch.float16)
 views = [(big[: m * 64].view(m, 64), big[: 64 * n].view(64, n), big[: m * n].view(m, n))
-         for m, n in ((65 + 7 * i, 900 - 5 * i) for i in range(64))]  # fmt: skip
-cycle = iter(())
+         for m, n in ((65 + 7 * (i % 64), 100 + 13 * (i // 64)) for i in range(4096))]  # fmt: skip
 
 
-def new_key() -> object:
-    global cycle
-    try:
-        return demo_kernels._native._select_matmul(*next(cycle))
-    except StopIteration:
-        cycle = iter(views)
-        return demo_kernels._native._select_matmul(*next(cycle))
+def cycled(count: int):
+    """A select of the matmul, each call on the next of ``count`` keys, round and round."""
+    state = {"at": 0}
+
+    def call() -> object:
+        state["at"] = (state["at"] + 1) % count
+        return demo_kernels._native._select_matmul(*views[state["at"]])
+
+    return call
 
 
 steps = {
@@ -72,7 +74,8 @@ steps = {
     "softmax 8x1000 (tensors)": lambda: demo_kernels.softmax(s_out, s_in),
     "torch.softmax(out=)": lambda: torch.softmax(s_in, -1, out=s_out),
     "C select: matmul 64^3 fp16": lambda: demo_kernels._native._select_matmul(a, b, c),
-    "C select: matmul, a new key each call": new_key,
+    "C select: matmul, a new key each call": cycled(4096),
+    "C select: matmul, 512 keys cycled": cycled(512),
     "matmul 64^3 fp16 (tensors)": lambda: demo_kernels.matmul(a, b, c),
     "torch.matmul(out=)": lambda: torch.matmul(a, b, out=c),
 }

@@ -1,5 +1,6 @@
 /* Choosing a variant for a call: type binding, checks, target, specialization class, the table's config for
- * the key; the class misses it counts and the last picks it keeps. See aot_runtime.h. */
+ * the key; the class misses it counts, and the point its picks are kept by (aot_memo.c keeps them). See
+ * aot_runtime.h. */
 #include "aot_internal.h"
 
 #include <inttypes.h>
@@ -451,20 +452,13 @@ int aot_miss_get(const aot_kernel *k, int i, int *spec, char *jit, uint64_t *cal
   return ok ? 0 : -1;
 }
 
-/* ---------------------------------------------------------------- the last picks
+/* ---------------------------------------------------------------- a call's point, its picks kept by it (aot_memo.c)
  * Without constexprs bound to the call and without runtime tuning, the variant a call gets depends
  * only on its target, its GPU's multiprocessors (the rule counts programs in waves of them), types, argument
  * states and bucketed key (the exact key under a rule between measured
  * keys; the table search reads nothing else), so
- * a kernel keeps its last few picks (aot_pick) and a repeated call skips the search. Every check of
+ * a kernel keeps its recent picks (aot_pick, AOT_PICKS) and a repeated call skips the search. Every check of
  * the call has run before the lookup. */
-
-typedef struct {
-  int32_t target, binding, sms;
-  uint64_t states[2];
-  int64_t key[AOT_MAX_KEY];
-  aot_pick *slot;
-} pick_point;
 
 static void pick_point_of(const aot_kernel *k, const aot_call *call, int target, int binding, int sms,
                           const int64_t *key, pick_point *pt) {
@@ -476,41 +470,8 @@ static void pick_point_of(const aot_kernel *k, const aot_call *call, int target,
     pt->key[d] = k->neighbours > 0 ? key[d] : bucket(k, key[d]); /* the rule reads the exact key */
     h = (h ^ (uint64_t)pt->key[d]) * 0x100000001B3u;
   }
-  pt->slot = &k->memo->picks[(h ^ h >> 32) % AOT_PICKS];
-}
-
-static int pick_find(const aot_kernel *k, const pick_point *pt, int *miss) {
-  aot_pick *s = pt->slot;
-  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-  if (seq == 0 || seq & 1) return -1; /* never written, or being written */
-  int same = atomic_load_explicit(&s->target, memory_order_relaxed) == pt->target &&
-             atomic_load_explicit(&s->binding, memory_order_relaxed) == pt->binding &&
-             atomic_load_explicit(&s->sms, memory_order_relaxed) == pt->sms &&
-             atomic_load_explicit(&s->states[0], memory_order_relaxed) == pt->states[0] &&
-             atomic_load_explicit(&s->states[1], memory_order_relaxed) == pt->states[1];
-  for (int d = 0; same && d < k->nkey; d++) same = atomic_load_explicit(&s->key[d], memory_order_relaxed) == pt->key[d];
-  int v = atomic_load_explicit(&s->variant, memory_order_relaxed);
-  int m = atomic_load_explicit(&s->miss, memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
-  if (!same || atomic_load_explicit(&s->seq, memory_order_relaxed) != seq) return -1;
-  *miss = m;
-  return v;
-}
-
-static void pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss) {
-  aot_pick *s = pt->slot;
-  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
-  if (seq & 1 || !atomic_compare_exchange_strong(&s->seq, &seq, seq + 1)) return; /* another thread writes it */
-  atomic_thread_fence(memory_order_release);
-  atomic_store_explicit(&s->target, pt->target, memory_order_relaxed);
-  atomic_store_explicit(&s->binding, pt->binding, memory_order_relaxed);
-  atomic_store_explicit(&s->sms, pt->sms, memory_order_relaxed);
-  atomic_store_explicit(&s->states[0], pt->states[0], memory_order_relaxed);
-  atomic_store_explicit(&s->states[1], pt->states[1], memory_order_relaxed);
-  for (int d = 0; d < k->nkey; d++) atomic_store_explicit(&s->key[d], pt->key[d], memory_order_relaxed);
-  atomic_store_explicit(&s->variant, v, memory_order_relaxed);
-  atomic_store_explicit(&s->miss, miss, memory_order_relaxed);
-  atomic_store_explicit(&s->seq, seq + 2 == 0 ? 2 : seq + 2, memory_order_release);
+  h ^= h >> 30, h *= 0xBF58476D1CE4E5B9u, h ^= h >> 27, h *= 0x94D049BB133111EBu, h ^= h >> 31; /* every bit mixed */
+  pt->set = &k->memo->picks[h % (AOT_PICKS / AOT_PICK_WAYS) * AOT_PICK_WAYS];
 }
 
 int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int forced, choice *c) {
@@ -556,7 +517,7 @@ int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int fo
   int keep = k->nbound == 0 && mode == AOT_TUNE_OFF && !d->planned; /* nothing but the point decides the pick */
   if (keep) {
     pick_point_of(k, call, target, binding, d->sms, key, &point);
-    int v = pick_find(k, &point, &c->miss);
+    int v = rt_pick_find(k, &point, &c->miss);
     if (v >= 0) return v;
   }
   int spec = call_spec(k, call, err), exact;
@@ -564,7 +525,7 @@ int rt_choose(const aot_kernel *k, aot_call *call, const device_state *d, int fo
   int config = choose_config(k, call, key, target, binding, spec, d->sms, &exact);
   if (keep) {
     int v = variant_of_config(k, call, config, target, binding, spec, err);
-    if (v >= 0) pick_keep(k, &point, v, c->miss = rt_class_miss(k, call, v));
+    if (v >= 0) rt_pick_keep(k, &point, v, c->miss = rt_class_miss(k, call, v));
     return v;
   }
   for (int dim = 0; dim < k->nkey && mode == AOT_TUNE_KEY; dim++)

@@ -176,6 +176,16 @@ extern atomic_int rt_autotune_mode;   /* aot_tune_mode */
 extern pthread_mutex_t rt_memo_lock; /* a kernel's memo: tuned keys and class misses */
 int rt_memo_find(const aot_kernel *k, const aot_tuned *want);
 
+/* A call's point: what decides its pick where nothing else does (aot_dispatch.c), and the set it is kept in. */
+typedef struct {
+  int32_t target, binding, sms;
+  uint64_t states[2];
+  int64_t key[AOT_MAX_KEY];
+  aot_pick *set; /* its AOT_PICK_WAYS slots */
+} pick_point;
+int rt_pick_find(const aot_kernel *k, const pick_point *pt, int *miss); /* the kept variant, or -1 */
+void rt_pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss);
+
 /* ---------------------------------------------------------------- runtime autotuning (aot_tune.c) */
 
 int rt_autotune(const aot_kernel *k, aot_call *call, int ordinal, device_state *d, aot_stream stream, choice *c);
