@@ -216,9 +216,10 @@ def test_the_oldest_ptxas_is_chosen_without_a_floor_and_the_newest_within_one():
     found = (sm9x, sm8x, pypi)
     assert ptxas_for("sm_90a", found, None) == (pypi, sm8x, sm9x)  # oldest first: a newer one reads newer PTX
     assert ptxas_for("sm_80", found, 12020) == (pypi,)
-    # a floor names the oldest driver to serve: the newest ptxas within it first (its code can be faster)
-    assert ptxas_for("sm_90a", found, 12090) == (sm8x, pypi)
-    assert ptxas_for("sm_90a", found, 13040) == (sm9x, sm8x, pypi)
+    # a floor names the oldest driver to serve: the newest ptxas within it (its code can be faster), alone
+    assert ptxas_for("sm_90a", found, 12090) == (sm8x,)
+    assert ptxas_for("sm_90a", found, 13040) == (sm9x,)
+    assert ptxas_for("sm_90a", found, 13000) == (sm8x,)
     assert ptxas_for("sm_100a", found, 12090) == (sm8x,)
     assert ptxas_for("sm_100a", found, None) == (sm8x, sm9x)  # CUDA 12.2 cannot build sm_100a (12.8 and newer)
     with pytest.raises(ToolNotFound, match=r"no ptxas builds sm_90a for drivers from CUDA 12.2 \(found ptxas 12.9 "

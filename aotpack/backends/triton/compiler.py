@@ -110,14 +110,16 @@ def ptxas_for(target: str, candidates: Iterable[Ptxas], floor: int | None) -> tu
     first that reads its PTX; its target's driver floor is the newest one used). Without a floor, oldest first:
     the wheel loads on the oldest drivers its code allows, and a newer ptxas reads the PTX an older one cannot
     (Triton writes newer PTX for some code, such as TMA copies). With a floor (the oldest driver the wheel must
-    load on), those no newer than it, newest first: the best code those drivers run, and the JIT's own where the
-    floor is the CUDA of the ptxas Triton runs for the target. An older ptxas's code can be slower: CUDA 12.2's
-    matmul cubins ran up to 8% slower on an H200 than the 12.8 ones Triton 3.6's JIT runs (docs/triton-releases.md)."""
+    load on), the newest no newer than it, alone (it reads what an older one reads): the best code those drivers
+    run, and the JIT's own where the floor is the CUDA of the ptxas Triton runs for the target. An older ptxas's
+    code can be slower: CUDA 12.2's matmul cubins ran up to 8% slower on an H200 than the 12.8 ones Triton 3.6's
+    JIT runs (docs/triton-releases.md)."""
     arch = facts.archs()[target]
     candidates = list(candidates)
-    fits = [p for p in candidates if p.cuda >= arch.min_driver_cuda and (floor is None or p.cuda <= floor)]
+    fits = sorted((p for p in candidates if p.cuda >= arch.min_driver_cuda and (floor is None or p.cuda <= floor)),
+                  key=lambda p: (p.cuda, p.origin))  # fmt: skip
     if fits:
-        return tuple(sorted(fits, key=lambda p: (p.cuda, p.origin), reverse=floor is not None))
+        return tuple(fits) if floor is None else (fits[-1],)
     have = ", ".join(p.label for p in candidates)
     need = facts.cuda_text(arch.min_driver_cuda)
     if floor is None:
