@@ -111,7 +111,7 @@ def ptxas_for(target: str, candidates: Iterable[Ptxas], floor: int | None) -> tu
     the wheel loads on the oldest drivers its code allows, and a newer ptxas reads the PTX an older one cannot
     (Triton writes newer PTX for some code, such as TMA copies). With a floor (the oldest driver the wheel must
     load on), the newest no newer than it, alone (it reads what an older one reads): the best code those drivers
-    run, and the JIT's own where the floor is the CUDA of the ptxas Triton runs for the target. An older ptxas's
+    run, and the JIT's ptxas where the floor is the CUDA of the ptxas Triton runs for the target. An older ptxas's
     code can be slower: CUDA 12.2's matmul cubins ran up to 8% slower on an H200 than the 12.8 ones Triton 3.6's
     JIT runs (docs/triton-releases.md)."""
     arch = facts.archs()[target]
