@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: docs demo hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test check test-releases test-torch unit lint gpu-test clean
+.PHONY: docs demo gpu-deps hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test check test-releases test-torch unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,13 @@ test-torch: $(STAMP)
 
 unit: $(STAMP)
 	$(PY) -m pytest
+
+# The pure-Python packages aotpack imports that a GPU host's torch environment may lack (ruamel.yaml, to read a
+# recipe with the CLI; pyproject-metadata), as this venv has them: wheels into dist/deps/, which gpu-test
+# installs beside the wheels (the GPU host may have no network: `aotpack tune` from this checkout needs them)
+gpu-deps: $(STAMP)
+	$(VENV)/bin/pip download -q --only-binary=:all: --no-deps -d dist/deps \
+	  $$($(VENV)/bin/pip freeze | grep -iE '^(ruamel\.yaml|pyproject-metadata)==')
 
 # On a GPU host (no network needed): install the wheel from dist/ into a scratch folder and run the
 # GPU tests and the launch benchmark against it. Logs go to $$OUT when set.
