@@ -107,11 +107,12 @@ unit: $(STAMP)
 	$(PY) -m pytest
 
 # The pure-Python packages aotpack imports that a GPU host's torch environment may lack (ruamel.yaml, to read a
-# recipe with the CLI; pyproject-metadata), as this venv has them: wheels into dist/deps/, which gpu-test
+# recipe with the CLI; pyproject-metadata; packaging 24.2+, for SPDX license expressions), as this venv has them: wheels into dist/deps/, which gpu-test
 # installs beside the wheels (the GPU host may have no network: `aotpack tune` from this checkout needs them)
 gpu-deps: $(STAMP)
+	rm -rf dist/deps
 	$(VENV)/bin/pip download -q --only-binary=:all: --no-deps -d dist/deps \
-	  $$($(VENV)/bin/pip freeze | grep -iE '^(ruamel\.yaml|pyproject-metadata)==')
+	  $$($(VENV)/bin/pip freeze | grep -iE '^(ruamel\.yaml|pyproject-metadata|packaging)==')
 
 # On a GPU host (no network needed): install the wheel from dist/ into a scratch folder and run the
 # GPU tests and the launch benchmark against it. Logs go to $$OUT when set.

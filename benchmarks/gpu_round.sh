@@ -8,7 +8,8 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-index --target "$site" dist/*.whl || exit 1
 # aotpack's pure-Python imports this host may lack (make gpu-deps), for `aotpack tune` from the checkout
 if compgen -G "dist/deps/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-deps --no-index --target "$site" dist/deps/*.whl || exit 1
+  python3 -m pip install -q --no-deps --no-index --target "$site" dist/deps/*.whl ||
+    echo "dist/deps did not install (make gpu-deps again): aotpack tune's GPU test may fail" >&2
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
@@ -44,7 +45,7 @@ if python3 -c "import thirdparty_kernels" 2>/dev/null; then
   python3 benchmarks/thirdparty.py 2>&1 | tee "$out/thirdparty.log"
 fi
 # the repository itself is importable here (to tune and read recipes aotpack needs PyYAML and, from dist/deps
-# (make gpu-deps), ruamel.yaml and pyproject-metadata)
+# (make gpu-deps), ruamel.yaml, pyproject-metadata and packaging)
 export PYTHONPATH="$PYTHONPATH:$PWD"
 if [ -n "${AOTPACK_TUNE:-}" ]; then
   python3 -m aotpack tune recipes/demo.yaml -o "$out/tables" 2>&1 | tee "$out/tune.log"

@@ -5,8 +5,8 @@ instead of the last two; with the API, one C call per tensor replaces them), the
 without a launch (the C select), and the full call, each timed in a tight loop, for the demo's add
 (a 33-row dispatch table), softmax and matmul (about 1,000 rows), matmul also with a new key on every call
 (the rule between measured keys runs: aotpack/selection.py) and with 512 keys cycled (the kept picks serve
-them); for the drop-in launch of a recorded kernel (when liger_recorded is installed), the config pick alone
-(warmup=True returns before the launch) and the full call."""
+about six calls in seven); for the drop-in launch of a recorded kernel (when liger_recorded is installed), the
+config pick alone (warmup=True returns before the launch) and the full call."""
 
 import statistics
 import sys
@@ -40,7 +40,7 @@ raw = torch._C._cuda_getCurrentRawStream
 s_in, s_out = torch.randn(8, 1000, device="cuda"), torch.empty(8, 1000, device="cuda")
 a, b, c = (torch.randn(64, 64, device="cuda", dtype=torch.float16) for _ in range(3))
 # keys cycled (views of one buffer): 4,096, four times the picks a kernel keeps, so that every call is a new key and
-# the table's rule runs; 512, which the kept picks hold (a serving loop's shapes)
+# the table's rule runs; 512, most of which the kept picks hold (a serving loop's shapes)
 big = torch.empty(1 << 22, device="cuda", dtype=torch.float16)
 views = [(big[: m * 64].view(m, 64), big[: 64 * n].view(64, n), big[: m * n].view(m, n))
          for m, n in ((65 + 7 * (i % 64), 100 + 13 * (i // 64)) for i in range(4096))]  # fmt: skip

@@ -183,8 +183,36 @@ typedef struct {
   int64_t key[AOT_MAX_KEY];
   aot_pick *set; /* its AOT_PICK_WAYS slots */
 } pick_point;
-int rt_pick_find(const aot_kernel *k, const pick_point *pt, int *miss); /* the kept variant, or -1 */
-void rt_pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss);
+void rt_pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss); /* aot_memo.c */
+
+/* The variant kept for the point in slot s, or -1: a slot being written, or another point's. A sequence lock's read:
+ * an even seq that reads the same before and after the copy. On every call: inline, and a slot of another key
+ * leaves at its first differing field. */
+static inline int rt_pick_read(const aot_kernel *k, const pick_point *pt, aot_pick *s, int *miss) {
+  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+  if (seq == 0 || seq & 1) return -1; /* never written, or being written */
+  for (int d = 0; d < k->nkey; d++)
+    if (atomic_load_explicit(&s->key[d], memory_order_relaxed) != pt->key[d]) return -1;
+  if (atomic_load_explicit(&s->target, memory_order_relaxed) != pt->target ||
+      atomic_load_explicit(&s->binding, memory_order_relaxed) != pt->binding ||
+      atomic_load_explicit(&s->sms, memory_order_relaxed) != pt->sms ||
+      atomic_load_explicit(&s->states[0], memory_order_relaxed) != pt->states[0] ||
+      atomic_load_explicit(&s->states[1], memory_order_relaxed) != pt->states[1])
+    return -1;
+  int v = atomic_load_explicit(&s->variant, memory_order_relaxed);
+  int m = atomic_load_explicit(&s->miss, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq) return -1;
+  *miss = m;
+  return v;
+}
+
+/* The variant kept for the point in its set, or -1. */
+static inline int rt_pick_find(const aot_kernel *k, const pick_point *pt, int *miss) {
+  int v = -1;
+  for (int way = 0; way < AOT_PICK_WAYS && v < 0; way++) v = rt_pick_read(k, pt, &pt->set[way], miss);
+  return v;
+}
 
 /* ---------------------------------------------------------------- runtime autotuning (aot_tune.c) */
 

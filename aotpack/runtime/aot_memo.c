@@ -66,48 +66,30 @@ int aot_memo_get(const aot_kernel *k, int i, aot_tuned *out) {
 }
 
 /* ---------------------------------------------------------------- the kept picks (AOT_PICKS, in sets)
- * The dispatcher's picks by call point (pick_point, aot_dispatch.c): a set's slots read and written as sequence
- * locks, so that threads read them without a lock. */
+ * The dispatcher's picks by call point (pick_point, aot_dispatch.c) are written here, on a miss; a set's slots are
+ * sequence locks, read without a lock by rt_pick_find (aot_internal.h, inlined into the dispatcher). */
 
-static int pick_read(const aot_kernel *k, const pick_point *pt, aot_pick *s, int *miss) {
-  uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-  if (seq == 0 || seq & 1) return -1; /* never written, or being written */
-  int same = atomic_load_explicit(&s->target, memory_order_relaxed) == pt->target &&
-             atomic_load_explicit(&s->binding, memory_order_relaxed) == pt->binding &&
-             atomic_load_explicit(&s->sms, memory_order_relaxed) == pt->sms &&
-             atomic_load_explicit(&s->states[0], memory_order_relaxed) == pt->states[0] &&
-             atomic_load_explicit(&s->states[1], memory_order_relaxed) == pt->states[1];
-  for (int d = 0; same && d < k->nkey; d++) same = atomic_load_explicit(&s->key[d], memory_order_relaxed) == pt->key[d];
-  int v = atomic_load_explicit(&s->variant, memory_order_relaxed);
-  int m = atomic_load_explicit(&s->miss, memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
-  if (!same || atomic_load_explicit(&s->seq, memory_order_relaxed) != seq) return -1;
-  *miss = m;
-  return v;
-}
+_Static_assert(AOT_PICKS % AOT_PICK_WAYS == 0, "the kept picks are whole sets");
 
-int rt_pick_find(const aot_kernel *k, const pick_point *pt, int *miss) {
-  int v = -1;
-  for (int way = 0; way < AOT_PICK_WAYS && v < 0; way++) v = pick_read(k, pt, &pt->set[way], miss);
-  return v;
-}
-
-/* The slot a new pick goes to: one never written, else the one kept longest ago (stamps wrap: compared by their
- * difference). Racing keepers may choose the same slot; its sequence lock lets one write. */
-static aot_pick *pick_victim(const pick_point *pt) {
+/* The slot a new pick goes to: one never written, else the one kept longest ago (its age: the clock now less its
+ * stamp, in unsigned arithmetic, right across the clock's wrap). Racing keepers may choose the same slot; its
+ * sequence lock lets one write. */
+static aot_pick *pick_victim(const aot_kernel *k, const pick_point *pt) {
+  uint32_t now = atomic_load_explicit(&k->memo->pick_clock, memory_order_relaxed), oldest_age = 0;
   aot_pick *oldest = &pt->set[0];
   for (int way = 0; way < AOT_PICK_WAYS; way++) {
     aot_pick *s = &pt->set[way];
     if (atomic_load_explicit(&s->seq, memory_order_relaxed) == 0) return s;
-    if ((int32_t)(atomic_load_explicit(&s->stamp, memory_order_relaxed) -
-                  atomic_load_explicit(&oldest->stamp, memory_order_relaxed)) < 0)
-      oldest = s;
+    uint32_t age = now - atomic_load_explicit(&s->stamp, memory_order_relaxed);
+    if (age > oldest_age) oldest = s, oldest_age = age;
   }
   return oldest;
 }
 
 void rt_pick_keep(const aot_kernel *k, const pick_point *pt, int v, int miss) {
-  aot_pick *s = pick_victim(pt);
+  int kept;
+  if (rt_pick_find(k, pt, &kept) >= 0) return; /* another thread's miss kept it meanwhile: one copy per set */
+  aot_pick *s = pick_victim(k, pt);
   uint32_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
   if (seq & 1 || !atomic_compare_exchange_strong(&s->seq, &seq, seq + 1)) return; /* another thread writes it */
   atomic_thread_fence(memory_order_release);

@@ -343,11 +343,13 @@ def test_a_cuda_floor_builds_with_the_newest_ptxas_within_it(small_recipe, tmp_p
     """--cuda names the oldest driver the wheel must load on: the newest ptxas no newer than it assembles the
     cubins (its code, the JIT's where it is the ptxas Triton runs), and the manifest says so; without it, the
     oldest (CUDA 12.2's from PyPI)."""
-    from aotpack.backends.triton.compiler import ptxas_candidates
+    from aotpack.backends.triton.compiler import ptxas_candidates, ptxas_for
 
-    newest = max((p for p in ptxas_candidates() if p.cuda < 13000), key=lambda p: p.cuda)  # Triton's CUDA 12 one
-    assert newest.cuda > 12020, "the installed Triton ships a CUDA 12 ptxas newer than 12.2"
-    floor = f"{newest.cuda // 1000}.{newest.cuda % 1000 // 10}"
+    cuda12 = max(p.cuda for p in ptxas_candidates() if p.cuda < 13000)  # Triton's CUDA 12 ptxas
+    assert cuda12 > 12020, "the installed Triton ships a CUDA 12 ptxas newer than 12.2"
+    (newest,) = ptxas_for("sm_90a", ptxas_candidates(), cuda12)
+    assert newest.cuda == cuda12
+    floor = f"{cuda12 // 1000}.{cuda12 % 1000 // 10}"
     out = tmp_path / "dist"
     assert cli.main(["build", str(small_recipe), "-o", str(out), "--cuda", floor]) == 0
     (wheel,) = out.glob("*.whl")

@@ -156,7 +156,8 @@ def test_the_runtime_counts_a_programs_fixed_cost_as_the_rule_does(fixed_site, f
 
 def _runtime_picks_as_predicted(kernel: model.Kernel, installed: Path, machine, tmp_path: Path) -> None:
     """The package's select() at 304 keys, twice each, on the machine: the config predict() picks with the rule;
-    and the same after 3,000 other keys (the kept picks, 1,024 in sets of 4, evicted and kept again)."""
+    and the same after 3,000 other keys (the kept picks, 1,024 in sets of 4, evicted), twice: kept again, then
+    read back."""
     chosen = kernel.selection
     rng = random.Random(11)
     keys = [draw(rng) for _ in range(300)] + [(96, 4000, 4000), (4000, 96, 4000), (1, 1, 1), (8192, 8192, 8192)]
@@ -167,8 +168,10 @@ def _runtime_picks_as_predicted(kernel: model.Kernel, installed: Path, machine, 
     code += "picks = [(select(*key), select(*key)) for key in keys]\n"
     code += "for m in range(100, 160):\n    for n in range(200, 250):\n        select(m, n, 77)\n"  # 3,000 others
     code += "for key, (first, again) in zip(keys, picks):\n"
-    code += "    later = select(*key)\n"
-    code += "    print(first if first == again == later else f'the pick changed: {first} {again} {later}')\n"
+    code += "    later, kept = select(*key), select(*key)\n"  # kept again after the eviction, and read back
+    code += (
+        "    print(first if first == again == later == kept else f'the pick changed: {first} {again} {later} {kept}')\n"
+    )
     out, _ = run_on_fake_driver(code, installed, machine, tmp_path / "cuda.log", FAKE_CUDA_SMS=str(SMS))
     rows = selection.groups(kernel)[0]
     work = selection.tiles(kernel)
