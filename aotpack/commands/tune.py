@@ -160,8 +160,9 @@ def tune(
             return tune_on(executor, rec.package, work, opts, kept)
         return _tune_here(rec.package, str(recipe_path), work, opts, devices, kept)
 
-    timed = _kept(kept, keep, rec, chosen)
-    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in tune_keys.units(k)
+    units = {k.name: tune_keys.units(k) for k in chosen}
+    timed = _kept(kept, keep, rec, chosen, units)
+    work: list[Unit] = [(k, binding, key) for k in chosen for binding, key in units[k.name]
                         if (k.name, tuple(sorted(binding)), key) not in timed]  # fmt: skip
     gpu, results = run(work)
     for round_ in range(tune_keys.REFINE_ROUNDS):
@@ -199,9 +200,11 @@ def _chosen(rec: model.Recipe, recipe_path: str | Path, names: Sequence[str]) ->
 
 
 def _kept(kept: tables.Table | None, keep: str | Path | None, rec: model.Recipe, chosen: Sequence[model.Kernel],
+          units: dict[str, list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]],
           ) -> set[tuple[str, tuple[tuple[str, str], ...], tuple[int, ...]]]:  # fmt: skip
     """The (kernel, types, key) a kept table timed, after checking that it is the package's and that the keys to
-    time go in it (the build refuses a table past limits.MAX_MEASURED_KEYS keys of a kernel)."""
+    time (``units``: tune_keys.units per kernel) go in it (the build refuses a table past limits.MAX_MEASURED_KEYS
+    keys of a kernel)."""
     if kept is None:
         return set()
     if kept.package != rec.package:
@@ -209,7 +212,7 @@ def _kept(kept: tables.Table | None, keep: str | Path | None, rec: model.Recipe,
     timed = {(name, tuple(sorted(r.types)), r.key) for name, rows in kept.kernels for r in rows}
     for k in chosen:
         assert k.tune is not None
-        total = len({key for name, _, key in timed if name == k.name} | {key for _, key in tune_keys.units(k)})
+        total = len({key for name, _, key in timed if name == k.name} | {key for _, key in units[k.name]})
         if total + k.tune.refine > limits.MAX_MEASURED_KEYS:
             raise UsageError(f"--keep {keep}: {k.name} would have {total + k.tune.refine} keys ({k.tune.refine} of "
                              f"them refined), and a table holds at most {limits.MAX_MEASURED_KEYS} of a kernel "
