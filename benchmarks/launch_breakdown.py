@@ -8,6 +8,7 @@ without a launch (the C select), and the full call, each timed in a tight loop, 
 about six calls in seven); for the drop-in launch of a recorded kernel (when liger_recorded is installed), the
 config pick alone (warmup=True returns before the launch) and the full call."""
 
+import itertools
 import statistics
 import sys
 import time
@@ -48,13 +49,8 @@ views = [(big[: m * 64].view(m, 64), big[: 64 * n].view(64, n), big[: m * n].vie
 
 def cycled(count: int):
     """A select of the matmul, each call on the next of ``count`` keys, round and round."""
-    state = {"at": 0}
-
-    def call() -> object:
-        state["at"] = (state["at"] + 1) % count
-        return demo_kernels._native._select_matmul(*views[state["at"]])
-
-    return call
+    keys = itertools.cycle(views[:count])
+    return lambda: demo_kernels._native._select_matmul(*next(keys))
 
 
 steps = {
