@@ -271,7 +271,7 @@ class TuneSpec:
     reference: Source | None
     keys: tuple[tuple[int, ...], ...]
     rtol: float
-    sample: int = 0  # keys drawn log-uniformly per dimension from ranges (one (low, high) per key dimension)
+    sample: int = 0  # keys spread over the log of the ranges (one (low, high) per key dimension; tune_keys.sampled)
     ranges: tuple[tuple[int, int], ...] = ()
     seed: int = 0
     refine: int = 0  # keys timed after those, where the fastest config changes between those (tune_keys.refinements)

@@ -24,8 +24,9 @@ each shape (for studying other rules).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import math
+import random
 import statistics
 import sys
 from collections.abc import Callable
@@ -47,8 +48,8 @@ from timing import interleaved_ms  # noqa: E402
 
 from aotpack import model, selection  # noqa: E402
 from aotpack.backends import recipes as recipe  # noqa: E402
-from aotpack.commands import tune_keys  # noqa: E402
 from aotpack.plan import classes  # noqa: E402
+from aotpack.states import DIVISOR  # noqa: E402
 
 REPS, WARMUP = 30, 5
 CONFIRM_REPS = 100  # the second pass's
@@ -60,11 +61,29 @@ def triton_configs(kernel: model.Kernel) -> list[triton.Config]:
 
 
 def shapes(kernel: model.Kernel, count: int, seed: int, aligned: bool) -> list[tuple[int, ...]]:
-    """Keys drawn as `aotpack tune` draws its samples (log-uniformly from the kernel's sampled ranges; with
-    ``aligned``, each dimension 16-divisible half of the time), none a measured key."""
+    """Keys drawn at random, each dimension log-uniformly from the kernel's sampled range (with ``aligned``,
+    16-divisible half of the time, dimension by dimension), none a measured key: independent draws, not
+    `aotpack tune`'s sequence, whose seeds only shift it (a benchmark's keys would lie at one offset from the
+    tuned ones)."""
     assert kernel.tune is not None
-    measured = tuple(dict.fromkeys(r.key for r in kernel.rules))
-    return tune_keys.sampled(dataclasses.replace(kernel.tune, keys=measured, sample=count, seed=seed), aligned=aligned)
+    measured = set(r.key for r in kernel.rules)
+    draw = random.Random(seed)
+    keys: list[tuple[int, ...]] = []
+    for _ in range(count * 4):  # keys drawn twice are drawn again, a bounded number of times
+        key = tuple(_value(draw, lo, hi, aligned) for lo, hi in kernel.tune.ranges)
+        if key not in keys and key not in measured:
+            keys.append(key)
+        if len(keys) == count:
+            break
+    return keys
+
+
+def _value(draw: random.Random, lo: int, hi: int, aligned: bool) -> int:
+    value = max(lo, min(hi, round(2 ** draw.uniform(math.log2(lo), math.log2(hi)))))
+    if aligned and draw.random() < 0.5:
+        up, down = -(-value // DIVISOR) * DIVISOR, value // DIVISOR * DIVISOR
+        value = up if up <= hi else down if down >= lo else value  # a range without a multiple keeps the draw
+    return value
 
 
 def candidates(obj: Any, args: tuple[Any, ...]) -> tuple[str, list[str]]:

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .. import limits, model, selection
 from ..plan import classes
@@ -16,15 +17,24 @@ REFINE_NEAR = 3  # a measured key's nearest keys a refinement key may be put bet
 
 
 def sampled(spec: model.TuneSpec, aligned: bool = False) -> list[tuple[int, ...]]:
-    """``sample:``'s keys: each dimension drawn log-uniformly from its range (skinny, square and
-    off-power-of-two shapes alike), seeded; the same recipe draws the same keys. ``aligned`` (a kernel with
-    several classes): each value is rounded to a multiple of 16 with probability 1/2, dimension by dimension,
-    so that the classes a 16-divisible size selects get as many rows as the one that assumes nothing (a
-    uniform draw makes a multiple of 16 one time in 16, and leaves those classes the listed keys alone)."""
+    """``sample:``'s keys: the points of a low-discrepancy sequence (``_spread``, from an index the seed picks)
+    over the log of each dimension's range (skinny, square and off-power-of-two shapes alike); the same recipe
+    draws the same keys. Keys drawn independently leave holes where a call finds no measured key near it: 120 of
+    them over the demo layer norm's range left no key of 400 rows or more with 12,000 columns or more, and 10 of
+    the 64 cells of an 8 by 8 grid over the range's log empty (the mean over 50 seeds; this sequence: 0.7).
+    ``aligned`` (a kernel with several classes): each dimension is rounded to a multiple of 16 in half the keys,
+    in every combination of the dimensions alike, so that the classes a 16-divisible size selects get as many
+    rows as the one that assumes nothing (a uniform draw makes a multiple of 16 one time in 16, and leaves those
+    classes the listed keys alone); which combination a key takes is one more coordinate of the sequence, so
+    that each combination's keys are spread over the range too."""
+    dims = len(spec.ranges)
     draw = random.Random(spec.seed)
+    points = _spread(dims + aligned, draw.randrange(1 << 32))
     keys: list[tuple[int, ...]] = []
-    for _ in range(spec.sample * 4):  # duplicates are drawn again, a bounded number of times
-        key = tuple(_value(draw, lo, hi, aligned) for lo, hi in spec.ranges)
+    for _ in range(spec.sample * 4):  # values rounded onto one key are drawn again, a bounded number of times
+        point = next(points)
+        rounded = int(point[dims] * (1 << dims)) if aligned else 0  # bit d: dimension d a multiple of 16
+        key = tuple(_value(lo, hi, point[d], rounded >> d & 1 == 1) for d, (lo, hi) in enumerate(spec.ranges))
         if key not in keys and key not in spec.keys:
             keys.append(key)
         if len(keys) == spec.sample:
@@ -32,11 +42,30 @@ def sampled(spec: model.TuneSpec, aligned: bool = False) -> list[tuple[int, ...]
     return keys
 
 
-def _value(draw: random.Random, lo: int, hi: int, aligned: bool) -> int:
-    value = max(lo, min(hi, round(2 ** draw.uniform(math.log2(lo), math.log2(hi)))))
-    if aligned and draw.random() < 0.5:
+def _spread(dims: int, start: int) -> Iterator[tuple[float, ...]]:
+    """The Halton sequence in [0, 1) ** dims from index ``start``: coordinate j of point n is n's digits in the
+    j-th prime base read after the point. Any 2 ** a * 3 ** b * ... consecutive points put one in each box of a
+    grid of 2 ** a by 3 ** b by ... boxes, so that no stretch of it leaves a region out as independent draws
+    do. Ten lines, where scipy.stats.qmc's Sobol sequence would make scipy a dependency of every tuning host."""
+    bases = list(itertools.islice((p for p in itertools.count(2) if all(p % q for q in range(2, p))), dims))
+    for n in itertools.count(start):
+        point = []
+        for base in bases:
+            x, scale, rest = 0.0, 1.0 / base, n
+            while rest:
+                rest, digit = divmod(rest, base)
+                x, scale = x + digit * scale, scale / base
+            point.append(x)
+        yield tuple(point)
+
+
+def _value(lo: int, hi: int, u: float, aligned: bool) -> int:
+    """The value at u in [0, 1) of the range's log, rounded; ``aligned``: to a multiple of 16 (the nearest
+    above, or below where that leaves the range; a range without a multiple keeps the value)."""
+    value = max(lo, min(hi, round(2 ** (math.log2(lo) + u * (math.log2(hi) - math.log2(lo))))))
+    if aligned:
         up, down = -(-value // DIVISOR) * DIVISOR, value // DIVISOR * DIVISOR
-        value = up if up <= hi else down if down >= lo else value  # a range without a multiple keeps the draw
+        value = up if up <= hi else down if down >= lo else value
     return value
 
 

@@ -490,8 +490,8 @@ def _tune(node: Node, root: Path, names: tuple[str, ...]) -> TuneSpec:
 
 
 def _sample(node: Node, names: tuple[str, ...]) -> tuple[int, tuple[tuple[int, int], ...], int]:
-    """``sample: {count: N, range: {<key name>: [low, high], ...}, seed: S}``: N keys drawn log-uniformly per
-    dimension (a dimension without a range: 1 to 8192)."""
+    """``sample: {count: N, range: {<key name>: [low, high], ...}, seed: S}``: N keys spread over the log of
+    each dimension's range (a dimension without a range: 1 to 8192; tune_keys.sampled)."""
     fields = node.mapping(SAMPLE_KEYS, required=("count",))
     count = fields["count"].integer(minimum=1)
     if count > limits.MAX_TUNE_SAMPLES:

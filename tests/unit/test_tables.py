@@ -1,6 +1,7 @@
 """Tuning tables: the file format, its errors, and how build bakes rows into dispatch rules."""
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,35 @@ def test_a_kernel_of_several_classes_samples_16_divisible_sizes_as_often_as_othe
     odd = tune_keys.sampled(dataclasses.replace(spec, sample=5, ranges=((17, 31), (1, 15))), aligned=True)
     assert odd and all(17 <= m <= 31 and 1 <= n <= 15 for m, n in odd)
     assert all(m % 16 and n % 16 for m, n in odd)
+
+
+def test_sampled_keys_leave_no_region_of_the_range_unmeasured(kernel_dir: Path) -> None:
+    """The sampled keys spread over the log of the ranges: any 72 consecutive points of the sequence put one
+    in each box of an 8 by 9 grid, from any start; 120 keys of a 2-d range put a key in every cell of a 6 by 6
+    grid over its log (independent draws left 1.4 of 36 empty, 4 at worst, over these 20 seeds), and the keys
+    of each combination of 16-divisible dimensions fill a 3 by 3 grid (independent draws: 2 of 9 empty at
+    worst)."""
+    import math
+
+    from aotpack.commands import tune_keys
+
+    for start in (0, 1, 977, (1 << 32) - 5):
+        points = list(itertools.islice(tune_keys._spread(2, start), 72))
+        boxes = sorted((int(x * 8 + 1e-9), int(y * 9 + 1e-9)) for x, y in points)  # (7/9 sums to just under)
+        assert boxes == list(itertools.product(range(8), range(9)))
+    spec = model.TuneSpec(inputs=model.Source(path=kernel_dir / "h.py", module=None, function="f"), reference=None,
+                          keys=(), rtol=0.0, sample=120, ranges=((64, 32768), (64, 16384)), seed=0)  # fmt: skip
+
+    def cells(keys: list[tuple[int, ...]], n: int) -> set[tuple[int, ...]]:
+        return {tuple(min(n - 1, int(n * math.log2(v / lo) / math.log2(hi / lo))) for v, (lo, hi)
+                      in zip(key, spec.ranges, strict=True)) for key in keys}  # fmt: skip
+
+    for seed in range(20):
+        keys = tune_keys.sampled(dataclasses.replace(spec, seed=seed), aligned=True)
+        assert len(cells(keys, 6)) == 36, seed
+        for rows, cols in itertools.product((False, True), repeat=2):
+            mine = [k for k in keys if (k[0] % 16 == 0) == rows and (k[1] % 16 == 0) == cols]
+            assert len(cells(mine, 3)) == 9, (seed, rows, cols)
 
 
 def test_more_timed_keys_of_one_class_than_the_rule_reads_are_refused(kernel_dir, monkeypatch):
