@@ -109,7 +109,9 @@ def test_graph_capture_on_device_1():
             demo.add(x, y, out)  # loads the module on device 1 outside the capture
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # a stream of device 1 named: torch.cuda.graph's default capture stream is made once per process, on
+        # the device current at its first use (device 0 where test_demo.py captured first)
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=1)):
             demo.add(x, y, out)
         for _ in range(3):
             x.copy_(torch.randn_like(x))
@@ -153,7 +155,7 @@ def test_scratch_pools_and_tma_descriptors_per_device():
     q, k, v, out, a, b, c = cases["cuda:1"]
     with torch.cuda.device(1):
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=1)):  # (see test_graph_capture_on_device_1)
             hopper.attention(q, k, v, out, 0.125)
             hopper.matmul_tma(a, b, c)
         out.fill_(float("nan"))
