@@ -4,6 +4,7 @@ of CUDA 12.2's ptxas, the one sm_90a's are assembled by when installed): machine
 its kernel's entry; the manifest gives each target the driver its ptxas needs; and on the fake driver the runtime runs
 each chip's own code (capabilities 10.0, 10.3 and 12.0), refusing a chip the package has none for by name."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -54,6 +55,26 @@ def test_every_cubin_is_its_targets_machine_code_with_its_kernel(built):
         assert sass.count("/*0000*/") == 1, variant_id  # one function, disassembled from its first instruction
         header = subprocess.run([cuobjdump(), "-elf", str(cubin)], capture_output=True, text=True, check=True)
         assert f"sm={target.removeprefix('sm_')}," in header.stdout.splitlines()[1], (variant_id, header.stdout[:200])
+
+
+def test_each_variant_records_the_registers_cuobjdump_reads_in_its_cubin(built):
+    """The manifest's registers per thread of a Triton variant (read from its cubin, as ptxas -v gives a CUDA
+    kernel's) are those cuobjdump --dump-resource-usage reports."""
+    wheel, cache_dir = built
+    listed = {v["id"]: v for v in manifest.read_wheel(wheel)["kernels"]["add"]["variants"]}
+    checked = 0
+    for path in sorted(cache_dir.glob("variants/*/*.variant")):
+        outcome = cache.decode(path.read_bytes())
+        if not isinstance(outcome, Artifact) or listed[outcome.variant_id]["target"] == "sm_90a":
+            continue  # (CUDA 13's cuobjdump reads no cubin of CUDA 12.2's ptxas)
+        cubin = cache_dir / "r.cubin"
+        cubin.write_bytes(outcome.image)
+        usage = subprocess.run([cuobjdump(), "--dump-resource-usage", str(cubin)], capture_output=True, text=True,
+                               check=True).stdout  # fmt: skip
+        (reported,) = re.findall(rf"Function {re.escape(outcome.entry)}:\s*REG:(\d+)", usage)
+        assert listed[outcome.variant_id]["compiler"]["registers"] == reported, (outcome.variant_id, usage)
+        checked += 1
+    assert checked == 3 * len(listed) // 4
 
 
 def test_each_target_needs_the_driver_of_the_ptxas_that_built_it(built):

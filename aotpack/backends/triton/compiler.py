@@ -39,7 +39,7 @@ from ...plan.variants import Variant
 from ...recipe import sources as _sources
 from ...states import DIV16, NONE, ONE
 from ..base import Artifact, DriverFloor, LaunchNeeds, Outcome, Pruned, TmaLayout
-from . import introspect, releases, toolchain
+from . import cubin, introspect, releases, toolchain
 from .mutation import written_arguments
 
 log = logging.getLogger("aotpack")
@@ -292,6 +292,7 @@ class TritonCompiler:
             "triton": triton.__version__,  # the release that compiled it, in the manifest per variant
             "triton_hash": meta.hash,
             "ptxas": ptxas.release,
+            "registers": cubin.registers(compiled.asm["cubin"], meta.name) or "?",  # per thread, as ptxas -v says
         }
         return Artifact(
             variant_id=variant.id,
