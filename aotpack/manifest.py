@@ -22,12 +22,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypedDict, cast
 
-from . import values
+from . import model, selection, values
 from .errors import WheelError, printable
 from .limits import MAX_DIGITS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_WHEEL_BYTES
 from .model import ConstValue, DtypeConst, FunctionConst, Kind
 
-SCHEMA = "aotpack-manifest/2"
+SCHEMA = "aotpack-manifest/3"
 
 
 # A constexpr's value: plain, or (recorded kernels) null, {"dtype": "fp16"}, {"torch_dtype": "float16"},
@@ -80,6 +80,7 @@ class Variant(TypedDict):
     shared_bytes: int
     static_shared_bytes: int
     num_warps: int
+    blocks_per_sm: int  # resident at once on one multiprocessor of the target (0: not known)
     num_stages: int | None
     constexprs: dict[str, ConstJson]
     image_bytes: int
@@ -151,6 +152,7 @@ class _Selection(TypedDict):
 
 class Selection(_Selection, total=False):
     occupancy: dict[str, int]  # config label: programs per multiprocessor in a wave (only configs in waves)
+    own_occupancy: bool  # programs in waves of each variant's blocks_per_sm (present: true)
     fixed: int  # a program's cost besides its loops, in elements of their tiles (absent: work is their trips)
 
 
@@ -344,3 +346,35 @@ def _mistyped(where: str, value: object, wanted: str) -> str:
     found = {dict: "an object", list: "a list", str: "text", bool: "true or false", int: "a whole number",
              float: "a number", type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
     return f"{where or '(the manifest)'}: {found}, not {wanted}"
+
+
+def selection_of(kernel: model.Kernel) -> Selection | None:
+    """The rule and its held-out error as the manifest holds them (None: no table measured enough keys)."""
+    sel, names = kernel.selection, [n for n, _ in kernel.key]
+    if sel.held_out is None or sel.nearest is None:
+        return None
+
+    def held(h: model.HeldOut) -> HeldOut:
+        return {"points": h.points, "median": round(h.median, 4), "worst": round(h.worst, 4),
+                "worst_key": list(h.worst_key), "over": h.over}  # fmt: skip
+
+    tiles = [f"{names[t.dim]}/{t.constexpr} {'loop' if t.loop else 'grid'}" for t in sel.tiles]
+    out: Selection = {"neighbours": sel.neighbours, "scale": sel.scale, "tiles": tiles,
+                               "held_out": held(sel.held_out), "nearest": held(sel.nearest)}  # fmt: skip
+    if sel.occupancy:
+        out["occupancy"] = {c.label: o for c, o in zip(kernel.configs, sel.occupancy, strict=True) if o}
+    if sel.own_occupancy:
+        out["own_occupancy"] = True
+    if sel.fixed:
+        out["fixed"] = sel.fixed
+    return out
+
+
+def blocks_of(built: Manifest, kernel: model.Kernel) -> dict[selection.Group, tuple[int, ...]]:
+    """The kernel's variants' blocks per multiprocessor as a built wheel's manifest gives them (those a build
+    fits the kernel's rule with: selection.choose); none for a kernel it lacks."""
+    labels = [c.label for c in kernel.configs]
+    variants = built["kernels"][kernel.name]["variants"] if kernel.name in built["kernels"] else []
+    return selection.blocks([((v["target"], tuple(sorted(v["types"].items())), v["specialization"]),
+                              labels.index(v["config"]), v.get("blocks_per_sm", 0))
+                             for v in variants if v["config"] in labels], len(labels))  # fmt: skip

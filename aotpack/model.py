@@ -180,13 +180,15 @@ class Selection:
     """How the dispatcher picks a config for a key (aotpack/selection.py): the nearest table row's config
     (``neighbours`` 0), or each config's time predicted from the ``neighbours`` nearest measured rows,
     scaled by the call's work in the config's tiles over the row's to the power ``scale`` (0: not scaled),
-    the programs of config c counted in waves of ``occupancy[c]`` per multiprocessor (0 or none: not), each
+    the programs of config c counted in waves of ``occupancy[c]`` per multiprocessor (0 or none: not), or of
+    the blocks its variant for the call holds per multiprocessor (``own_occupancy``), each
     program's work the elements its loops' tiles cover plus ``fixed`` (0: its loops' trips)."""
 
     neighbours: int = 0
     scale: float = 0.0
     tiles: tuple[Tile, ...] = ()
     occupancy: tuple[int, ...] = ()  # per config (empty: none in waves)
+    own_occupancy: bool = False  # programs in waves of each variant's own blocks per multiprocessor (not occupancy)
     fixed: int = 0  # a program's cost besides its loops, in elements of their tiles (0: work is their trips)
     sms: int = 0  # the tuning GPU's multiprocessors (the held-out error's; a call uses its own GPU's)
     held_out: HeldOut | None = None  # the rule's (None: no table measured enough keys)

@@ -11,24 +11,24 @@ tile win at M = 96 where a 128-row one won at M = 64, or a 1024-column chunk win
 4096-column one won at 8192. The config with the least predicted time wins (ties: the first).
 Programs run in waves: with an ``occupancy`` o > 0 for a config, its programs count in whole waves of
 o per multiprocessor (ceil(programs / (o * SMs)) waves), so that 135 programs of a 64x128 tile cost two
-waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: not in waves. A program
-may cost more than its loops: with a ``fixed`` cost > 0, a program's work is the elements its loops' tiles
-cover plus that many (a layer norm's short rows cost more per element than long ones); 0: its loops' trips.
+waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: not in waves. With
+``own_occupancy``, o is the blocks per multiprocessor of the variant the call runs for the config (from its
+registers, warps and shared memory: Artifact.blocks_per_sm), rows and call alike. A program may cost more than
+its loops: with a ``fixed`` cost > 0, a program's work is the elements its loops' tiles cover plus that many (a
+layer norm's short rows cost more per element than long ones); 0: its loops' trips.
 
 ``k`` and ``scale`` are chosen per kernel from the measurements, not by hand: each candidate rule predicts every
 measured row from the others (leave-one-out), and the one with the least mean log error wins, the nearest-row rule
 (``neighbours`` 0, the dispatcher's rule for tables without times) included. With a scaled rule and grid tiles,
 each config's occupancy is then chosen the same way (one config at a time, from OCCUPANCIES, the rule's k and scale
 held), and k and scale again with those occupancies; with loop tiles, each fixed cost of FIXED with the TOP_SCALED
-best scaled (k, scale). Which of these four ways of choosing (the nearest-row rule; k and scale; with occupancies;
-with a fixed cost) is used is decided on keys they were not chosen on: the measured keys fall in FOLDS folds, each
-fold's rows are predicted by the rule each way chooses from the other folds' rows, and the way with the least error
-over the folds chooses the rule from all rows. That error over the folds is the held-out error ``aotpack tune`` and
-``aotpack inspect`` print: the leave-one-out error of a rule chosen on the same rows reads low (the demo's layer
-norm's table of 2026-11-29: 54 of 1,110 keys past 1.05x, where keys measured on another day put 15% past it), and
-occupancies or a fixed cost chosen so fit noise more often than the GPU (a fixed cost chosen by leave-one-out for the
-demo's matmul put 185 of its 1,720 keys past 1.05x over the folds, none 144). A kernel whose tables measured fewer
-than MIN_ROWS keys of one class keeps the nearest-row rule.
+best scaled (k, scale); with grid tiles and the variants' blocks known, the scaled (k, scale) again with those.
+Which of these five ways of choosing is used is decided on keys they were not chosen on: the measured keys fall in
+FOLDS folds, each fold's rows are predicted by the rule each way chooses from the other folds' rows, and the way
+with the least error over the folds chooses the rule from all rows. That error over the folds is the held-out error
+``aotpack tune`` and ``aotpack inspect`` print (docs/tuning.md: a leave-one-out error of a rule chosen on the
+same rows reads low, and fitted occupancies or a fixed cost chosen so fit noise). A kernel whose tables measured
+fewer than MIN_ROWS keys of one class keeps the nearest-row rule.
 
 The C runtime (aot_dispatch.c, choose_config) computes the same numbers in the same order; a test holds
 the two to the same picks.
@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
-from . import expr, limits, manifest
+from . import expr, limits
 from .model import NEAREST, HeldOut, Kernel, Selection, Tile
 
 MIN_ROWS = 6  # measured keys of one class a rule is fitted to
@@ -209,14 +209,39 @@ def _nearest_rank(row_key: Sequence[int], row_logs: Sequence[float], v: Sequence
 
 def groups(kernel: Kernel) -> list[list[Measured]]:
     """The measured rows, one list per (arch, types, class), in table order; each list of MIN_ROWS or more."""
+    return list(grouped(kernel).values())
+
+
+Group = tuple[str | None, tuple[tuple[str, str], ...] | None, str | None]  # a table row's arch, types and class
+Blocks = Mapping[Group, tuple[int, ...]]  # per group, each config's variant's blocks per multiprocessor (0: unknown)
+
+
+def blocks(variants: Iterable[tuple[Group, int, int]], configs: int) -> dict[Group, tuple[int, ...]]:
+    """Per (arch, types, class), each config's variant's blocks per multiprocessor (0: none compiled), from
+    (group, config index, blocks) of each compiled variant (the build's artifacts, an installed wheel's manifest)."""
+    out: dict[Group, list[int]] = {}
+    for group, config, count in variants:
+        out.setdefault(group, [0] * configs)[config] = count
+    return {group: tuple(counts) for group, counts in out.items()}
+
+
+def _blocks_of(blocks: Blocks, group: Group) -> tuple[int, ...]:
+    """A group's variants' blocks: of its class; where its rows name none, of the one class built (else ())."""
+    arch, types, klass = group[0], tuple(sorted(group[1] or ())), group[2]
+    found = [b for (a, t, c), b in blocks.items() if (a, t) == (arch, types) and klass in (c, None)]
+    return found[0] if len(found) == 1 else ()
+
+
+def grouped(kernel: Kernel) -> dict[Group, list[Measured]]:
+    """groups(), each list under its (arch, types, class)."""
     labels = [c.label for c in kernel.configs]
-    out: dict[tuple[object, ...], list[Measured]] = {}
+    out: dict[Group, list[Measured]] = {}
     for r in kernel.rules:
         if r.median_us:
             times = dict(r.median_us)
             out.setdefault((r.arch, r.types, r.specialization), []).append(
                 Measured(key=r.key, us=tuple(times.get(label) for label in labels)))  # fmt: skip
-    return [rows for rows in out.values() if len(rows) >= MIN_ROWS and any(t is not None for t in rows[0].us)]
+    return {g: rows for g, rows in out.items() if len(rows) >= MIN_ROWS and any(t is not None for t in rows[0].us)}
 
 
 def consts_of(kernel: Kernel, work: Sequence[Tile]) -> list[dict[str, int]]:
@@ -254,13 +279,14 @@ class _Class:
 
     rows: tuple[Measured, ...]
     data: _Data
+    blocks: tuple[int, ...]  # each config's variant's blocks per multiprocessor, of the rows' class (): not known
     logs: tuple[tuple[float, ...], ...]
     by_distance: tuple[tuple[int, ...], ...]
     by_rank: tuple[tuple[int, ...], ...]
     _work: dict[tuple[int, int, int], list[float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, rows: Sequence[Measured], data: _Data) -> _Class:
+    def of(cls, rows: Sequence[Measured], data: _Data, blocks: tuple[int, ...] = ()) -> _Class:
         logs = tuple(_logs(r.key) for r in rows)
         approx = [[_log2_approx(v) for v in r.key] for r in rows]
         by_distance, by_rank = [], []
@@ -271,7 +297,8 @@ class _Class:
             v, v_logs = _bucketed(row.key, data.pow2)
             rank = [_nearest_rank(r.key, approx[j], v, v_logs) for j, r in enumerate(rows)]
             by_rank.append(tuple(sorted(others, key=rank.__getitem__)))
-        return cls(rows=tuple(rows), data=data, logs=logs, by_distance=tuple(by_distance), by_rank=tuple(by_rank))
+        return cls(rows=tuple(rows), data=data, blocks=blocks, logs=logs, by_distance=tuple(by_distance),
+                   by_rank=tuple(by_rank))  # fmt: skip
 
     def work(self, c: int, occupancy: int, fixed: int) -> list[float]:
         """log2 of config c's work at each row with this occupancy and fixed cost (kept: every fold reads it)."""
@@ -410,38 +437,38 @@ def _error(groups: Sequence[Sequence[Measured]], picks: Sequence[Sequence[int | 
     return held, _mean_log(r for r, _ in ratios)
 
 
-Rule = tuple[int, float, tuple[int, ...], int]  # neighbours (0: nearest row), scale, occupancy per config, fixed
-NEAREST_RULE: Rule = (0, 0.0, (), 0)
+# neighbours (0: nearest row), scale, occupancy per config, fixed cost, waves of each variant's own blocks per SM
+Rule = tuple[int, float, tuple[int, ...], int, bool]
+NEAREST_RULE: Rule = (0, 0.0, (), 0, False)
 
 
-def choose(kernel: Kernel, sms: int) -> Selection:
-    """The rule with the least held-out error on the kernel's measured rows (NEAREST without enough).
-
-    Each way of choosing (the nearest-row rule; k and scale; k, scale and each config's occupancy) runs on
-    every fold of the keys (FOLDS: each key's rows predicted by the rule the other keys' rows chose), and the
-    one with the least error over the folds chooses the rule from all the rows. The held-out errors are those
-    over the folds: leave-one-out errors of a rule chosen on the same rows read low, since k, scale and a dozen
-    occupancies fitted to a few hundred rows fit their noise too."""
-    measured = groups(kernel)
+def choose(kernel: Kernel, sms: int, blocks: Blocks | None = None) -> Selection:
+    """The rule with the least held-out error on the kernel's measured rows (NEAREST without enough): each way
+    of choosing runs on every fold of the keys, and the one with the least error over the folds chooses the rule
+    from all the rows (the module's docstring). ``blocks``: each class's variants' blocks per multiprocessor
+    (Artifact.blocks_per_sm), for the way that counts waves of those; None: that way is not tried."""
+    measured = grouped(kernel)
     if not measured:
         return NEAREST
-    return _chosen(tuple(tuple(rows) for rows in measured), _Data.of(kernel, sms))
+    own = tuple(_blocks_of(blocks, g) for g in measured) if blocks is not None else None
+    return _chosen(tuple(tuple(rows) for rows in measured.values()), _Data.of(kernel, sms), own)
 
 
 @functools.lru_cache(maxsize=64)
-def _chosen(measured: tuple[tuple[Measured, ...], ...], data: _Data) -> Selection:
+def _chosen(measured: tuple[tuple[Measured, ...], ...], data: _Data,
+            blocks: tuple[tuple[int, ...], ...] | None) -> Selection:  # fmt: skip
     """choose() for these rows (kept: loading a recipe again fits the same rows again)."""
-    classes = [_Class.of(rows, data) for rows in measured]
+    classes = [_Class.of(rows, data, blocks[g] if blocks is not None else ()) for g, rows in enumerate(measured)]
     errors = _cross_errors(classes, _folds(measured), data)
-    flat, waved, fixed = _rules(classes, [[True] * len(c.rows) for c in classes], data)
-    # the way of choosing that predicts the other folds best (ties: the simpler)
+    flat, waved, fixed, own = _rules(classes, [[True] * len(c.rows) for c in classes], data)
+    # the way of choosing that predicts the other folds best (ties: the simpler, then the earlier)
     ways = [(NEAREST_RULE, errors[0]), (flat, errors[1])] + [
-        (r, e) for r, e in ((waved, errors[2]), (fixed, errors[3])) if r != flat
+        (r, e) for r, e in ((waved, errors[2]), (fixed, errors[3]), (own, errors[4])) if r != flat
     ]
-    (k, scale, occupancy, cost), (held_out, _) = min(ways, key=lambda way: way[1][1])
+    (k, scale, occupancy, cost, by_blocks), (held_out, _) = min(ways, key=lambda way: way[1][1])
     # (the nearest-row rule is k 0; _rules gives no occupancies where the rule is unscaled or counts no waves)
     return Selection(neighbours=k, scale=scale, tiles=data.work, sms=data.sms, held_out=held_out,
-                     nearest=errors[0][0], occupancy=occupancy, fixed=cost)  # fmt: skip
+                     nearest=errors[0][0], occupancy=occupancy, fixed=cost, own_occupancy=by_blocks)  # fmt: skip
 
 
 FOLDS = 4  # the held-out error's folds of the measured keys
@@ -458,7 +485,7 @@ def _cross_errors(classes: Sequence[_Class], folds: Sequence[frozenset[tuple[int
     """The error over the folds of the nearest-row rule, of choosing a rule without occupancies and of choosing
     one with them (_rules): each row picked for by the rule the rows of the other folds chose, from those rows
     (a row whose class has none there is left out)."""
-    ways = 4
+    ways = 5
     rows_out: list[list[list[Measured]]] = [[[] for _ in classes] for _ in range(ways)]
     picks: list[list[list[int | None]]] = [[[] for _ in classes] for _ in range(ways)]
     for fold in folds:
@@ -480,37 +507,41 @@ def _cross_errors(classes: Sequence[_Class], folds: Sequence[frozenset[tuple[int
 def _picks(klass: _Class, held: _Held, pool: Sequence[bool], rule: Rule, data: _Data) -> list[int | None]:
     """The config a rule picks for each held target from the pool's rows (the dispatcher's choice: predict and
     nearest_row compute the same, one key at a time)."""
-    k, scale, occupancy, fixed = rule
+    k, scale, occupancy, fixed, own = rule
     if k == 0:
         return klass.nearest_picks(held.targets, pool)
-    return held.picks(k, scale, occupancy, fixed)
+    return held.picks(k, scale, klass.blocks if own else occupancy, fixed)
 
 
-def _rules(classes: Sequence[_Class], pools: Sequence[Sequence[bool]], data: _Data) -> tuple[Rule, Rule, Rule]:
+def _rules(classes: Sequence[_Class], pools: Sequence[Sequence[bool]], data: _Data,
+           ) -> tuple[Rule, Rule, Rule, Rule]:  # fmt: skip
     """The rules chosen on the pools' rows (each predicted from the pool's others): the candidate (k, scale)
     with the least leave-one-out error; with occupancies (grid tiles, a scaled candidate: each config's
-    occupancy chosen the same way, then k and scale again) where that errs less; and with a fixed cost
-    (loop tiles: each of FIXED with the TOP_SCALED best scaled candidates) where that errs less. The
-    nearest-row rule (k 0) where it errs less than any."""
+    occupancy chosen the same way, then k and scale again) where that errs less; with a fixed cost
+    (loop tiles: each of FIXED with the TOP_SCALED best scaled candidates) where that errs less; and with the
+    waves of each class's variants' own blocks per multiprocessor (grid tiles, every class's known: the scaled
+    candidates again) where that errs less. The nearest-row rule (k 0) where it errs less than any."""
     if not classes:
-        return NEAREST_RULE, NEAREST_RULE, NEAREST_RULE
+        return NEAREST_RULE, NEAREST_RULE, NEAREST_RULE, NEAREST_RULE
     targets = [[i for i, inside in enumerate(pool) if inside] for pool in pools]
     measured = [[c.rows[i] for i in t] for c, t in zip(classes, targets, strict=True)]
     nearest_picks = [c.nearest_picks(t, pool) for c, t, pool in zip(classes, targets, pools, strict=True)]
     nearest_score = _error(measured, nearest_picks)[1]
     held = [_Held.of(c, t, pool) for c, t, pool in zip(classes, targets, pools, strict=True)]
 
-    def rules(occupancy: Sequence[int], candidates: Sequence[tuple[int, float, int]],
+    def rules(occupancy: Sequence[int] | None, candidates: Sequence[tuple[int, float, int]],
               ) -> list[tuple[float, int, float, int]]:  # fmt: skip
-        """The candidates (k, scale, fixed) with their mean log2 error, best first (ties: the first)."""
-        per_group = [_candidate_picks(h, occupancy, candidates) for h in held]
+        """The candidates (k, scale, fixed) with their mean log2 error, best first (ties: the first); occupancy
+        None: each class's own blocks."""
+        per_group = [_candidate_picks(h, h.klass.blocks if occupancy is None else occupancy, candidates)
+                     for h in held]  # fmt: skip
         scored = [(_error(measured, [group[c] for group in per_group])[1], *c) for c in per_group[0]]
         return sorted(scored, key=lambda x: x[0])
 
-    def rule(best: tuple[float, int, float, int], occupancy: Sequence[int]) -> Rule:
+    def rule(best: tuple[float, int, float, int], occupancy: Sequence[int], own: bool = False) -> Rule:
         if best[0] >= nearest_score:
             return NEAREST_RULE
-        return best[1], best[2], tuple(occupancy) if best[2] > 0 and any(occupancy) else (), best[3]
+        return best[1], best[2], tuple(occupancy) if best[2] > 0 and any(occupancy) else (), best[3], own
 
     none = (0,) * len(data.consts)
     flat = rules(none, _candidates(data))
@@ -530,7 +561,12 @@ def _rules(classes: Sequence[_Class], pools: Sequence[Sequence[bool]], data: _Da
         tried = rules(none, costs)[0]
         if tried[0] < flat[0][0] - 1e-12:
             fixed = tried
-    return rule(flat[0], none), rule(*waved), rule(fixed, none)
+    own = flat[0], False
+    if scaled and any(not t.loop for t in data.work) and all(any(c.blocks) for c in classes):
+        tried = rules(None, _candidates(data, [x for x in SCALES if x > 0]))[0]
+        if tried[0] < flat[0][0] - 1e-12:
+            own = tried, True
+    return rule(flat[0], none), rule(*waved), rule(fixed, none), rule(own[0], none, own[1])
 
 
 def _occupancy(held: Sequence[_Held], k: int, scale: float, fixed: int) -> tuple[int, ...]:
@@ -561,23 +597,3 @@ def _occupancy(held: Sequence[_Held], k: int, scale: float, fixed: int) -> tuple
             else:
                 ests[c] = before
     return tuple(chosen)
-
-
-def entry(kernel: Kernel) -> manifest.Selection | None:
-    """The rule and its held-out error as the manifest holds them (None: no table measured enough keys)."""
-    sel, names = kernel.selection, [n for n, _ in kernel.key]
-    if sel.held_out is None or sel.nearest is None:
-        return None
-
-    def held(h: HeldOut) -> manifest.HeldOut:
-        return {"points": h.points, "median": round(h.median, 4), "worst": round(h.worst, 4),
-                "worst_key": list(h.worst_key), "over": h.over}  # fmt: skip
-
-    tiles = [f"{names[t.dim]}/{t.constexpr} {'loop' if t.loop else 'grid'}" for t in sel.tiles]
-    out: manifest.Selection = {"neighbours": sel.neighbours, "scale": sel.scale, "tiles": tiles,
-                               "held_out": held(sel.held_out), "nearest": held(sel.nearest)}  # fmt: skip
-    if sel.occupancy:
-        out["occupancy"] = {c.label: o for c, o in zip(kernel.configs, sel.occupancy, strict=True) if o}
-    if sel.fixed:
-        out["fixed"] = sel.fixed
-    return out

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from .. import facts
 from ..model import Kernel
 from ..plan.variants import Variant
 from ..recipe.readers import KernelReader
@@ -56,6 +57,7 @@ class Artifact:
     shared: int  # dynamic shared memory a launch passes, when fixed at build time (Triton)
     static_shared: int  # shared memory the code declares itself (CUDA __shared__ arrays)
     num_warps: int  # 0 when the recipe gives the block shape (CUDA)
+    registers: int = 0  # per thread, as ptxas allocated them (0: not known, or PTX)
     extra_pointer_params: int  # trailing pointer params the compiler adds (Triton: scratch buffers)
     needs: LaunchNeeds = LaunchNeeds()
     metadata: tuple[tuple[str, str], ...]  # compiler facts for the manifest, as text
@@ -64,6 +66,14 @@ class Artifact:
     # the driver its code needs, set by the toolchain that built it: a CUDA X.Y toolchain's code is taken as
     # needing an X.Y driver (minor-version compatibility is not relied on); None: the target's own floor
     driver_floor: DriverFloor | None = None
+
+    def blocks_per_sm(self, target: str) -> int:
+        """How many blocks of this variant one multiprocessor of its target holds at once (0: not known: no
+        registers from ptxas, PTX, or a block shape the recipe gives at the call)."""
+        if self.registers <= 0 or self.num_warps <= 0:
+            return 0
+        arch = facts.target(target).arch
+        return arch.blocks_per_sm(self.registers, self.num_warps, self.shared + self.static_shared)
 
 
 @dataclass(frozen=True, kw_only=True)

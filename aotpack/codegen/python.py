@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from .. import backends, expr, facts, selection
+from .. import backends, expr, facts
 from .. import manifest as manifest_types
 from ..backends import Artifact
 from ..manifest import Manifest
@@ -142,7 +142,7 @@ def _kernel_entry(kb: KernelBuild, recipe_path: Path) -> manifest_types.Kernel:
         "variants": [_variant_entry(k, v, art) for v, art in kb.variants],
         "pruned": [{"id": v.id, "reason": p.reason} for v, p in kb.pruned],
     }
-    chosen = selection.entry(k)
+    chosen = manifest_types.selection_of(k)
     if chosen is not None:
         entry["selection"] = chosen
     return entry
@@ -172,6 +172,7 @@ def _variant_entry(k: Kernel, v: Variant, art: Artifact) -> manifest_types.Varia
         "shared_bytes": art.shared,
         "static_shared_bytes": art.static_shared,
         "num_warps": art.num_warps,
+        "blocks_per_sm": art.blocks_per_sm(v.target),
         "num_stages": v.config.num_stages,
         "constexprs": {n: manifest_types.const_json(c) for n, c in v.config.constexprs},
         "image_bytes": len(art.image),

@@ -69,6 +69,8 @@ def selection_lines(name: str, sel: Selection) -> list[str]:
         )
     if sel.get("occupancy"):
         rule += ", programs in waves of " + ", ".join(f"{o} per SM ({c})" for c, o in sel["occupancy"].items())
+    if sel.get("own_occupancy"):
+        rule += ", programs in waves of as many of each variant's blocks as fit on an SM (registers, warps, shared)"
     if sel.get("fixed"):
         rule += f", each program's work the elements of its loops plus {sel['fixed']}"
     lines = [f"  {name}: {rule}; held-out {held(sel['held_out'])}"]

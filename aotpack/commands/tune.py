@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import limits, model, selection
+from .. import limits, manifest, model, selection
 from ..backends import recipes as recipe
 from ..errors import RecipeError, TuneError, UsageError
 from ..recipe import tables
@@ -181,7 +181,7 @@ def tune(
                     opts.budget, left, len(work))  # fmt: skip
     table = _table(rec, gpu, work, results, kept)
     written = tables.write(table, Path(out_dir) / f"{rec.package}.{table.arch}.json")
-    _say_rules(_tuned(table, rec))
+    _say_rules(_tuned(table, rec), rec.package)
     return written
 
 
@@ -281,16 +281,30 @@ def _tuned(table: tables.Table, rec: model.Recipe) -> dict[str, model.Kernel]:
     return {k.name: k for k in tables.apply(table, kernels, rec.package)}
 
 
-def _say_rules(tuned: dict[str, model.Kernel]) -> None:
-    """Each kernel's dispatch rule fitted to what was measured, and its held-out error (aotpack/selection.py)."""
-    for kernel in tables.fit(list(tuned.values())):
-        sel = selection.entry(kernel)
+def _say_rules(tuned: dict[str, model.Kernel], package_name: str) -> None:
+    """Each kernel's dispatch rule fitted to what was measured, as a build of the recipe fits it (with the
+    installed package's variants' blocks per multiprocessor), and its held-out error (aotpack/selection.py)."""
+    for kernel in tables.fit(list(tuned.values()), _blocks(package_name, tuned)):
+        sel = manifest.selection_of(kernel)
         if sel is None:
             log.warning("%s: fewer than %d keys per types and class were measured; the dispatcher keeps the nearest "
                         "row's config (sample more keys: tune.sample)", kernel.name, selection.MIN_ROWS)  # fmt: skip
             continue
         for line in inspect.selection_lines(kernel.name, sel):
             log.warning("%s", line.strip())
+
+
+def _blocks(package_name: str, kernels: dict[str, model.Kernel]) -> dict[str, selection.Blocks] | None:
+    """Per kernel, its variants' blocks per multiprocessor as the installed package's manifest gives them; None
+    where this host has no such package (tuned on a cluster's workers): the rule printed is then fitted without
+    them, and a build may choose another."""
+    try:
+        built: manifest.Manifest = importlib.import_module(package_name).__aotpack__
+    except (ImportError, AttributeError):
+        log.warning("%s is not installed here: the rule below is fitted without its variants' blocks per "
+                    "multiprocessor (a build fits it with them)", package_name)  # fmt: skip
+        return None
+    return {name: manifest.blocks_of(built, k) for name, k in kernels.items()}
 
 
 def _tune_here(

@@ -18,7 +18,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .. import _temp, backends, codegen, facts, limits, model, runtime, values
+from .. import _temp, backends, codegen, facts, limits, model, runtime, selection, values
 from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
 from ..backends import recipes as recipe
@@ -128,22 +128,27 @@ def run(rec: model.Recipe, options: BuildOptions, progress: Progress | None = No
     hit = _cached_wheel(keys, options)
     if hit is not None:
         return hit
-    rec, variants = _fitted(rec, variants)
     built = _compile(rec, variants, tools, keys, options, progress)
     pruned = _check_outcomes(rec, built, options.strict)
     _check_mutation(rec, built)
+    rec, built = _fitted(rec, built)
     inputs = codegen.BuildInput(recipe=rec, kernels=codegen.group(rec, built),
                                 versions=tuple(sorted(tools.versions.items())), sources=sources)  # fmt: skip
     return _package_into(inputs, pruned, keys, options)
 
 
-def _fitted(rec: model.Recipe, variants: Sequence[plan.Variant]) -> tuple[model.Recipe, tuple[plan.Variant, ...]]:
-    """The recipe and its variants with the dispatch rules between measured keys chosen (tables.fit), for the
+def _fitted(rec: model.Recipe, built: Built) -> tuple[model.Recipe, Built]:
+    """The recipe and its compiled variants with the dispatch rules between measured keys chosen (tables.fit),
+    once compiled (a rule may count programs in waves of each variant's blocks per multiprocessor), for the
     kernels this build generates code for: seconds for the demo's tables, spent neither when a listing reads
     the recipe nor for a cached wheel or the kernels --only leaves out (a variant's code reads no rule)."""
-    fitted = {k.name: k for k in tables.fit(list(rec.kernels))}
+    blocks = {k.name: selection.blocks(
+        [((v.target, tuple(sorted(v.binding)), v.specialization), k.configs.index(v.config), o.blocks_per_sm(v.target))
+         for v, o in built if v.kernel.name == k.name and isinstance(o, Artifact)], len(k.configs))
+        for k in rec.kernels}  # fmt: skip
+    fitted = {k.name: k for k in tables.fit(list(rec.kernels), blocks)}
     return (dataclasses.replace(rec, kernels=tuple(fitted[k.name] for k in rec.kernels)),
-            tuple(dataclasses.replace(v, kernel=fitted[v.kernel.name]) for v in variants))  # fmt: skip
+            [(dataclasses.replace(v, kernel=fitted[v.kernel.name]), o) for v, o in built])  # fmt: skip
 
 
 def sweep_temp() -> None:

@@ -21,6 +21,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,11 +192,13 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
     return [by_name[k.name] for k in kernels]
 
 
-def fit(kernels: list[Kernel]) -> list[Kernel]:
+def fit(kernels: list[Kernel], blocks: Mapping[str, selection.Blocks] | None = None) -> list[Kernel]:
     """The kernels with their selection rule chosen from every applied table's measurements
-    (aotpack/selection.py), once all tables are in."""
+    (aotpack/selection.py), once all tables are in; ``blocks``: per kernel, its variants' blocks per
+    multiprocessor (None: not known; a rule counting waves of them is then not tried)."""
     return [
-        dataclasses.replace(k, selection=selection.choose(k, k.selection.sms or selection.DEFAULT_SMS))
+        dataclasses.replace(k, selection=selection.choose(
+            k, k.selection.sms or selection.DEFAULT_SMS, blocks.get(k.name, {}) if blocks is not None else None))
         if any(r.median_us for r in k.rules) else k
         for k in kernels
     ]  # fmt: skip

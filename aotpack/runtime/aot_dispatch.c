@@ -274,7 +274,7 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
     }
     if (near.n > 0 && near.score == best_score) {
       predicted = 1;
-      int c = rt_predicted_config(k, call, key, &near, sms);
+      int c = rt_predicted_config(k, call, key, &near, sms, target, binding, spec);
       if (c >= 0) {
         *exact = near.dist[0] == 0;
         return c;

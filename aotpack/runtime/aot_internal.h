@@ -168,7 +168,8 @@ typedef struct {
 } nearest_rows;
 void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score); /* row r serves with score */
 /* The config predicted fastest from the nearest rows (sms: the device's multiprocessors), or -1. */
-int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near, int sms);
+int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near, int sms,
+                        int target, int binding, int spec);
 
 /* ---------------------------------------------------------------- the tuned-choice memo (aot_memo.c) */
 

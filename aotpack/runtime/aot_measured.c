@@ -5,10 +5,10 @@
 #include <math.h>
 
 /* log2 of a config's work at a key (aotpack/selection.py's log2_work): the programs the grid's tiles make,
- * at least one per multiprocessor (with an occupancy o: in whole waves of o per multiprocessor), times the
+ * at least one per multiprocessor (with an occupancy o > 0: in whole waves of o per multiprocessor), times the
  * trips of the loops' tiles; with a fixed cost, times the elements the loops' tiles cover plus that cost.
  * Doubles: exact for whole numbers below 2^53, past any grid CUDA launches; past that, still finite. */
-static double log2_work(const aot_kernel *k, int config, const int64_t *key, int sms) {
+static double log2_work(const aot_kernel *k, int config, const int64_t *key, int sms, int occupancy) {
   const int64_t *consts = rt_config_consts(k, config);
   double programs = 1, trips = 1, elements = 1;
   for (int t = 0; t < k->ntiles; t++) {
@@ -18,7 +18,6 @@ static double log2_work(const aot_kernel *k, int config, const int64_t *key, int
     if (k->tiles[t].loop) trips *= n, elements *= n * (double)(step > 1 ? step : 1);
     else programs *= n;
   }
-  int occupancy = k->occupancy != NULL ? k->occupancy[config] : 0;
   double slots = (double)(sms > 1 ? sms : 1) * (occupancy > 1 ? occupancy : 1);
   programs = occupancy > 0 ? ceil(programs / slots) * slots : programs > slots ? programs : slots;
   return log2(programs) + log2(k->fixed > 0 ? elements + (double)k->fixed : trips);
@@ -46,12 +45,17 @@ void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {
  * power k->scale; the least wins (aotpack/selection.py computes the same in the same order). -1: no config
  * was measured at every neighbour. */
 int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near,
-                        int sms) {
+                        int sms, int target, int binding, int spec) {
   int best = -1;
   double best_t = 0;
   for (int c = 0; c < k->nconfigs; c++) {
     if (!rt_config_fits(k, call, c)) continue;
-    double here = k->scale > 0 ? log2_work(k, c, key, sms) : 0, total = 0, weights = 0;
+    int occupancy = k->occupancy != NULL ? k->occupancy[c] : 0;
+    if (k->own_occupancy) { /* the blocks per multiprocessor of the variant this config runs for the call */
+      int v = rt_variant_in_config(k, call, c, target, binding, spec);
+      occupancy = v >= 0 ? k->variants[v].blocks : 0;
+    }
+    double here = k->scale > 0 ? log2_work(k, c, key, sms, occupancy) : 0, total = 0, weights = 0;
     int measured = 1;
     for (int i = 0; i < near->n && measured; i++) {
       const aot_rule *rule = &k->rules[near->row[i]];
@@ -62,7 +66,7 @@ int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key,
       }
       double w = 1.0 / ((near->dist[i] + AOT_WEIGHT_OFFSET) * (near->dist[i] + AOT_WEIGHT_OFFSET));
       double t = log2(us > 1e-3 ? us : 1e-3);
-      if (k->scale > 0) t += k->scale * (here - log2_work(k, c, rule->key, sms));
+      if (k->scale > 0) t += k->scale * (here - log2_work(k, c, rule->key, sms, occupancy));
       total += w * t;
       weights += w;
     }

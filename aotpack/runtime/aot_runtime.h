@@ -166,6 +166,7 @@ typedef struct {
   uint32_t shared;        /* dynamic shared memory bytes, when fixed at build time (Triton) */
   uint32_t static_shared; /* shared memory the code declares (CUDA __shared__) */
   uint16_t num_warps;     /* block = 32 * num_warps threads, unless the kernel has a block function */
+  uint8_t blocks;         /* blocks resident at once on one multiprocessor (0: not known; the rule's waves) */
   uint8_t extra_ptrs;  /* trailing scratch pointer params, 0 to 2 (Triton's global, then profile) */
   uint64_t folded;     /* bit i: argument i is a constant in this code, not a parameter */
   int min_driver;      /* CUDA driver version, 1000*major + 10*minor */
@@ -223,6 +224,7 @@ typedef struct aot_kernel {
   int ntiles;
   const aot_tile *tiles;
   const uint8_t *occupancy;    /* nconfigs: programs per multiprocessor in a wave (0: not in waves), or NULL */
+  uint8_t own_occupancy;       /* 1: in waves of the blocks per multiprocessor of the variant each config runs */
   int64_t fixed;               /* a program's cost besides its loops, in elements of their tiles (0: trips) */
   int tuned_sms;               /* the tuning GPU's multiprocessors: select(target=...)'s default */
   int nvariants;

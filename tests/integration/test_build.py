@@ -220,7 +220,7 @@ def test_same_inputs_give_a_byte_identical_wheel(small_recipe, small_wheel, tmp_
 def test_inspect_shows_provenance(small_wheel, small_recipe, capsys):
     assert cli.main(["inspect", str(small_wheel), "--json"]) == 0
     manifest = json.loads(capsys.readouterr().out)
-    assert manifest["schema"] == "aotpack-manifest/2"
+    assert manifest["schema"] == "aotpack-manifest/3"
     add = ROOT / "examples" / "add.py"
     rel = os.path.relpath(add, small_recipe.parent)
     assert manifest["sources"][rel] == hashlib.sha256(add.read_bytes()).hexdigest()

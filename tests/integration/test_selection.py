@@ -85,13 +85,32 @@ def draw(rng: random.Random) -> tuple[int, int, int]:
 
 
 def fitted(recipe_path: Path) -> model.Kernel:
-    """The recipe's one kernel with its rule chosen, as a build chooses it (tables.fit)."""
-    (kernel,) = tables.fit(list(recipe.load(recipe_path).kernels))
+    """The recipe's one kernel with its rule chosen, as its build chose it (tables.fit, with the blocks per
+    multiprocessor of the variants the wheel in dist/ holds, where there is one)."""
+    (kernel,) = recipe.load(recipe_path).kernels
+    wheels = list((recipe_path.parent / "dist").glob("*.whl"))
+    blocks = {kernel.name: manifest.blocks_of(manifest.read_wheel(wheels[0]), kernel)} if wheels else None
+    (kernel,) = tables.fit([kernel], blocks)
     return kernel
+
+
+def own_blocks(recipe_path: Path) -> tuple[int, ...]:
+    """Each config's variant's blocks per multiprocessor in the recipe's wheel (its one arch, types and class)."""
+    (kernel,) = recipe.load(recipe_path).kernels
+    wheel = next((recipe_path.parent / "dist").glob("*.whl"))
+    (blocks,) = manifest.blocks_of(manifest.read_wheel(wheel), kernel).values()
+    return blocks
 
 
 def _site(folder: Path, timed: Callable[..., float], seed: int, tmp_path_factory) -> tuple[Path, Path]:
     """40 keys drawn with this seed, timed by the model: the recipe, and its wheel installed."""
+    _table(folder, timed, seed)
+    wheel = build(folder / "r.yaml", folder / "dist", jobs=2).wheel
+    return folder / "r.yaml", install_wheel(wheel, tmp_path_factory.mktemp("site"))
+
+
+def _table(folder: Path, timed: Callable[..., float], seed: int) -> None:
+    """The recipe in the folder, with a table of 40 keys drawn with this seed, timed by the model."""
     rng = random.Random(seed)
     rows = []
     for key in [draw(rng) for _ in range(40)]:
@@ -102,8 +121,6 @@ def _site(folder: Path, timed: Callable[..., float], seed: int, tmp_path_factory
              "driver_cuda": "13.0", "date": "2026-11-29", "sms": SMS, "kernels": {"matmul": rows}}  # fmt: skip
     (folder / "table.json").write_text(json.dumps(table))
     (folder / "r.yaml").write_text(RECIPE)
-    wheel = build(folder / "r.yaml", folder / "dist", jobs=2).wheel
-    return folder / "r.yaml", install_wheel(wheel, tmp_path_factory.mktemp("site"))
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +171,39 @@ def test_the_runtime_counts_a_programs_fixed_cost_as_the_rule_does(fixed_site, f
     _runtime_picks_as_predicted(kernel, installed, fake_driver, tmp_path)
 
 
-def _runtime_picks_as_predicted(kernel: model.Kernel, installed: Path, machine, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def own_site(site, tmp_path_factory) -> tuple[Path, Path]:
+    """A GPU whose programs run in waves of as many of each variant's blocks as fit on a multiprocessor (those
+    the build computed from the cubins' registers: read off the first site's wheel, the same variants)."""
+    blocks = dict(zip(CONFIGS, own_blocks(site[0]), strict=True))
+    per_element = {(64, 64): 1.0, (64, 128): 0.8, (128, 64): 0.8, (128, 128): 0.65}  # bigger tiles reuse more
+
+    def own_us(m: int, n: int, k: int, bm: int, bn: int, bk: int) -> float:
+        fit = blocks[(bm, bn, bk)]
+        waves = math.ceil(math.ceil(m / bm) * math.ceil(n / bn) / (SMS * fit))
+        wave = fit * bm * bn / 16384 * per_element[(bm, bn)]
+        return 3.0 + waves * wave * math.ceil(k / bk) * bk * (1.0 if bk == 64 else 1.1) / 50.0
+
+    return _site(tmp_path_factory.mktemp("own"), own_us, 5, tmp_path_factory)
+
+
+def test_the_runtime_counts_waves_of_each_variants_blocks_as_the_rule_does(own_site, fake_driver, tmp_path):
+    recipe_path, installed = own_site
+    blocks = own_blocks(recipe_path)
+    assert all(blocks) and len(set(blocks)) > 1, blocks  # the tiles' variants fit differently many per SM
+    kernel = fitted(recipe_path)
+    chosen = kernel.selection
+    assert chosen.own_occupancy and chosen.scale > 0 and not chosen.occupancy, chosen
+    unknown = tables.fit(list(recipe.load(recipe_path).kernels))[0].selection  # without the blocks
+    assert chosen.held_out is not None and unknown.held_out is not None
+    assert (chosen.held_out.over, chosen.held_out.worst) < (unknown.held_out.over, unknown.held_out.worst)
+    wheel_manifest = manifest.read_wheel(next((recipe_path.parent / "dist").glob("*.whl")))
+    assert wheel_manifest["kernels"]["matmul"]["selection"].get("own_occupancy") is True
+    _runtime_picks_as_predicted(kernel, installed, fake_driver, tmp_path, blocks)
+
+
+def _runtime_picks_as_predicted(kernel: model.Kernel, installed: Path, machine, tmp_path: Path,
+                                blocks: tuple[int, ...] = ()) -> None:  # fmt: skip
     """The package's select() at 304 keys, twice each, on the machine: the config predict() picks with the rule;
     and the same after 3,000 other keys (the kept picks, 1,024 in sets of 4, evicted), twice: kept again, then
     read back."""
@@ -179,7 +228,8 @@ def _runtime_picks_as_predicted(kernel: model.Kernel, installed: Path, machine, 
     labels = [c.label for c in kernel.configs]
     for key, line in zip(keys, out, strict=True):
         expected = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, SMS,
-                                     occupancy=chosen.occupancy, fixed=chosen.fixed)  # fmt: skip
+                                     occupancy=blocks if chosen.own_occupancy else chosen.occupancy,
+                                     fixed=chosen.fixed)  # fmt: skip
         assert expected is not None
         assert line.split("/")[1].startswith("T=fp16," + labels[expected]), (key, line, labels[expected])
 

@@ -35,6 +35,7 @@ def artifact(v: plan.Variant) -> Artifact:
         shared=1024,
         static_shared=0,
         num_warps=v.config.num_warps or 0,
+        registers=40,
         extra_pointer_params=2,
         metadata=(("arch", v.target),),
         driver_floor=FLOORS[v.target],
@@ -100,14 +101,15 @@ def test_kernel_tables(kernel_dir):
     ) in text
     assert "  if (!(x->given & (UINT64_C(1) << 3))) x->i[3] = aot_numel(x, 2);" in text
     assert "  out[0] = x->i[3];\n  out[1] = 0;" in text
-    # each variant's image: its block (the kernel's sm_80 images first), offset, size and CRC-32
+    # each variant's image: its block (the kernel's sm_80 images first), offset, size and CRC-32; 12 blocks per
+    # multiprocessor of an sm_80 (4 warps of 40 registers: 65536 // (4 * 1280))
     build = fake_build(kernel_dir)
     rows = [(v, art) for v, art in build.kernels[0].variants if v.target == "sm_80"]
     first, second = rows[0][1].image, rows[1][1].image
     assert (
         '{.id = "add/T=fp32,BLOCK=256,w4,s3/sm_80/DDDD", .binding = 0, .config = 0, .target = 0, .spec = 0, '
         f".block = &block_0, .offset = 0, .raw_size = 37, .crc32 = UINT32_C({zlib.crc32(first)}), "
-        '.entry = "add_kernel", .shared = 1024, .static_shared = 0, .num_warps = 4, .extra_ptrs = 2, '
+        '.entry = "add_kernel", .shared = 1024, .static_shared = 0, .num_warps = 4, .blocks = 12, .extra_ptrs = 2, '
         ".folded = UINT64_C(0), .min_driver = 12020, .scratch = {0, 1}, .profile_scratch = {0, 1}, .num_ctas = 1, "
         ".cooperative = 0, .pdl = 0, .tma = NULL}" in text
     )

@@ -142,19 +142,29 @@ def test_planning_writes_nothing_beside_the_kernels(tmp_path):
 def test_only_a_build_chooses_dispatch_rules_and_only_for_the_kernels_it_builds(monkeypatch, capsys, tmp_path):
     """Choosing the rule between measured keys takes seconds for the demo's tables: ``aotpack plan``, loading a
     recipe and the recipe checks of ``aotpack record`` read no rule and fit none; a build fits the rules of the
-    kernels it generates code for, those --only leaves in, before it compiles anything."""
+    kernels it generates code for, those --only leaves in, once they are compiled (a rule may count programs in
+    waves of the variants' blocks per multiprocessor, known from their cubins)."""
     from aotpack.commands import cli
     from aotpack.pipeline import build as pipeline
     from aotpack.recipe import tables
 
     fitted: list[list[str]] = []
 
-    def refused(kernels):
+    compiled: list[str] = []
+
+    def refused(kernels, blocks=None):
+        assert compiled, "fitted before the variants were compiled"
         fitted.append([k.name for k in kernels])
         raise AssertionError("fitted")
 
+    def compile_none(rec, variants, *args, **kwargs):
+        compiled.extend(v.id for v in variants)
+        return []
+
     monkeypatch.setattr(tables, "fit", refused)
-    monkeypatch.setattr(pipeline, "_compile", lambda *a, **k: pytest.fail("compiled before the rules were fitted"))
+    monkeypatch.setattr(pipeline, "_compile", compile_none)
+    monkeypatch.setattr(pipeline, "_check_outcomes", lambda *a: ())
+    monkeypatch.setattr(pipeline, "_check_mutation", lambda *a: None)
     demo = Path(__file__).parents[2] / "recipes" / "demo.yaml"
     assert cli.main(["plan", str(demo), "-q"]) in (0, None)
     assert "matmul/T=fp16," in capsys.readouterr().out

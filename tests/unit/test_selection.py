@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from aotpack import selection
+from aotpack import manifest, selection
 from aotpack.backends.triton import introspect
 from aotpack.model import Tile
 
@@ -100,7 +100,7 @@ def test_a_fixed_cost_is_chosen_where_short_rows_cost_more_than_their_elements(c
     keys = [(round(2 ** rng.uniform(7, 15)), round(2 ** rng.uniform(6, 14))) for _ in range(120)]
     rows = tuple(measured(key, tuple(round(us(*key, b, w), 4) for b, w in configs)) for key in keys)
     data = selection._Data(work=tiles, constexprs=tuple(tuple(sorted(c.items())) for c in consts), sms=132, pow2=False)
-    chosen = selection._chosen((rows,), data)
+    chosen = selection._chosen((rows,), data, None)
     assert chosen.fixed > 0 and chosen.scale > 0, chosen
     held = {"points": 1, "median": 1.0, "worst": 1.0, "worst_key": [1, 1], "over": 0}
     sel = {"neighbours": chosen.neighbours, "scale": chosen.scale, "tiles": ["M/ROWS grid", "N/BLOCK loop"],
@@ -109,7 +109,7 @@ def test_a_fixed_cost_is_chosen_where_short_rows_cost_more_than_their_elements(c
     assert f"each program's work the elements of its loops plus {chosen.fixed}" in line
     monkeypatch.setattr(selection, "FIXED", (0,))
     selection._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no fixed cost to try
-    without = selection._chosen((rows,), data)
+    without = selection._chosen((rows,), data, None)
     assert without.fixed == 0
     assert chosen.held_out is not None and without.held_out is not None
     assert chosen.held_out.over <= without.held_out.over and chosen.held_out.worst < without.held_out.worst
@@ -161,12 +161,102 @@ def test_occupancies_are_chosen_where_the_times_run_in_waves(kernel_dir, monkeyp
     assert unwaved.occupancy == ()
     assert chosen.held_out is not None and unwaved.held_out is not None
     assert (chosen.held_out.over, chosen.held_out.worst) < (unwaved.held_out.over, unwaved.held_out.worst)
-    entry = selection.entry(dataclasses.replace(kernel, selection=chosen))
+    entry = manifest.selection_of(dataclasses.replace(kernel, selection=chosen))
     assert entry is not None
     waved = {c.label: o for c, o in zip(kernel.configs, chosen.occupancy, strict=True) if o}
     assert entry["occupancy"] == waved
     (line, _) = selection_lines("add", entry)
     assert all(f"{o} per SM ({label})" in line for label, o in waved.items())
+
+
+@pytest.mark.parametrize(
+    ("arch", "registers", "warps", "shared", "blocks"),
+    [
+        ("sm_90a", 255, 4, 16384, 2),  # registers: a warp's 8,160 rounded to 8,192; 4 warps take a quarter
+        ("sm_90a", 128, 4, 8192, 4),
+        ("sm_90a", 167, 4, 8192, 3),  # 5,344 per warp rounded to 5,376
+        ("sm_90a", 32, 4, 0, 16),  # warps: 64 per multiprocessor
+        ("sm_90a", 16, 1, 0, 32),  # blocks: 32
+        ("sm_90a", 32, 4, 100_000, 2),  # shared memory: 233,472 bytes, 1,024 more per block
+        ("sm_86", 32, 4, 0, 12),  # 48 warps
+        ("sm_86", 16, 1, 0, 16),  # 16 blocks
+        ("sm_89", 16, 1, 0, 24),
+        ("sm_80", 32, 4, 80_000, 2),  # 167,936 bytes
+        ("sm_90a", 32, 4, 240_000, 0),  # more than one multiprocessor holds
+        ("sm_90a", 0, 4, 0, 16),  # no registers: warps and blocks alone
+        ("sm_90a", 32, 0, 0, 0),  # no warps (a CUDA kernel's block is the call's): not known
+    ],
+)
+def test_blocks_per_multiprocessor_as_the_occupancy_calculator_counts(arch, registers, warps, shared, blocks):
+    from aotpack import facts
+
+    assert facts.archs()[arch].blocks_per_sm(registers, warps, shared) == blocks
+
+
+def test_the_variants_own_blocks_per_multiprocessor_are_chosen_where_programs_run_in_their_waves(kernel_dir):
+    """Times of a GPU whose programs run in waves of as many blocks as fit on a multiprocessor (5, 6 or 7 per
+    config: counts no fitted occupancy of OCCUPANCIES takes): given the variants' blocks, the rule counting
+    programs in waves of them predicts the held-out keys best and is chosen, its picks those predict() makes
+    with them; given none (a wheel built before they were known), that way is not tried; the manifest and
+    inspect name it."""
+    import dataclasses
+
+    from aotpack.commands.inspect import selection_lines
+
+    def per_sm(block: int, warps: int) -> int:
+        return {(256, 4): 7, (256, 8): 6, (1024, 4): 6, (1024, 8): 5}[(block, warps)]
+
+    def us(n: int, block: int, warps: int) -> float:
+        fit = per_sm(block, warps)
+        return 2.0 + math.ceil(math.ceil(n / block) / (132 * fit)) * block * fit / (1000.0 if warps == 8 else 990.0)
+
+    kernel = _waved_kernel(kernel_dir, us)
+    own = tuple(per_sm(cast(int, c.value("BLOCK")), c.num_warps or 4) for c in kernel.configs)
+    blocks: selection.Blocks = {("sm_90a", (("T", "fp16"),), "DDDD"): own}  # the one class built (rows name none)
+    chosen = selection.choose(kernel, 132, blocks)
+    assert chosen.own_occupancy and chosen.scale > 0 and chosen.occupancy == (), chosen
+    fitted = selection.choose(kernel, 132)
+    assert not fitted.own_occupancy
+    assert chosen.held_out is not None and fitted.held_out is not None
+    assert (chosen.held_out.over, chosen.held_out.worst) < (fitted.held_out.over, fitted.held_out.worst)
+    assert selection.choose(kernel, 132, {}) == fitted  # no class's blocks known: not tried
+    rows = selection.groups(kernel)[0]
+    work = selection.tiles(kernel)
+    consts = selection.consts_of(kernel, work)
+    shapes = [(cast(int, c.value("BLOCK")), c.num_warps or 4) for c in kernel.configs]
+    for n in (150_000, 600_001, 2_000_000, 3_333_333):  # keys nobody measured: within 5% of the fastest config
+        picked = selection.predict(rows, (n,), chosen.neighbours, chosen.scale, work, consts, 132, occupancy=own)
+        assert picked is not None
+        assert us(n, *shapes[picked]) <= 1.05 * min(us(n, *shape) for shape in shapes), (n, picked)
+    entry = manifest.selection_of(dataclasses.replace(kernel, selection=chosen))
+    assert entry is not None and entry["own_occupancy"] is True and "occupancy" not in entry
+    assert "each variant's blocks" in selection_lines("add", entry)[0]
+
+
+def test_the_blocks_of_a_wheels_variants_are_read_per_arch_types_and_class(kernel_dir):
+    """What aotpack tune fits the rule with (the installed wheel's manifest), as a build does: each config's
+    variant's blocks per multiprocessor, per (arch, types, class); 0 for a config with no variant there, and
+    none from a wheel without blocks_per_sm (built before they were recorded) or without the kernel."""
+    from aotpack.backends import recipes as recipe
+
+    from ..shared import GOOD
+
+    (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
+    labels = [c.label for c in kernel.configs]
+
+    def variant(config: int, klass: str, blocks: int | None) -> dict[str, object]:
+        v: dict[str, object] = {"target": "sm_90a", "types": {"T": "fp16"}, "specialization": klass,
+                                "config": labels[config]}  # fmt: skip
+        return v if blocks is None else {**v, "blocks_per_sm": blocks}
+
+    built = {"kernels": {"add": {"variants": [variant(0, "DDDD", 7), variant(2, "DDDD", 5), variant(1, "DDD_", 3)]}}}
+    assert manifest.blocks_of(cast(manifest.Manifest, built), kernel) == {
+        ("sm_90a", (("T", "fp16"),), "DDDD"): (7, 0, 5, 0), ("sm_90a", (("T", "fp16"),), "DDD_"): (0, 3, 0, 0)}  # fmt: skip
+    older = {"kernels": {"add": {"variants": [variant(0, "DDDD", None)]}}}
+    assert manifest.blocks_of(cast(manifest.Manifest, older), kernel) == {
+        ("sm_90a", (("T", "fp16"),), "DDDD"): (0,) * 4
+    }
+    assert manifest.blocks_of(cast(manifest.Manifest, {"kernels": {}}), kernel) == {}
 
 
 def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
@@ -183,7 +273,7 @@ def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
     kernel = _waved_kernel(kernel_dir, us)
     data = selection._Data.of(kernel, 132)
     classes = [selection._Class.of(rows, data) for rows in selection.groups(kernel)]
-    flat, waved, _ = selection._rules(classes, [[True] * len(c.rows) for c in classes], data)
+    flat, waved, _, _ = selection._rules(classes, [[True] * len(c.rows) for c in classes], data)
     assert any(waved[2]) and waved != flat  # leave-one-out on all the keys takes occupancies
     chosen = selection.choose(kernel, 132)
     assert chosen.occupancy == () and (chosen.neighbours, chosen.scale) == flat[:2]

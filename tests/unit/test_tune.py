@@ -157,7 +157,7 @@ def test_the_rule_tune_reports_is_fitted_to_the_table_it_wrote(kernel_dir, caplo
     table = tables.Table(package=rec.package, arch="sm_90a", device="d", driver_cuda="13.0", date="d",
                          kernels=((kernel.name, tuple(new)),), sms=132)  # fmt: skip
     with caplog.at_level("WARNING"):
-        tune._say_rules(tune._tuned(table, rec))
+        tune._say_rules(tune._tuned(table, rec), rec.package)
     said = caplog.text
     assert f"of {len(new)} over 1.05x" in said and f"of {len(new) + len(old)} over" not in said, said
 

@@ -253,8 +253,9 @@ class NvccCompiler:
         except LookupError as exc:
             return Pruned(variant_id=variant.id, reason=str(exc))
         details = {"entry_demangled": entry_name(variant)}
+        registers = int((_REGISTERS.findall(report) or ["0"])[-1]) if not ptx else 0
         if not ptx:
-            details["registers"] = (_REGISTERS.findall(report) or ["?"])[-1]
+            details["registers"] = str(registers or "?")
             spills = _SPILLS.findall(report)
             if spills:
                 details["stack_bytes"], details["spill_stores"], details["spill_loads"] = spills[-1]
@@ -266,6 +267,7 @@ class NvccCompiler:
             shared=0,
             static_shared=static_shared,
             num_warps=0,
+            registers=registers,
             extra_pointer_params=0,
             metadata=tuple(sorted(details.items())),
             driver_floor=DriverFloor(major * 1000 + minor * 10, f"nvcc {major}.{minor}"),

@@ -279,6 +279,7 @@ class TritonCompiler:
         if meta.shared > arch.max_shared:  # Triton checks this only at launch, against the GPU it runs on
             limit = f"{variant.target} allows {arch.max_shared} per block"
             return Pruned(variant_id=variant.id, reason=f"needs {meta.shared} bytes of shared memory; {limit}")
+        registers = cubin.registers(compiled.asm["cubin"], meta.name) or 0
         needs = _needs(meta, sum(a.descriptor for a in kernel.args))
         if isinstance(needs, str):
             return Pruned(variant_id=variant.id, reason=needs, fatal=True)
@@ -292,7 +293,7 @@ class TritonCompiler:
             "triton": triton.__version__,  # the release that compiled it, in the manifest per variant
             "triton_hash": meta.hash,
             "ptxas": ptxas.release,
-            "registers": cubin.registers(compiled.asm["cubin"], meta.name) or "?",  # per thread, as ptxas -v says
+            "registers": str(registers or "?"),  # per thread, as ptxas -v says a CUDA kernel's
         }
         return Artifact(
             variant_id=variant.id,
@@ -301,6 +302,7 @@ class TritonCompiler:
             shared=meta.shared,
             static_shared=0,
             num_warps=meta.num_warps,
+            registers=registers,
             extra_pointer_params=2,
             needs=needs,
             metadata=tuple((k, str(v)) for k, v in facts_.items()),
