@@ -5,7 +5,8 @@ names ``file:line:col``, the key path and what was expected; unknown keys get a 
 suggestion), ``from_nodes`` reads the top level and each kernel: its backend's reader (``readers``, given
 by the caller: ``backends/recipes.py`` holds every backend's) reads an entry it takes whole, else
 ``kernel.called`` reads it in small steps. Tuning tables merge in ``tables.apply``; the dispatch rules
-between their measured keys are chosen (``tables.fit``) by the build, for the kernels it generates code for.
+between their measured keys are chosen (``tables.fit``) by the build once it has compiled the variants (a
+rule may count programs in waves of their blocks per multiprocessor), for the kernels it generates code for.
 """
 
 from __future__ import annotations
