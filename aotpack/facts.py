@@ -25,18 +25,22 @@ class Arch:
 
     def blocks_per_sm(self, registers: int, warps: int, shared: int) -> int:
         """How many blocks of a kernel fit on one multiprocessor at once, as the driver's occupancy calculator
-        counts them: by warps, by registers (a warp's rounded up to SM_REGISTER_UNIT, of SM_REGISTERS) and by
-        shared memory (each block's plus BLOCK_RESERVED_SHARED); 0 where a block needs more than one holds."""
+        counts them: by warps; by registers (a warp's rounded up to SM_REGISTER_UNIT, warps placed in the
+        SM_PARTITIONS quarters of SM_REGISTERS); by shared memory (each block's plus BLOCK_RESERVED_SHARED,
+        rounded up to SM_SHARED_UNIT); 0 where a block needs more than one holds."""
         if registers < 0 or warps <= 0 or shared < 0:
             return 0
         per_warp = -(-registers * 32 // SM_REGISTER_UNIT) * SM_REGISTER_UNIT
-        by_registers = SM_REGISTERS // (per_warp * warps) if per_warp else self.sm_blocks
-        by_shared = self.sm_shared // (shared + BLOCK_RESERVED_SHARED)
+        quarter = SM_REGISTERS // SM_PARTITIONS
+        by_registers = quarter // per_warp * SM_PARTITIONS // warps if per_warp else self.sm_blocks
+        by_shared = self.sm_shared // (-(-(shared + BLOCK_RESERVED_SHARED) // SM_SHARED_UNIT) * SM_SHARED_UNIT)
         return max(0, min(self.sm_warps // warps, by_registers, by_shared, self.sm_blocks))
 
 
 SM_REGISTERS = 65536  # 32-bit registers of one multiprocessor (every arch of archs.json)
 SM_REGISTER_UNIT = 256  # registers are allocated per warp in units of this many
+SM_PARTITIONS = 4  # a multiprocessor's quarters: each holds a quarter of its registers and whole warps
+SM_SHARED_UNIT = 128  # bytes: shared memory is allocated per block in units of this many
 BLOCK_RESERVED_SHARED = 1024  # bytes of shared memory the system holds per resident block (sm_80 and newer)
 
 

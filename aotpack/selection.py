@@ -482,9 +482,9 @@ def _folds(measured: Sequence[Sequence[Measured]]) -> list[frozenset[tuple[int, 
 
 def _cross_errors(classes: Sequence[_Class], folds: Sequence[frozenset[tuple[int, ...]]], data: _Data,
                   ) -> list[tuple[HeldOut, float]]:  # fmt: skip
-    """The error over the folds of the nearest-row rule, of choosing a rule without occupancies and of choosing
-    one with them (_rules): each row picked for by the rule the rows of the other folds chose, from those rows
-    (a row whose class has none there is left out)."""
+    """The error over the folds of each way of choosing: the nearest-row rule, then _rules' four (k and scale;
+    fitted occupancies; a fixed cost; the variants' own blocks): each row picked for by the rule the rows of the
+    other folds chose, from those rows (a row whose class has none there is left out)."""
     ways = 5
     rows_out: list[list[list[Measured]]] = [[[] for _ in classes] for _ in range(ways)]
     picks: list[list[list[int | None]]] = [[[] for _ in classes] for _ in range(ways)]

@@ -300,11 +300,18 @@ def _blocks(package_name: str, kernels: dict[str, model.Kernel]) -> dict[str, se
     them, and a build may choose another."""
     try:
         built: manifest.Manifest = importlib.import_module(package_name).__aotpack__
-    except (ImportError, AttributeError):
-        log.warning("%s is not installed here: the rule below is fitted without its variants' blocks per "
-                    "multiprocessor (a build fits it with them)", package_name)  # fmt: skip
+        blocks: dict[str, selection.Blocks] = {name: manifest.blocks_of(built, k) for name, k in kernels.items()}
+    except Exception as exc:  # an optional reading: whatever the package's import or manifest raises, tuning stands
+        log.warning("%s's manifest could not be read here (%s): the rule below is fitted without its variants' "
+                    "blocks per multiprocessor (a build fits it with them)", package_name, exc)  # fmt: skip
         return None
-    return {name: manifest.blocks_of(built, k) for name, k in kernels.items()}
+    if not any(any(b) for per_group in blocks.values() for b in per_group.values()):
+        log.warning(
+            "%s's manifest gives no variant's blocks per multiprocessor (an older aotpack built it): the "
+            "rule below is fitted without them; rebuild it for the rule a build fits",
+            package_name,
+        )
+    return blocks
 
 
 def _tune_here(

@@ -167,7 +167,8 @@ typedef struct {
   double dist[AOT_MAX_NEIGHBOURS], key_log2[AOT_MAX_KEY];
 } nearest_rows;
 void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score); /* row r serves with score */
-/* The config predicted fastest from the nearest rows (sms: the device's multiprocessors), or -1. */
+/* The config predicted fastest from the nearest rows (sms: the device's multiprocessors; target, binding, spec: the
+ * call's, for the blocks per multiprocessor of the variant each config runs), or -1. */
 int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near, int sms,
                         int target, int binding, int spec);
 

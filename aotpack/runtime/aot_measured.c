@@ -50,27 +50,25 @@ int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key,
   double best_t = 0;
   for (int c = 0; c < k->nconfigs; c++) {
     if (!rt_config_fits(k, call, c)) continue;
+    int measured = 1;
+    for (int i = 0; i < near->n && measured; i++) measured = k->rules[near->row[i]].us[c] >= 0;
+    if (!measured) continue;
     int occupancy = k->occupancy != NULL ? k->occupancy[c] : 0;
-    if (k->own_occupancy) { /* the blocks per multiprocessor of the variant this config runs for the call */
+    if (k->own_occupancy && k->scale > 0) { /* the blocks per multiprocessor of the variant it runs for the call */
       int v = rt_variant_in_config(k, call, c, target, binding, spec);
       occupancy = v >= 0 ? k->variants[v].blocks : 0;
     }
     double here = k->scale > 0 ? log2_work(k, c, key, sms, occupancy) : 0, total = 0, weights = 0;
-    int measured = 1;
-    for (int i = 0; i < near->n && measured; i++) {
+    for (int i = 0; i < near->n; i++) {
       const aot_rule *rule = &k->rules[near->row[i]];
       double us = rule->us[c];
-      if (us < 0) {
-        measured = 0;
-        continue;
-      }
       double w = 1.0 / ((near->dist[i] + AOT_WEIGHT_OFFSET) * (near->dist[i] + AOT_WEIGHT_OFFSET));
       double t = log2(us > 1e-3 ? us : 1e-3);
       if (k->scale > 0) t += k->scale * (here - log2_work(k, c, rule->key, sms, occupancy));
       total += w * t;
       weights += w;
     }
-    if (measured && (best < 0 || total / weights < best_t)) best = c, best_t = total / weights;
+    if (best < 0 || total / weights < best_t) best = c, best_t = total / weights;
   }
   return best;
 }

@@ -68,7 +68,14 @@ def test_what_is_no_cubin_gives_none(image):
     whole = elf(["kern"], {".nv.info": regcount(1, 64)})
     assert registers(whole, "kern") == 64 and registers(whole[: len(whole) // 2], "kern") is None
     shoff = struct.unpack_from("<Q", whole, 0x28)[0]
-    for field, value in ((0x28, 1 << 63), (shoff + 4 * 64 + 24, (1 << 64) - 1)):  # headers, .nv.info's offset
+    info = shoff + 4 * 64  # .nv.info's section header: type at +4, flags at +8, offset at +24, size at +32
+    for field, value in ((0x28, 1 << 63), (info + 24, (1 << 64) - 1), (info + 32, 1 << 40)):
         damaged = bytearray(whole)
         struct.pack_into("<Q", damaged, field, value)
+        assert registers(bytes(damaged), "kern") is None
+    for field, value, form in ((info + 4, 8, "<I"), (info + 8, 0x800, "<Q")):  # SHT_NOBITS; SHF_COMPRESSED
+        damaged = bytearray(whole)
+        struct.pack_into(form, damaged, field, value)
+        if form == "<I":
+            struct.pack_into("<Q", damaged, info + 32, 1 << 40)  # a terabyte the file does not hold
         assert registers(bytes(damaged), "kern") is None

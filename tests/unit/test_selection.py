@@ -176,6 +176,8 @@ def test_occupancies_are_chosen_where_the_times_run_in_waves(kernel_dir, monkeyp
         ("sm_90a", 128, 4, 8192, 4),
         ("sm_90a", 167, 4, 8192, 3),  # 5,344 per warp rounded to 5,376
         ("sm_90a", 32, 4, 0, 16),  # warps: 64 per multiprocessor
+        ("sm_90a", 104, 2, 0, 8),  # 3,328 per warp: 4 warps in each quarter's 16,384 (not 9 blocks of 65,536)
+        ("sm_90a", 16, 1, 7000, 28),  # 8,024 bytes with the reserved 1,024, allocated as 8,064 (not 29)
         ("sm_90a", 16, 1, 0, 32),  # blocks: 32
         ("sm_90a", 32, 4, 100_000, 2),  # shared memory: 233,472 bytes, 1,024 more per block
         ("sm_86", 32, 4, 0, 12),  # 48 warps
