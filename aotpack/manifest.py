@@ -360,7 +360,7 @@ def selection_of(kernel: model.Kernel) -> Selection | None:
 
     tiles = [f"{names[t.dim]}/{t.constexpr} {'loop' if t.loop else 'grid'}" for t in sel.tiles]
     out: Selection = {"neighbours": sel.neighbours, "scale": sel.scale, "tiles": tiles,
-                               "held_out": held(sel.held_out), "nearest": held(sel.nearest)}  # fmt: skip
+                      "held_out": held(sel.held_out), "nearest": held(sel.nearest)}  # fmt: skip
     if sel.occupancy:
         out["occupancy"] = {c.label: o for c, o in zip(kernel.configs, sel.occupancy, strict=True) if o}
     if sel.own_occupancy:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
@@ -48,8 +47,8 @@ from timing import interleaved_ms  # noqa: E402
 
 from aotpack import model, selection  # noqa: E402
 from aotpack.backends import recipes as recipe  # noqa: E402
+from aotpack.commands import tune_keys  # noqa: E402
 from aotpack.plan import classes  # noqa: E402
-from aotpack.states import DIVISOR  # noqa: E402
 
 REPS, WARMUP = 30, 5
 CONFIRM_REPS = 100  # the second pass's
@@ -79,11 +78,10 @@ def shapes(kernel: model.Kernel, count: int, seed: int, aligned: bool) -> list[t
 
 
 def _value(draw: random.Random, lo: int, hi: int, aligned: bool) -> int:
-    value = max(lo, min(hi, round(2 ** draw.uniform(math.log2(lo), math.log2(hi)))))
-    if aligned and draw.random() < 0.5:
-        up, down = -(-value // DIVISOR) * DIVISOR, value // DIVISOR * DIVISOR
-        value = up if up <= hi else down if down >= lo else value  # a range without a multiple keeps the draw
-    return value
+    """A value drawn log-uniformly from the range (as ``draw.uniform`` of its log would: the same numbers, the
+    same order), then rounded to a multiple of 16 half of the time where ``aligned``."""
+    u = draw.random()
+    return tune_keys.value_at(lo, hi, u, aligned and draw.random() < 0.5)
 
 
 def candidates(obj: Any, args: tuple[Any, ...]) -> tuple[str, list[str]]:

@@ -34,7 +34,7 @@ def sampled(spec: model.TuneSpec, aligned: bool = False) -> list[tuple[int, ...]
     for _ in range(spec.sample * 4):  # values rounded onto one key are drawn again, a bounded number of times
         point = next(points)
         rounded = int(point[dims] * (1 << dims)) if aligned else 0  # bit d: dimension d a multiple of 16
-        key = tuple(_value(lo, hi, point[d], rounded >> d & 1 == 1) for d, (lo, hi) in enumerate(spec.ranges))
+        key = tuple(value_at(lo, hi, point[d], rounded >> d & 1 == 1) for d, (lo, hi) in enumerate(spec.ranges))
         if key not in keys and key not in spec.keys:
             keys.append(key)
         if len(keys) == spec.sample:
@@ -59,9 +59,10 @@ def _spread(dims: int, start: int) -> Iterator[tuple[float, ...]]:
         yield tuple(point)
 
 
-def _value(lo: int, hi: int, u: float, aligned: bool) -> int:
+def value_at(lo: int, hi: int, u: float, aligned: bool) -> int:
     """The value at u in [0, 1) of the range's log, rounded; ``aligned``: to a multiple of 16 (the nearest
-    above, or below where that leaves the range; a range without a multiple keeps the value)."""
+    above, or below where that leaves the range; a range without a multiple keeps the value). benchmarks/dispatch.py
+    draws its shapes' values with it too."""
     value = max(lo, min(hi, round(2 ** (math.log2(lo) + u * (math.log2(hi) - math.log2(lo))))))
     if aligned:
         up, down = -(-value // DIVISOR) * DIVISOR, value // DIVISOR * DIVISOR

@@ -142,10 +142,13 @@ def _fitted(rec: model.Recipe, built: Built) -> tuple[model.Recipe, Built]:
     once compiled (a rule may count programs in waves of each variant's blocks per multiprocessor), for the
     kernels this build generates code for: seconds for the demo's tables, spent neither when a listing reads
     the recipe nor for a cached wheel or the kernels --only leaves out (a variant's code reads no rule)."""
-    blocks = {k.name: selection.blocks(
-        [((v.target, tuple(sorted(v.binding)), v.specialization), k.configs.index(v.config), o.blocks_per_sm(v.target))
-         for v, o in built if v.kernel.name == k.name and isinstance(o, Artifact)], len(k.configs))
-        for k in rec.kernels}  # fmt: skip
+    compiled: dict[str, list[tuple[selection.Group, int, int]]] = {}
+    for v, o in built:
+        if isinstance(o, Artifact):
+            group = (v.target, tuple(sorted(v.binding)), v.specialization)
+            compiled.setdefault(v.kernel.name, []).append((group, v.kernel.configs.index(v.config),
+                                                           o.blocks_per_sm(v.target)))  # fmt: skip
+    blocks = {k.name: selection.blocks(compiled.get(k.name, []), len(k.configs)) for k in rec.kernels}
     fitted = {k.name: k for k in tables.fit(list(rec.kernels), blocks)}
     return (dataclasses.replace(rec, kernels=tuple(fitted[k.name] for k in rec.kernels)),
             [(dataclasses.replace(v, kernel=fitted[v.kernel.name]), o) for v, o in built])  # fmt: skip
