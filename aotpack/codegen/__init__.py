@@ -1,4 +1,4 @@
-"""Artifacts -> the generated sources of the wheel: C tables and launch glue, the CPython module,
+"""Artifacts -> the generated sources of the wheel: C tables and launch glue, the C API, the CPython module,
 the Python package (``__init__.py``, stubs) and the manifest. Everything here is plain text built
 from frozen data, so tests check it without a compiler or a GPU."""
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import cast
 
-from .. import backends, classnames, expr, facts, limits, selection
+from .. import backends, classnames, expr, facts, selection
 from ..errors import RecipeError
 from ..model import Arg, Kernel, Rule
 from ..plan import classes
@@ -133,13 +134,14 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     k = build.kernel
     consts = int_constexprs(k)
     specs = classes.specs(k)
-    times, rules, served = _rule_rows(k, specs)
+    times, served = _rule_rows(k, specs)
+    rows, blocks, spans = _blocks(k, served)
     lines = [f"/* ---- kernel {k.name}: {k.source.function} */", *_signature_tables(k, consts), *times]
-    rules_or_none = rules or [f"  {_rule(-1, -1, -1, 0, '0', 'NULL')},"]  # C has no empty arrays
-    lines += [f"static const aot_rule {k.name}_rules[] = {{", *rules_or_none, "};"]
-    lines.append(f"static const int32_t {k.name}_rule_spans[] = {{{', '.join(map(str, _spans(k, served)))}}};")
-    rule_classes = ", ".join(str(spec) for _, _, spec in served) or "-1"
-    lines.append(f"static const int16_t {k.name}_rule_classes[] = {{{rule_classes}}};")
+    rules = [f"  {row.text}," for row in rows] or [f"  {_rule(-1, -1, -1, 0, '0', 'NULL', order=0)},"]  # not empty
+    lines += [f"static const aot_rule {k.name}_rules[] = {{", *rules, "};"]
+    triples = [designated({"spec": str(sp), "first": str(a), "end": str(b)}) for sp, a, b in blocks]
+    lines.append(f"static const aot_rule_block {k.name}_rule_blocks[] = {{{', '.join(triples) or '{0}'}}};")
+    lines.append(f"static const int32_t {k.name}_rule_spans[] = {{{', '.join(map(str, spans))}}};")
     lines += _variant_tables(build, images, specs)
     launch_fns, functions = _expression_functions(k, _emitter(k, consts))
     lines += functions
@@ -151,8 +153,8 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
         "bindings": f"{n}_bindings", "ntargets": str(len(k.targets)), "targets": f"{n}_targets",
         "nconfigs": str(len(k.configs)), "default_config": str(k.configs.index(k.default)),
         "nconsts": str(len(consts)), "consts": f"{n}_consts", "nkey": str(len(k.key)),
-        "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rules)), "rules": f"{n}_rules",
-        "rule_spans": f"{n}_rule_spans", "rule_classes": f"{n}_rule_classes",
+        "pow2_buckets": str(int(k.bucket == "pow2")), "nrules": str(len(rows)), "rules": f"{n}_rules",
+        "rule_spans": f"{n}_rule_spans", "rule_blocks": f"{n}_rule_blocks",
         "neighbours": str(k.selection.neighbours), "scale": repr(k.selection.scale),
         "ntiles": str(len(k.selection.tiles)), "tiles": f"{n}_tiles",
         "occupancy": f"{n}_occupancy" if k.selection.occupancy else "NULL",
@@ -193,20 +195,32 @@ def _signature_tables(k: Kernel, consts: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, key_log2: str = "NULL") -> str:
-    """One dispatch row: which calls it serves (-1: any target, binding or class), its config and key, and the
-    configs' measured times there with the key's log2."""
-    fields = {"target": str(target), "binding": str(binding), "spec": str(spec), "config": str(config),
-              "key": f"{{{key}}}", "key_log2": key_log2, "us": us}  # fmt: skip
+@dataclass(frozen=True)
+class _Row:
+    """A dispatch row: which calls it serves (-1: any target, binding or class) and its C initializer."""
+
+    target: int
+    binding: int
+    spec: int
+    text: str
+
+
+def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, key_log2: str = "NULL", *,
+          order: int) -> str:  # fmt: skip
+    """One dispatch row: which calls it serves (-1: any target, binding or class), its place in the table (ties
+    between rows go to the earlier), its config and key, and the configs' measured times there with the key's
+    log2."""
+    fields = {"target": str(target), "binding": str(binding), "spec": str(spec), "order": str(order),
+              "config": str(config), "key": f"{{{key}}}", "key_log2": key_log2, "us": us}  # fmt: skip
     return designated(fields)
 
 
-def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str], list[tuple[int, int, int]]]:
+def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[_Row]]:
     """The measured rows' times per config (-1: not measured; repr: the very doubles aotpack/selection.py
-    read), the key's tiles and the configs' occupancy, and the dispatch table's rows: target, binding, class
-    (-1: any) and config per key, with each row's (target, binding, class). A table's times are emitted only where
-    the selection rule reads them."""
-    n, times, rows, served = k.name, [], [], []
+    read), the key's tiles and the configs' occupancy, and the dispatch table's rows in table order: target,
+    binding, class (-1: any) and config per key (a row naming a hint level, one per class of it)."""
+    n, times = k.name, []
+    rows: list[_Row] = []
     tiles = [designated({"dim": str(t.dim), "konst": str(int_constexprs(k).index(t.constexpr)),
                          "loop": str(int(t.loop))}) for t in k.selection.tiles]  # fmt: skip
     none = designated({"dim": "0", "konst": "0", "loop": "0"})  # C has no empty arrays
@@ -226,21 +240,31 @@ def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[str]
             times.append(f"static const double {n}_key_log2_{i}[] = {{{key_log2}}};")
             us, logs = f"{n}_us_{i}", f"{n}_key_log2_{i}"
         for spec in _rule_specs(rule, specs):
-            rows.append(f"  {_rule(target, binding, spec, k.configs.index(rule.config), key, us, logs)},")
-            served.append((target, binding, spec))
-    return times, rows, served
+            text = _rule(target, binding, spec, k.configs.index(rule.config), key, us, logs, order=len(rows))
+            rows.append(_Row(target=target, binding=binding, spec=spec, text=text))
+    return times, rows
 
 
-def _spans(k: Kernel, served: Sequence[tuple[int, int, int]]) -> list[int]:
-    """Per target and binding, the rows [first, end) the dispatcher reads: from the first to the last that serves
-    them (its target and binding, or -1). The others serve no such call; a table's rows come one target and
-    binding after another, so a call reads its own."""
-    spans = []
-    for t in range(len(k.targets)):
-        for b in range(len(k.bindings)):
-            mine = [i for i, (rt, rb, _) in enumerate(served) if rt in (t, -1) and rb in (b, -1)]
-            spans += [mine[0], mine[-1] + 1] if mine else [0, 0]
-    return spans or [0, 0]  # C has no empty arrays
+def _blocks(k: Kernel, rows: Sequence[_Row]) -> tuple[list[_Row], list[tuple[int, int, int]], list[int]]:
+    """The rows as the dispatcher reads them: grouped by (target, binding, class) in that order, each group in
+    table order (a row's ``order`` keeps its place for ties); the groups as blocks (class, first row, end row);
+    and per target and binding, [first, end) of its blocks: a copy of each group that may serve it (its target
+    and binding, or -1), so that a call reads only its own rows and skips a class it fails in one step."""
+    groups: dict[tuple[int, int, int], list[_Row]] = {}
+    for row in rows:
+        groups.setdefault((row.target, row.binding, row.spec), []).append(row)
+    ordered: list[_Row] = []
+    where: dict[tuple[int, int, int], tuple[int, int]] = {}
+    for group in sorted(groups):
+        where[group] = (len(ordered), len(ordered) + len(groups[group]))
+        ordered += groups[group]
+    blocks: list[tuple[int, int, int]] = []
+    spans: list[int] = []
+    for t, b in itertools.product(range(len(k.targets)), range(len(k.bindings))):
+        first = len(blocks)
+        blocks += [(gs, *where[(gt, gb, gs)]) for gt, gb, gs in sorted(groups) if gt in (t, -1) and gb in (b, -1)]
+        spans += [first, len(blocks)]
+    return ordered, blocks, spans or [0, 0]  # C has no empty arrays
 
 
 def _variant_tables(
@@ -469,129 +493,3 @@ def module_c(build: BuildInput, docs: dict[str, str]) -> str:
     out.append("  return module;")
     out.append("}")
     return "\n".join(out) + "\n"
-
-
-def _capi_params(kernel: Kernel, package: str) -> list[str]:
-    """The C API's parameters, in the kernel's calling order (scalars with a default by pointer)."""
-    out = []
-    for arg in (kernel.args[i] for i in kernel.call_order):
-        if arg.pointer:
-            out.append(f"{package}_tensor {arg.name}")
-            continue
-        c_type = facts.dtypes()[arg.dtype].c
-        if arg.has_default or arg.optional:  # NULL: the default, or (optional) None
-            out.append(f"const {c_type} *{arg.name}")
-        else:
-            out.append(f"{c_type} {arg.name}")
-    return out
-
-
-def capi_h(build: BuildInput, docs: dict[str, str]) -> str:
-    """The C API header shipped in the wheel (``pkg.get_include()``)."""
-    pkg = build.recipe.package
-    guard = f"{pkg.upper()}_H"
-    lines = [
-        f"/* {pkg} {build.recipe.version}: the C API of its kernels, generated by aotpack. Link with",
-        f" * lib{pkg}.so (beside the package's __init__.py); it needs only the NVIDIA driver at run time.",
-        " * Every function returns 0, or -1 with a message in `error` (when error_size > 0). */",
-        f"#ifndef {guard}",
-        f"#define {guard}",
-        "#include <stdbool.h>",
-        "#include <stddef.h>",
-        "#include <stdint.h>",
-        "#ifdef __cplusplus",
-        'extern "C" {',
-        "#endif",
-        "",
-        "/* A device array: its pointer, dtype, and (ndim >= 0) shape and strides in elements (strides",
-        " * NULL: contiguous). ndim < 0: a bare pointer, whose size the kernel cannot check; more than",
-        f" * {limits.MAX_DIMS} dimensions: refused. An optional",
-        " * argument given {0, 0, -1} (pointer 0, no shape) is None. */",
-        "typedef struct {",
-        "  uint64_t ptr;",
-        "  int dtype;",
-        "  int ndim;",
-        "  const int64_t *shape;",
-        "  const int64_t *strides;",
-        f"}} {pkg}_tensor;",
-        "",
-        "enum {",
-        *(f"  {pkg.upper()}_{d.name.upper()} = {d.code}," for d in facts.dtypes().values()),
-        "};",
-        "",
-    ]
-    for kb in build.kernels:
-        k = kb.kernel
-        if kb.caller_launches:  # its backend's launch syntax (grid and config from the caller): Python only
-            continue
-        params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])
-        lines += [  # comments carry no recipe text: the kernel's doc is its Python __doc__
-            f"/* {k.name}: launch the kernel. Scalars passed by pointer may be NULL: their default. */",
-            f"int {pkg}_{k.name}({params}, char *error, size_t error_size);",
-            f"/* The id of the variant {pkg}_{k.name} would launch, into `variant`. */",
-            f"int {pkg}_{k.name}_select({params}, char *variant, size_t variant_size, char *error, size_t error_size);",
-            "",
-        ]
-    lines += ["#ifdef __cplusplus", "}", "#endif", "#endif"]
-    return "\n".join(lines) + "\n"
-
-
-def capi_c(build: BuildInput) -> str:
-    """capi.c: the C API's functions, each filling an aot_call as the Python binding does."""
-    pkg = build.recipe.package
-    out = ["/* Generated by aotpack; do not edit. */", "#include <stdio.h>", "", '#include "aot_runtime.h"',
-           f'#include "{pkg}.h"', "", "#define AOT_EXPORT __attribute__((visibility(\"default\")))", ""]  # fmt: skip
-    no_error = designated({"status": "AOT_OK", "message": '""'})
-    for kb in build.kernels:
-        k = kb.kernel
-        if kb.caller_launches:
-            continue
-        out.append(f"extern const aot_kernel aot_kernel_{k.name};")
-        fill = []
-        for p, arg in enumerate(k.args):
-            slot = "f" if arg.kind == "float" else "i"
-            if arg.pointer:
-                fill.append(f"  aot_set_tensor(call, {p}, {arg.name}.ptr, {arg.name}.dtype, {arg.name}.ndim, "
-                            f"{arg.name}.shape, {arg.name}.strides);")  # fmt: skip
-                if arg.optional:
-                    fill.append(f"  if ({arg.name}.ptr == 0 && {arg.name}.ndim < 0) call->none |= UINT64_C(1) << {p};")
-            elif arg.has_default or arg.optional:
-                fill.append(f"  if ({arg.name}) call->{slot}[{p}] = *{arg.name}, call->given |= UINT64_C(1) << {p};")
-                if arg.optional:
-                    fill.append(f"  else call->none |= UINT64_C(1) << {p}, call->given |= UINT64_C(1) << {p};")
-            else:
-                fill.append(f"  call->{slot}[{p}] = {arg.name}, call->given |= UINT64_C(1) << {p};")
-        params = ", ".join(["void *stream", "int device", *_capi_params(k, pkg)])
-        names = ", ".join(k.args[i].name for i in k.call_order)
-        out += [
-            f"static void fill_{k.name}(aot_call *call, {', '.join(_capi_params(k, pkg))}) {{",
-            *fill,
-            "}",
-            f"AOT_EXPORT int {pkg}_{k.name}({params}, char *error, size_t error_size) {{",
-            f"  aot_error err = {no_error};",
-            "  aot_call call; /* its ~10 KB of argument slots are not cleared (aot_call_start) */",
-            f"  aot_call_start(&call, &aot_kernel_{k.name}, &err);",
-            f"  fill_{k.name}(&call, {names});",
-            f"  int rc = aot_launch(&aot_kernel_{k.name}, &call, device, (aot_stream)stream, -1);",
-            '  if (rc != 0 && error != NULL && error_size > 0) snprintf(error, error_size, "%s", err.message);',
-            "  return rc;",
-            "}",
-            f"AOT_EXPORT int {pkg}_{k.name}_select({params}, char *variant, size_t variant_size, char *error,",
-            "                                     size_t error_size) {",
-            "  (void)stream;",
-            f"  aot_error err = {no_error};",
-            "  aot_call call; /* its ~10 KB of argument slots are not cleared (aot_call_start) */",
-            f"  aot_call_start(&call, &aot_kernel_{k.name}, &err);",
-            f"  fill_{k.name}(&call, {names});",
-            f"  int v = aot_select(&aot_kernel_{k.name}, &call, device, -1);",
-            "  if (v < 0) {",
-            '    if (error != NULL && error_size > 0) snprintf(error, error_size, "%s", err.message);',
-            "    return -1;",
-            "  }",
-            "  if (variant != NULL && variant_size > 0)",
-            f'    snprintf(variant, variant_size, "%s", aot_kernel_{k.name}.variants[v].id);',
-            "  return 0;",
-            "}",
-            "",
-        ]
-    return "\n".join(out)

@@ -23,6 +23,7 @@ from .._version import __version__
 from ..backends import Artifact, Compiler, Outcome, Pruned, compile_all, compilers_for, targets_of
 from ..backends import recipes as recipe
 from ..codegen import c as codegen_c
+from ..codegen import capi as codegen_capi
 from ..codegen import compress
 from ..codegen import python as codegen_py
 from ..errors import CompileError, RecipeError, UsageError, WheelError
@@ -391,11 +392,11 @@ def package(inputs: codegen.BuildInput, work: Path, platform: str) -> Path:
     machine = native.PLATFORMS[platform]
     docs = {kb.kernel.name: codegen_py.docstring(kb) for kb in inputs.kernels}
     pkg = rec.package
-    header = codegen_c.capi_h(inputs, docs)
+    header = codegen_capi.capi_h(inputs, docs)
     generated = {
         "kernels.c": codegen_c.kernels_c(inputs),
         "module.c": codegen_c.module_c(inputs, docs),
-        "capi.c": codegen_c.capi_c(inputs),
+        "capi.c": codegen_capi.capi_c(inputs),
         f"{pkg}.h": header,
         "aot_limits.h": limits.header(),
         "aot_vocabulary.h": codegen_c.vocabulary_h(),

@@ -193,57 +193,63 @@ int rt_config_fits(const aot_kernel *k, aot_call *call, int config) {
   return call->err->status == AOT_OK;
 }
 
-/* Whether a row serves the call (its target, binding and class), and how well (rows that name them win):
- * its score, or -1. `holds` caches per class whether the call satisfies it (-1: not known yet; NULL: no cache). */
-static int rule_score(const aot_kernel *k, aot_call *call, const aot_rule *rule, int target, int binding, int spec,
-                      int8_t *holds) {
-  if ((rule->target >= 0 && rule->target != target) || (rule->binding >= 0 && rule->binding != binding)) return -1;
-  /* a row for another class serves this call when the call satisfies that class (a less specialized
-   * one: its tiles suit code that assumes less), but rows for the call's own class win */
-  if (rule->spec >= 0 && rule->spec != spec) {
-    if (holds == NULL) {
-      if (!spec_holds(k, call, rule->spec)) return -1;
-    } else {
-      if (holds[rule->spec] < 0) holds[rule->spec] = (int8_t)spec_holds(k, call, rule->spec);
-      if (!holds[rule->spec]) return -1;
-    }
-  }
-  if (!rt_config_fits(k, call, rule->config)) return -1;
-  return (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
+/* Whether the rows of a class may serve the call: rows for any class, the call's own, or one the call satisfies
+ * (a less specialized one: its tiles suit code that assumes less; rows for the call's own class win: rule_score).
+ * `holds` caches per class whether the call satisfies it (-1: not known yet; NULL: no cache). */
+static int class_serves(const aot_kernel *k, const aot_call *call, int cls, int spec, int8_t *holds) {
+  if (cls < 0 || cls == spec) return 1;
+  if (holds == NULL) return spec_holds(k, call, cls);
+  if (holds[cls] < 0) holds[cls] = (int8_t)spec_holds(k, call, cls);
+  return holds[cls];
 }
 
-/* Whether row r may serve the call, without reading the row where its class is one the call fails (known). */
-static int skipped(const aot_kernel *k, int r, int spec, const int8_t *holds) {
-  int cls = k->rule_classes[r];
-  return holds != NULL && cls >= 0 && cls != spec && holds[cls] == 0; /* rule_score's -1, known */
+/* How well a row of a class that serves the call (class_serves), in a span of its target and binding, serves it:
+ * rows that name the target, the binding and the call's own class win; -1: its config does not fit the call. */
+static int row_score(const aot_rule *rule, int spec) {
+  return (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
+}
+static int rule_score(const aot_kernel *k, aot_call *call, const aot_rule *rule, int spec) {
+  return rt_config_fits(k, call, rule->config) ? row_score(rule, spec) : -1;
+}
+
+/* Whether a block's rows may serve the call better than `score` or as well (its rows share target, binding and
+ * class: the first one's score is theirs, where their configs fit). */
+static int block_reads(const aot_kernel *k, const aot_call *call, const aot_rule_block *block, int spec, int score,
+                       int8_t *holds) {
+  return row_score(&k->rules[block->first], spec) >= score && class_serves(k, call, block->spec, spec, holds);
 }
 
 /* The nearest-row rule's row (-1: none serves the call): among the rows that serve it best (rule_score), the
  * nearest at or above the bucketed key in every dimension (the key rounds up), or when none is (the key is past
  * the table), the nearest (it clamps). Nearness: the sum over dimensions of |log2(row value / key value)|.
  * `exact`: that row's key is the bucketed key. */
-static int nearest_row(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding, int spec,
-                       int8_t *holds, const int32_t *span, int *exact) {
+static int nearest_row(const aot_kernel *k, aot_call *call, const int64_t *key, int spec, int8_t *holds,
+                       const int32_t *span, int *exact) {
   int64_t v[AOT_MAX_KEY];
   double v_log2[AOT_MAX_KEY];
   for (int d = 0; d < k->nkey; d++) v[d] = bucket(k, key[d]), v_log2[d] = log2_approx(v[d]);
   int best = -1, best_score = -1, best_up = 0;
   double best_dist = 0;
-  for (int r = span[0]; r < span[1]; r++) {
-    if (skipped(k, r, spec, holds)) continue;
-    const aot_rule *rule = &k->rules[r];
-    int score = rule_score(k, call, rule, target, binding, spec, holds);
-    if (score < 0) continue;
-    int up = 1;
-    double dist = 0;
-    for (int d = 0; d < k->nkey; d++) {
-      double gap = log2_approx(rule->key[d]) - v_log2[d];
-      up &= rule->key[d] >= v[d];
-      dist += gap < 0 ? -gap : gap;
-    }
-    if (best < 0 || score > best_score ||
-        (score == best_score && (up > best_up || (up == best_up && dist < best_dist)))) {
-      best = r, best_score = score, best_up = up, best_dist = dist;
+  for (int b = span[0]; b < span[1]; b++) {
+    const aot_rule_block *block = &k->rule_blocks[b];
+    if (!block_reads(k, call, block, spec, best_score, holds)) continue; /* none would win */
+    for (int r = block->first; r < block->end; r++) {
+      const aot_rule *rule = &k->rules[r];
+      int score = rule_score(k, call, rule, spec);
+      if (score < 0) continue;
+      int up = 1;
+      double dist = 0;
+      for (int d = 0; d < k->nkey; d++) {
+        double gap = log2_approx(rule->key[d]) - v_log2[d];
+        up &= rule->key[d] >= v[d];
+        dist += gap < 0 ? -gap : gap;
+      }
+      if (best < 0 || score > best_score ||
+          (score == best_score &&
+           (up > best_up || (up == best_up && (dist < best_dist ||
+                                               (dist == best_dist && rule->order < k->rules[best].order)))))) {
+        best = r, best_score = score, best_up = up, best_dist = dist;
+      }
     }
   }
   *exact = best >= 0 && best_up && best_dist == 0;
@@ -251,7 +257,8 @@ static int nearest_row(const aot_kernel *k, aot_call *call, const int64_t *key, 
 }
 
 /* The config for a key. Among the table's rows for this arch, types and specialization (rows that name them
- * win over rows that do not; only the rows that may serve the target and binding are read: k->rule_spans): with
+ * win over rows that do not; only the rows that may serve the target and binding are read, and a class the
+ * call fails is skipped whole: k->rule_spans; of rows that tie, the earlier in the table wins): with
  * a rule between measured keys (k->neighbours), the config predicted fastest from the nearest rows with times,
  * when they serve the call as well as any row does and some config was measured at all of them; else the
  * nearest row's (nearest_row: a second pass, only then). No row: the default. */
@@ -265,12 +272,16 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
   if (k->neighbours > 0) {
     int best_score = -1;
     for (int d = 0; d < k->nkey; d++) near.key_log2[d] = log2((double)(key[d] < 1 ? 1 : key[d]));
-    for (int r = span[0]; r < span[1]; r++) {
-      if (skipped(k, r, spec, holds)) continue;
-      const aot_rule *rule = &k->rules[r];
-      int score = rule_score(k, call, rule, target, binding, spec, holds);
-      if (score > best_score) best_score = score;
-      if (score >= 0 && rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
+    for (int b = span[0]; b < span[1]; b++) {
+      const aot_rule_block *block = &k->rule_blocks[b];
+      /* rows below the best score decide nothing: the rule reads only rows of the best (else nearest_row) */
+      if (!block_reads(k, call, block, spec, best_score, holds)) continue;
+      for (int r = block->first; r < block->end; r++) {
+        const aot_rule *rule = &k->rules[r];
+        int score = rule_score(k, call, rule, spec);
+        if (score > best_score) best_score = score;
+        if (score >= 0 && rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
+      }
     }
     if (near.n > 0 && near.score == best_score) {
       predicted = 1;
@@ -281,7 +292,7 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
       }
     }
   }
-  int best = nearest_row(k, call, key, target, binding, spec, holds, span, exact);
+  int best = nearest_row(k, call, key, spec, holds, span, exact);
   if (predicted) *exact = near.dist[0] == 0;
   return best >= 0 ? k->rules[best].config : k->default_config;
 }

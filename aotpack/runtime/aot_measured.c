@@ -23,6 +23,11 @@ static double log2_work(const aot_kernel *k, int config, const int64_t *key, int
   return log2(programs) + log2(k->fixed > 0 ? elements + (double)k->fixed : trips);
 }
 
+/* Whether a row at distance d, of table place `order`, comes before the i-th nearest (ties: the earlier row). */
+static int before(const aot_kernel *k, double d, int order, const nearest_rows *near, int i) {
+  return d < near->dist[i] || (d == near->dist[i] && order < k->rules[near->row[i]].order);
+}
+
 void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {
   const aot_rule *rule = &k->rules[r];
   int kk = k->neighbours > AOT_MAX_NEIGHBOURS ? AOT_MAX_NEIGHBOURS : k->neighbours;
@@ -32,12 +37,13 @@ void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {
   int at;
   if (near->n < kk) {
     at = near->n++;
-  } else if (d < near->dist[kk - 1]) {
+  } else if (before(k, d, rule->order, near, kk - 1)) {
     at = kk - 1;
   } else {
     return;
   }
-  while (at > 0 && near->dist[at - 1] > d) near->row[at] = near->row[at - 1], near->dist[at] = near->dist[at - 1], at--;
+  while (at > 0 && before(k, d, rule->order, near, at - 1))
+    near->row[at] = near->row[at - 1], near->dist[at] = near->dist[at - 1], at--;
   near->row[at] = r, near->dist[at] = d;
 }
 

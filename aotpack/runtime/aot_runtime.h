@@ -181,12 +181,19 @@ typedef struct {
   int target;   /* index into the kernel's targets, or -1: any */
   int binding;  /* index into the kernel's type bindings, or -1: any */
   int spec;     /* the calls' specialization class (index), or -1: any */
+  int order;    /* the row's place in the table: of rows that tie, the earlier serves */
   int config;
   int64_t key[AOT_MAX_KEY];
   const double *key_log2; /* log2 of each key value (at least 1), with us */
   const double *us; /* a tuning table's row: each config's median microseconds at this key (< 0: not measured),
                      * or NULL (a recipe's row) */
 } aot_rule;
+
+/* A kernel's rows of one target, binding and class (each -1: any), [first, end) of its rules: a call skips
+ * the rows of a class it fails in one step. */
+typedef struct {
+  int32_t spec, first, end;
+} aot_rule_block;
 
 /* A key dimension cut by an integer constexpr (aotpack/selection.py): across the grid, or along a loop. */
 typedef struct {
@@ -214,9 +221,9 @@ typedef struct aot_kernel {
   uint8_t pow2_buckets;
   int nrules;
   const aot_rule *rules;
-  const int32_t *rule_spans;   /* ntargets x nbindings x [first, end): the rows that may serve such a call */
-  const int16_t *rule_classes; /* nrules: each row's class (-1: any), read before the row: a call skips the rows
-                                * of a class it fails without reading them */
+  const int32_t *rule_spans;   /* ntargets x nbindings x [first, end) of rule_blocks: the rows that may serve
+                                * such a call (their target and binding, or any), a block per class */
+  const aot_rule_block *rule_blocks;
   /* the rule between measured keys (aotpack/selection.py): 0, the nearest row's config; else each config's
    * time predicted from this many nearest rows with times, scaled by the tiles' work to the power `scale` */
   uint8_t neighbours;

@@ -18,6 +18,7 @@ from aotpack import codegen
 from aotpack.backends import Artifact, DriverFloor, LaunchNeeds, Pruned, TmaLayout
 from aotpack.backends import recipes as recipe
 from aotpack.codegen import c as codegen_c
+from aotpack.codegen import capi as codegen_capi
 from aotpack.codegen import compress
 from aotpack.codegen import python as codegen_py
 from aotpack.pipeline import native
@@ -79,9 +80,13 @@ def test_kernel_tables(kernel_dir):
     ) in text
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
     assert (
-        "static const aot_rule add_rules[] = {\n  {.target = -1, .binding = -1, .spec = -1, .config = 1, "
+        "static const aot_rule add_rules[] = {\n  {.target = -1, .binding = -1, .spec = -1, .order = 0, .config = 1, "
         ".key = {4096}, .key_log2 = NULL, .us = NULL},\n};"
     ) in text
+    # the row serves every target and binding: a block of it in each one's span (2 targets x 2 bindings)
+    block = "{.spec = -1, .first = 0, .end = 1}"
+    assert f"static const aot_rule_block add_rule_blocks[] = {{{', '.join([block] * 4)}}};" in text
+    assert "static const int32_t add_rule_spans[] = {0, 1, 1, 2, 2, 3, 3, 4};" in text
     # [binding][config][target] -> per class, most specialized first: the typical classes (n_elements a multiple
     # of 16 or not) and the floor for every config; each argument given up alone for the configs the dispatcher
     # picks (the row's BLOCK=256,w8 and the default BLOCK=1024,w4: configs 1 and 2)
@@ -254,12 +259,15 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     text = codegen_c.kernel_c(kernels[0], "kit", {v.id: ("block_0", where) for v in variants})
     assert (
         "static const aot_rule add_rules[] = {\n"
-        "  {.target = -1, .binding = -1, .spec = 0, .config = 1, .key = {4096}, .key_log2 = NULL, .us = NULL},\n"
-        "  {.target = -1, .binding = -1, .spec = 3, .config = 1, .key = {4096}, .key_log2 = NULL, .us = NULL},\n};"
+        "  {.target = -1, .binding = -1, .spec = 0, .order = 0, .config = 1, .key = {4096}, .key_log2 = NULL, "
+        ".us = NULL},\n"
+        "  {.target = -1, .binding = -1, .spec = 3, .order = 1, .config = 1, .key = {4096}, .key_log2 = NULL, "
+        ".us = NULL},\n};"
     ) in text
-    # the kernel's row count is the expanded one; each row's class, read before the row
+    # the kernel's row count is the expanded one; each class's rows a block, in every target and binding's span
     assert "  .nrules = 2,\n  .rules = add_rules,\n" in text
-    assert "static const int16_t add_rule_classes[] = {0, 3};" in text
+    blocks = "{.spec = 0, .first = 0, .end = 1}, {.spec = 3, .first = 1, .end = 2}"
+    assert f"static const aot_rule_block add_rule_blocks[] = {{{', '.join([blocks] * 4)}}};" in text
 
 
 def _fields(body: str) -> list[str]:
@@ -352,7 +360,7 @@ def test_every_struct_initializer_is_designated_naming_every_field(kernel_dir):
     docs = {"add": codegen_py.docstring(build.kernels[0])}
     structs = _structs()
     checked = set()
-    for text in (codegen_c.kernels_c(build), codegen_c.module_c(build, docs), codegen_c.capi_c(build)):
+    for text in (codegen_c.kernels_c(build), codegen_c.module_c(build, docs), codegen_capi.capi_c(build)):
         for match in _DECLARATION.finditer(text):
             struct, name, array = match.groups()
             initializer = _braced(text, match.end())
@@ -405,34 +413,42 @@ def test_recipe_text_is_data_in_every_generated_language(kernel_dir, text):
     assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) and n.names[0].name == "os" and n.lineno < 3
                    for n in module.body)  # fmt: skip
     docs = {"add": text}
-    assert text not in codegen_c.capi_h(build, docs), "C comments carry no recipe text"
+    assert text not in codegen_capi.capi_h(build, docs), "C comments carry no recipe text"
     assert codegen_c.c_string(text) in codegen_c.module_c(dataclasses.replace(build), docs)
 
 
 def test_each_target_and_binding_reads_only_the_rows_that_may_serve_it(kernel_dir):
-    """rule_spans: per (target, binding), [first, end) of the rows for that target and binding or any (-1); the
-    rows between that serve another are skipped by the dispatcher's row check, so its picks are those of the
-    whole table. A table's rows come one binding after another: a call reads about its share."""
+    """rule_spans: per (target, binding), [first, end) of rule_blocks, each block the rows of one target, binding
+    and class (each -1: any) in table order: the blocks of a span hold every row that may serve the target and
+    binding (its own, or any) and no other, each row once in the rules; a row keeps its place in the table
+    (``order``: ties go to the earlier, in whatever order the dispatcher reads)."""
     from aotpack.model import Rule
 
     (kernel,) = recipe.parse(GOOD, kernel_dir / "r.yaml").kernels
     config = kernel.configs[0]
+    specs = classes.specs(kernel)
 
-    def row(arch, dtype, n):
-        return Rule(key=(n,), config=config, arch=arch, types=(("T", dtype),), specialization=None,
-                    median_us=(), where=kernel.where)  # fmt: skip
+    def row(arch, dtype, n, spec):
+        return Rule(key=(n,), config=config, arch=arch, types=(("T", dtype),) if dtype else None,
+                    specialization=spec, median_us=(), where=kernel.where)  # fmt: skip
 
-    inline = kernel.rules  # one row for any target and binding
-    table = tuple(row("sm_90a", t, n) for t in ("fp32", "fp16") for n in (1024, 2048, 4096))
-    old = tuple(row("sm_80", "fp16", n) for n in (1024, 2048))
-    kernel = dataclasses.replace(kernel, rules=(*table, *old))
-    _, _, served = codegen_c._rule_rows(kernel, ())
-    # targets (sm_80, sm_90a) x bindings (fp32, fp16)
-    assert codegen_c._spans(kernel, served) == [0, 0, 6, 8, 0, 3, 3, 6]
-    kernel = dataclasses.replace(kernel, rules=(*table, *inline, *old))
-    _, _, served = codegen_c._rule_rows(kernel, ())
-    assert codegen_c._spans(kernel, served) == [6, 7, 6, 9, 0, 7, 3, 7]
-    for t, b in itertools.product(range(2), range(2)):  # every row outside a span serves another call
-        first, end = codegen_c._spans(kernel, served)[2 * (2 * t + b) : 2 * (2 * t + b) + 2]
-        assert all(st not in (t, -1) or sb not in (b, -1) for i, (st, sb, _) in enumerate(served)
-                   if not first <= i < end)  # fmt: skip
+    inline = kernel.rules  # one row for any target, binding and class
+    names = [s.name for s in specs]
+    table = tuple(row("sm_90a", t, n, c) for t in ("fp32", "fp16") for n in (1024, 2048, 4096) for c in names[:3])
+    old = tuple(row("sm_80", "fp16", n, names[-1]) for n in (1024, 2048))
+    any_type = (row("sm_90a", None, 512, names[1]), row(None, "fp16", 256, None))
+    kernel = dataclasses.replace(kernel, rules=(*table, *inline, *old, *any_type))
+    _, served = codegen_c._rule_rows(kernel, specs)
+    rows, blocks, spans = codegen_c._blocks(kernel, served)
+    assert sorted(r.text for r in rows) == sorted(r.text for r in served)  # each row once
+    assert len(spans) == 2 * 2 * 2  # targets (sm_80, sm_90a) x bindings (fp32, fp16)
+    for t, b in itertools.product(range(2), range(2)):
+        first, end = spans[2 * (2 * t + b) : 2 * (2 * t + b) + 2]
+        read = [rows[i] for _, a, z in blocks[first:end] for i in range(a, z)]
+        assert sorted(r.text for r in read) == sorted(r.text for r in served if r.target in (t, -1)
+                                                        and r.binding in (b, -1))  # fmt: skip
+        for spec, a, z in blocks[first:end]:
+            assert {r.spec for r in rows[a:z]} == {spec}
+            assert [served.index(r) for r in rows[a:z]] == sorted(served.index(r) for r in rows[a:z])
+    for place, r in enumerate(served):
+        assert f".order = {place}," in r.text
