@@ -261,7 +261,8 @@ static int nearest_row(const aot_kernel *k, aot_call *call, const int64_t *key, 
  * call fails is skipped whole: k->rule_spans; of rows that tie, the earlier in the table wins): with
  * a rule between measured keys (k->neighbours), the config predicted fastest from the nearest rows with times,
  * when they serve the call as well as any row does and some config was measured at all of them; else the
- * nearest row's (nearest_row: a second pass, only then). No row: the default. */
+ * nearest row's (nearest_row: a second pass, only then). No row: the default. A config's bound expressions are
+ * evaluated (and may fail the call) only for the rows read. */
 static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key, int target, int binding,
                          int spec, int sms, int *exact) {
   int8_t cache[AOT_MAX_CLASSES], *holds = k->nspecs <= AOT_MAX_CLASSES ? cache : NULL;

@@ -447,8 +447,11 @@ def test_each_target_and_binding_reads_only_the_rows_that_may_serve_it(kernel_di
         read = [rows[i] for _, a, z in blocks[first:end] for i in range(a, z)]
         assert sorted(r.text for r in read) == sorted(r.text for r in served if r.target in (t, -1)
                                                         and r.binding in (b, -1))  # fmt: skip
-        for spec, a, z in blocks[first:end]:
-            assert {r.spec for r in rows[a:z]} == {spec}
+        scores = []
+        for spec, a, z in blocks[first:end]:  # a block's rows share target, binding and class: the score bound
+            assert {(r.target, r.binding, r.spec) for r in rows[a:z]} == {(rows[a].target, rows[a].binding, spec)}
             assert [served.index(r) for r in rows[a:z]] == sorted(served.index(r) for r in rows[a:z])
+            scores.append((rows[a].target >= 0) * 8 + (rows[a].binding >= 0) * 4 + (spec >= 0))
+        assert scores == sorted(scores, reverse=True)  # the rows that name most first
     for place, r in enumerate(served):
         assert f".order = {place}," in r.text
