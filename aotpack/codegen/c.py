@@ -250,8 +250,8 @@ def _blocks(k: Kernel, rows: Sequence[_Row]) -> tuple[list[_Row], list[tuple[int
     table order (a row's ``order`` keeps its place for ties); the groups as blocks (class, first row, end row);
     and per target and binding, [first, end) of its blocks: a copy of each group that may serve it (its target
     and binding, or -1), so that a call reads only its own rows and skips a class it fails in one step. A span's
-    blocks come in the order of the score their rows have whatever the call's class (rows that name their target,
-    binding and class first: the dispatcher skips a block that cannot beat the rows it has found)."""
+    blocks come rows that name their target first, then their binding, then their class (the order of the
+    dispatcher's scores, whatever the call's class: it skips a block that cannot beat the rows it has found)."""
     groups: dict[tuple[int, int, int], list[_Row]] = {}
     for row in rows:
         groups.setdefault((row.target, row.binding, row.spec), []).append(row)
@@ -265,7 +265,7 @@ def _blocks(k: Kernel, rows: Sequence[_Row]) -> tuple[list[_Row], list[tuple[int
     for t, b in itertools.product(range(len(k.targets)), range(len(k.bindings))):
         first = len(blocks)
         mine = [g for g in sorted(groups) if g[0] in (t, -1) and g[1] in (b, -1)]
-        mine.sort(key=lambda g: -((g[0] >= 0) * 8 + (g[1] >= 0) * 4 + (g[2] >= 0)))  # stable: then as grouped
+        mine.sort(key=lambda g: (g[0] < 0, g[1] < 0, g[2] < 0))  # stable: then as grouped
         blocks += [(g[2], *where[g]) for g in mine]
         spans += [first, len(blocks)]
     return ordered, blocks, spans or [0, 0]  # C has no empty arrays

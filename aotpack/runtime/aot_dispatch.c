@@ -194,7 +194,7 @@ int rt_config_fits(const aot_kernel *k, aot_call *call, int config) {
 }
 
 /* Whether the rows of a class may serve the call: rows for any class, the call's own, or one the call satisfies
- * (a less specialized one: its tiles suit code that assumes less; rows for the call's own class win: rule_score).
+ * (a less specialized one: its tiles suit code that assumes less; rows for the call's own class win: block_score).
  * `holds` caches per class whether the call satisfies it (-1: not known yet; NULL: no cache). */
 static int class_serves(const aot_kernel *k, const aot_call *call, int cls, int spec, int8_t *holds) {
   if (cls < 0 || cls == spec) return 1;
@@ -203,23 +203,17 @@ static int class_serves(const aot_kernel *k, const aot_call *call, int cls, int 
   return holds[cls];
 }
 
-/* How well a row of a class that serves the call (class_serves), in a span of its target and binding, serves it:
- * rows that name the target, the binding and the call's own class win; -1: its config does not fit the call. */
-static int row_score(const aot_rule *rule, int spec) {
-  return (rule->target >= 0) * 8 + (rule->binding >= 0) * 4 + (rule->spec == spec) * 2 + (rule->spec >= 0);
-}
-static int rule_score(const aot_kernel *k, aot_call *call, const aot_rule *rule, int spec) {
-  return rt_config_fits(k, call, rule->config) ? row_score(rule, spec) : -1;
-}
-
-/* Whether a block's rows may serve the call better than `score` or as well (its rows share target, binding and
- * class: the first one's score is theirs, where their configs fit). */
-static int block_reads(const aot_kernel *k, const aot_call *call, const aot_rule_block *block, int spec, int score,
+/* How well the rows of a block (one target, binding and class, in a span of the call's target and binding) serve
+ * the call where their configs fit it: rows that name the target, the binding and the call's own class win. -1:
+ * its class does not serve the call, or its score is below `best` (none of its rows would win). */
+static int block_score(const aot_kernel *k, const aot_call *call, const aot_rule_block *block, int spec, int best,
                        int8_t *holds) {
-  return row_score(&k->rules[block->first], spec) >= score && class_serves(k, call, block->spec, spec, holds);
+  const aot_rule *first = &k->rules[block->first];
+  int score = (first->target >= 0) * 8 + (first->binding >= 0) * 4 + (block->spec == spec) * 2 + (block->spec >= 0);
+  return score >= best && class_serves(k, call, block->spec, spec, holds) ? score : -1;
 }
 
-/* The nearest-row rule's row (-1: none serves the call): among the rows that serve it best (rule_score), the
+/* The nearest-row rule's row (-1: none serves the call): among the rows that serve it best (block_score), the
  * nearest at or above the bucketed key in every dimension (the key rounds up), or when none is (the key is past
  * the table), the nearest (it clamps). Nearness: the sum over dimensions of |log2(row value / key value)|.
  * `exact`: that row's key is the bucketed key. */
@@ -232,11 +226,11 @@ static int nearest_row(const aot_kernel *k, aot_call *call, const int64_t *key, 
   double best_dist = 0;
   for (int b = span[0]; b < span[1]; b++) {
     const aot_rule_block *block = &k->rule_blocks[b];
-    if (!block_reads(k, call, block, spec, best_score, holds)) continue; /* none would win */
+    int score = block_score(k, call, block, spec, best_score, holds);
+    if (score < 0) continue; /* none of its rows would win */
     for (int r = block->first; r < block->end; r++) {
       const aot_rule *rule = &k->rules[r];
-      int score = rule_score(k, call, rule, spec);
-      if (score < 0) continue;
+      if (!rt_config_fits(k, call, rule->config)) continue;
       int up = 1;
       double dist = 0;
       for (int d = 0; d < k->nkey; d++) {
@@ -276,12 +270,13 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
     for (int b = span[0]; b < span[1]; b++) {
       const aot_rule_block *block = &k->rule_blocks[b];
       /* rows below the best score decide nothing: the rule reads only rows of the best (else nearest_row) */
-      if (!block_reads(k, call, block, spec, best_score, holds)) continue;
+      int score = block_score(k, call, block, spec, best_score, holds);
+      if (score < 0) continue;
       for (int r = block->first; r < block->end; r++) {
         const aot_rule *rule = &k->rules[r];
-        int score = rule_score(k, call, rule, spec);
+        if (!rt_config_fits(k, call, rule->config)) continue;
         if (score > best_score) best_score = score;
-        if (score >= 0 && rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
+        if (rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
       }
     }
     if (near.n > 0 && near.score == best_score) {

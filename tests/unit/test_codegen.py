@@ -451,7 +451,7 @@ def test_each_target_and_binding_reads_only_the_rows_that_may_serve_it(kernel_di
         for spec, a, z in blocks[first:end]:  # a block's rows share target, binding and class: the score bound
             assert {(r.target, r.binding, r.spec) for r in rows[a:z]} == {(rows[a].target, rows[a].binding, spec)}
             assert [served.index(r) for r in rows[a:z]] == sorted(served.index(r) for r in rows[a:z])
-            scores.append((rows[a].target >= 0) * 8 + (rows[a].binding >= 0) * 4 + (spec >= 0))
-        assert scores == sorted(scores, reverse=True)  # the rows that name most first
+            scores.append((rows[a].target >= 0) * 8 + (rows[a].binding >= 0) * 4 + (spec >= 0))  # the runtime's
+        assert scores == sorted(scores, reverse=True)  # the rows that score most first
     for place, r in enumerate(served):
         assert f".order = {place}," in r.text
