@@ -480,13 +480,19 @@ def open_tmp():
 
 def as_nobody(argv: list[str]) -> subprocess.CompletedProcess[str]:
     """``aotpack argv`` run as the user nobody, who may read but not change what root made (we run as root);
-    skipped where setpriv cannot switch users."""
-    script = f"import sys; from aotpack.commands import cli; sys.exit(cli.main({argv!r}))"
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script],
-                          capture_output=True, text=True, check=False, cwd="/")  # fmt: skip
-    if done.stderr.startswith("setpriv"):
-        pytest.skip(f"cannot run as nobody: {done.stderr}")
-    return done
+    skipped where setpriv cannot switch users, or where nobody cannot import aotpack (a checkout or venv in a
+    folder only its owner may enter, as ``mktemp -d`` makes)."""
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                               script], capture_output=True, text=True, check=False, cwd="/")  # fmt: skip
+
+    probe = run("import aotpack.commands.cli")
+    if probe.stderr.startswith("setpriv"):
+        pytest.skip(f"cannot run as nobody: {probe.stderr}")
+    if probe.returncode != 0:
+        pytest.skip(f"nobody cannot import aotpack from {sys.executable}: {probe.stderr.strip().splitlines()[-1:]}")
+    return run(f"import sys; from aotpack.commands import cli; sys.exit(cli.main({argv!r}))")
 
 
 def test_a_cache_that_cannot_be_cleared_says_so(open_tmp):
