@@ -4,15 +4,27 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
+# torch, pinned, its CPU build: the corpus kernels import it. PyPI's x86_64 torch is the CUDA build, which pins a
+# Triton of its own (2.13: 3.7, not the newest tested) and starts CUDA under the suite's fake driver; PyTorch's CPU
+# index has the CPU build (where that index cannot be reached, pip finds it where it is told to: PIP_FIND_LINKS)
+TORCH := 'torch==2.13.0' --extra-index-url https://download.pytorch.org/whl/cpu
+export TORCH_IS_CPU := import sys, torch; sys.exit(torch.version.cuda and f'torch {torch.__version__} is a CUDA build \
+(CUDA {torch.version.cuda}): the suite needs the CPU build (pip could not reach https://download.pytorch.org/whl/cpu: \
+put a torch-2.13.0+cpu wheel where pip looks, e.g. PIP_FIND_LINKS, and remove $(VENV))')
+export NEWEST_TRITON := import sys; from aotpack.backends.triton.releases import newest_supported; \
+print('%d.%d' % newest_supported(sys.version_info[:2]))
+
 .PHONY: docs demo gpu-deps hopper hopper-matched corpus corpus-matched variations-matched recorded-matched test check test-releases test-torch unit lint gpu-test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first, pinned: the corpus kernels import it (a CPU build where the machine provides one)
-	$(PY) -m pip install -q 'torch==2.13.0'
+	$(PY) -m pip install -q $(TORCH)
+	$(PY) -c "$$TORCH_IS_CPU"
 	# cuda: nvcc from PyPI (nvidia-cuda-nvcc), used where no CUDA toolkit is found ($$CUDA_HOME, PATH)
-	$(PY) -m pip install -q -e '.[test,corpus,cuda,dask,triton]'
+	$(PY) -m pip install -q -e '.[test,corpus,cuda,dask]'
+	# the newest Triton aotpack is tested with for this Python (releases.py), not whatever PyPI has newest
+	$(PY) -m pip install -q "triton==$$($(PY) -c "$$NEWEST_TRITON").*"
 	touch $(STAMP)
 
 # The demo in a venv of its own, holding only what recipes/demo.yaml's build needs: aotpack, a Triton for its three
@@ -52,7 +64,7 @@ corpus: $(STAMP)
 # ... and built by the device's Triton, like hopper-matched (its venv needs the corpus packages too)
 corpus-matched:
 	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
-	.venv-triton-$(TRITON_MATCH)/bin/pip install -q 'torch==2.13.0'
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q $(TORCH)
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/corpus/thirdparty.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 
@@ -61,7 +73,7 @@ corpus-matched:
 # benchmarks/thirdparty.py compare them with the JIT
 variations-matched:
 	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
-	.venv-triton-$(TRITON_MATCH)/bin/pip install -q 'torch==2.13.0'
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q $(TORCH)
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/python -m tests.corpus.variations --one-dtype build/variations.yaml
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build build/variations.yaml -o dist/triton-$(basename $(TRITON_MATCH))
@@ -72,7 +84,7 @@ variations-matched:
 # --record-without-gpu) for tests/gpu/test_recorded_tma.py
 recorded-matched:
 	$(PYTHON) -m venv .venv-triton-$(TRITON_MATCH)
-	.venv-triton-$(TRITON_MATCH)/bin/pip install -q 'torch==2.13.0'
+	.venv-triton-$(TRITON_MATCH)/bin/pip install -q $(TORCH)
 	.venv-triton-$(TRITON_MATCH)/bin/pip install -q -e '.[corpus]' triton==$(TRITON_MATCH)
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/liger_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
 	.venv-triton-$(TRITON_MATCH)/bin/aotpack build tests/gpu/tma_recorded.yaml -o dist/triton-$(basename $(TRITON_MATCH))
