@@ -153,6 +153,7 @@ class _Selection(TypedDict):
 class Selection(_Selection, total=False):
     occupancy: dict[str, int]  # config label: programs per multiprocessor in a wave (only configs in waves)
     own_occupancy: bool  # programs in waves of each variant's blocks_per_sm (present: true)
+    drawn: bool  # held_out is at keys tune: validate: drew as calls are, not over the table's folds (present: true)
     fixed: int  # a program's cost besides its loops, in elements of their tiles (absent: work is their trips)
 
 
@@ -367,12 +368,14 @@ def selection_of(kernel: model.Kernel) -> Selection | None:
         out["own_occupancy"] = True
     if sel.fixed:
         out["fixed"] = sel.fixed
+    if sel.drawn:
+        out["drawn"] = True
     return out
 
 
 def blocks_of(built: Manifest, kernel: model.Kernel) -> dict[selection.Group, tuple[int, ...]]:
     """The kernel's variants' blocks per multiprocessor as a built wheel's manifest gives them (those a build
-    fits the kernel's rule with: selection.choose); none for a kernel it lacks."""
+    fits the kernel's rule with: fitting.choose); none for a kernel it lacks."""
     labels = [c.label for c in kernel.configs]
     variants = built["kernels"][kernel.name]["variants"] if kernel.name in built["kernels"] else []
     return selection.blocks([((v["target"], tuple(sorted(v["types"].items())), v["specialization"]),

@@ -192,6 +192,7 @@ class Selection:
     fixed: int = 0  # a program's cost besides its loops, in elements of their tiles (0: work is their trips)
     sms: int = 0  # the tuning GPU's multiprocessors (the held-out error's; a call uses its own GPU's)
     held_out: HeldOut | None = None  # the rule's (None: no table measured enough keys)
+    drawn: bool = False  # held_out is on the validation keys (Kernel.validation), not over the table's folds
     nearest: HeldOut | None = None  # the nearest-row rule's, on the same keys
 
 
@@ -277,6 +278,7 @@ class TuneSpec:
     ranges: tuple[tuple[int, int], ...] = ()
     seed: int = 0
     refine: int = 0  # keys timed after those, where the fastest config changes between those (tune_keys.refinements)
+    validate: int = 0  # keys drawn at random as calls are, timed to choose the rule by (tune_keys.validation)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,6 +306,9 @@ class Kernel:
     # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
     bound: tuple[tuple[str, expr.Expr], ...] = ()
     selection: Selection = NEAREST  # set from the tuning tables' measurements (aotpack/selection.py)
+    # a table's rows at keys drawn as calls are (tune: validate:): the rule is chosen by its error there; never
+    # looked up by the dispatcher
+    validation: tuple[Rule, ...] = ()
     where: Location
 
     def arg(self, name: str) -> Arg:

@@ -60,28 +60,12 @@ def triton_configs(kernel: model.Kernel) -> list[triton.Config]:
 
 
 def shapes(kernel: model.Kernel, count: int, seed: int, aligned: bool) -> list[tuple[int, ...]]:
-    """Keys drawn at random, each dimension log-uniformly from the kernel's sampled range (with ``aligned``,
-    16-divisible half of the time, dimension by dimension), none a measured key: independent draws, not
-    `aotpack tune`'s sequence, whose seeds only shift it (a benchmark's keys would lie at one offset from the
-    tuned ones)."""
+    """Keys drawn at random from the kernel's sampled range (tune_keys.drawn: with ``aligned``, 16-divisible
+    half of the time, dimension by dimension), none a measured key: independent draws, not `aotpack tune`'s
+    sequence, whose seeds only shift it (a benchmark's keys would lie at one offset from the tuned ones)."""
     assert kernel.tune is not None
-    measured = set(r.key for r in kernel.rules)
-    draw = random.Random(seed)
-    keys: list[tuple[int, ...]] = []
-    for _ in range(count * 4):  # keys drawn twice are drawn again, a bounded number of times
-        key = tuple(_value(draw, lo, hi, aligned) for lo, hi in kernel.tune.ranges)
-        if key not in keys and key not in measured:
-            keys.append(key)
-        if len(keys) == count:
-            break
-    return keys
-
-
-def _value(draw: random.Random, lo: int, hi: int, aligned: bool) -> int:
-    """A value drawn log-uniformly from the range (as ``draw.uniform`` of its log would: the same numbers, the
-    same order), then rounded to a multiple of 16 half of the time where ``aligned``."""
-    u = draw.random()
-    return tune_keys.value_at(lo, hi, u, aligned and draw.random() < 0.5)
+    measured = [r.key for r in (*kernel.rules, *kernel.validation)]
+    return tune_keys.drawn(kernel.tune.ranges, count, random.Random(seed), aligned, measured)
 
 
 def candidates(obj: Any, args: tuple[Any, ...]) -> tuple[str, list[str]]:

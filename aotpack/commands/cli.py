@@ -112,8 +112,9 @@ def _tune_verb(sub: argparse._SubParsersAction[_Parser]) -> None:
     t.add_argument("--devices", default=None, metavar="all|0,1,...",
                    help="spread the keys over these GPUs, one process each (default: the current GPU)")  # fmt: skip
     t.add_argument("--budget", type=_budget, default=None, metavar="SECONDS",
-                   help="start no key past this many seconds; the table holds the keys timed by then, listed keys "
-                        "first, then tune.sample's, then tune.refine's (default: no limit)")  # fmt: skip
+                   help="start no key past this many seconds; the table holds the keys timed by then, listed "
+                        "keys first, then tune.sample's, tune.validate's, then tune.refine's "
+                        "(default: no limit)")  # fmt: skip
     t.add_argument("--executor", default=None, metavar="dask://HOST:PORT",
                    help="tune on a Dask cluster's GPU workers instead (one worker per GPU, --nthreads 1)")  # fmt: skip
     t.add_argument("--keep", type=_path, default=None, metavar="TABLE",

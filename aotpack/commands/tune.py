@@ -124,6 +124,7 @@ def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
 def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, list[tables.Row]]]:
     """Per kernel, the arch its code ran as and its rows, in the units' order (the table's)."""
     out: dict[str, tuple[str, list[tables.Row]]] = {}
+    checks = {k.name: set(tune_keys.validation(k)) for k, _, _ in work}
     for (kernel, _, _), result in zip(work, results, strict=True):
         if result is None:  # past the budget
             continue
@@ -131,7 +132,8 @@ def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, li
         previous = out.setdefault(kernel.name, (arch, []))
         if previous[0] != arch:
             raise TuneError(f"{kernel.name}: the GPUs ran code for {previous[0]} and {arch}; tune them separately")
-        previous[1].extend(rows)
+        marked = checks[kernel.name]
+        previous[1].extend(replace(r, validation=True) if marked and r.key in marked else r for r in rows)
     return out
 
 
@@ -238,7 +240,7 @@ def _refining(kernel: model.Kernel, tuned: dict[str, model.Kernel], arch: str, r
                     "(limits.MAX_MEASURED_ROWS)", kernel.name, count - max(room, 0),
                     limits.MAX_MEASURED_ROWS)  # fmt: skip
         count = max(room, 0)
-    keys = tune_keys.refinements(here, count, [*spec.keys, *(r.key for r in now.rules)])
+    keys = tune_keys.refinements(here, count, [*spec.keys, *(r.key for r in (*now.rules, *now.validation))])
     if keys:
         log.warning("%s: timing %d more keys where the fastest config changes between the %d timed (round %d of %d)",
                     kernel.name, len(keys), len({r.key for r in here.rules if r.median_us}), round_ + 1,
@@ -276,7 +278,8 @@ def _tuned(table: tables.Table, rec: model.Recipe) -> dict[str, model.Kernel]:
     """The table's kernels with its rows (for its arch, the recipe's own timed rows are what it replaces), by
     name."""
     tuned = {name for name, _ in table.kernels}
-    kernels = [replace(k, rules=tuple(r for r in k.rules if not (r.median_us and r.arch == table.arch)))
+    kernels = [replace(k, rules=tuple(r for r in k.rules if not (r.median_us and r.arch == table.arch)),
+                       validation=tuple(r for r in k.validation if r.arch != table.arch))
                for k in rec.kernels if k.name in tuned]  # fmt: skip
     return {k.name: k for k in tables.apply(table, kernels, rec.package)}
 

@@ -70,12 +70,43 @@ def value_at(lo: int, hi: int, u: float, aligned: bool) -> int:
     return value
 
 
+def drawn(ranges: Sequence[tuple[int, int]], count: int, draw: random.Random, aligned: bool,
+          taken: Iterable[tuple[int, ...]] = ()) -> list[tuple[int, ...]]:  # fmt: skip
+    """``count`` keys drawn at random, each dimension log-uniformly from its range (with ``aligned``, a multiple of
+    16 half of the time, dimension by dimension), none of ``taken`` and none twice: independent draws, as calls
+    come, not ``sampled``'s sequence. benchmarks/dispatch.py draws its shapes with it too."""
+    seen = set(taken)
+    keys: list[tuple[int, ...]] = []
+    for _ in range(count * 4):  # keys drawn twice are drawn again, a bounded number of times
+        key = tuple(value_at(lo, hi, draw.random(), aligned and draw.random() < 0.5) for lo, hi in ranges)
+        if key not in keys and key not in seen:
+            keys.append(key)
+        if len(keys) == count:
+            break
+    return keys
+
+
+def validation(kernel: model.Kernel) -> list[tuple[int, ...]]:
+    """``tune: validate:``'s keys: drawn as calls are (``drawn``, a seed of their own from sample:'s), none a key
+    the table looks up; a kernel of several classes draws half of them 16-divisible dimension by dimension, as
+    benchmarks/dispatch.py's --aligned does, so that every class has keys to choose its rule by."""
+    spec = kernel.tune
+    if spec is None or not spec.validate:
+        return []
+    several = len(classes.specs(kernel)) > 1
+    draw = random.Random(f"validate {spec.seed}")
+    taken = [*spec.keys, *sampled(spec, aligned=several)]
+    first = drawn(spec.ranges, spec.validate - spec.validate // 2 if several else spec.validate, draw, False, taken)
+    return first + drawn(spec.ranges, spec.validate - len(first), draw, True, [*taken, *first])
+
+
 def units(kernel: model.Kernel) -> list[tuple[tuple[tuple[str, str], ...], tuple[int, ...]]]:
-    """The kernel's tuning work before any refining, (binding, key): the listed keys, then the sampled ones,
-    each binding's keys interleaved so that a budget that ends the work early leaves every binding keys."""
+    """The kernel's tuning work before any refining, (binding, key): the listed keys, the sampled ones, then those
+    to validate the rule on, each binding's keys interleaved so that a budget that ends the work early leaves every
+    binding keys."""
     spec = kernel.tune
     assert spec is not None
-    keys = list(dict.fromkeys(spec.keys)) + sampled(spec, aligned=len(classes.specs(kernel)) > 1)
+    keys = list(dict.fromkeys(spec.keys)) + sampled(spec, aligned=len(classes.specs(kernel)) > 1) + validation(kernel)
     return [(binding, key) for key in keys for binding in kernel.bindings]
 
 

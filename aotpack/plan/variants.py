@@ -164,7 +164,8 @@ def select(recipe: Recipe, patterns: tuple[str, ...], winners_only: bool = False
         kept.setdefault(v.kernel.name, set()).add(v.target)
     kernels = tuple(
         dataclasses.replace(k, targets=tuple(t for t in k.targets if t in kept[k.name]),
-                            rules=tuple(r for r in k.rules if r.arch is None or r.arch in kept[k.name]))
+                            rules=tuple(r for r in k.rules if r.arch is None or r.arch in kept[k.name]),
+                            validation=tuple(r for r in k.validation if r.arch in kept[k.name]))
         for k in recipe.kernels if k.name in kept
     )  # fmt: skip
     narrowed = dataclasses.replace(

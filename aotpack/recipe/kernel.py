@@ -39,7 +39,7 @@ _COMMON_KEYS = (
     "doc", "args", "types", "grid", "key", "bucket", "default", "dispatch", "targets", "tune", "autotune", "mutates",
     "specialize",
 )  # fmt: skip
-TUNE_KEYS = ("inputs", "reference", "keys", "sample", "refine", "rtol")
+TUNE_KEYS = ("inputs", "reference", "keys", "sample", "refine", "validate", "rtol")
 SAMPLE_KEYS = ("count", "range", "seed")
 _RULE_KEYS = ("key", "config", "arch", "types")
 CONFIG_LAUNCH = ("num_warps", "num_stages")
@@ -474,19 +474,23 @@ def _tune(node: Node, root: Path, names: tuple[str, ...]) -> TuneSpec:
         keys.append(values)
     sample, ranges, seed = _sample(fields["sample"], names) if "sample" in fields else (0, (), 0)
     refine = fields["refine"].integer(minimum=0) if "refine" in fields else 0
-    total = len(set(keys)) + sample + refine
+    validate = fields["validate"].integer(minimum=0) if "validate" in fields else 0
+    if validate and not sample:
+        raise fields["validate"].fail("validate: draws its keys from sample:'s ranges, as calls would be drawn: give "
+                                      "'sample' too (docs/tuning.md)")  # fmt: skip
+    total = len(set(keys)) + sample + refine + validate
     if total > limits.MAX_MEASURED_KEYS:
-        raise (fields["refine"] if refine else node).fail(
-            f"{total} keys to time ({len(set(keys))} listed, {sample} sampled, {refine} refined); a table holds at "
-            f"most {limits.MAX_MEASURED_KEYS} of a kernel (limits.MAX_MEASURED_KEYS: the dispatcher's rule is fitted "
-            "to them): time fewer")  # fmt: skip
+        raise (fields["validate"] if validate else fields["refine"] if refine else node).fail(
+            f"{total} keys to time ({len(set(keys))} listed, {sample} sampled, {refine} refined, {validate} to "
+            f"validate); a table holds at most {limits.MAX_MEASURED_KEYS} of a kernel (limits.MAX_MEASURED_KEYS: the "
+            "dispatcher's rule is fitted to them): time fewer")  # fmt: skip
     rtol = fields["rtol"].scalar() if "rtol" in fields else 1e-2
     if not isinstance(rtol, (int, float)) or isinstance(rtol, bool) or rtol < 0:
         raise fields["rtol"].fail(f"expected a number >= 0 (0: exact), got {rtol!r}")
     reference = _fields.source(fields["reference"], root) if "reference" in fields else None
     inputs = _fields.source(fields["inputs"], root)
     return TuneSpec(inputs=inputs, reference=reference, keys=tuple(keys), rtol=float(rtol), sample=sample,
-                    ranges=ranges, seed=seed, refine=refine)  # fmt: skip
+                    ranges=ranges, seed=seed, refine=refine, validate=validate)  # fmt: skip
 
 
 def _sample(node: Node, names: tuple[str, ...]) -> tuple[int, tuple[tuple[int, int], ...], int]:

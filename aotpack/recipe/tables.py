@@ -11,7 +11,9 @@ Format ``aotpack-tuning-table/1``::
 
 Rows hold the keys as measured, sorted by types then key; every mapping is written with sorted keys so
 that diffs stay small. ``sms``: the GPU's multiprocessors (the held-out error of aotpack/selection.py's
-rule counts programs per multiprocessor).
+rule counts programs per multiprocessor). A row with ``"validation": true`` is at a key ``tune: validate:``
+drew as calls are: the build chooses the rule by its error there (aotpack/fitting.py), and the dispatcher
+never looks it up.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import limits, selection
+from .. import fitting, limits, selection
 from .._temp import atomic_file
 from ..model import Kernel, Rule
 from . import yamlnodes
@@ -47,6 +49,7 @@ class Row:
     specialization: str | None = None
     median_us: tuple[tuple[str, float], ...] = ()
     rejected: tuple[tuple[str, str], ...] = ()
+    validation: bool = False  # a key drawn as calls are (tune: validate:): chooses the rule, never looked up
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,12 +94,17 @@ def _row(kernel: str, index: int, raw: Any, where: str) -> Row:
     rejected = raw.get("rejected", {})
     if not isinstance(rejected, dict) or not all(isinstance(v, str) for v in rejected.values()):
         raise TableError(f"{at}.rejected: expected a mapping of config labels to reasons, got {rejected!r:.80}")
+    validation = raw.get("validation", False)
+    if not isinstance(validation, bool):
+        raise TableError(f"{at}.validation: expected true or false, got {validation!r:.80}")
+    if validation and not timings:
+        raise TableError(f"{at}: a validation row needs 'median_us' (every config's time there)")
     for text in (raw["config"], *types, *types.values(), *timings, *rejected, *rejected.values()):
         _check_text(text, at)
     return Row(
         key=tuple(key), types=tuple(sorted(types.items())), config=raw["config"], specialization=spec,
         median_us=tuple(sorted((str(k), float(v)) for k, v in timings.items())),
-        rejected=tuple(sorted((str(k), str(v)) for k, v in rejected.items())),
+        rejected=tuple(sorted((str(k), str(v)) for k, v in rejected.items())), validation=validation,
     )  # fmt: skip
 
 
@@ -142,6 +150,7 @@ def to_json(table: Table) -> str:
                 **({"specialization": r.specialization} if r.specialization else {}),
                 "median_us": {k: round(v, 3) for k, v in r.median_us},
                 "rejected": dict(r.rejected),
+                **({"validation": True} if r.validation else {}),
             }
             for r in sorted(rows, key=lambda r: (r.types, r.key, r.specialization or ""))
         ]
@@ -175,10 +184,13 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
         if table.arch not in kernel.targets:
             raise TableError(f"arch {table.arch} is not a target of kernel {name!r}")
         new = [_rule(kernel, table.arch, f"kernels.{name}[{i}]", row) for i, row in enumerate(rows)]
+        looked_up = [r for r, row in zip(new, rows, strict=True) if not row.validation]
+        checks = [r for r, row in zip(new, rows, strict=True) if row.validation]
         replaced = {(r.key, r.arch, r.types, r.specialization) for r in new}
         kept = [r for r in kernel.rules if (r.key, r.arch, r.types, r.specialization) not in replaced]
-        merged = dataclasses.replace(kernel, rules=(*kept, *new))
-        timed = Counter((r.arch, r.types, r.specialization) for r in merged.rules if r.median_us)
+        merged = dataclasses.replace(kernel, rules=(*kept, *looked_up), validation=(*kernel.validation, *checks))
+        timed = Counter((r.arch, r.types, r.specialization) for r in (*merged.rules, *merged.validation)
+                        if r.median_us)  # fmt: skip
         if timed and max(timed.values()) > limits.MAX_MEASURED_KEYS:
             raise TableError(f"kernels.{name}: {max(timed.values())} timed keys of one types and class; the "
                              f"dispatcher's rule is fitted to at most {limits.MAX_MEASURED_KEYS} "
@@ -194,10 +206,10 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
 
 def fit(kernels: list[Kernel], blocks: Mapping[str, selection.Blocks] | None = None) -> list[Kernel]:
     """The kernels with their selection rule chosen from every applied table's measurements
-    (aotpack/selection.py), once all tables are in; ``blocks``: per kernel, its variants' blocks per
+    (aotpack/fitting.py), once all tables are in; ``blocks``: per kernel, its variants' blocks per
     multiprocessor (None: not known; a rule counting waves of them is then not tried)."""
     return [
-        dataclasses.replace(k, selection=selection.choose(
+        dataclasses.replace(k, selection=fitting.choose(
             k, k.selection.sms or selection.DEFAULT_SMS, blocks.get(k.name, {}) if blocks is not None else None))
         if any(r.median_us for r in k.rules) else k
         for k in kernels

@@ -276,7 +276,7 @@ static int choose_config(const aot_kernel *k, aot_call *call, const int64_t *key
         const aot_rule *rule = &k->rules[r];
         if (!rt_config_fits(k, call, rule->config)) continue;
         if (score > best_score) best_score = score;
-        if (rule->us != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
+        if (rule->us_log2 != NULL && score >= near.score) rt_nearest_add(k, &near, r, score);
       }
     }
     if (near.n > 0 && near.score == best_score) {

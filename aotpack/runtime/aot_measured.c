@@ -7,7 +7,8 @@
 /* log2 of a config's work at a key (aotpack/selection.py's log2_work): the programs the grid's tiles make,
  * at least one per multiprocessor (with an occupancy o > 0: in whole waves of o per multiprocessor), times the
  * trips of the loops' tiles; with a fixed cost, times the elements the loops' tiles cover plus that cost.
- * Doubles: exact for whole numbers below 2^53, past any grid CUDA launches; past that, still finite. */
+ * One log2 of the product (aotpack/selection.py takes the same). Doubles: exact for whole numbers below 2^53,
+ * past any grid CUDA launches; past that, still finite. */
 static double log2_work(const aot_kernel *k, int config, const int64_t *key, int sms, int occupancy) {
   const int64_t *consts = rt_config_consts(k, config);
   double programs = 1, trips = 1, elements = 1;
@@ -20,7 +21,7 @@ static double log2_work(const aot_kernel *k, int config, const int64_t *key, int
   }
   double slots = (double)(sms > 1 ? sms : 1) * (occupancy > 1 ? occupancy : 1);
   programs = occupancy > 0 ? ceil(programs / slots) * slots : programs > slots ? programs : slots;
-  return log2(programs) + log2(k->fixed > 0 ? elements + (double)k->fixed : trips);
+  return log2(programs * (k->fixed > 0 ? elements + (double)k->fixed : trips));
 }
 
 /* Whether a row at distance d, of table place `order`, comes before the i-th nearest (ties: the earlier row). */
@@ -57,7 +58,7 @@ int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key,
   for (int c = 0; c < k->nconfigs; c++) {
     if (!rt_config_fits(k, call, c)) continue;
     int measured = 1;
-    for (int i = 0; i < near->n && measured; i++) measured = k->rules[near->row[i]].us[c] >= 0;
+    for (int i = 0; i < near->n && measured; i++) measured = !isnan(k->rules[near->row[i]].us_log2[c]);
     if (!measured) continue;
     int occupancy = k->occupancy != NULL ? k->occupancy[c] : 0;
     if (k->own_occupancy && k->scale > 0) { /* the blocks per multiprocessor of the variant it runs for the call */
@@ -67,9 +68,8 @@ int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key,
     double here = k->scale > 0 ? log2_work(k, c, key, sms, occupancy) : 0, total = 0, weights = 0;
     for (int i = 0; i < near->n; i++) {
       const aot_rule *rule = &k->rules[near->row[i]];
-      double us = rule->us[c];
       double w = 1.0 / ((near->dist[i] + AOT_WEIGHT_OFFSET) * (near->dist[i] + AOT_WEIGHT_OFFSET));
-      double t = log2(us > 1e-3 ? us : 1e-3);
+      double t = rule->us_log2[c];
       if (k->scale > 0) t += k->scale * (here - log2_work(k, c, rule->key, sms, occupancy));
       total += w * t;
       weights += w;

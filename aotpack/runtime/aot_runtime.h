@@ -184,9 +184,9 @@ typedef struct {
   int order;    /* the row's place in the table: of rows that tie, the earlier serves */
   int config;
   int64_t key[AOT_MAX_KEY];
-  const double *key_log2; /* log2 of each key value (at least 1), with us */
-  const double *us; /* a tuning table's row: each config's median microseconds at this key (< 0: not measured),
-                     * or NULL (a recipe's row) */
+  const double *key_log2; /* log2 of each key value (at least 1), with us_log2 */
+  const double *us_log2; /* a tuning table's row: log2 of each config's median microseconds at this key (at least
+                          * 1e-3; NaN: not measured), or NULL (a recipe's row) */
 } aot_rule;
 
 /* A kernel's rows of one target, binding and class (each -1: any), [first, end) of its rules: a call skips

@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from aotpack import manifest, selection
+from aotpack import fitting, manifest, selection
 from aotpack.backends.triton import introspect
 from aotpack.model import Tile
 
@@ -43,7 +43,7 @@ def test_prediction_scales_each_neighbour_by_the_calls_work():
     rows = [measured((4096,), (10.0, 11.0))]
     assert selection.predict(rows, (6000,), 1, 0.0, tiles, consts, 132) == 0
     assert selection.predict(rows, (6000,), 1, 1.0, tiles, consts, 132) == 1
-    assert selection.log2_work(tiles, consts[0], (6000,), 132) == math.log2(132) + 1
+    assert selection.log2_work(tiles, consts[0], (6000,), 132) == math.log2(132 * 2)
     # a config not measured at every neighbour is not a candidate; one that does not fit the call neither
     rows = [measured((4096,), (10.0, None)), measured((8192,), (20.0, 19.0))]
     assert selection.predict(rows, (6000,), 2, 0.0, tiles, consts, 132) == 0
@@ -61,11 +61,12 @@ def test_with_an_occupancy_programs_count_in_whole_waves():
     tiles = (Tile(dim=0, constexpr="BM", loop=False), Tile(dim=1, constexpr="BK", loop=True))
     consts = {"BM": 64, "BK": 32}
     key = (64 * 133, 64)
-    assert selection.log2_work(tiles, consts, key, 132, 1) == math.log2(264) + 1
-    assert selection.log2_work(tiles, consts, key, 132, 2) == math.log2(264) + 1
-    assert selection.log2_work(tiles, consts, (64 * 265, 64), 132, 2) == math.log2(528) + 1
-    assert selection.log2_work(tiles, consts, key, 132, 0) == math.log2(133) + 1
-    assert selection.log2_work(tiles, consts, (64, 64), 132, 3) == math.log2(396) + 1  # one program: a wave
+    # (log2 of the programs times the trips, one log2 as the C runtime takes it: two trips here)
+    assert selection.log2_work(tiles, consts, key, 132, 1) == math.log2(264 * 2)
+    assert selection.log2_work(tiles, consts, key, 132, 2) == math.log2(264 * 2)
+    assert selection.log2_work(tiles, consts, (64 * 265, 64), 132, 2) == math.log2(528 * 2)
+    assert selection.log2_work(tiles, consts, key, 132, 0) == math.log2(133 * 2)
+    assert selection.log2_work(tiles, consts, (64, 64), 132, 3) == math.log2(396 * 2)  # one program: a wave
 
 
 def test_with_a_fixed_cost_a_programs_work_is_its_loops_elements_and_that_cost():
@@ -73,9 +74,9 @@ def test_with_a_fixed_cost_a_programs_work_is_its_loops_elements_and_that_cost()
     with 264 programs (two rows each in a grid tile of 2) of 2560."""
     tiles = (Tile(dim=0, constexpr="ROWS", loop=False), Tile(dim=1, constexpr="BLOCK", loop=True))
     consts = {"ROWS": 2, "BLOCK": 256}
-    assert selection.log2_work(tiles, consts, (528, 300), 132) == math.log2(264) + 1
-    assert selection.log2_work(tiles, consts, (528, 300), 132, fixed=2048) == math.log2(264) + math.log2(2560)
-    assert selection.log2_work(tiles, consts, (528, 300), 132, 2, 2048) == math.log2(264) + math.log2(2560)
+    assert selection.log2_work(tiles, consts, (528, 300), 132) == math.log2(264 * 2)
+    assert selection.log2_work(tiles, consts, (528, 300), 132, fixed=2048) == math.log2(264 * 2560)
+    assert selection.log2_work(tiles, consts, (528, 300), 132, 2, 2048) == math.log2(264 * 2560)
 
 
 @pytest.mark.parametrize("cost", [2048, 8192])
@@ -99,17 +100,17 @@ def test_a_fixed_cost_is_chosen_where_short_rows_cost_more_than_their_elements(c
     rng = random.Random(5)
     keys = [(round(2 ** rng.uniform(7, 15)), round(2 ** rng.uniform(6, 14))) for _ in range(120)]
     rows = tuple(measured(key, tuple(round(us(*key, b, w), 4) for b, w in configs)) for key in keys)
-    data = selection._Data(work=tiles, constexprs=tuple(tuple(sorted(c.items())) for c in consts), sms=132, pow2=False)
-    chosen = selection._chosen((rows,), data, None)
+    data = fitting._Data(work=tiles, constexprs=tuple(tuple(sorted(c.items())) for c in consts), sms=132, pow2=False)
+    chosen = fitting._chosen((rows,), data, None)
     assert chosen.fixed > 0 and chosen.scale > 0, chosen
     held = {"points": 1, "median": 1.0, "worst": 1.0, "worst_key": [1, 1], "over": 0}
     sel = {"neighbours": chosen.neighbours, "scale": chosen.scale, "tiles": ["M/ROWS grid", "N/BLOCK loop"],
            "held_out": held, "nearest": held, "fixed": chosen.fixed}  # fmt: skip
     (line, _) = selection_lines("norm", cast(manifest.Selection, sel))
     assert f"each program's work the elements of its loops plus {chosen.fixed}" in line
-    monkeypatch.setattr(selection, "FIXED", (0,))
-    selection._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no fixed cost to try
-    without = selection._chosen((rows,), data, None)
+    monkeypatch.setattr(fitting, "FIXED", (0,))
+    fitting._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no fixed cost to try
+    without = fitting._chosen((rows,), data, None)
     assert without.fixed == 0
     assert chosen.held_out is not None and without.held_out is not None
     assert chosen.held_out.over <= without.held_out.over and chosen.held_out.worst < without.held_out.worst
@@ -152,12 +153,12 @@ def test_occupancies_are_chosen_where_the_times_run_in_waves(kernel_dir, monkeyp
         return 2.0 + waves * block * per_sm[block] / (1000.0 if warps == 8 else 990.0)
 
     kernel = _waved_kernel(kernel_dir, us)
-    chosen = selection.choose(kernel, 132)
+    chosen = fitting.choose(kernel, 132)
     assert chosen.scale > 0 and any(chosen.occupancy), chosen
     assert len(chosen.occupancy) == len(kernel.configs)
-    monkeypatch.setattr(selection, "OCCUPANCIES", (0,))
-    selection._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no occupancy to try
-    unwaved = selection.choose(kernel, 132)
+    monkeypatch.setattr(fitting, "OCCUPANCIES", (0,))
+    fitting._chosen.cache_clear()  # the rule is kept per rows: these rows again, with no occupancy to try
+    unwaved = fitting.choose(kernel, 132)
     assert unwaved.occupancy == ()
     assert chosen.held_out is not None and unwaved.held_out is not None
     assert (chosen.held_out.over, chosen.held_out.worst) < (unwaved.held_out.over, unwaved.held_out.worst)
@@ -215,13 +216,13 @@ def test_the_variants_own_blocks_per_multiprocessor_are_chosen_where_programs_ru
     kernel = _waved_kernel(kernel_dir, us)
     own = tuple(per_sm(cast(int, c.value("BLOCK")), c.num_warps or 4) for c in kernel.configs)
     blocks: selection.Blocks = {("sm_90a", (("T", "fp16"),), "DDDD"): own}  # the one class built (rows name none)
-    chosen = selection.choose(kernel, 132, blocks)
+    chosen = fitting.choose(kernel, 132, blocks)
     assert chosen.own_occupancy and chosen.scale > 0 and chosen.occupancy == (), chosen
-    fitted = selection.choose(kernel, 132)
+    fitted = fitting.choose(kernel, 132)
     assert not fitted.own_occupancy
     assert chosen.held_out is not None and fitted.held_out is not None
     assert (chosen.held_out.over, chosen.held_out.worst) < (fitted.held_out.over, fitted.held_out.worst)
-    assert selection.choose(kernel, 132, {}) == fitted  # no class's blocks known: not tried
+    assert fitting.choose(kernel, 132, {}) == fitted  # no class's blocks known: not tried
     rows = selection.groups(kernel)[0]
     work = selection.tiles(kernel)
     consts = selection.consts_of(kernel, work)
@@ -273,11 +274,11 @@ def test_occupancies_fitted_to_noise_are_not_kept(kernel_dir):
         return (2.0 + n / 1000.0) * (1.0 + (block == 256) * 0.01) * noise.uniform(0.96, 1.04)
 
     kernel = _waved_kernel(kernel_dir, us)
-    data = selection._Data.of(kernel, 132)
-    classes = [selection._Class.of(rows, data) for rows in selection.groups(kernel)]
-    flat, waved, _, _ = selection._rules(classes, [[True] * len(c.rows) for c in classes], data)
+    data = fitting._Data.of(kernel, 132)
+    classes = [fitting._Class.of(rows, data) for rows in selection.groups(kernel)]
+    flat, waved, _, _ = fitting._rules(classes, [[True] * len(c.rows) for c in classes], data)
     assert any(waved[2]) and waved != flat  # leave-one-out on all the keys takes occupancies
-    chosen = selection.choose(kernel, 132)
+    chosen = fitting.choose(kernel, 132)
     assert chosen.occupancy == () and (chosen.neighbours, chosen.scale) == flat[:2]
 
 
@@ -291,7 +292,7 @@ def test_a_class_of_just_enough_keys_is_still_fitted_on_each_folds_fewer(kernel_
         return (1.0 + n / 1000.0 if block == 256 else 3.0 + n / 2000.0) + warps / 1000.0
 
     kernel = _waved_kernel(kernel_dir, us, keys=[512, 1024, 2048, 4096, 8192, 16384])
-    chosen = selection.choose(kernel, 132)
+    chosen = fitting.choose(kernel, 132)
     assert chosen.neighbours > 0, chosen
     assert chosen.held_out is not None and chosen.nearest is not None
     assert chosen.held_out.over < chosen.nearest.over
@@ -308,16 +309,16 @@ def test_the_held_out_error_is_each_folds_keys_predicted_by_the_rule_the_others_
         return 2.0 + math.ceil(math.ceil(n / block) / (132 * per_sm)) * block * per_sm / (1000.0 + warps)
 
     kernel = _waved_kernel(kernel_dir, us)
-    chosen = selection.choose(kernel, 132)
+    chosen = fitting.choose(kernel, 132)
     labels = [c.label for c in kernel.configs]
     work = selection.tiles(kernel)
     consts = selection.consts_of(kernel, work)
     keys = sorted(r.key for r in kernel.rules)
     ratios = []
-    for f in range(selection.FOLDS):
-        fold = set(keys[f :: selection.FOLDS])
+    for f in range(fitting.FOLDS):
+        fold = set(keys[f :: fitting.FOLDS])
         others = dataclasses.replace(kernel, rules=tuple(r for r in kernel.rules if r.key not in fold))
-        rule = selection.choose(others, 132)
+        rule = fitting.choose(others, 132)
         (rows,) = selection.groups(others)
         for r in kernel.rules:
             if r.key in fold:
@@ -369,7 +370,7 @@ def test_the_rule_is_the_one_with_the_least_held_out_error(kernel_dir):
         best = min(us, key=lambda p: p[1])[0]
         rules.append(Rule(key=(n,), config=next(c for c in kernel.configs if c.label == best), arch="sm_90a",
                           types=(("T", "fp16"),), specialization=None, median_us=us, where=kernel.where))  # fmt: skip
-    chosen = selection.choose(dataclasses.replace(kernel, rules=tuple(rules)), 132)
+    chosen = fitting.choose(dataclasses.replace(kernel, rules=tuple(rules)), 132)
     assert chosen.tiles == (Tile(dim=0, constexpr="BLOCK", loop=True),)
     assert chosen.held_out is not None and chosen.nearest is not None and chosen.held_out.points == len(rules)
     assert chosen.neighbours > 0 and chosen.scale > 0
@@ -432,18 +433,18 @@ def test_the_shared_sums_pick_what_predict_picks(pooled):
         key = (rng.randint(1, 20000), rng.randint(1, 5000))
         us = tuple(None if rng.random() < 0.05 else rng.uniform(3, 300) for _ in consts)
         rows.append(measured(key, us))
-    data = selection._Data(work=tiles, constexprs=tuple(tuple(sorted(c.items())) for c in consts), sms=132, pow2=True)
+    data = fitting._Data(work=tiles, constexprs=tuple(tuple(sorted(c.items())) for c in consts), sms=132, pow2=True)
     pool = [not pooled or j % 3 != 1 for j in range(len(rows))]
     targets = [j for j in range(len(rows)) if not pooled or not pool[j]]
-    klass = selection._Class.of(rows, data)
-    held = selection._Held.of(klass, targets, pool)
+    klass = fitting._Class.of(rows, data)
+    held = fitting._Held.of(klass, targets, pool)
     nearest = klass.nearest_picks(targets, pool)
     for t, i in enumerate(targets):
         others = [r for j, r in enumerate(rows) if j != i and pool[j]]
         assert nearest[t] == selection.nearest_row(others, rows[i].key, pow2=True), i
-    candidates = [(k, s, f) for k, s, _ in selection._candidates(data) for f in (selection.FIXED if s else (0,))]
+    candidates = [(k, s, f) for k, s, _ in fitting._candidates(data) for f in (fitting.FIXED if s else (0,))]
     for occupancy in ((), (0, 1, 2, 3, 4, 8)):
-        picks = selection._candidate_picks(held, occupancy, candidates)
+        picks = fitting._candidate_picks(held, occupancy, candidates)
         for (k, scale, fixed), chosen in picks.items():
             for t, i in enumerate(targets):
                 others = [r for j, r in enumerate(rows) if j != i and pool[j]]
@@ -489,7 +490,10 @@ def test_refinements_are_put_where_the_fastest_config_changes_widest_gaps_first(
     ("refine", "message"),
     [
         ("-1", "expected an integer >= 0"),
-        ("512", "513 keys to time (1 listed, 0 sampled, 512 refined); a table holds at most 512 of a kernel"),
+        (
+            "512",
+            "513 keys to time (1 listed, 0 sampled, 512 refined, 0 to validate); a table holds at most 512 of a kernel",
+        ),
         ("many", "integer"),
     ],
 )

@@ -66,8 +66,8 @@ def test_units_from_any_number_of_gpus_go_back_in_table_order():
     from aotpack.commands.tune import _per_kernel
     from aotpack.errors import TuneError
 
-    add: Any = SimpleNamespace(name="add")  # stand-ins for model.Kernel
-    soft: Any = SimpleNamespace(name="softmax")
+    add: Any = SimpleNamespace(name="add", tune=None)  # stand-ins for model.Kernel
+    soft: Any = SimpleNamespace(name="softmax", tune=None)
     work: list[Any] = [(add, (), (1,)), (soft, (), (1,)), (add, (), (2,))]
     merged = _per_kernel(work, [("sm_90a", ["a1"]), ("sm_90a", ["s1", "s1'"]), ("sm_90a", ["a2"])])
     assert merged == {"add": ("sm_90a", ["a1", "a2"]), "softmax": ("sm_90a", ["s1", "s1'"])}
