@@ -126,7 +126,8 @@ TRITON = {
         "dispatch": [{"key": [4096], "config": {"BLOCK": 256}, "arch": "sm_90a", "types": {"T": "fp16"}}],
         "tune": {"inputs": "kernels/tuning.py:add_inputs", "reference": "kernels/tuning.py:add_reference",
                  "keys": [[4096], [65536]], "rtol": 0,
-                 "sample": {"count": 4, "range": {"n_elements": [16, 4096]}, "seed": 1}, "refine": 8},
+                 "sample": {"count": 4, "range": {"n_elements": [16, 4096]}, "seed": 1}, "refine": 8,
+                 "validate": 4},
     }},
 }  # fmt: skip
 
@@ -614,14 +615,14 @@ OPTIONAL_KEYS = {
     "kernels.*.classes", "kernels.*.options", "kernels.*.dispatch", "kernels.*.tune", "kernels.*.shared",
     "kernels.*.include_dirs", "kernels.*.nvcc_flags", "kernels.*.options.*", "kernels.*.args.*.extent",
     "kernels.*.args.*.contiguous", "kernels.*.args.*.optional", "kernels.*.args.*.specialize",
-    "kernels.*.tune.reference", "kernels.*.tune.rtol", "kernels.*.tune.sample", "kernels.*.tune.refine",
+    "kernels.*.tune.reference", "kernels.*.tune.rtol", "kernels.*.tune.sample", "kernels.*.tune.refine", "kernels.*.tune.validate",
     "kernels.*.tune.sample.range", "kernels.*.tune.sample.seed", "kernels.*.tune.keys", "kernels.*.dispatch[*].arch", "kernels.*.autotuned",
     "kernels.*.variants[*].launches", "kernels.*.variants[*].config.num_warps",
     "kernels.*.variants[*].config.num_stages", "kernels.*.autotuned[*].config.num_*", "kernels.*.gencode",
 }  # fmt: skip
 # keys the rest of the base refers to: leaving them out is an error even though the key is optional
 REFERRED = {"kernels.*.types", "kernels.*.constexprs", "kernels.*.defines", "targets", "kernels.*.args.*.default",
-            "kernels.*.launch_only"}  # fmt: skip
+            "kernels.*.launch_only", "kernels.*.tune.sample"}  # fmt: skip
 
 
 def _optional(base: str, key: str) -> bool:
