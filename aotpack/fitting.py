@@ -13,8 +13,8 @@ with the least error over the folds chooses the rule from all rows. That error o
 same rows reads low, and fitted occupancies or a fixed cost chosen so fit noise). A kernel whose tables measured
 fewer than MIN_ROWS keys of one class keeps the nearest-row rule.
 
-Folds read the error high: a fold's rule predicts from three quarters of the keys, and the keys at the ends of
-the ranges are the hardest (docs/tuning.md). Where the table holds validation rows (``tune: validate:``: keys
+The error over the folds is over every class the table times alike, the classes calls rarely select too
+(docs/tuning.md). Where the table holds validation rows (``tune: validate:``: keys
 drawn at random as calls are, timed but never looked up), the held-out error printed is the chosen rule's at
 those keys instead, each predicted from all the measured rows as a call's would be.
 """
@@ -97,11 +97,14 @@ class _Class:
     _work: dict[tuple[int, int, int], list[float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, rows: Sequence[Measured], data: _Data, blocks: tuple[int, ...] = ()) -> _Class:
+    def of(cls, rows: Sequence[Measured], data: _Data, blocks: tuple[int, ...] = (), ordered_from: int = 0) -> _Class:
+        """The class of these rows; ``ordered_from``: only the rows from that index on are ever targets (the
+        others' orders are left empty)."""
         logs = tuple(logs_of(r.key) for r in rows)
         approx = [[log2_approx(v) for v in r.key] for r in rows]
-        by_distance, by_rank = [], []
-        for i, row in enumerate(rows):
+        by_distance: list[tuple[int, ...]] = [()] * ordered_from
+        by_rank: list[tuple[int, ...]] = [()] * ordered_from
+        for i, row in enumerate(rows[ordered_from:], ordered_from):
             others = [j for j in range(len(rows)) if j != i]  # sorted() is stable: ties stay in table order
             distance = [log_distance(other, logs[i]) for other in logs]
             by_distance.append(tuple(sorted(others, key=distance.__getitem__)))
@@ -282,16 +285,18 @@ def _validated(measured: tuple[tuple[Measured, ...], ...], checks: tuple[tuple[M
     they chose erred more at the other half's keys than the folds' rule in two of the six halves, less in
     one; docs/tuning.md)."""
     rule = _chosen(measured, data, blocks)
-    classes = [_Class.of((*rows, *drawn), data, blocks[g] if blocks is not None else ())
-               for g, (rows, drawn) in enumerate(zip(measured, checks, strict=True))]  # fmt: skip
+    # per class with validation rows: the class of its rows and them (only they are targets), its pool, and them
+    # prepared for prediction from the pool
+    held = []
+    for g, (rows, drawn) in enumerate(zip(measured, checks, strict=True)):
+        if drawn:
+            klass = _Class.of((*rows, *drawn), data, blocks[g] if blocks is not None else (), ordered_from=len(rows))
+            pool = [True] * len(rows) + [False] * len(drawn)
+            held.append((klass, pool, _Held.of(klass, range(len(rows), len(klass.rows)), pool)))
 
     def error(chosen: Rule) -> HeldOut:
-        rows_out, picks = [], []
-        for klass, rows, drawn in zip(classes, measured, checks, strict=True):
-            pool, targets = [True] * len(rows) + [False] * len(drawn), range(len(rows), len(klass.rows))
-            rows_out.append(list(drawn))
-            picks.append(_picks(klass, _Held.of(klass, targets, pool), pool, chosen, data) if drawn else [])
-        return _error(rows_out, picks)[0]
+        picks = [_picks(klass, prepared, pool, chosen, data) for klass, pool, prepared in held]
+        return _error([list(drawn) for drawn in checks if drawn], picks)[0]
 
     way = (rule.neighbours, rule.scale, rule.occupancy, rule.fixed, rule.own_occupancy)
     return dataclasses.replace(rule, held_out=error(way), nearest=error(NEAREST_RULE), drawn=True)

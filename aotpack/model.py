@@ -278,7 +278,7 @@ class TuneSpec:
     ranges: tuple[tuple[int, int], ...] = ()
     seed: int = 0
     refine: int = 0  # keys timed after those, where the fastest config changes between those (tune_keys.refinements)
-    validate: int = 0  # keys drawn at random as calls are, timed to choose the rule by (tune_keys.validation)
+    validate: int = 0  # keys drawn at random as calls are, timed to measure the rule at (tune_keys.validation)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,8 +306,8 @@ class Kernel:
     # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
     bound: tuple[tuple[str, expr.Expr], ...] = ()
     selection: Selection = NEAREST  # set from the tuning tables' measurements (aotpack/selection.py)
-    # a table's rows at keys drawn as calls are (tune: validate:): the rule is chosen by its error there; never
-    # looked up by the dispatcher
+    # a table's rows at keys drawn as calls are (tune: validate:): the rule's held-out error is measured there;
+    # never looked up by the dispatcher
     validation: tuple[Rule, ...] = ()
     where: Location
 

@@ -124,7 +124,8 @@ def visible_devices(torch: Any, asked: str) -> list[tuple[int, str]]:
 def _per_kernel(work: list[Unit], results: list[Any]) -> dict[str, tuple[str, list[tables.Row]]]:
     """Per kernel, the arch its code ran as and its rows, in the units' order (the table's)."""
     out: dict[str, tuple[str, list[tables.Row]]] = {}
-    checks = {k.name: set(tune_keys.validation(k)) for k, _, _ in work}
+    kernels = {kernel.name: kernel for kernel, _, _ in work}
+    checks = {name: set(tune_keys.validation(kernel)) for name, kernel in kernels.items()}
     for (kernel, _, _), result in zip(work, results, strict=True):
         if result is None:  # past the budget
             continue

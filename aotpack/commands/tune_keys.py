@@ -89,7 +89,7 @@ def drawn(ranges: Sequence[tuple[int, int]], count: int, draw: random.Random, al
 def validation(kernel: model.Kernel) -> list[tuple[int, ...]]:
     """``tune: validate:``'s keys: drawn as calls are (``drawn``, a seed of their own from sample:'s), none a key
     the table looks up; a kernel of several classes draws half of them 16-divisible dimension by dimension, as
-    benchmarks/dispatch.py's --aligned does, so that every class has keys to choose its rule by."""
+    benchmarks/dispatch.py's --aligned does, so that every class has keys to measure its rule at."""
     spec = kernel.tune
     if spec is None or not spec.validate:
         return []

@@ -12,8 +12,8 @@ Format ``aotpack-tuning-table/1``::
 Rows hold the keys as measured, sorted by types then key; every mapping is written with sorted keys so
 that diffs stay small. ``sms``: the GPU's multiprocessors (the held-out error of aotpack/selection.py's
 rule counts programs per multiprocessor). A row with ``"validation": true`` is at a key ``tune: validate:``
-drew as calls are: the build chooses the rule by its error there (aotpack/fitting.py), and the dispatcher
-never looks it up.
+drew as calls are: the build measures the rule's held-out error there (aotpack/fitting.py), and the
+dispatcher never looks it up.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Row:
     specialization: str | None = None
     median_us: tuple[tuple[str, float], ...] = ()
     rejected: tuple[tuple[str, str], ...] = ()
-    validation: bool = False  # a key drawn as calls are (tune: validate:): chooses the rule, never looked up
+    validation: bool = False  # a key drawn as calls are (tune: validate:): measures the rule, never looked up
 
 
 @dataclass(frozen=True, kw_only=True)
