@@ -14,9 +14,12 @@ same rows reads low, and fitted occupancies or a fixed cost chosen so fit noise)
 fewer than MIN_ROWS keys of one class keeps the nearest-row rule.
 
 The error over the folds is over every class the table times alike, the classes calls rarely select too
-(docs/tuning.md). Where the table holds validation rows (``tune: validate:``: keys
-drawn at random as calls are, timed but never looked up), the held-out error printed is the chosen rule's at
-those keys instead, each predicted from all the measured rows as a call's would be.
+(docs/tuning.md). Where the table holds validation rows (``tune: validate:``: keys drawn at random as calls are),
+the held-out error printed is at those keys instead: that of the rule chosen without them, each key predicted
+from the other measured rows as a call's would be. The dispatcher's rule is then chosen the same way from every
+row, the validation rows too, and looks them up (tables.fit): the error printed is of a rule fitted to fewer keys
+than the one built, which errs less (the demo's tables, half of their validation keys added, erred 20 to 30% less
+at the other half's: docs/tuning.md).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .model import NEAREST, HeldOut, Kernel, Selection, Tile
 from .selection import (
     MIN_ROWS,
     Blocks,
+    Group,
     Measured,
     blocks_of,
     bucketed,
@@ -257,32 +261,38 @@ NEAREST_RULE: Rule = (0, 0.0, (), 0, False)
 
 
 def choose(kernel: Kernel, sms: int, blocks: Blocks | None = None) -> Selection:
-    """The rule with the least held-out error on the kernel's measured rows (NEAREST without enough): each way
-    of choosing runs on every fold of the keys, and the one with the least error over the folds chooses the rule
-    from all the rows; its held-out error is over the folds, or with MIN_ROWS or more validation rows
-    (Kernel.validation) at those keys (the module's docstring). ``blocks``: each class's variants' blocks per
-    multiprocessor (Artifact.blocks_per_sm), for the way that counts waves of those; None: that way is not tried."""
+    """The rule with the least held-out error on the kernel's timed rows, validation rows too (NEAREST without
+    enough): each way of choosing runs on every fold of the keys, and the one with the least error over the folds
+    chooses the rule from all the rows. Its held-out error is over the folds or, with MIN_ROWS or more validation
+    rows (Kernel.validation) of measured classes, that of the rule chosen without them at them (the module's
+    docstring). ``blocks``: each class's variants' blocks per multiprocessor (Artifact.blocks_per_sm), for the
+    way that counts waves of those; None: that way is not tried."""
     measured = grouped(kernel)
     if not measured:
         return NEAREST
-    own = tuple(blocks_of(blocks, g) for g in measured) if blocks is not None else None
+    data = _Data.of(kernel, sms)
+    everything = grouped(kernel, (*kernel.rules, *kernel.validation))
+    rule = _chosen(tuple(map(tuple, everything.values())), data, _own(blocks, everything))
     drawn = measured_rows(kernel, kernel.validation)
     checks = tuple(tuple(drawn.get(g, ())) for g in measured)
-    data = _Data.of(kernel, sms)
-    rows = tuple(tuple(rows) for rows in measured.values())
-    if sum(map(len, checks)) >= MIN_ROWS:
-        return _validated(rows, checks, data, own)
-    return _chosen(rows, data, own)
+    if sum(map(len, checks)) < MIN_ROWS:
+        return rule
+    held_out, nearest = _validated(tuple(map(tuple, measured.values())), checks, data, _own(blocks, measured))
+    return dataclasses.replace(rule, held_out=held_out, nearest=nearest, drawn=True)
+
+
+def _own(blocks: Blocks | None, groups: Iterable[Group]) -> tuple[tuple[int, ...], ...] | None:
+    return tuple(blocks_of(blocks, g) for g in groups) if blocks is not None else None
 
 
 @functools.lru_cache(maxsize=64)
 def _validated(measured: tuple[tuple[Measured, ...], ...], checks: tuple[tuple[Measured, ...], ...], data: _Data,
-               blocks: tuple[tuple[int, ...], ...] | None) -> Selection:  # fmt: skip
-    """choose()'s rule, with its error (and the nearest-row rule's) at the validation rows instead of over the
-    folds: each predicted from the measured rows of its class, as the dispatcher predicts a call's key (never
-    from another validation row). They choose nothing: a rule chosen by them fits their noise (the demo's
-    tables with the 240 live keys of half of the H200's benchmark runs per kernel as validation rows: the rule
-    they chose erred more at the other half's keys than the folds' rule in two of the six halves, less in
+               blocks: tuple[tuple[int, ...], ...] | None) -> tuple[HeldOut, HeldOut]:  # fmt: skip
+    """The held-out error of the rule chosen from the measured rows (_chosen), and the nearest-row rule's, at the
+    validation rows: each predicted from the measured rows of its class, as the dispatcher predicts a call's key
+    (never from another validation row). They choose nothing here: a rule chosen by them fits their errors (the
+    demo's tables with the 240 live keys of half of the H200's benchmark runs per kernel as validation rows: the
+    rule they chose erred more at the other half's keys than the folds' rule in two of the six halves, less in
     one; docs/tuning.md)."""
     rule = _chosen(measured, data, blocks)
     # per class with validation rows: the class of its rows and them (only they are targets), its pool, and them
@@ -299,7 +309,7 @@ def _validated(measured: tuple[tuple[Measured, ...], ...], checks: tuple[tuple[M
         return _error([list(drawn) for drawn in checks if drawn], picks)[0]
 
     way = (rule.neighbours, rule.scale, rule.occupancy, rule.fixed, rule.own_occupancy)
-    return dataclasses.replace(rule, held_out=error(way), nearest=error(NEAREST_RULE), drawn=True)
+    return error(way), error(NEAREST_RULE)
 
 
 @functools.lru_cache(maxsize=64)

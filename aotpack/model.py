@@ -306,8 +306,8 @@ class Kernel:
     # constexprs a call fixes: (name, expression); a config runs a call only when its value equals it
     bound: tuple[tuple[str, expr.Expr], ...] = ()
     selection: Selection = NEAREST  # set from the tuning tables' measurements (aotpack/selection.py)
-    # a table's rows at keys drawn as calls are (tune: validate:): the rule's held-out error is measured there;
-    # never looked up by the dispatcher
+    # a table's rows at keys drawn as calls are (tune: validate:): the held-out error of the rule chosen without
+    # them is measured there; then they join ``rules`` (tables.fit)
     validation: tuple[Rule, ...] = ()
     where: Location
 

@@ -212,9 +212,9 @@ def blocks_of(blocks: Blocks, group: Group) -> tuple[int, ...]:
     return found[0] if len(found) == 1 else ()
 
 
-def grouped(kernel: Kernel) -> dict[Group, list[Measured]]:
-    """groups(), each list under its (arch, types, class)."""
-    out = measured_rows(kernel, kernel.rules)
+def grouped(kernel: Kernel, rules: Iterable[TableRow] | None = None) -> dict[Group, list[Measured]]:
+    """groups(), each list under its (arch, types, class); of ``rules`` (None: the kernel's)."""
+    out = measured_rows(kernel, kernel.rules if rules is None else rules)
     return {g: rows for g, rows in out.items() if len(rows) >= MIN_ROWS and any(t is not None for t in rows[0].us)}
 
 

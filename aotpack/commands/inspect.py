@@ -73,7 +73,7 @@ def selection_lines(name: str, sel: Selection) -> list[str]:
         rule += ", programs in waves of as many of each variant's blocks as fit on an SM (registers, warps, shared)"
     if sel.get("fixed"):
         rule += f", each program's work the elements of its loops plus {sel['fixed']}"
-    on = "at keys drawn as calls are (tune.validate): " if sel.get("drawn") else ""
+    on = "at keys drawn as calls are (tune.validate), by the rule chosen without them: " if sel.get("drawn") else ""
     lines = [f"  {name}: {rule}; held-out {on}{held(sel['held_out'])}"]
     if sel["neighbours"]:
         lines.append(f"  {' ' * len(name)}  (the nearest-row rule's: {held(sel['nearest'])})")

@@ -59,7 +59,7 @@ def _relative_error(torch: Any, outs: Sequence[Any], refs: Sequence[Any]) -> flo
     return worst
 
 
-def _time(torch: Any, launch: Callable[[int], None], flush: Any, opts: Options) -> float:
+def median_us(torch: Any, launch: Callable[[int], None], flush: Any, opts: Options) -> float:
     """Median microseconds of one launch; L2 flushed before each, input sets rotated."""
     for i in range(opts.warmup):
         launch(i)
@@ -141,7 +141,7 @@ def _measure(
         if not err <= kernel.tune.rtol:
             rejected[variant["config"]] = f"relative error {err:.3g} > {kernel.tune.rtol:g}"
             continue
-        timings[variant["config"]] = _time(torch, _launcher(obj, sets, variant["id"], prepare), flush, opts)
+        timings[variant["config"]] = median_us(torch, _launcher(obj, sets, variant["id"], prepare), flush, opts)
         log.debug("%s %s %s: %s (%.2f us)", kernel.name, types, key, variant["id"], timings[variant["config"]])  # -v
     if not timings:
         raise TuneError(

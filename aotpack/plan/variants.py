@@ -126,7 +126,7 @@ def _points(kernel: Kernel, winners_only: bool) -> list[tuple[tuple[tuple[str, s
         found = [(p.binding, p.config, spec_of[states]) for p in kernel.points
                  for states in (p.states, *recorded_floors(kernel, p.states))]  # fmt: skip
         return list(dict.fromkeys(found))
-    picked = {kernel.default, *(r.config for r in kernel.rules)}  # what the dispatcher can pick
+    picked = {kernel.default, *(r.config for r in (*kernel.rules, *kernel.validation))}  # what the dispatcher can pick
     pairs = [
         (config, spec)
         for config in kernel.configs

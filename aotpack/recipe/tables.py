@@ -12,8 +12,8 @@ Format ``aotpack-tuning-table/1``::
 Rows hold the keys as measured, sorted by types then key; every mapping is written with sorted keys so
 that diffs stay small. ``sms``: the GPU's multiprocessors (the held-out error of aotpack/selection.py's
 rule counts programs per multiprocessor). A row with ``"validation": true`` is at a key ``tune: validate:``
-drew as calls are: the build measures the rule's held-out error there (aotpack/fitting.py), and the
-dispatcher never looks it up.
+drew as calls are: the build measures there the held-out error of the rule chosen without those rows
+(aotpack/fitting.py), then chooses the rule from every row and the dispatcher looks them all up.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Row:
     specialization: str | None = None
     median_us: tuple[tuple[str, float], ...] = ()
     rejected: tuple[tuple[str, str], ...] = ()
-    validation: bool = False  # a key drawn as calls are (tune: validate:): measures the rule, never looked up
+    validation: bool = False  # a key drawn as calls are (tune: validate:): measures the rule chosen without it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,14 +206,17 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
 
 def fit(kernels: list[Kernel], blocks: Mapping[str, selection.Blocks] | None = None) -> list[Kernel]:
     """The kernels with their selection rule chosen from every applied table's measurements
-    (aotpack/fitting.py), once all tables are in; ``blocks``: per kernel, its variants' blocks per
-    multiprocessor (None: not known; a rule counting waves of them is then not tried)."""
-    return [
-        dataclasses.replace(k, selection=fitting.choose(
-            k, k.selection.sms or selection.DEFAULT_SMS, blocks.get(k.name, {}) if blocks is not None else None))
-        if any(r.median_us for r in k.rules) else k
-        for k in kernels
-    ]  # fmt: skip
+    (aotpack/fitting.py), once all tables are in, and their validation rows among the rows the dispatcher looks up
+    (the rule's held-out error was measured at them before they joined: fitting.choose); ``blocks``: per kernel,
+    its variants' blocks per multiprocessor (None: not known; a rule counting waves of them is then not tried)."""
+    out = []
+    for k in kernels:
+        if any(r.median_us for r in k.rules):
+            chosen = fitting.choose(k, k.selection.sms or selection.DEFAULT_SMS,
+                                    blocks.get(k.name, {}) if blocks is not None else None)  # fmt: skip
+            k = dataclasses.replace(k, selection=chosen, rules=(*k.rules, *k.validation), validation=())
+        out.append(k)
+    return out
 
 
 def _rule(kernel: Kernel, arch: str, at: str, row: Row) -> Rule:

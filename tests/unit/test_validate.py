@@ -1,5 +1,5 @@
-"""``tune: validate:``: keys drawn at random as calls are, timed, kept in the table as validation rows that the
-dispatcher never looks up, and the held-out error printed at them (aotpack/fitting.py)."""
+"""``tune: validate:``: keys drawn at random as calls are, timed, kept in the table as validation rows, the held-out
+error of the rule chosen without them printed at them, then looked up by the dispatcher (aotpack/fitting.py)."""
 
 import dataclasses
 import math
@@ -109,23 +109,27 @@ def us_of(n: int, block: int, warps: int) -> float:
     return 2.0 + math.ceil(math.ceil(n / block) / (132 * per_sm)) * block * per_sm / (1000.0 + warps)
 
 
-def test_validation_rows_give_the_held_out_error_and_choose_nothing(kernel_dir):
-    """With validation rows the rule is the one the folds choose, and its held-out error (and the nearest-row
-    rule's) is at the validation keys, each predicted from the measured rows: recomputed here through predict()
-    and nearest_row(). Fewer than MIN_ROWS of them: the folds' error."""
-    plain = fitting.choose(_kernel(kernel_dir, us_of), 132)
+def test_validation_rows_give_the_held_out_error_then_join_the_rule(kernel_dir):
+    """With validation rows the held-out error (and the nearest-row rule's) is at the validation keys, each
+    predicted from the measured rows by the rule the folds choose from those alone: recomputed here through
+    predict() and nearest_row(). The rule built is the one the folds choose from every row, the validation rows
+    too. Fewer than MIN_ROWS of them: that rule, with the folds' error."""
+    plain = fitting.choose(_kernel(kernel_dir, us_of), 132)  # the measured rows alone
     kernel = _kernel(kernel_dir, us_of, 40)
     chosen = fitting.choose(kernel, 132)
-    assert chosen.drawn and not plain.drawn
-    assert dataclasses.replace(chosen, held_out=plain.held_out, nearest=plain.nearest, drawn=False) == plain
+    merged = fitting.choose(dataclasses.replace(kernel, rules=(*kernel.rules, *kernel.validation), validation=()),
+                            132)  # fmt: skip
+    assert chosen.drawn and not plain.drawn and not merged.drawn
+    assert dataclasses.replace(chosen, held_out=merged.held_out, nearest=merged.nearest, drawn=False) == merged
+    assert (merged.neighbours, merged.scale) != (plain.neighbours, plain.scale)  # the 40 rows changed the rule
     labels = [c.label for c in kernel.configs]
     (rows,) = selection.groups(kernel)
     consts = selection.consts_of(kernel, chosen.tiles)
     ratios, nearest = [], []
     for r in kernel.validation:
         times = dict(r.median_us)
-        c = selection.predict(rows, r.key, chosen.neighbours, chosen.scale, chosen.tiles, consts, 132,
-                              occupancy=chosen.occupancy, fixed=chosen.fixed)  # fmt: skip
+        c = selection.predict(rows, r.key, plain.neighbours, plain.scale, plain.tiles, consts, 132,
+                              occupancy=plain.occupancy, fixed=plain.fixed)  # fmt: skip
         assert c is not None
         ratios.append(times[labels[c]] / min(times.values()))
         near = rows[selection.nearest_row(rows, r.key, pow2=kernel.bucket == "pow2")]
@@ -135,13 +139,14 @@ def test_validation_rows_give_the_held_out_error_and_choose_nothing(kernel_dir):
         assert held.median == pytest.approx(statistics.median(want)) and held.worst == pytest.approx(max(want))
         assert held.over == sum(x > 1.05 for x in want)
     few = _kernel(kernel_dir, us_of, selection.MIN_ROWS - 1)
-    assert fitting.choose(few, 132) == plain
+    together = dataclasses.replace(few, rules=(*few.rules, *few.validation), validation=())
+    assert fitting.choose(few, 132) == fitting.choose(together, 132) != plain
 
 
-def test_a_validation_row_goes_through_the_table_to_the_fit_and_never_to_the_dispatch_table(kernel_dir, tmp_path):
+def test_a_validation_row_goes_through_the_table_to_the_fit_then_to_the_dispatch_table(kernel_dir, tmp_path):
     """A table row with "validation": true round-trips, is refused when it is not a boolean or has no times, and
-    is applied as a validation row: the kernel's dispatch rows (what the runtime looks up) leave it out; the
-    manifest and inspect say where the held-out error was measured."""
+    is applied as a validation row; once the rule is fitted it is one of the kernel's dispatch rows (what the
+    runtime looks up); the manifest and inspect say where the held-out error was measured."""
     from aotpack.commands.inspect import selection_lines
 
     kernel = _kernel(kernel_dir, us_of, 12)
@@ -158,9 +163,12 @@ def test_a_validation_row_goes_through_the_table_to_the_fit_and_never_to_the_dis
     assert sorted((r.key, r.validation) for r in read[1]) == sorted((r.key, r.validation) for r in rows)
     assert path.read_text().count('"validation": true') == 12
     base = dataclasses.replace(kernel, rules=(), validation=())
-    (applied,) = tables.fit(tables.apply(tables.read(path), [base], "kit"))
-    assert {r.key for r in applied.rules} == {r.key for r in kernel.rules}
-    assert {r.key for r in applied.validation} == {r.key for r in kernel.validation}
+    (read_in,) = tables.apply(tables.read(path), [base], "kit")
+    assert {r.key for r in read_in.rules} == {r.key for r in kernel.rules}
+    assert {r.key for r in read_in.validation} == {r.key for r in kernel.validation}
+    (applied,) = tables.fit([read_in])
+    assert [r.key for r in applied.rules] == [r.key for r in (*read_in.rules, *read_in.validation)]
+    assert applied.validation == ()
     assert applied.selection.drawn and applied.selection.held_out is not None
     assert applied.selection.held_out.points == 12
     entry = manifest.selection_of(applied)
