@@ -1,21 +1,21 @@
 """How the dispatcher picks a config for a key between the keys a tuning table measured.
 
-A table row holds every config's time at one key. For a call's key, the rule takes the ``k`` rows
-nearest to it (distance: the sum over key dimensions of |log2(row value / call value)|, among the rows
-for the call's arch, types and class) and predicts each config's time as the weighted mean of the log
-of its times there (weight 1 / (distance + 1/4)^2). ``scale`` > 0: each time is first multiplied by the
-call's work over the row's in that config's tiles, to the power ``scale`` (below 1 where fixed costs do
-not grow with the work), work being the programs the grid's tiles make (at least one per
-multiprocessor) times the trips of the loops' tiles (``tiles``): what makes a 64-row
-tile win at M = 96 where a 128-row one won at M = 64, or a 1024-column chunk win at 6000 columns where a
-4096-column one won at 8192. The config with the least predicted time wins (ties: the first).
-Programs run in waves: with an ``occupancy`` o > 0 for a config, its programs count in whole waves of
-o per multiprocessor (ceil(programs / (o * SMs)) waves), so that 135 programs of a 64x128 tile cost two
-waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: not in waves. With
+A table row holds every config's time at one key. For a call's key, the rule takes the ``k`` rows nearest to it
+(distance: the sum over key dimensions of |log2(row value / call value)|, among the rows for the call's arch,
+types and class) and predicts each config's time as the weighted mean of the log of its times there (weight 1 /
+(distance + 1/4)^2). ``scale`` > 0: each time is first multiplied by the call's work over the row's in that
+config's tiles, to the power ``scale`` (below 1 where fixed costs do not grow with the work), work being the
+programs the grid's tiles make (at least one per multiprocessor) times the trips of the loops' tiles
+(``tiles``), the call's on its GPU and a row's on the GPU that timed it (the table's multiprocessors, the blocks
+of the variant it timed): what makes a 64-row tile win at M = 96 where a 128-row one won at M = 64, or a
+1024-column chunk win at 6000 columns where a 4096-column one won at 8192. The config with the least predicted
+time wins (ties: the first). Programs run in waves: with an ``occupancy`` o > 0 for a config, its programs count
+in whole waves of o per multiprocessor (ceil(programs / (o * SMs)) waves), so that 135 programs of a 64x128 tile
+cost two waves where 243 of a 64x64 tile that fit twice per multiprocessor cost one; 0: not in waves. With
 ``own_occupancy``, o is the blocks per multiprocessor of the variant the call runs for the config (from its
-registers, warps and shared memory: Artifact.blocks_per_sm), rows and call alike. A program may cost more than
-its loops: with a ``fixed`` cost > 0, a program's work is the elements its loops' tiles cover plus that many (a
-layer norm's short rows cost more per element than long ones); 0: its loops' trips.
+registers, warps and shared memory: Artifact.blocks_per_sm); a row's, of the variant it timed. A program may
+cost more than its loops: with a ``fixed`` cost > 0, a program's work is the elements its loops' tiles cover
+plus that many (a layer norm's short rows cost more per element than long ones); 0: its loops' trips.
 
 ``k``, ``scale`` and the rest are chosen per kernel from the measurements, not by hand (aotpack/fitting.py).
 
@@ -134,22 +134,27 @@ def predict(
     fits: Sequence[bool] | None = None,
     occupancy: Sequence[int] = (),
     fixed: int = 0,
+    row_sms: int | None = None,
+    row_occupancy: Sequence[int] | None = None,
 ) -> int | None:
     """The config (index) the rule picks for the key from these rows: the least predicted time among configs
-    measured at every neighbour (and fitting the call); None: none is."""
+    measured at every neighbour (and fitting the call); None: none is. The call's work is counted with ``sms``
+    and ``occupancy``, the rows' with ``row_sms`` and ``row_occupancy`` (the GPU that timed them; None: the
+    call's)."""
     near = neighbours(rows, key, k)
     best, best_t = None, 0.0
     for c in range(len(consts)):
         if (fits is not None and not fits[c]) or any(r.us[c] is None for _, r in near) or not near:
             continue
         occ = occupancy[c] if occupancy else 0
+        row_occ = occ if row_occupancy is None else (row_occupancy[c] if row_occupancy else 0)
         here = log2_work(work, consts[c], key, sms, occ, fixed) if scale > 0 else 0.0
         total = weights = 0.0
         for d, r in near:
             w = 1.0 / ((d + limits.SELECTION_WEIGHT_OFFSET) * (d + limits.SELECTION_WEIGHT_OFFSET))
             t = math.log2(max(r.us[c] or 0.0, 1e-3))
             if scale > 0:
-                t += scale * (here - log2_work(work, consts[c], r.key, sms, occ, fixed))
+                t += scale * (here - log2_work(work, consts[c], r.key, row_sms or sms, row_occ, fixed))
             total += w * t
             weights += w
         if best is None or total / weights < best_t:

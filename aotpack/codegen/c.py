@@ -7,11 +7,11 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 from .. import backends, classnames, expr, facts, selection
 from ..errors import RecipeError
-from ..model import Arg, Kernel, Rule
+from ..model import Arg, Config, Kernel, Rule
 from ..plan import classes
 from ..plan.classes import Spec
 from ..plan.variants import Variant
@@ -134,7 +134,7 @@ def kernel_c(build: KernelBuild, package: str, images: dict[str, tuple[str, comp
     k = build.kernel
     consts = int_constexprs(k)
     specs = classes.specs(k)
-    times, served = _rule_rows(k, specs)
+    times, served = _rule_rows(build, specs)
     rows, blocks, spans = _blocks(k, served)
     lines = [f"/* ---- kernel {k.name}: {k.source.function} */", *_signature_tables(k, consts), *times]
     rules = [f"  {row.text}," for row in rows] or [f"  {_rule(-1, -1, -1, 0, '0', 'NULL', order=0)},"]  # not empty
@@ -205,21 +205,24 @@ class _Row:
     text: str
 
 
-def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, key_log2: str = "NULL", *,
-          order: int) -> str:  # fmt: skip
+def _rule(target: int, binding: int, spec: int, config: int, key: str, us: str, key_log2: str = "NULL",
+          work: str = "NULL", *, order: int) -> str:  # fmt: skip
     """One dispatch row: which calls it serves (-1: any target, binding or class), its place in the table (ties
     between rows go to the earlier), its config and key, and the configs' measured times there with the key's
-    log2."""
+    log2 and the configs' work there."""
     fields = {"target": str(target), "binding": str(binding), "spec": str(spec), "order": str(order),
-              "config": str(config), "key": f"{{{key}}}", "key_log2": key_log2, "us_log2": us}  # fmt: skip
+              "config": str(config), "key": f"{{{key}}}", "key_log2": key_log2, "us_log2": us,
+              "work_log2": work}  # fmt: skip
     return designated(fields)
 
 
-def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[_Row]]:
+def _rule_rows(build: KernelBuild, specs: tuple[Spec, ...]) -> tuple[list[str], list[_Row]]:
     """The measured rows' log2 times per config (NAN: not measured; repr: the very doubles aotpack/selection.py
-    computes from the table's times), the key's tiles and the configs' occupancy, and the dispatch table's rows
+    computes from the table's times) and, where the rule scales by work, each config's log2 work at the row on
+    the GPU that timed it (_row_work), the key's tiles and the configs' occupancy, and the dispatch table's rows
     in table order: target, binding, class (-1: any) and config per key (a row naming a hint level, one per
     class of it)."""
+    k = build.kernel
     n, times = k.name, []
     rows: list[_Row] = []
     tiles = [designated({"dim": str(t.dim), "konst": str(int_constexprs(k).index(t.constexpr)),
@@ -228,12 +231,15 @@ def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[_Row
     times.append(f"static const aot_tile {n}_tiles[] = {{{', '.join(tiles) or none}}};")
     if k.selection.occupancy:
         times.append(f"static const uint8_t {n}_occupancy[] = {{{', '.join(map(str, k.selection.occupancy))}}};")
+    blocks: dict[_Point, int] = {(v.binding, v.config, v.target, v.spec): art.blocks_per_sm(v.target)
+                                 for v, art in build.variants}  # fmt: skip
     for i, rule in enumerate(k.rules):
         target = k.targets.index(rule.arch) if rule.arch else -1
         binding = k.bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
         key = ", ".join(str(v) for v in rule.key)
         us = logs = "NULL"
-        if rule.median_us and k.selection.neighbours > 0:
+        timed = bool(rule.median_us) and k.selection.neighbours > 0
+        if timed:
             measured = dict(rule.median_us)
             values = [repr(math.log2(max(measured[c.label], 1e-3))) if c.label in measured else "NAN"
                       for c in k.configs]  # fmt: skip
@@ -242,9 +248,42 @@ def _rule_rows(k: Kernel, specs: tuple[Spec, ...]) -> tuple[list[str], list[_Row
             times.append(f"static const double {n}_key_log2_{i}[] = {{{key_log2}}};")
             us, logs = f"{n}_us_log2_{i}", f"{n}_key_log2_{i}"
         for spec in _rule_specs(rule, specs):
-            text = _rule(target, binding, spec, k.configs.index(rule.config), key, us, logs, order=len(rows))
+            work = "NULL"
+            if timed and k.selection.scale > 0:
+                work = f"{n}_work_log2_{len(rows)}"
+                values = _row_work(k, rule, blocks, target, binding, spec, specs)
+                times.append(f"static const double {work}[] = {{{', '.join(values)}}};")
+            text = _rule(target, binding, spec, k.configs.index(rule.config), key, us, logs, work, order=len(rows))
             rows.append(_Row(target=target, binding=binding, spec=spec, text=text))
     return times, rows
+
+
+_Point = tuple[tuple[tuple[str, str], ...], Config, str, Spec]  # a variant's binding, config, target and class
+_T = TypeVar("_T")
+
+
+def _row_work(k: Kernel, rule: Rule, blocks: dict[_Point, int], target: int, binding: int, spec: int,
+              specs: tuple[Spec, ...]) -> list[str]:  # fmt: skip
+    """Each config's log2 work at a dispatch row's key on the GPU that timed it (selection.log2_work, repr: the
+    doubles aotpack/selection.py computes): the table's multiprocessors, and with own_occupancy the blocks of the
+    variant of the row's binding, target, class and that config (where the row names none of one, the only one;
+    else, or none compiled, 0). The runtime reads it for every neighbour and config of a new key, where it computed
+    it (a log2 and a division per tile each: 16 neighbours of 8 configs doubled a new key's select)."""
+    sel = k.selection
+    consts = selection.consts_of(k, sel.tiles)
+
+    def only(index: int, options: Sequence[_T]) -> _T | None:
+        return options[index] if index >= 0 else options[0] if len(options) == 1 else None
+
+    b, t, s = only(binding, k.bindings), only(target, k.targets), only(spec, specs)
+    out = []
+    for c, config in enumerate(k.configs):
+        occupancy = sel.occupancy[c] if sel.occupancy else 0
+        if sel.own_occupancy:
+            occupancy = blocks.get((b, config, t, s), 0) if b is not None and t is not None and s is not None else 0
+        out.append(repr(selection.log2_work(sel.tiles, consts[c], rule.key, sel.sms or selection.DEFAULT_SMS,
+                                            occupancy, sel.fixed)))  # fmt: skip
+    return out
 
 
 def _blocks(k: Kernel, rows: Sequence[_Row]) -> tuple[list[_Row], list[tuple[int, int, int]], list[int]]:

@@ -48,9 +48,10 @@ void rt_nearest_add(const aot_kernel *k, nearest_rows *near, int r, int score) {
   near->row[at] = r, near->dist[at] = d;
 }
 
-/* Each config's time predicted from the nearest rows, each scaled by the call's work over the row's to the
- * power k->scale; the least wins (aotpack/selection.py computes the same in the same order). -1: no config
- * was measured at every neighbour. */
+/* Each config's time predicted from the nearest rows, each scaled by the call's work (on this GPU: its
+ * multiprocessors, the blocks of the variant the call runs) over the row's (the build's, on the GPU that timed
+ * it) to the power k->scale; the least wins (aotpack/selection.py computes the same in the same order). -1: no
+ * config was measured at every neighbour. */
 int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key, const nearest_rows *near,
                         int sms, int target, int binding, int spec) {
   int best = -1;
@@ -70,7 +71,7 @@ int rt_predicted_config(const aot_kernel *k, aot_call *call, const int64_t *key,
       const aot_rule *rule = &k->rules[near->row[i]];
       double w = 1.0 / ((near->dist[i] + AOT_WEIGHT_OFFSET) * (near->dist[i] + AOT_WEIGHT_OFFSET));
       double t = rule->us_log2[c];
-      if (k->scale > 0) t += k->scale * (here - log2_work(k, c, rule->key, sms, occupancy));
+      if (k->scale > 0) t += k->scale * (here - rule->work_log2[c]); /* the row's on the GPU that timed it */
       total += w * t;
       weights += w;
     }

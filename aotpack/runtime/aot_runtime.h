@@ -187,6 +187,9 @@ typedef struct {
   const double *key_log2; /* log2 of each key value (at least 1), with us_log2 */
   const double *us_log2; /* a tuning table's row: log2 of each config's median microseconds at this key (at least
                           * 1e-3; NaN: not measured), or NULL (a recipe's row) */
+  const double *work_log2; /* with us_log2 where the rule scales by work: log2 of each config's work at this key on
+                            * the GPU that timed it (the table's multiprocessors, the blocks of the variant it
+                            * timed), computed at build time as aotpack/selection.py's log2_work; else NULL */
 } aot_rule;
 
 /* A kernel's rows of one target, binding and class (each -1: any), [first, end) of its rules: a call skips

@@ -63,16 +63,18 @@ int main(int argc, char **argv) {
     for (int c = 0; c < nc; c++) consts[c] = below(2);
     static const int bound_consts[1] = {0};
     static aot_rule rules[ROWS + 1];
-    static double us_log2[ROWS][4], key_log2[ROWS][2];
+    static double us_log2[ROWS][4], key_log2[ROWS][2], work_log2[ROWS][4];
     memset(rules, 0, sizeof rules);
     for (int r = 0; r < nr; r++) {
       aot_rule *x = &rules[r];
       x->target = below(nt + 1) - 1, x->binding = below(nb + 1) - 1, x->spec = below(ns + 1) - 1;
       x->order = r, x->config = below(nc);
       for (int d = 0; d < nkey; d++) x->key[d] = keyset[below(2 + below(3))], key_log2[r][d] = log2((double)x->key[d]);
-      for (int c = 0; c < nc; c++) us_log2[r][c] = below(5) == 0 ? NAN : log2((double)(1 + below(4)));
+      for (int c = 0; c < nc; c++)
+        us_log2[r][c] = below(5) == 0 ? NAN : log2((double)(1 + below(4))), work_log2[r][c] = (double)below(8);
       x->key_log2 = key_log2[r];
       x->us_log2 = below(4) ? us_log2[r] : NULL;
+      x->work_log2 = x->us_log2 != NULL ? work_log2[r] : NULL;
     }
     qsort(rules, (size_t)nr, sizeof rules[0], rule_cmp); /* grouped, each group in table order */
     int firsts[ROWS + 1], ends[ROWS + 1], ngroups = 0;

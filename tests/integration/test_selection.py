@@ -305,7 +305,8 @@ print("libcuda loaded:", any("libcuda" in line for line in open("/proc/self/maps
 
 def test_two_gpus_of_one_arch_and_other_multiprocessor_counts_keep_their_own_picks(site, fake_driver, tmp_path):
     """The runtime keeps each call's pick; the rule counts waves of the GPU's multiprocessors, so a key repeated on
-    a second GPU of the same arch with fewer of them gets that GPU's pick, not the first one's."""
+    a second GPU of the same arch with fewer of them gets that GPU's pick, not the first one's: the call's work
+    counted on that GPU, the rows' on the one that timed them (the table's multiprocessors)."""
     recipe_path, installed = site
     kernel = fitted(recipe_path)
     chosen, rows = kernel.selection, selection.groups(kernel)[0]
@@ -314,7 +315,8 @@ def test_two_gpus_of_one_arch_and_other_multiprocessor_counts_keep_their_own_pic
     labels = [c.label for c in kernel.configs]
 
     def predicted(key, sms):
-        c = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, sms, occupancy=chosen.occupancy)
+        c = selection.predict(rows, key, chosen.neighbours, chosen.scale, work, consts, sms, occupancy=chosen.occupancy,
+                              row_sms=SMS)  # fmt: skip
         assert c is not None
         return labels[c]
 

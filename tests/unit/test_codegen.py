@@ -81,7 +81,7 @@ def test_kernel_tables(kernel_dir):
     assert "static const int64_t add_consts[] = {256, 256, 1024, 1024};" in text
     assert (
         "static const aot_rule add_rules[] = {\n  {.target = -1, .binding = -1, .spec = -1, .order = 0, .config = 1, "
-        ".key = {4096}, .key_log2 = NULL, .us_log2 = NULL},\n};"
+        ".key = {4096}, .key_log2 = NULL, .us_log2 = NULL, .work_log2 = NULL},\n};"
     ) in text
     # the row serves every target and binding: a block of it in each one's span (2 targets x 2 bindings)
     block = "{.spec = -1, .first = 0, .end = 1}"
@@ -260,9 +260,9 @@ def test_a_row_for_a_hint_level_serves_each_class_of_that_level(kernel_dir):
     assert (
         "static const aot_rule add_rules[] = {\n"
         "  {.target = -1, .binding = -1, .spec = 0, .order = 0, .config = 1, .key = {4096}, .key_log2 = NULL, "
-        ".us_log2 = NULL},\n"
+        ".us_log2 = NULL, .work_log2 = NULL},\n"
         "  {.target = -1, .binding = -1, .spec = 3, .order = 1, .config = 1, .key = {4096}, .key_log2 = NULL, "
-        ".us_log2 = NULL},\n};"
+        ".us_log2 = NULL, .work_log2 = NULL},\n};"
     ) in text
     # the kernel's row count is the expanded one; each class's rows a block, in every target and binding's span
     assert "  .nrules = 2,\n  .rules = add_rules,\n" in text
@@ -438,7 +438,7 @@ def test_each_target_and_binding_reads_only_the_rows_that_may_serve_it(kernel_di
     old = tuple(row("sm_80", "fp16", n, names[-1]) for n in (1024, 2048))
     any_type = (row("sm_90a", None, 512, names[1]), row(None, "fp16", 256, None))
     kernel = dataclasses.replace(kernel, rules=(*table, *inline, *old, *any_type))
-    _, served = codegen_c._rule_rows(kernel, specs)
+    _, served = codegen_c._rule_rows(codegen.KernelBuild(kernel=kernel, variants=(), pruned=(), min_driver={}), specs)
     rows, blocks, spans = codegen_c._blocks(kernel, served)
     assert sorted(r.text for r in rows) == sorted(r.text for r in served)  # each row once
     assert len(spans) == 2 * 2 * 2  # targets (sm_80, sm_90a) x bindings (fp32, fp16)
