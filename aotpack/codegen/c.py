@@ -233,6 +233,7 @@ def _rule_rows(build: KernelBuild, specs: tuple[Spec, ...]) -> tuple[list[str], 
         times.append(f"static const uint8_t {n}_occupancy[] = {{{', '.join(map(str, k.selection.occupancy))}}};")
     blocks: dict[_Point, int] = {(v.binding, v.config, v.target, v.spec): art.blocks_per_sm(v.target)
                                  for v, art in build.variants}  # fmt: skip
+    consts = selection.consts_of(k, k.selection.tiles)
     for i, rule in enumerate(k.rules):
         target = k.targets.index(rule.arch) if rule.arch else -1
         binding = k.bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
@@ -251,7 +252,7 @@ def _rule_rows(build: KernelBuild, specs: tuple[Spec, ...]) -> tuple[list[str], 
             work = "NULL"
             if timed and k.selection.scale > 0:
                 work = f"{n}_work_log2_{len(rows)}"
-                values = _row_work(k, rule, blocks, target, binding, spec, specs)
+                values = _row_work(k, rule, consts, blocks, (target, binding, spec), specs)
                 times.append(f"static const double {work}[] = {{{', '.join(values)}}};")
             text = _rule(target, binding, spec, k.configs.index(rule.config), key, us, logs, work, order=len(rows))
             rows.append(_Row(target=target, binding=binding, spec=spec, text=text))
@@ -262,15 +263,15 @@ _Point = tuple[tuple[tuple[str, str], ...], Config, str, Spec]  # a variant's bi
 _T = TypeVar("_T")
 
 
-def _row_work(k: Kernel, rule: Rule, blocks: dict[_Point, int], target: int, binding: int, spec: int,
-              specs: tuple[Spec, ...]) -> list[str]:  # fmt: skip
+def _row_work(k: Kernel, rule: Rule, consts: Sequence[dict[str, int]], blocks: dict[_Point, int],
+              serves: tuple[int, int, int], specs: tuple[Spec, ...]) -> list[str]:  # fmt: skip
     """Each config's log2 work at a dispatch row's key on the GPU that timed it (selection.log2_work, repr: the
     doubles aotpack/selection.py computes): the table's multiprocessors, and with own_occupancy the blocks of the
     variant of the row's binding, target, class and that config (where the row names none of one, the only one;
-    else, or none compiled, 0). The runtime reads it for every neighbour and config of a new key, where it computed
+    else, or none compiled, 0); ``consts``: each config's tiles' constexprs, ``serves``: the row's target, binding
+    and class (-1: any). The runtime reads it for every neighbour and config of a new key, where it computed
     it (a log2 and a division per tile each: 16 neighbours of 8 configs doubled a new key's select)."""
-    sel = k.selection
-    consts = selection.consts_of(k, sel.tiles)
+    sel, (target, binding, spec) = k.selection, serves
 
     def only(index: int, options: Sequence[_T]) -> _T | None:
         return options[index] if index >= 0 else options[0] if len(options) == 1 else None
