@@ -149,7 +149,10 @@ def tune(
     opts = opts or Options()
     rec = recipe.load(recipe_path)
     chosen = _chosen(rec, recipe_path, opts.kernels)
-    kept = tables.read(Path(keep)) if keep is not None else None
+    try:
+        kept = tables.read(Path(keep)) if keep is not None else None
+    except tables.TableError as exc:
+        raise UsageError(f"--keep: {exc}") from None
     if executor is not None:
         if devices is not None:
             raise UsageError("give --devices (this host's GPUs) or --executor (a cluster's), not both")
@@ -234,8 +237,8 @@ def _refining(kernel: model.Kernel, tuned: dict[str, model.Kernel], arch: str, r
         return []
     here = replace(now, rules=tuple(r for r in now.rules if r.arch == arch))
     # a key makes a row per type binding and class it is timed in: no more keys than the table's rows hold
-    most = max(Counter(r.key for r in here.rules if r.median_us).values(), default=1)
-    room = (limits.MAX_MEASURED_ROWS - sum(1 for r in now.rules if r.median_us)) // most
+    most = max(Counter(r.key for r in tables.timed_rows(now) if r.arch == arch).values(), default=1)
+    room = (limits.MAX_MEASURED_ROWS - len(tables.timed_rows(now))) // most
     if room < count:
         log.warning("%s: refining stops %d keys short: the table would pass the %d rows a kernel's may hold "
                     "(limits.MAX_MEASURED_ROWS)", kernel.name, count - max(room, 0),
@@ -282,7 +285,10 @@ def _tuned(table: tables.Table, rec: model.Recipe) -> dict[str, model.Kernel]:
     kernels = [replace(k, rules=tuple(r for r in k.rules if not (r.median_us and r.arch == table.arch)),
                        validation=tuple(r for r in k.validation if r.arch != table.arch))
                for k in rec.kernels if k.name in tuned]  # fmt: skip
-    return {k.name: k for k in tables.apply(table, kernels, rec.package)}
+    try:
+        return {k.name: k for k in tables.apply(table, kernels, rec.package)}
+    except tables.TableError as exc:  # a kept table's rows the recipe no longer takes (a config left its grid)
+        raise TuneError(f"the table's rows do not go with {rec.path}: {exc}") from None
 
 
 def _say_rules(tuned: dict[str, model.Kernel], package_name: str) -> None:

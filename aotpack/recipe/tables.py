@@ -189,8 +189,7 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
         replaced = {(r.key, r.arch, r.types, r.specialization) for r in new}
         kept = [r for r in kernel.rules if (r.key, r.arch, r.types, r.specialization) not in replaced]
         merged = dataclasses.replace(kernel, rules=(*kept, *looked_up), validation=(*kernel.validation, *checks))
-        timed = Counter((r.arch, r.types, r.specialization) for r in (*merged.rules, *merged.validation)
-                        if r.median_us)  # fmt: skip
+        timed = Counter((r.arch, r.types, r.specialization) for r in timed_rows(merged))
         if timed and max(timed.values()) > limits.MAX_MEASURED_KEYS:
             raise TableError(f"kernels.{name}: {max(timed.values())} timed keys of one types and class; the "
                              f"dispatcher's rule is fitted to at most {limits.MAX_MEASURED_KEYS} "
@@ -202,6 +201,12 @@ def apply(table: Table, kernels: list[Kernel], package: str) -> list[Kernel]:
         sms = table.sms or kernel.selection.sms
         by_name[name] = dataclasses.replace(merged, selection=dataclasses.replace(merged.selection, sms=sms))
     return [by_name[k.name] for k in kernels]
+
+
+def timed_rows(kernel: Kernel) -> list[Rule]:
+    """The kernel's rows with times, those it looks up and its validation rows alike: what
+    limits.MAX_MEASURED_KEYS and limits.MAX_MEASURED_ROWS bound (apply; aotpack tune's refining stops short of them)."""
+    return [r for r in (*kernel.rules, *kernel.validation) if r.median_us]
 
 
 def fit(kernels: list[Kernel], blocks: Mapping[str, selection.Blocks] | None = None) -> list[Kernel]:

@@ -167,11 +167,11 @@ def _step_us(n: int, block: int, warps: int) -> float:
     return (1.0 if (n < 50_000) == (block == 256) else 1.3) * (1 + n / 1e6) + warps / 1000
 
 
-def _refining_recipe(kernel_dir, count: int = 24) -> Path:
+def _refining_recipe(kernel_dir, count: int = 24, validate: int = 0) -> Path:
     path = kernel_dir / "r.yaml"
     path.write_text(GOOD + ("    tune:\n      inputs: add.py:add_kernel\n"
                             f"      sample: {{count: {count}, range: {{n_elements: [1024, 1048576]}}, seed: 4}}\n"
-                            "      refine: 16\n"))  # fmt: skip
+                            "      refine: 16\n" + (f"      validate: {validate}\n" if validate else "")))  # fmt: skip
     return path
 
 
@@ -277,6 +277,33 @@ def test_keep_refuses_another_packages_table(kernel_dir, monkeypatch):
         tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=other)
 
 
+@pytest.mark.parametrize(
+    ("spoil", "error", "message"),
+    [
+        (lambda text: "{not json", "UsageError", "--keep: .*other.json"),
+        (lambda text: text.replace('"format": "aotpack-tuning-table/1"', '"format": "x"'), "UsageError",
+         "--keep: .*not a tuning table"),
+        (lambda text: text.replace('"BLOCK=256,w4,s3"', '"BLOCK=3,w4,s3"'), "TuneError",
+         "the table's rows do not go with .*is not in the recipe's grid"),
+        (lambda text: text.replace('"key": [', '"key": [7, ', 1), "TuneError",
+         "the table's rows do not go with .*the key has 2 values"),
+    ],
+)  # fmt: skip
+def test_keep_says_what_is_wrong_with_a_spoilt_table(kernel_dir, monkeypatch, spoil, error, message):
+    """A kept table aotpack cannot take is one of aotpack's errors, naming the table, not a traceback: --keep's file
+    unreadable as a table, or rows the recipe no longer takes (a config left its grid)."""
+    from aotpack import errors
+
+    _refining_recipe(kernel_dir, count=8)
+    monkeypatch.setattr(tune, "_tune_here", _gpu([]))
+    table = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
+    other = kernel_dir / "other.json"
+    other.write_text(spoil(table.read_text()))
+    assert other.read_text() != table.read_text()
+    with pytest.raises(getattr(errors, error), match=message):
+        tune.tune(kernel_dir / "r.yaml", kernel_dir / "out", keep=other)
+
+
 def test_refine_stops_when_the_budget_runs_out(kernel_dir, monkeypatch):
     """A unit past --budget (None) ends the refining: no round starts after it."""
     from aotpack.errors import TuneError
@@ -326,3 +353,24 @@ def test_refining_stops_before_the_table_passes_the_rows_it_may_hold(kernel_dir,
     rows = [r for _, got in tables.read(written).kernels for r in got]
     assert len(rows) == 58 and len({r.key for r in rows}) == 29
     assert "refining stops" in caplog.text and "(limits.MAX_MEASURED_ROWS)" in caplog.text
+
+
+def test_refining_counts_the_validation_rows_toward_the_rows_a_table_may_hold(kernel_dir, monkeypatch, caplog):
+    """The validation rows are rows of the table the build counts too (tables.apply): refining leaves room for
+    them, and the table it writes loads (an H200's refine of the demo matmul wrote 8,406 rows, its 1,344 validation
+    rows not counted, and the build refused the table)."""
+    from aotpack import limits
+    from aotpack.backends import recipes
+    from aotpack.recipe import tables
+
+    _refining_recipe(kernel_dir, validate=8)  # 24 sampled keys and 8 to validate, 2 type bindings: 64 rows
+    monkeypatch.setattr(limits, "MAX_MEASURED_ROWS", 64 + 10)
+    monkeypatch.setattr(tune, "_tune_here", _gpu([]))
+    with caplog.at_level("WARNING"):
+        written = tune.tune(kernel_dir / "r.yaml", kernel_dir / "out")
+    rows = [r for _, got in tables.read(written).kernels for r in got]
+    assert len(rows) == 74 and sum(r.validation for r in rows) == 16 and len({r.key for r in rows}) == 37
+    assert "refining stops" in caplog.text and "(limits.MAX_MEASURED_ROWS)" in caplog.text
+    rec = recipes.load(kernel_dir / "r.yaml")
+    (applied,) = tables.apply(tables.read(written), list(rec.kernels), rec.package)
+    assert len(tables.timed_rows(applied)) == 74
