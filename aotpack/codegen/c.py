@@ -234,6 +234,7 @@ def _rule_rows(build: KernelBuild, specs: tuple[Spec, ...]) -> tuple[list[str], 
     blocks: dict[_Point, int] = {(v.binding, v.config, v.target, v.spec): art.blocks_per_sm(v.target)
                                  for v, art in build.variants}  # fmt: skip
     consts = selection.consts_of(k, k.selection.tiles)
+    works: dict[tuple[str, ...], str] = {}  # each distinct row work's array, once (rows of one key in several types)
     for i, rule in enumerate(k.rules):
         target = k.targets.index(rule.arch) if rule.arch else -1
         binding = k.bindings.index(tuple((v, dict(rule.types)[v]) for v, _ in k.types)) if rule.types else -1
@@ -251,9 +252,11 @@ def _rule_rows(build: KernelBuild, specs: tuple[Spec, ...]) -> tuple[list[str], 
         for spec in _rule_specs(rule, specs):
             work = "NULL"
             if timed and k.selection.scale > 0:
-                work = f"{n}_work_log2_{len(rows)}"
-                values = _row_work(k, rule, consts, blocks, (target, binding, spec), specs)
-                times.append(f"static const double {work}[] = {{{', '.join(values)}}};")
+                row_work = tuple(_row_work(k, rule, consts, blocks, (target, binding, spec), specs))
+                work = works.get(row_work, f"{n}_work_log2_{len(works)}")
+                if row_work not in works:
+                    works[row_work] = work
+                    times.append(f"static const double {work}[] = {{{', '.join(row_work)}}};")
             text = _rule(target, binding, spec, k.configs.index(rule.config), key, us, logs, work, order=len(rows))
             rows.append(_Row(target=target, binding=binding, spec=spec, text=text))
     return times, rows

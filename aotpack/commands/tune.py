@@ -237,8 +237,9 @@ def _refining(kernel: model.Kernel, tuned: dict[str, model.Kernel], arch: str, r
         return []
     here = replace(now, rules=tuple(r for r in now.rules if r.arch == arch))
     # a key makes a row per type binding and class it is timed in: no more keys than the table's rows hold
-    most = max(Counter(r.key for r in tables.timed_rows(now) if r.arch == arch).values(), default=1)
-    room = (limits.MAX_MEASURED_ROWS - len(tables.timed_rows(now))) // most
+    timed = tables.timed_rows(now)
+    most = max(Counter(r.key for r in timed if r.arch == arch).values(), default=1)
+    room = (limits.MAX_MEASURED_ROWS - len(timed)) // most
     if room < count:
         log.warning("%s: refining stops %d keys short: the table would pass the %d rows a kernel's may hold "
                     "(limits.MAX_MEASURED_ROWS)", kernel.name, count - max(room, 0),
